@@ -1,0 +1,5 @@
+import sys
+
+from cronbox.cli import main
+
+sys.exit(main())

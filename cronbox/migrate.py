@@ -1,0 +1,157 @@
+"""`cronbox migrate`: forward-only numbered migrations, then the re-applied code.
+
+1. Under a session advisory lock (so concurrent migrates serialise and the second is a no-op),
+   bootstrap schema `cronbox` and its version table.
+2. Refuse if the database has a migration newer than this code knows.
+3. Apply each pending `sql/migrations/NNNN_*.sql` in its own transaction, writing its version
+   row in that same transaction.
+4. Re-apply `sql/functions/*.sql`, then `sql/views/*.sql`, then `sql/grants.sql` in one
+   transaction, but only if their content digest changed: migrating twice changes nothing.
+5. Run maintenance that must exist before the first dispatch (today's history partitions).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import re
+from pathlib import Path
+
+import psycopg
+
+from cronbox import db
+
+log = logging.getLogger("cronbox.migrate")
+
+LOCK_KEY = 0x63726F6E626F78  # "cronbox"
+_MIGRATION_NAME = re.compile(r"^(\d{4})_[a-z0-9_]+\.sql$")
+
+
+class MigrateError(RuntimeError):
+    pass
+
+
+def sql_root() -> Path:
+    """The SQL tree: inside the installed package (wheel), else the repository's sql/."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here / "sql", here.parent / "sql"):
+        if (candidate / "migrations").is_dir():
+            return candidate
+    raise MigrateError(f"cannot find the SQL files (looked in {here / 'sql'} and {here.parent / 'sql'})")
+
+
+@dataclasses.dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    path: Path
+
+
+def migrations(root: Path | None = None) -> list[Migration]:
+    root = root or sql_root()
+    found: list[Migration] = []
+    for path in sorted((root / "migrations").glob("*.sql")):
+        m = _MIGRATION_NAME.match(path.name)
+        if not m:
+            raise MigrateError(f"bad migration file name {path.name}: expected NNNN_verb_noun.sql")
+        found.append(Migration(int(m.group(1)), path.stem, path))
+    versions = [m.version for m in found]
+    if len(set(versions)) != len(versions):
+        raise MigrateError("two migrations share a version number")
+    return found
+
+
+def code_files(root: Path | None = None) -> list[Path]:
+    """Re-applied on every migrate, in this order: functions, views, grants."""
+    root = root or sql_root()
+    files = sorted((root / "functions").glob("*.sql")) + sorted((root / "views").glob("*.sql"))
+    grants = root / "grants.sql"
+    return files + ([grants] if grants.exists() else [])
+
+
+def code_digest(files: list[Path]) -> str:
+    h = hashlib.sha256()
+    for path in files:
+        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+@dataclasses.dataclass
+class Result:
+    applied: list[str]
+    code_reapplied: bool
+    version: int
+
+
+_BOOTSTRAP = """
+CREATE SCHEMA IF NOT EXISTS cronbox;
+CREATE TABLE IF NOT EXISTS cronbox.schema_version (
+    version     integer PRIMARY KEY,
+    name        text NOT NULL,
+    applied_at  timestamptz NOT NULL DEFAULT now(),
+    applied_by  name NOT NULL DEFAULT current_user
+);
+CREATE TABLE IF NOT EXISTS cronbox.schema_code (
+    singleton   boolean PRIMARY KEY DEFAULT true CONSTRAINT schema_code_one_row CHECK (singleton),
+    digest      text NOT NULL,
+    applied_at  timestamptz NOT NULL DEFAULT now()
+);
+"""
+
+
+def migrate(dsn: str, root: Path | None = None) -> Result:
+    root = root or sql_root()
+    known = migrations(root)
+    files = code_files(root)
+    digest = code_digest(files)
+    with db.connect(dsn) as conn:
+        conn.execute("SELECT pg_catalog.pg_advisory_lock(%s)", (LOCK_KEY,))
+        try:
+            return _migrate_locked(conn, known, files, digest)
+        finally:
+            conn.execute("SELECT pg_catalog.pg_advisory_unlock(%s)", (LOCK_KEY,))
+
+
+def _migrate_locked(conn: psycopg.Connection, known: list[Migration], files: list[Path], digest: str) -> Result:
+    with conn.transaction():
+        conn.execute(_BOOTSTRAP)
+    done = {row[0] for row in conn.execute("SELECT version FROM cronbox.schema_version")}
+    newest_known = max((m.version for m in known), default=0)
+    if done and max(done) > newest_known:
+        raise MigrateError(
+            f"the database schema is at version {max(done)}, newer than this cronbox "
+            f"(knows up to {newest_known}): upgrade cronbox before running it against this database"
+        )
+    applied: list[str] = []
+    for m in known:
+        if m.version in done:
+            continue
+        with conn.transaction():
+            conn.execute(m.path.read_text())
+            conn.execute(
+                "INSERT INTO cronbox.schema_version (version, name) VALUES (%s, %s)", (m.version, m.name)
+            )
+        log.info("applied migration %s", m.name)
+        applied.append(m.name)
+
+    row = conn.execute("SELECT digest FROM cronbox.schema_code").fetchone()
+    reapply = applied != [] or row is None or row[0] != digest
+    if reapply:
+        with conn.transaction():
+            # Bodies may refer to functions defined in later files.
+            conn.execute("SET LOCAL check_function_bodies = off")
+            for path in files:
+                try:
+                    conn.execute(path.read_text())
+                except psycopg.Error as exc:
+                    raise MigrateError(f"{path.name}: {exc}") from exc
+            conn.execute(
+                "INSERT INTO cronbox.schema_code (singleton, digest) VALUES (true, %s) "
+                "ON CONFLICT (singleton) DO UPDATE SET digest = excluded.digest, applied_at = now()",
+                (digest,),
+            )
+        log.info("applied %d function/view files", len(files))
+    with conn.transaction():
+        conn.execute("SELECT cronbox.ensure_run_partitions()")
+    return Result(applied=applied, code_reapplied=reapply, version=newest_known)

@@ -1,0 +1,184 @@
+"""A private PostgreSQL cluster from the machine's own server binaries.
+
+Used by `cronbox dev` (under ./.cronbox/) and by the test suite (in a temporary folder).
+It finds the binaries (`$CRONBOX_PG_BINDIR`, `pg_config --bindir`, then Debian's versioned
+/usr/lib/postgresql/*/bin), initdb's a data folder, starts the server on 127.0.0.1 on a free
+port with its socket in the data folder, and stops it by its postmaster pid (via pg_ctl).
+PostgreSQL refuses to run as root, so as root only the PostgreSQL processes run as the
+`postgres` OS user, with the folder owned by it.
+"""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+from pathlib import Path
+
+INSTALL_HINT = (
+    "PostgreSQL server binaries not found: install them (Debian/Ubuntu: `apt-get install postgresql`; "
+    "macOS: `brew install postgresql`), set CRONBOX_PG_BINDIR to the folder holding initdb and pg_ctl, "
+    "or set DATABASE_URL to use an existing server"
+)
+
+FAST_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
+
+
+class PgNotFound(RuntimeError):
+    pass
+
+
+class ClusterError(RuntimeError):
+    pass
+
+
+def _has_server(bindir: Path) -> bool:
+    return (bindir / "initdb").is_file() and (bindir / "pg_ctl").is_file() and (bindir / "postgres").is_file()
+
+
+def find_bindir() -> Path:
+    """The folder with initdb, pg_ctl and postgres, or PgNotFound with an install hint."""
+    candidates: list[Path] = []
+    if os.environ.get("CRONBOX_PG_BINDIR"):
+        candidates.append(Path(os.environ["CRONBOX_PG_BINDIR"]))
+    pg_config = shutil.which("pg_config")
+    if pg_config:
+        try:
+            out = subprocess.run([pg_config, "--bindir"], capture_output=True, text=True, check=True, timeout=10)
+            candidates.append(Path(out.stdout.strip()))
+        except (subprocess.SubprocessError, OSError):
+            pass
+
+    def version_key(p: Path) -> float:
+        try:
+            return float(p.parent.name)
+        except ValueError:
+            return 0.0
+
+    candidates += sorted(Path("/usr/lib/postgresql").glob("*/bin"), key=version_key, reverse=True)
+    initdb = shutil.which("initdb")
+    if initdb:
+        candidates.append(Path(initdb).parent)
+    for c in candidates:
+        if _has_server(c):
+            return c
+    raise PgNotFound(INSTALL_HINT)
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Cluster:
+    """One data folder and the server running on it.
+
+    `root` holds `data/` (the cluster) and `server.log`. start() reuses a server already
+    running on the folder; stop() stops it and waits.
+    """
+
+    def __init__(self, root: Path, *, settings: dict[str, str] | None = None, bindir: Path | None = None):
+        self.root = Path(root).resolve()
+        self.data = self.root / "data"
+        self.logfile = self.root / "server.log"
+        self.settings = dict(settings or {})
+        self._bindir = bindir
+        self._as_postgres = os.geteuid() == 0
+
+    @property
+    def bindir(self) -> Path:
+        if self._bindir is None:
+            self._bindir = find_bindir()
+        return self._bindir
+
+    def _run(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        kwargs: dict[str, object] = {}
+        if self._as_postgres:
+            pw = pwd.getpwnam("postgres")
+            kwargs = {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": [], "cwd": self.root}
+        proc = subprocess.run(
+            [str(self.bindir / args[0]), *args[1:]], capture_output=True, text=True, timeout=timeout, **kwargs
+        )
+        if check and proc.returncode != 0:
+            raise ClusterError(f"{args[0]} failed ({proc.returncode}): {(proc.stderr or proc.stdout).strip()}")
+        return proc
+
+    def _own(self, path: Path) -> None:
+        if self._as_postgres:
+            pw = pwd.getpwnam("postgres")
+            os.chown(path, pw.pw_uid, pw.pw_gid)
+
+    @property
+    def initialized(self) -> bool:
+        return (self.data / "PG_VERSION").is_file()
+
+    def init(self) -> None:
+        if self.initialized:
+            return
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._own(self.root)
+        self._run("initdb", "-D", str(self.data), "-U", "postgres", "-A", "trust", "-E", "UTF8",
+                  "--locale=C", "--no-sync")
+
+    def pid(self) -> int | None:
+        """The postmaster pid if a server is running on this folder."""
+        pidfile = self.data / "postmaster.pid"
+        try:
+            pid = int(pidfile.read_text().splitlines()[0])
+        except (OSError, ValueError, IndexError):
+            return None
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None
+        except PermissionError:
+            pass
+        return pid
+
+    @property
+    def port(self) -> int:
+        try:
+            return int((self.data / "postmaster.pid").read_text().splitlines()[3])
+        except (OSError, ValueError, IndexError):
+            raise ClusterError(f"no server running on {self.data}") from None
+
+    def dsn(self, dbname: str = "postgres") -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/{dbname}"
+
+    def start(self) -> str:
+        """Start (or reuse) the server; returns the DSN of database postgres."""
+        self.init()
+        if self.pid() is not None:
+            return self.dsn()
+        options = {
+            "listen_addresses": "127.0.0.1",
+            "port": str(free_port()),
+            # Unix socket paths are limited to ~107 bytes; go TCP-only if the folder is deep.
+            "unix_socket_directories": str(self.data) if len(str(self.data)) < 90 else "",
+            **self.settings,
+        }
+        opts = " ".join(f"-c {k}={v}" if v != "" else f"-c {k}=''" for k, v in options.items())
+        if not self.logfile.exists():
+            self.logfile.touch()
+            self._own(self.logfile)
+        proc = self._run("pg_ctl", "-D", str(self.data), "-l", str(self.logfile), "-o", opts, "-w", "-t", "60",
+                         "start", check=False)
+        if proc.returncode != 0:
+            tail = self.logfile.read_text(errors="replace")[-2000:] if self.logfile.exists() else ""
+            raise ClusterError(f"pg_ctl start failed: {proc.stderr.strip()}\n{tail}")
+        return self.dsn()
+
+    def stop(self, mode: str = "fast") -> None:
+        if self.pid() is None:
+            return
+        self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "-t", "60", "stop", check=False)
+
+    def restart(self) -> str:
+        """Stop and start on the same port (for tests of reconnecting processes)."""
+        port = self.port
+        self.stop()
+        self.settings["port"] = str(port)
+        return self.start()

@@ -1,0 +1,1 @@
+"""The poller process: schedules -> job_future (saturation) -> run + outbox (dispatch)."""

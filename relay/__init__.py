@@ -1,0 +1,1 @@
+"""The relay process: outbox -> sinks, at least once."""

@@ -1,0 +1,39 @@
+-- cronbox.claim_outbox(p_owner, p_limit, p_lease, p_queues, p_now): the relay's claim.
+-- Leases up to p_limit available outbox rows (oldest first) to p_owner for p_lease by
+-- pushing available_at to the lease end; FOR UPDATE SKIP LOCKED on outbox_claim_idx, so
+-- relays get disjoint rows. A relay that dies leaves rows that come back when the lease ends.
+-- Returns the messages with their deadline (now + the run's timeout) filled in.
+CREATE OR REPLACE FUNCTION cronbox.claim_outbox(
+    p_owner text,
+    p_limit integer,
+    p_lease interval DEFAULT '30 seconds',
+    p_queues text[] DEFAULT NULL,
+    p_now timestamptz DEFAULT now()
+) RETURNS TABLE (outbox_id bigint, run_id bigint, queue text, kind text, message jsonb, attempts integer)
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH picked AS (
+        SELECT o.outbox_id
+        FROM cronbox.outbox o
+        WHERE o.available_at <= p_now
+          AND (p_queues IS NULL OR o.queue = ANY (p_queues))
+        ORDER BY o.available_at
+        LIMIT p_limit
+        FOR UPDATE SKIP LOCKED
+    )
+    UPDATE cronbox.outbox o SET
+        available_at = p_now + p_lease,
+        lease_owner = p_owner,
+        attempts = o.attempts + 1
+    FROM picked p
+    WHERE o.outbox_id = p.outbox_id
+    RETURNING o.outbox_id, o.run_id, o.queue, o.kind,
+              CASE WHEN o.kind = 'run'
+                   THEN o.message || jsonb_build_object('deadline', p_now + o.timeout)
+                   ELSE o.message END,
+              o.attempts
+$$;
+
+COMMENT ON FUNCTION cronbox.claim_outbox(text, integer, interval, text[], timestamptz) IS
+'Relay: leases up to p_limit available outbox rows (SKIP LOCKED) for p_lease and returns the messages, deadline included. Unacked rows come back when the lease ends: at least once.';

@@ -1,0 +1,6 @@
+-- cronbox.schedule_changes: who changed which schedule, when and why.
+DROP VIEW IF EXISTS cronbox.schedule_changes;
+CREATE VIEW cronbox.schedule_changes AS
+SELECT c.changed_at, c.job_name AS job, c.action, c.reason, c.changed_by, c.job_id, c.change_id
+FROM cronbox.job_change c;
+COMMENT ON VIEW cronbox.schedule_changes IS 'Change log of schedules: created, updated, paused (by operator or after failure), resumed, unscheduled.';

@@ -1,0 +1,120 @@
+"""Test fixtures: a private PostgreSQL for the session, a template database migrated once
+with the real migrator, and per test either a rolled-back transaction (`conn`) or a fresh
+database cloned from the template (`fresh_dsn`). TEST_DATABASE_URL points the suite at an
+existing server instead (it must allow CREATE DATABASE).
+
+Every test connection runs with an empty search_path, so an unqualified name in SQL or in
+Python fails the suite.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from cronbox import db
+from cronbox.migrate import migrate
+from cronbox.pgcluster import FAST_SETTINGS, Cluster
+
+REPO = Path(__file__).resolve().parent.parent
+TEMPLATE = f"cronbox_template_{os.getpid()}"
+_counter = itertools.count()
+
+
+def with_db(dsn: str, dbname: str, *, empty_search_path: bool = True) -> str:
+    info = psycopg.conninfo.conninfo_to_dict(dsn)
+    info["dbname"] = dbname
+    if empty_search_path:
+        info["options"] = "-c search_path="
+    return psycopg.conninfo.make_conninfo(**info)
+
+
+class Server:
+    """The PostgreSQL the suite runs against (private cluster unless TEST_DATABASE_URL)."""
+
+    def __init__(self, admin_dsn: str, cluster: Cluster | None):
+        self.admin_dsn = admin_dsn
+        self.cluster = cluster
+
+    def create_db(self, name: str, template: str | None = None) -> str:
+        with db.connect(self.admin_dsn) as conn:
+            stmt = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
+            if template:
+                stmt += sql.SQL(" TEMPLATE {}").format(sql.Identifier(template))
+            conn.execute(stmt)
+        return with_db(self.admin_dsn, name)
+
+    def drop_db(self, name: str) -> None:
+        with db.connect(self.admin_dsn) as conn:
+            conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+
+@pytest.fixture(scope="session")
+def pg() -> Iterator[Server]:
+    url = os.environ.get("TEST_DATABASE_URL")
+    if url:
+        yield Server(url, None)
+        return
+    tmp = Path(tempfile.mkdtemp(prefix="cronbox-test-"))
+    os.chmod(tmp, 0o755)
+    cluster = Cluster(tmp / "pg", settings={**FAST_SETTINGS, "max_connections": "200"})
+    dsn = cluster.start()
+    try:
+        yield Server(dsn, cluster)
+    finally:
+        cluster.stop(mode="immediate")
+        subprocess.run(["rm", "-rf", str(tmp)], check=False)
+
+
+@pytest.fixture(scope="session")
+def template_dsn(pg: Server) -> Iterator[str]:
+    """A database migrated once with the real migrator; tests clone it."""
+    pg.drop_db(TEMPLATE)
+    dsn = pg.create_db(TEMPLATE)
+    migrate(dsn)
+    yield dsn
+    pg.drop_db(TEMPLATE)
+
+
+@pytest.fixture(scope="session")
+def shared_dsn(pg: Server, template_dsn: str) -> Iterator[str]:
+    """One clone shared by the rolled-back-transaction tests."""
+    name = f"cronbox_shared_{os.getpid()}"
+    pg.drop_db(name)
+    dsn = pg.create_db(name, template=TEMPLATE)
+    yield dsn
+    pg.drop_db(name)
+
+
+@pytest.fixture
+def conn(shared_dsn: str) -> Iterator[psycopg.Connection]:
+    """A connection inside a transaction that is rolled back after the test."""
+    c = psycopg.connect(shared_dsn, autocommit=False, prepare_threshold=None)
+    try:
+        yield c
+    finally:
+        c.rollback()
+        c.close()
+
+
+@pytest.fixture
+def fresh_dsn(pg: Server, template_dsn: str) -> Iterator[str]:
+    """A fresh database cloned from the template, dropped after the test."""
+    name = f"cronbox_t{os.getpid()}_{next(_counter)}"
+    dsn = pg.create_db(name, template=TEMPLATE)
+    yield dsn
+    pg.drop_db(name)
+
+
+def cronbox_cmd(*args: str) -> list[str]:
+    """The real `cronbox` command, run with this interpreter."""
+    return [sys.executable, "-m", "cronbox", *args]

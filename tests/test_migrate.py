@@ -1,0 +1,111 @@
+"""The migrator: idempotent, safe concurrently, versioned, refuses a newer schema."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from cronbox import db
+from cronbox.migrate import MigrateError, migrate, migrations, sql_root
+
+from .conftest import cronbox_cmd
+
+
+def _schema_fingerprint(dsn: str) -> list[tuple]:
+    with db.connect(dsn) as conn:
+        return conn.execute(
+            """
+            SELECT c.relname, c.relkind, pg_catalog.pg_get_userbyid(c.relowner), c.xmin::text
+            FROM pg_catalog.pg_class c JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace
+            WHERE n.nspname = 'cronbox'
+            UNION ALL
+            SELECT p.proname, 'f', pg_catalog.md5(p.prosrc), p.xmin::text
+            FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_namespace n ON n.oid = p.pronamespace
+            WHERE n.nspname = 'cronbox'
+            ORDER BY 1, 2
+            """
+        ).fetchall()
+
+
+def test_migrating_twice_changes_nothing(fresh_dsn):
+    before = _schema_fingerprint(fresh_dsn)
+    result = migrate(fresh_dsn)
+    assert result.applied == [] and not result.code_reapplied
+    assert _schema_fingerprint(fresh_dsn) == before  # not even a catalog row rewritten
+
+
+def test_version_table_records_every_migration(fresh_dsn):
+    with db.connect(fresh_dsn) as conn:
+        versions = [r[0] for r in conn.execute("SELECT version FROM cronbox.schema_version ORDER BY 1")]
+    assert versions == [m.version for m in migrations()]
+
+
+def test_concurrent_migrations_of_an_empty_database_are_a_no_op_for_all_but_one(pg):
+    dsn = pg.create_db("cronbox_concurrent_migrate")
+    try:
+        with ThreadPoolExecutor(4) as ex:
+            results = list(ex.map(lambda _: migrate(dsn), range(4)))
+        assert sorted(len(r.applied) for r in results) == [0, 0, 0, len(migrations())]
+        with db.connect(dsn) as conn:
+            assert conn.execute("SELECT count(*) FROM cronbox.schema_version").fetchone()[0] == len(migrations())
+    finally:
+        pg.drop_db("cronbox_concurrent_migrate")
+
+
+def test_refuses_a_database_newer_than_the_code(fresh_dsn):
+    with db.connect(fresh_dsn) as conn:
+        conn.execute("INSERT INTO cronbox.schema_version (version, name) VALUES (9999, '9999_from_the_future')")
+    with pytest.raises(MigrateError, match="newer than this cronbox"):
+        migrate(fresh_dsn)
+
+
+def test_a_failing_migration_leaves_no_version_row(fresh_dsn, tmp_path: Path):
+    root = tmp_path / "sql"
+    shutil.copytree(sql_root(), root)
+    (root / "migrations" / "9000_break_things.sql").write_text(
+        "CREATE TABLE cronbox.half_written (x int);\nSELECT 1/0;\n")
+    with pytest.raises(psycopg.errors.DivisionByZero):
+        migrate(fresh_dsn, root)
+    with db.connect(fresh_dsn) as conn:
+        assert conn.execute("SELECT to_regclass('cronbox.half_written')").fetchone()[0] is None
+        assert conn.execute("SELECT count(*) FROM cronbox.schema_version WHERE version = 9000").fetchone()[0] == 0
+
+
+def test_cli_migrate_reports_and_is_idempotent(fresh_dsn):
+    env = {"DATABASE_URL": fresh_dsn, "PATH": "/usr/bin:/bin"}
+    out = subprocess.run(cronbox_cmd("migrate"), env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "nothing to do" in out.stdout
+
+
+@pytest.mark.parametrize(
+    "dsn_suffix, expected",
+    [
+        ("postgresql://postgres@127.0.0.1:1/postgres", "cannot connect to PostgreSQL"),
+        ("postgresql://nosuchuser:secret@127.0.0.1:{port}/postgres", "cannot connect to PostgreSQL"),
+    ],
+)
+def test_cli_unreachable_database_is_one_clear_line(pg, dsn_suffix, expected):
+    port = psycopg.conninfo.conninfo_to_dict(pg.admin_dsn).get("port", "5432")
+    env = {"DATABASE_URL": dsn_suffix.format(port=port), "PATH": "/usr/bin:/bin"}
+    out = subprocess.run(cronbox_cmd("migrate"), env=env, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and expected in lines[0], out.stderr
+    assert "secret" not in out.stderr
+
+
+def test_cli_poller_against_a_database_without_the_schema_is_one_clear_line(pg):
+    dsn = pg.create_db("cronbox_no_schema")
+    try:
+        out = subprocess.run(cronbox_cmd("poller"), env={"DATABASE_URL": dsn, "PATH": "/usr/bin:/bin"},
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode == 1
+        assert out.stderr.strip() == "cronbox: the cronbox schema is missing: run `cronbox migrate`"
+    finally:
+        pg.drop_db("cronbox_no_schema")
