@@ -5,7 +5,8 @@ It finds the binaries (`$CRONBOX_PG_BINDIR`, `pg_config --bindir`, then Debian's
 /usr/lib/postgresql/*/bin), initdb's a data folder, starts the server on 127.0.0.1 on a free
 port with its socket in the data folder, and stops it by its postmaster pid (via pg_ctl).
 PostgreSQL refuses to run as root, so as root only the PostgreSQL processes run as the
-`postgres` OS user, with the folder owned by it.
+`postgres` OS user, with the folder owned by it (and search permission added to any
+ancestor folder it could not otherwise traverse, such as a 0700 /root).
 """
 
 from __future__ import annotations
@@ -115,10 +116,21 @@ class Cluster:
     def initialized(self) -> bool:
         return (self.data / "PG_VERSION").is_file()
 
+    def _make_reachable(self) -> None:
+        """As root, let the postgres user reach the folder: add search (x, not read) permission
+        for others on each ancestor that lacks it (e.g. a 0700 /root or pytest tmp folder)."""
+        if not self._as_postgres:
+            return
+        for parent in reversed(self.root.parents):
+            mode = parent.stat().st_mode
+            if not mode & 0o001:
+                os.chmod(parent, mode | 0o001)
+
     def init(self) -> None:
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._make_reachable()
         if self.initialized:
             return
-        self.root.mkdir(parents=True, exist_ok=True)
         self._own(self.root)
         self._run("initdb", "-D", str(self.data), "-U", "postgres", "-A", "trust", "-E", "UTF8",
                   "--locale=C", "--no-sync")

@@ -1,0 +1,311 @@
+"""poller/cron.py without a database: the dialect, DST behaviour, drift, and bad input."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
+
+import pytest
+from croniter import croniter
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from poller.cron import CronError, CronSchedule, normalize, schedule_for
+from tests.cron_cases import INVALID, VALID
+
+UTC = timezone.utc
+NY = "America/New_York"
+BERLIN = "Europe/Berlin"
+
+
+def local(tz: str, *args: int, fold: int = 0) -> datetime:
+    return datetime(*args, tzinfo=ZoneInfo(tz), fold=fold)
+
+
+def fires(expr: str, tz: str, after: datetime, until: datetime, limit: int = 1000) -> list[str]:
+    """Fires in (after, until] as local ISO strings (offset included), for readable asserts."""
+    zone = ZoneInfo(tz)
+    got = CronSchedule(normalize(expr), tz).fires_between(after, until, limit)
+    return [f.astimezone(zone).isoformat() for f in got]
+
+
+def chained(expr: str, tz: str, after: datetime, n: int) -> list[datetime]:
+    schedule = CronSchedule(normalize(expr), tz)
+    out: list[datetime] = []
+    for _ in range(n):
+        nxt = schedule.next_after(after)
+        if nxt is None:
+            break
+        out.append(nxt)
+        after = nxt
+    return out
+
+
+# --- the dialect -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("expr", "expected"), VALID)
+def test_valid_expression_normalizes_to_seven_fields(expr: str, expected: str) -> None:
+    assert normalize(expr) == expected
+    assert normalize(expected) == expected  # idempotent: the stored form re-validates
+    croniter.expand(expected, second_at_beginning=True)
+    assert CronSchedule(expected, NY).next_after(local(NY, 2026, 1, 1)) is not None
+
+
+@pytest.mark.parametrize(("expr", "fragment"), INVALID)
+def test_invalid_expression_raises_cron_error(expr: str, fragment: str) -> None:
+    with pytest.raises(CronError) as info:
+        normalize(expr)
+    assert fragment in str(info.value)
+    assert str(info.value).startswith("cron: ")
+
+
+def test_null_expression_is_rejected() -> None:
+    with pytest.raises(CronError, match="^cron: expression must not be NULL$"):
+        normalize(None)  # type: ignore[arg-type]
+
+
+def test_unknown_time_zone_is_rejected() -> None:
+    with pytest.raises(CronError, match='unknown time zone "Mars/Olympus"'):
+        CronSchedule("0 * * * * * *", "Mars/Olympus")
+
+
+def test_naive_datetimes_are_rejected() -> None:
+    schedule = CronSchedule("0 * * * * * *", "UTC")
+    with pytest.raises(ValueError):
+        schedule.next_after(datetime(2026, 1, 1))
+    with pytest.raises(ValueError):
+        schedule.fires_between(datetime(2026, 1, 1, tzinfo=UTC), datetime(2026, 1, 2), 10)
+
+
+def test_schedule_for_caches_per_expression_and_zone() -> None:
+    assert schedule_for("0 * * * * * *", NY) is schedule_for("0 * * * * * *", NY)
+    assert schedule_for("0 * * * * * *", NY) is not schedule_for("0 * * * * * *", BERLIN)
+
+
+def test_equal_range_means_the_single_value_not_the_whole_field() -> None:
+    got = fires("5-5 * * * *", "UTC", local("UTC", 2026, 1, 1), local("UTC", 2026, 1, 1, 3))
+    assert got == [f"2026-01-01T0{h}:05:00+00:00" for h in range(3)]
+
+
+def test_start_with_step_at_field_maximum_is_that_value_only() -> None:
+    got = fires("59/15 * * * *", "UTC", local("UTC", 2026, 1, 1), local("UTC", 2026, 1, 1, 2))
+    assert got == ["2026-01-01T00:59:00+00:00", "2026-01-01T01:59:00+00:00"]
+
+
+def test_day_of_week_range_ending_on_sunday() -> None:
+    got = fires("0 12 * * FRI-SUN", "UTC", local("UTC", 2026, 1, 5), local("UTC", 2026, 1, 19))
+    days = [datetime.fromisoformat(f).strftime("%a %d") for f in got]
+    assert days == ["Fri 09", "Sat 10", "Sun 11", "Fri 16", "Sat 17", "Sun 18"]
+
+
+def test_day_of_month_and_day_of_week_match_either() -> None:
+    got = fires("0 0 13 * 5", "UTC", local("UTC", 2026, 2, 1), local("UTC", 2026, 2, 28))
+    assert [f[:10] for f in got] == ["2026-02-06", "2026-02-13", "2026-02-20", "2026-02-27"]
+
+
+def test_last_day_of_month() -> None:
+    got = chained("0 0 L * *", "UTC", local("UTC", 2027, 12, 1), 4)
+    assert [f.date().isoformat() for f in got] == [
+        "2027-12-31", "2028-01-31", "2028-02-29", "2028-03-31",
+    ]
+
+
+def test_last_weekday_of_month() -> None:
+    got = chained("0 0 * * 5L", "UTC", local("UTC", 2026, 1, 1), 3)
+    assert [f.date().isoformat() for f in got] == ["2026-01-30", "2026-02-27", "2026-03-27"]
+
+
+def test_nth_weekday_of_month() -> None:
+    got = chained("0 0 * * FRI#3", "UTC", local("UTC", 2026, 1, 1), 3)
+    assert [f.date().isoformat() for f in got] == ["2026-01-16", "2026-02-20", "2026-03-20"]
+    # a fifth Monday exists only in some months
+    got = chained("0 0 * * 1#5", "UTC", local("UTC", 2026, 1, 1), 3)
+    assert [f.date().isoformat() for f in got] == ["2026-03-30", "2026-06-29", "2026-08-31"]
+
+
+def test_year_limited_expression_ends() -> None:
+    after = local(NY, 2026, 6, 1)
+    got = chained("0 0 0 1 1 * 2027-2028", NY, after, 5)
+    assert got == [datetime(2027, 1, 1, 5, tzinfo=UTC), datetime(2028, 1, 1, 5, tzinfo=UTC)]
+    schedule = CronSchedule("0 0 0 1 1 * 2027-2028", NY)
+    assert schedule.next_after(got[-1]) is None
+    assert schedule.fires_between(after, local(NY, 2099, 1, 1), 100) == got
+
+
+def test_far_year_is_reached() -> None:
+    schedule = CronSchedule(normalize("0 0 12 1 1 * 2099"), "UTC")
+    assert schedule.next_after(local("UTC", 1970, 1, 2)) == datetime(2099, 1, 1, 12, tzinfo=UTC)
+
+
+def test_impossible_date_has_no_fire() -> None:
+    assert CronSchedule(normalize("0 0 30 2 *"), "UTC").next_after(local("UTC", 2026, 1, 1)) is None
+
+
+def test_fires_between_is_half_open_limited_and_utc() -> None:
+    schedule = CronSchedule(normalize("@hourly"), BERLIN)
+    after = datetime(2026, 1, 1, 0, tzinfo=UTC)
+    got = schedule.fires_between(after, datetime(2026, 1, 1, 3, tzinfo=UTC), 10)
+    assert got == [datetime(2026, 1, 1, h, tzinfo=UTC) for h in (1, 2, 3)]
+    assert all(f.tzinfo is UTC for f in got)
+    assert schedule.fires_between(after, datetime(2026, 1, 1, 3, tzinfo=UTC), 2) == got[:2]
+    assert schedule.fires_between(after, datetime(2026, 1, 1, 3, tzinfo=UTC), 0) == []
+    assert schedule.fires_between(after, after, 10) == []
+
+
+def test_next_after_is_strict_and_ignores_sub_seconds() -> None:
+    schedule = CronSchedule(normalize("*/2 * * * * *"), "UTC")
+    base = datetime(2026, 1, 1, tzinfo=UTC)
+    assert schedule.next_after(base) == base + timedelta(seconds=2)
+    assert schedule.next_after(base + timedelta(microseconds=1)) == base + timedelta(seconds=2)
+    assert schedule.next_after(base - timedelta(microseconds=1)) == base
+
+
+# --- DST ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("expr", ["30 1 * * *", "0 30 1 * * *", "0 30 1 * * * 2026-2027"])
+def test_fixed_hour_job_fires_once_on_fall_back_day_new_york(expr: str) -> None:
+    got = fires(expr, NY, local(NY, 2026, 10, 31, 12), local(NY, 2026, 11, 2, 12))
+    assert got == ["2026-11-01T01:30:00-04:00", "2026-11-02T01:30:00-05:00"]
+    # chaining from the previous fire (how the poller calls it) gives the same
+    first = datetime.fromisoformat(got[0])
+    assert CronSchedule(normalize(expr), NY).next_after(first) == datetime.fromisoformat(got[1])
+
+
+def test_fixed_hour_job_fires_once_on_fall_back_day_berlin() -> None:
+    got = fires("30 2 * * *", BERLIN, local(BERLIN, 2026, 10, 24, 12), local(BERLIN, 2026, 10, 26, 12))
+    assert got == ["2026-10-25T02:30:00+02:00", "2026-10-26T02:30:00+01:00"]
+
+
+def test_fixed_hour_list_fires_each_hour_once_on_fall_back_day() -> None:
+    got = fires("30 1,2 * * *", NY, local(NY, 2026, 11, 1), local(NY, 2026, 11, 1, 12))
+    assert got == ["2026-11-01T01:30:00-04:00", "2026-11-01T02:30:00-05:00"]
+
+
+def test_fixed_hour_with_wildcard_minute_runs_the_hour_once_on_fall_back_day() -> None:
+    got = fires("* 1 * * *", NY, local(NY, 2026, 11, 1), local(NY, 2026, 11, 1, 12))
+    assert len(got) == 60
+    assert got[0] == "2026-11-01T01:00:00-04:00" and got[-1] == "2026-11-01T01:59:00-04:00"
+
+
+def test_seconds_level_fixed_hour_job_on_fall_back_day() -> None:
+    got = fires("*/20 30 1 * * *", NY, local(NY, 2026, 11, 1), local(NY, 2026, 11, 1, 12))
+    assert got == [f"2026-11-01T01:30:{s}-04:00" for s in ("00", "20", "40")]
+    got = fires("*/20 30 2 * * *", BERLIN, local(BERLIN, 2026, 10, 25), local(BERLIN, 2026, 10, 25, 12))
+    assert got == [f"2026-10-25T02:30:{s}+02:00" for s in ("00", "20", "40")]
+
+
+@pytest.mark.parametrize(
+    ("tz", "after", "expected"),
+    [
+        (NY, (2026, 3, 7), ["2026-03-07T02:30:00-05:00", "2026-03-08T03:00:00-04:00",
+                            "2026-03-09T02:30:00-04:00"]),
+        (BERLIN, (2026, 3, 28), ["2026-03-28T02:30:00+01:00", "2026-03-29T03:00:00+02:00",
+                                 "2026-03-30T02:30:00+02:00"]),
+    ],
+)
+@pytest.mark.parametrize("expr", ["30 2 * * *", "0 30 2 * * *"])
+def test_fixed_hour_job_in_gap_fires_at_end_of_gap_on_spring_forward_day(
+    expr: str, tz: str, after: tuple[int, int, int], expected: list[str]
+) -> None:
+    start = local(tz, *after)
+    assert fires(expr, tz, start, start + timedelta(days=3), 3) == expected
+
+
+def test_seconds_level_fixed_hour_job_in_gap_fires_once_at_end_of_gap() -> None:
+    got = fires("*/20 30 2 * * *", NY, local(NY, 2026, 3, 8), local(NY, 2026, 3, 9, 12))
+    assert got == ["2026-03-08T03:00:00-04:00"] + [f"2026-03-09T02:30:{s}-04:00" for s in ("00", "20", "40")]
+
+
+def test_wildcard_hour_job_follows_elapsed_time_on_fall_back_day() -> None:
+    got = fires("*/30 * * * *", NY, local(NY, 2026, 11, 1, 0, 45), local(NY, 2026, 11, 1, 2, 0), 10)
+    assert got == [
+        "2026-11-01T01:00:00-04:00",
+        "2026-11-01T01:30:00-04:00",
+        "2026-11-01T01:00:00-05:00",
+        "2026-11-01T01:30:00-05:00",
+        "2026-11-01T02:00:00-05:00",
+    ]
+    got = fires("*/30 * * * *", BERLIN, local(BERLIN, 2026, 10, 25, 1, 45), local(BERLIN, 2026, 10, 25, 3), 10)
+    assert got == [
+        "2026-10-25T02:00:00+02:00",
+        "2026-10-25T02:30:00+02:00",
+        "2026-10-25T02:00:00+01:00",
+        "2026-10-25T02:30:00+01:00",
+        "2026-10-25T03:00:00+01:00",
+    ]
+
+
+def test_wildcard_hour_job_follows_elapsed_time_on_spring_forward_day() -> None:
+    got = fires("*/30 * * * *", NY, local(NY, 2026, 3, 8, 1, 15), local(NY, 2026, 3, 8, 3, 30), 10)
+    assert got == ["2026-03-08T01:30:00-05:00", "2026-03-08T03:00:00-04:00", "2026-03-08T03:30:00-04:00"]
+    got = fires("*/30 * * * *", BERLIN, local(BERLIN, 2026, 3, 29, 1, 15), local(BERLIN, 2026, 3, 29, 3, 30))
+    assert got == ["2026-03-29T01:30:00+01:00", "2026-03-29T03:00:00+02:00", "2026-03-29T03:30:00+02:00"]
+
+
+@pytest.mark.parametrize(
+    ("tz", "day"),
+    [(NY, (2026, 3, 8)), (NY, (2026, 11, 1)), (BERLIN, (2026, 3, 29)), (BERLIN, (2026, 10, 25))],
+)
+@pytest.mark.parametrize(("expr", "spacing"), [("*/30 * * * *", 1800), ("*/30 * * * * *", 30)])
+def test_wildcard_hour_job_neither_doubles_nor_drops_on_change_days(
+    expr: str, spacing: int, tz: str, day: tuple[int, int, int]
+) -> None:
+    after = local(tz, *day)
+    got = CronSchedule(normalize(expr), tz).fires_between(after, after + timedelta(hours=5), 100_000)
+    gaps = {(b - a).total_seconds() for a, b in zip(got, got[1:])}
+    assert gaps == {spacing}
+    assert got[0] == after.astimezone(UTC) + timedelta(seconds=spacing)
+
+
+# --- no drift ----------------------------------------------------------------------------
+
+
+def test_ten_thousand_chained_minute_fires_have_no_drift() -> None:
+    # */7 in the minute field: minutes 0, 7, ..., 56 of every hour; New York's offsets are
+    # whole hours, so the expected fires are the UTC minutes divisible by 7, across fall-back.
+    start = local(NY, 2026, 10, 20)
+    got = chained("*/7 * * * *", NY, start, 10_000)
+    expected: list[datetime] = []
+    t = start.astimezone(UTC)
+    while len(expected) < 10_000:
+        t += timedelta(minutes=1)
+        if t.minute % 7 == 0:
+            expected.append(t)
+    assert got == expected
+
+
+def test_ten_thousand_chained_second_fires_have_no_drift() -> None:
+    start = local(NY, 2026, 11, 1, 0, 30)  # 10,000 x 2 s spans the 02:00 fall-back
+    got = chained("*/2 * * * * *", NY, start, 10_000)
+    base = start.astimezone(UTC)
+    assert got == [base + timedelta(seconds=2 * k) for k in range(1, 10_001)]
+
+
+# --- bad input never escapes as anything but CronError -----------------------------------
+
+_CRONISH = st.sampled_from(
+    ["*", "?", "L", "W", "#", "/", "-", ",", " ", " ", " ", "\t", "0", "1", "5", "7", "12", "23",
+     "31", "59", "60", "2030", "MON", "fri", "JAN", "dec", "@", "@daily", "@reboot", "H", "\u00a0",
+     "\u017f", "\u0663", "x", "0#", "L5"]
+)
+_GARBAGE = st.one_of(
+    st.text(max_size=40),
+    st.lists(_CRONISH, max_size=25).map("".join),
+    st.lists(st.lists(_CRONISH, min_size=1, max_size=4).map("".join), min_size=5, max_size=7).map(" ".join),
+)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(_GARBAGE)
+def test_random_input_normalizes_or_raises_cron_error(expr: str) -> None:
+    try:
+        normalized = normalize(expr)
+    except CronError as exc:
+        assert str(exc).startswith("cron: ")
+        return
+    assert normalize(normalized) == normalized
+    assert len(normalized.split(" ")) == 7
+    croniter.expand(normalized, second_at_beginning=True)
+    CronSchedule(normalized, BERLIN).next_after(datetime(2026, 1, 1, tzinfo=UTC))

@@ -1,0 +1,96 @@
+"""The private PostgreSQL helper: find binaries, init, start, reuse, stop; as root it runs
+only PostgreSQL itself as the postgres OS user."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cronbox import db
+from cronbox.pgcluster import INSTALL_HINT, Cluster, PgNotFound, find_bindir
+
+from .conftest import cronbox_cmd
+from .procs import wait_until
+
+
+def _owner_of(pid: int) -> int:
+    return os.stat(f"/proc/{pid}").st_uid
+
+
+def test_start_reuse_and_stop_a_private_cluster(tmp_path: Path):
+    os.chmod(tmp_path, 0o755)
+    cluster = Cluster(tmp_path / "pg", settings={"fsync": "off"})
+    dsn = cluster.start()
+    try:
+        pid = cluster.pid()
+        assert pid is not None
+        with db.connect(dsn) as conn:
+            assert conn.execute("SHOW listen_addresses").fetchone()[0] == "127.0.0.1"
+            conn.execute("CREATE TABLE kept (x int)")
+        if os.geteuid() == 0:
+            import pwd
+            assert _owner_of(pid) == pwd.getpwnam("postgres").pw_uid  # never root
+        # A second helper on the same folder reuses the running server.
+        again = Cluster(tmp_path / "pg")
+        assert again.start() == dsn and again.pid() == pid
+    finally:
+        cluster.stop()
+    assert cluster.pid() is None
+    # Data survives a restart.
+    dsn = cluster.start()
+    try:
+        with db.connect(dsn) as conn:
+            assert conn.execute("SELECT to_regclass('public.kept') IS NOT NULL").fetchone()[0]
+    finally:
+        cluster.stop()
+
+
+def test_missing_binaries_give_one_clear_line(monkeypatch, tmp_path: Path):
+    monkeypatch.setenv("CRONBOX_PG_BINDIR", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path))  # no pg_config, no initdb
+    import cronbox.pgcluster as pc
+    monkeypatch.setattr(pc.Path, "glob", lambda self, pattern: iter(()), raising=True)
+    with pytest.raises(PgNotFound) as err:
+        find_bindir()
+    assert str(err.value) == INSTALL_HINT and "DATABASE_URL" in INSTALL_HINT
+
+
+def test_cronbox_dev_runs_the_pipeline_then_ctrl_c_leaves_no_postgres_behind(tmp_path: Path):
+    os.chmod(tmp_path, 0o755)
+    data = tmp_path / "dev"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PG", "DATABASE_URL", "CRONBOX_"))}
+    log = tmp_path / "dev.log"
+
+    def run_once(expect_completed: int) -> str:
+        with open(log, "wb") as out:
+            proc = subprocess.Popen(cronbox_cmd("dev", "--data", str(data), "--cron", "* * * * * *"),
+                                    env=env, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            wait_until(lambda: log.read_text().count("completed") >= expect_completed, timeout=60,
+                       what="demo runs completed")
+            proc.send_signal(signal.SIGINT)
+            assert proc.wait(30) == 0, log.read_text()
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+        return log.read_text()
+
+    first = run_once(2)
+    assert "received" in first and "completed" in first
+    cluster = Cluster(data)
+    assert cluster.pid() is None, "cronbox dev left its postgres running"
+    assert not (data / "data" / "postmaster.pid").exists()
+    # The next `cronbox dev` picks up the same data: earlier runs are still there.
+    second = run_once(1)
+    assert "reused=False" in second  # it started the (stopped) cluster again, on the same folder
+    dsn = cluster.start()
+    try:
+        with db.connect(dsn) as conn:
+            n = conn.execute("SELECT count(*) FROM cronbox.run WHERE state = 'succeeded'").fetchone()[0]
+        assert n >= 3
+    finally:
+        cluster.stop()
