@@ -1,0 +1,51 @@
+"""Packaging and layering: the wheel carries the SQL, compose matches the CLI, and the
+process packages never import each other (the shared package imports neither)."""
+
+from __future__ import annotations
+
+import ast
+import re
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from cronbox.cli import COMMANDS
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _imports(package: str) -> set[str]:
+    found: set[str] = set()
+    for path in (REPO / package).rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                found.add(node.module.split(".")[0])
+    return found
+
+
+@pytest.mark.parametrize("package, forbidden", [
+    ("poller", {"relay"}), ("relay", {"poller"}), ("cronbox", {"poller", "relay"})])
+def test_layers_do_not_import_across(package, forbidden):
+    assert not _imports(package) & forbidden
+
+
+def test_compose_commands_exist_in_the_cli():
+    compose = (REPO / "docker-compose.yml").read_text()
+    used = set(re.findall(r'command: \["([a-z-]+)"', compose))
+    assert used and used <= set(COMMANDS), used - set(COMMANDS)
+
+
+def test_the_wheel_ships_the_sql(tmp_path):
+    out = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(REPO)],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    (wheel,) = tmp_path.glob("cronbox-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for sql in (REPO / "sql").rglob("*.sql"):
+        assert f"cronbox/sql/{sql.relative_to(REPO / 'sql')}" in names
+    assert {"poller/main.py", "relay/main.py", "cronbox/cli.py"} <= names
