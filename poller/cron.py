@@ -34,7 +34,7 @@ string and raises the same messages; the normal form is what is stored and what
 
 Time zones and DST: fire times are wall-clock times in the schedule's IANA zone.
 A wall-clock time that does not exist (spring forward) fires at the first instant
-after the gap. A job whose hour field is fixed (a number or a list of numbers)
+after the gap. A job whose hour field is fixed (numbers, lists or ranges: no `*`, no step)
 fires once per local wall-clock time, so once per day on a fall-back day; any
 other hour field follows elapsed time and fires for each real instant that matches.
 """
@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Iterator
 from datetime import datetime, timezone
 from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -90,7 +91,8 @@ _LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz
 _ITEM = re.compile(r"(\*|[0-9]+|[A-Z]+)(?:-([0-9]+|[A-Z]+))?(?:/([0-9]+))?")
 _NTH = re.compile(r"([0-9]+|[A-Z]+)#([0-9]+)")
 _LAST_DOW = re.compile(r"L([0-9]+|[A-Z]+)|([0-9]+|[A-Z]+)L")
-_FIXED_HOUR = re.compile(r"[0-9]+(?:,[0-9]+)*")
+# A fixed hour: numbers, lists and ranges, but no `*` and no step (as Vixie cron counts it).
+_FIXED_HOUR = re.compile(r"[0-9]+(?:-[0-9]+)?(?:,[0-9]+(?:-[0-9]+)?)*")
 
 
 def _error(field: int, item: str, problem: str, expr: str) -> CronError:
@@ -217,7 +219,7 @@ class CronSchedule:
     def __repr__(self) -> str:
         return f"CronSchedule({self.expr!r}, {self.tz!r})"
 
-    def _fires(self, after: datetime):
+    def _fires(self, after: datetime) -> Iterator[datetime]:
         """Yield fires strictly after `after` as aware datetimes in the schedule's zone."""
         if after.tzinfo is None or after.utcoffset() is None:
             raise ValueError("after must be an aware datetime")

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from poller.cron import CronError, CronSchedule, normalize, schedule_for
-from tests.cron_cases import INVALID, VALID
+from tests.cron_cases import INVALID, VALID, expressions
 
 UTC = timezone.utc
 NY = "America/New_York"
@@ -183,6 +183,12 @@ def test_fixed_hour_list_fires_each_hour_once_on_fall_back_day() -> None:
     assert got == ["2026-11-01T01:30:00-04:00", "2026-11-01T02:30:00-05:00"]
 
 
+def test_fixed_hour_range_fires_each_hour_once_on_fall_back_day() -> None:
+    # A range has no `*` and no step: it counts as fixed (as in Vixie cron).
+    got = fires("0 1-2 * * *", NY, local(NY, 2026, 11, 1), local(NY, 2026, 11, 1, 12))
+    assert got == ["2026-11-01T01:00:00-04:00", "2026-11-01T02:00:00-05:00"]
+
+
 def test_fixed_hour_with_wildcard_minute_runs_the_hour_once_on_fall_back_day() -> None:
     got = fires("* 1 * * *", NY, local(NY, 2026, 11, 1), local(NY, 2026, 11, 1, 12))
     assert len(got) == 60
@@ -297,7 +303,7 @@ _GARBAGE = st.one_of(
 )
 
 
-@settings(max_examples=1500, deadline=None)
+@settings(max_examples=500, deadline=None)
 @given(_GARBAGE)
 def test_random_input_normalizes_or_raises_cron_error(expr: str) -> None:
     try:
@@ -309,3 +315,75 @@ def test_random_input_normalizes_or_raises_cron_error(expr: str) -> None:
     assert len(normalized.split(" ")) == 7
     croniter.expand(normalized, second_at_beginning=True)
     CronSchedule(normalized, BERLIN).next_after(datetime(2026, 1, 1, tzinfo=UTC))
+
+
+# --- croniter reads the normal form the way the dialect documents it ----------------------
+
+_BOUNDS = [(0, 59), (0, 59), (0, 23), (1, 31), (1, 12), (0, 7), (1970, 2099)]
+
+
+def _documented_values(field: int, text: str) -> set[int]:
+    """The values a plain normal-form field denotes per the module docstring (7 is Sunday)."""
+    low, high = _BOUNDS[field]
+    top = 6 if field == 5 else high  # a/n runs to the field's maximum, Saturday for weekdays
+    out: set[int] = set()
+    for item in text.split(","):
+        body, _, step = item.partition("/")
+        n = int(step or 1)
+        if body == "*":
+            out.update(range(low, high + 1, n))
+        elif "-" in body:
+            a, b = map(int, body.split("-"))
+            out.update(range(a, b + 1, n))
+        elif step:
+            out.update(range(int(body), top + 1, n))
+        else:
+            out.add(int(body))
+    return {0 if (field == 5 and v == 7) else v for v in out}
+
+
+@settings(max_examples=400, deadline=None)
+@given(expressions())
+def test_croniter_reads_the_normal_form_as_documented(expr: str) -> None:
+    normalized = normalize(expr)
+    expanded, _ = croniter.expand(normalized, second_at_beginning=True)
+    # croniter's order with second_at_beginning: min hour dom mon dow sec year
+    by_field = dict(zip((1, 2, 3, 4, 5, 0, 6), expanded))
+    for field, text in enumerate(normalized.split(" ")):
+        if "L" in text or "#" in text:
+            continue
+        low, high = _BOUNDS[field]
+        got = by_field[field]
+        full = set(range(low, (6 if field == 5 else high) + 1))
+        got_set = full if "*" in got else set(got)  # croniter reads "*,1" as "*"
+        assert got_set == _documented_values(field, text), (field, text, got)
+
+
+_CHANGES = [datetime(2026, 3, 8, 7, tzinfo=UTC), datetime(2026, 11, 1, 6, tzinfo=UTC),
+            datetime(2026, 3, 29, 1, tzinfo=UTC), datetime(2026, 10, 25, 1, tzinfo=UTC),
+            datetime(2026, 4, 4, 15, tzinfo=UTC), datetime(2026, 10, 3, 15, tzinfo=UTC)]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    expressions(),
+    st.sampled_from([NY, BERLIN, "Australia/Lord_Howe", "America/Santiago", "UTC"]),
+    st.sampled_from(_CHANGES),
+    st.integers(-3000, 3000),
+)
+def test_fires_increase_and_chaining_next_after_gives_fires_between(
+    expr: str, tz: str, change: datetime, minutes: int
+) -> None:
+    schedule = CronSchedule(normalize(expr), tz)
+    after = change + timedelta(minutes=minutes, seconds=minutes % 7)
+    got = schedule.fires_between(after, after + timedelta(days=800), 20)
+    assert all(f > after for f in got)
+    assert all(a < b for a, b in zip(got, got[1:]))
+    chain, cursor = [], after
+    for _ in got:
+        cursor = schedule.next_after(cursor)
+        chain.append(cursor)
+    assert chain == got
+    if schedule.fixed_hour:  # once per local wall-clock time, even across fall-back
+        walls = [f.astimezone(ZoneInfo(tz)).replace(tzinfo=None) for f in got]
+        assert all(a < b for a, b in zip(walls, walls[1:]))
