@@ -11,7 +11,8 @@
 --   admin    cronbox_admin only (settings that affect every schedule)
 --   worker   cronbox_worker (and cronbox_process, a member of it)
 --   process  cronbox_process: the poller's and relay's own calls
---   helper   every cronbox role: identity helpers that row-security policies call
+--   helper   every cronbox role: identity helpers that row-security policies call, pure
+--            arithmetic (run_id_at)
 --   internal nobody: called only from inside the functions above (which run as the owner)
 -- manage/admin/worker/process functions become SECURITY DEFINER (they write tables nobody
 -- else may write); all functions get SET search_path = pg_catalog, pg_temp.
@@ -28,9 +29,9 @@ DECLARE
                                  '|ensure_run_partitions|drop_run_partitions|run_retention'
                                  '|register_process|unregister_process|deregister_process'
                                  '|touch_process|beat_process|process_heartbeat|reap_processes'
-                                 '|metrics_gauges)$';
-    c_helper   constant text := '^(caller|caller_reads_all|caller_writes_all)$';
-    c_internal constant text := '^(new_run_id|run_id_at|normalize_cron|validate_.*|record_change'
+                                 '|metrics_.*)$';
+    c_helper   constant text := '^(caller|caller_reads_all|caller_writes_all|run_id_at)$';
+    c_internal constant text := '^(new_run_id|normalize_cron|validate_.*|record_change'
                                  '|check_.*|assert_.*|notify_.*|enqueue_.*|compute_.*|next_.*)$';
     c_roles    constant text := 'cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process';
     v_obj record;
