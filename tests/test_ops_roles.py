@@ -46,6 +46,7 @@ def test_public_has_no_execute_on_any_function_in_the_schema(conn):
              LATERAL pg_catalog.aclexplode(coalesce(p.proacl, pg_catalog.acldefault('f', p.proowner))) a
         WHERE p.pronamespace = 'cronbox'::regnamespace AND a.grantee = 0""").fetchall()
     assert rows == []
+    assert conn.execute("SELECT has_schema_privilege('public', 'cronbox', 'USAGE')").fetchone()[0] is False
 
 
 def test_no_security_definer_function_lacks_a_pinned_search_path(conn):
@@ -75,11 +76,10 @@ def test_tables_are_writable_only_by_their_owner(conn):
     rows = conn.execute("""
         SELECT c.oid::regclass::text, r.rolname, p.priv
         FROM pg_catalog.pg_class c
-        CROSS JOIN pg_catalog.pg_roles r
+        CROSS JOIN unnest(%s::text[]) AS r(rolname)
         CROSS JOIN unnest(ARRAY['SELECT', 'INSERT', 'UPDATE', 'DELETE', 'TRUNCATE']) AS p(priv)
-        WHERE c.relnamespace = 'cronbox'::regnamespace AND c.relkind IN ('r', 'p')
-          AND (r.rolname = ANY (%s) OR r.rolname = 'public')
-          AND pg_catalog.has_table_privilege(r.oid, c.oid, p.priv)""", (list(ROLES),)).fetchall()
+        WHERE c.relnamespace = 'cronbox'::regnamespace AND c.relkind IN ('r', 'p', 'S')
+          AND pg_catalog.has_table_privilege(r.rolname, c.oid, p.priv)""", ([*ROLES, "public"],)).fetchall()
     assert rows == []
     owners = conn.execute("""
         SELECT DISTINCT pg_catalog.pg_get_userbyid(relowner) FROM pg_catalog.pg_class
