@@ -42,6 +42,7 @@ def _parser() -> argparse.ArgumentParser:
             sp.add_argument("--port", type=int, default=8080)
         if name == "status":
             sp.add_argument("--json", action="store_true", help="machine-readable output")
+            sp.add_argument("--limit", type=int, default=50, help="rows per section (default 50)")
     return p
 
 
@@ -86,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "status":
             from cronbox.status import show
 
-            return show(cfg.dsn, as_json=args.json)
+            return show(cfg.dsn, as_json=args.json, limit=args.limit)
         if args.command == "demo-worker":
             from cronbox.demo_worker import serve
             from cronbox.proc import run_until_stopped

@@ -69,6 +69,64 @@ def redact_dsn(dsn: str) -> str:
     return re.sub(r"(password\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)", r"\1***", dsn)
 
 
+# `secret=...`, `password: ...`, `token=...`-looking pairs (key=value, JSON, query strings).
+_SECRET_PAIR = re.compile(
+    r"""(?i)(["']?[\w.-]*(?:secret|password|passwd|pwd|token|api[_-]?key|hmac)[\w.-]*["']?\s*[=:]\s*)"""
+    r"""("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|[^\s"'&;,|}]+)""")
+_URL_PASSWORD = re.compile(r"(?i)([a-z][a-z0-9+.-]*://[^:/@\s]+:)([^@\s]+)(@)")
+
+
+def _mask(m: re.Match[str]) -> str:
+    value = m.group(2)
+    quote = value[0] if value[:1] in ("'", '"') else ""
+    return f"{m.group(1)}{quote}***{quote}"
+
+
+def _unquote(value: str) -> str:
+    return value[1:-1] if len(value) >= 2 and value[0] == value[-1] and value[0] in ("'", '"') else value
+
+
+def redact(text: str) -> str:
+    """Any text with URL passwords and secret/password/token-looking values replaced by '***'."""
+    text = _URL_PASSWORD.sub(r"\1***\3", text)
+    return _SECRET_PAIR.sub(_mask, text)
+
+
+def secret_values(env: Mapping[str, str]) -> set[str]:
+    """The secret strings in the environment cronbox reads: the DSN password, PGPASSWORD and
+    every value of a CRONBOX_* variable whose name or text looks secret. The log formatter
+    masks each of them wherever it appears (cronbox.log.add_secrets)."""
+    found: set[str] = set()
+    for name in ("CRONBOX_DATABASE_URL", "DATABASE_URL"):
+        dsn = env.get(name) or ""
+        try:
+            password = psycopg_conninfo_password(dsn)
+        except Exception:  # a malformed DSN is reported elsewhere; mask nothing here
+            password = None
+        if password:
+            found.add(password)
+    if env.get("PGPASSWORD"):
+        found.add(env["PGPASSWORD"])
+    for name, value in env.items():
+        if not name.startswith("CRONBOX_") or not value:
+            continue
+        if re.search(r"(?i)secret|password|token|key", name):
+            found.add(value)
+        for m in _SECRET_PAIR.finditer(value):
+            found.add(_unquote(m.group(2)))
+        for m in _URL_PASSWORD.finditer(value):
+            found.add(m.group(2))
+    return {v for v in found if len(v) >= 4}
+
+
+def psycopg_conninfo_password(dsn: str) -> str | None:
+    if not dsn:
+        return None
+    from psycopg.conninfo import conninfo_to_dict
+
+    return conninfo_to_dict(dsn).get("password")  # type: ignore[return-value]
+
+
 @dataclasses.dataclass(frozen=True)
 class Config:
     dsn: str
@@ -86,6 +144,8 @@ class Config:
     # process
     shutdown_timeout: timedelta = timedelta(seconds=10)
     metrics_port: int = 0
+    metrics_host: str = "0.0.0.0"
+    health_stale: timedelta = timedelta(seconds=60)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
@@ -104,6 +164,8 @@ class Config:
             sinks=env.get("CRONBOX_SINKS", ""),
             shutdown_timeout=_duration(env, "CRONBOX_SHUTDOWN_TIMEOUT", "10s"),
             metrics_port=_int(env, "CRONBOX_METRICS_PORT", 0, minimum=0),
+            metrics_host=env.get("CRONBOX_METRICS_HOST") or "0.0.0.0",
+            health_stale=_duration(env, "CRONBOX_HEALTH_STALE", "60s"),
         )
 
     def describe(self) -> dict[str, object]:
@@ -115,5 +177,7 @@ class Config:
                 value = redact_dsn(value) if value else "(libpq PG* environment)"
             elif isinstance(value, timedelta):
                 value = f"{value.total_seconds():g}s"
+            elif isinstance(value, str):
+                value = redact(value)
             out[field.name] = value
         return out

@@ -70,6 +70,12 @@ async def open_pool(dsn: str, *, min_size: int = 1, max_size: int = 4, name: str
     return pool
 
 
+def _count_db_error() -> None:
+    from cronbox import metrics  # lazy: the CLI's one-shot commands do not need it
+
+    metrics.observe_db_error()
+
+
 async def retrying(op: Callable[[], Awaitable[T]], *, budget: float, what: str) -> T:
     """Run a whole transaction again on connection errors, bounded by time (they carry no SQLSTATE)."""
     async for attempt in AsyncRetrying(
@@ -77,9 +83,9 @@ async def retrying(op: Callable[[], Awaitable[T]], *, budget: float, what: str) 
         wait=wait_exponential_jitter(initial=0.1, max=5),
         stop=stop_after_delay(budget),
         reraise=True,
-        before_sleep=lambda rs: log.warning(
+        before_sleep=lambda rs: (_count_db_error(), log.warning(
             "%s failed, retrying", what, extra={"fields": {"attempt": rs.attempt_number, "error": explain(rs.outcome.exception())}}
-        ),
+        )),
     ):
         with attempt:
             return await op()

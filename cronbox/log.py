@@ -2,15 +2,42 @@
 
 Structured fields go in `extra={"fields": {...}}`; `event(logger, msg, **fields)` is the
 short form used across the processes.
+
+Secrets never reach the output: every formatted line (message, fields, traceback) passes
+through `mask()`, which replaces the secret values of the environment (the DSN password,
+PGPASSWORD, secret-looking CRONBOX_* values; registered by `setup()`) and anything that looks
+like `password=...`, `secret: ...`, `token=...` or a URL password with '***'.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
+from collections.abc import Iterable
 from datetime import datetime, timezone
 
 import orjson
+
+from cronbox.config import redact, secret_values
+
+_secrets: list[str] = []
+
+
+def add_secrets(values: Iterable[str]) -> None:
+    """Mask these strings (and their JSON-escaped forms) in every log line from now on."""
+    for v in values:
+        for form in (v, orjson.dumps(v).decode()[1:-1]):
+            if form and form not in _secrets:
+                _secrets.append(form)
+    _secrets.sort(key=len, reverse=True)  # longest first: a secret containing another
+
+
+def mask(line: str) -> str:
+    for secret in _secrets:
+        if secret in line:
+            line = line.replace(secret, "***")
+    return redact(line)
 
 
 class _JsonFormatter(logging.Formatter):
@@ -24,7 +51,7 @@ class _JsonFormatter(logging.Formatter):
         doc.update(getattr(record, "fields", {}) or {})
         if record.exc_info:
             doc["exc"] = self.formatException(record.exc_info)
-        return orjson.dumps(doc, default=str).decode()
+        return mask(orjson.dumps(doc, default=str).decode())
 
 
 class _TextFormatter(logging.Formatter):
@@ -35,10 +62,11 @@ class _TextFormatter(logging.Formatter):
         line = f"{ts} {record.levelname.lower():<7} {record.name}: {record.getMessage()}{tail}"
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)
-        return line
+        return mask(line)
 
 
 def setup(level: str = "info", fmt: str = "text") -> None:
+    add_secrets(secret_values(os.environ))
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_JsonFormatter() if fmt == "json" else _TextFormatter())
     root = logging.getLogger()

@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Iterable
 
 import psycopg
 
-from cronbox import db
+from cronbox import db, metrics
 from cronbox.log import event
 
 log = logging.getLogger("cronbox.proc")
@@ -87,6 +87,7 @@ async def listen(dsn: str, channels: Iterable[str], waker: Waker, on_connect: Ca
                         waker.wake.set()
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
             event(log, "listener disconnected", level=logging.WARNING, error=db.explain(exc))
+            metrics.observe_reconnect()
             await waker.sleep(delay)
             delay = min(delay * 2, 5.0)
 

@@ -1,38 +1,137 @@
-"""`cronbox status`: what an operator needs at a glance, read from the views only."""
+"""`cronbox status`: what an operator needs at a glance, read from the views only.
+
+Sections: schedules (next fire, last state, failures), queues (due, in outbox, running,
+oldest lag), dead letters, live processes. Plain aligned text that survives a pipe (no
+colour, no terminal tricks; long cells are shortened), or `--json` for scripts (full
+values). A view that does not exist in this database, or that the role may not read, is
+reported as such instead of failing the command, so `cronbox status` works for a
+cronbox_reader, a cronbox_user (who sees only its own schedules) and an older schema alike.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import sys
+from datetime import datetime, timedelta
 from typing import Any
 
 import orjson
+import psycopg
+from psycopg import sql
 from psycopg.rows import dict_row
 
 from cronbox import db
 
-SECTIONS = {
-    "schedules": "SELECT name, expression, timezone, paused, next_fire, last_run_state, "
-                 "last_success_at, consecutive_failures, active_runs FROM cronbox.schedules ORDER BY name",
-}
+MAX_CELL = 48
 
 
-def _table(rows: list[dict[str, Any]]) -> str:
+@dataclasses.dataclass(frozen=True)
+class Section:
+    title: str
+    view: str
+    columns: tuple[str, ...] | None  # preferred columns, in order (None: every column)
+    order: str | None = None
+
+
+SECTIONS = (
+    Section("schedules", "schedules",
+            ("name", "expression", "timezone", "queue", "paused", "next_fire", "last_run_state",
+             "last_success_at", "consecutive_failures", "consecutive_crashes", "active_runs"), "name"),
+    Section("queues", "queues", None, "queue"),
+    Section("dead letters", "dead_letters", None, None),
+    Section("processes", "processes", None, None),
+)
+
+
+@dataclasses.dataclass
+class Result:
+    rows: list[dict[str, Any]] | None
+    more: bool = False
+    note: str | None = None  # why rows is None
+
+
+def _read(conn: psycopg.Connection, section: Section, limit: int) -> Result:
+    found = conn.execute("SELECT to_regclass(%s) IS NOT NULL AS found", (f"cronbox.{section.view}",)).fetchone()
+    if not found or not found["found"]:
+        return Result(None, note="(view not available)")
+    cur = conn.execute(sql.SQL("SELECT * FROM cronbox.{} LIMIT 0").format(sql.Identifier(section.view)))
+    have = [d.name for d in cur.description or []]
+    cols = [c for c in section.columns if c in have] if section.columns else have
+    query = sql.SQL("SELECT {} FROM cronbox.{}").format(
+        sql.SQL(", ").join(sql.Identifier(c) for c in cols), sql.Identifier(section.view))
+    if section.order and section.order in have:
+        query += sql.SQL(" ORDER BY {}").format(sql.Identifier(section.order))
+    query += sql.SQL(" LIMIT {}").format(sql.Literal(limit + 1))
+    rows = conn.execute(query).fetchall()
+    return Result(rows[:limit], more=len(rows) > limit)
+
+
+def collect(dsn: str, limit: int = 50) -> dict[str, Result]:
+    out: dict[str, Result] = {}
+    with db.connect(dsn, row_factory=dict_row) as conn:
+        for section in SECTIONS:
+            try:
+                out[section.title] = _read(conn, section, limit)
+            except psycopg.errors.InsufficientPrivilege:
+                out[section.title] = Result(None, note="(not permitted for this role)")
+    return out
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, datetime):
+        text = value.isoformat(sep=" ", timespec="seconds")
+    elif isinstance(value, timedelta):
+        text = _duration(value)
+    elif isinstance(value, bool):
+        text = "yes" if value else "no"
+    elif isinstance(value, dict | list):
+        text = orjson.dumps(value).decode()
+    else:
+        text = str(value)
+    text = " ".join(text.split())  # one line per row, whatever the data holds
+    return text if len(text) <= MAX_CELL else text[: MAX_CELL - 3] + "..."
+
+
+def _duration(value: timedelta) -> str:
+    seconds = value.total_seconds()
+    if abs(seconds) < 60:
+        return f"{seconds:.3f}s".replace(".000s", "s")
+    return str(value - timedelta(microseconds=value.microseconds))
+
+
+def table(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return "  (none)"
     cols = list(rows[0])
-    cells = [[("" if r[c] is None else str(r[c])) for c in cols] for r in rows]
+    cells = [[_cell(r[c]) for c in cols] for r in rows]
     widths = [max(len(c), *(len(row[i]) for row in cells)) for i, c in enumerate(cols)]
-    lines = ["  " + "  ".join(c.ljust(w) for c, w in zip(cols, widths))]
-    lines += ["  " + "  ".join(v.ljust(w) for v, w in zip(row, widths)) for row in cells]
+    lines = ["  " + "  ".join(c.ljust(w) for c, w in zip(cols, widths)).rstrip()]
+    lines += ["  " + "  ".join(v.ljust(w) for v, w in zip(row, widths)).rstrip() for row in cells]
     return "\n".join(lines)
 
 
-def show(dsn: str, *, as_json: bool = False) -> int:
-    with db.connect(dsn, row_factory=dict_row) as conn:
-        data = {name: conn.execute(sql).fetchall() for name, sql in SECTIONS.items()}
-    if as_json:
-        sys.stdout.write(orjson.dumps(data, default=str, option=orjson.OPT_INDENT_2).decode() + "\n")
-    else:
-        for name, rows in data.items():
-            print(f"{name}:\n{_table(rows)}\n")
+def render(data: dict[str, Result], limit: int) -> str:
+    parts = []
+    for title, result in data.items():
+        if result.rows is None:
+            parts.append(f"{title}: {result.note}")
+            continue
+        body = table(result.rows)
+        if result.more:
+            body += f"\n  ... more than {limit}; use --limit or query cronbox.{title.replace(' ', '_')}"
+        parts.append(f"{title}:\n{body}")
+    return "\n\n".join(parts) + "\n"
+
+
+def to_json(data: dict[str, Result]) -> str:
+    doc = {title.replace(" ", "_"): (r.rows if r.rows is not None else None) for title, r in data.items()}
+    doc["unavailable"] = {t.replace(" ", "_"): r.note for t, r in data.items() if r.rows is None}
+    return orjson.dumps(doc, default=str, option=orjson.OPT_INDENT_2).decode() + "\n"
+
+
+def show(dsn: str, *, as_json: bool = False, limit: int = 50) -> int:
+    data = collect(dsn, limit)
+    sys.stdout.write(to_json(data) if as_json else render(data, limit))
     return 0

@@ -10,7 +10,7 @@ import asyncio
 import logging
 from datetime import timedelta
 
-from cronbox import db
+from cronbox import db, metrics
 from cronbox.config import Config
 from cronbox.log import event
 from cronbox.proc import Waker, cancel_quietly, identity, listen
@@ -39,6 +39,7 @@ async def tick(pool, cfg: Config) -> tuple[bool, float]:
     async with pool.connection() as conn:
         claimed, futures, missed = await saturate_once(
             conn, batch=cfg.saturate_batch, horizon=cfg.horizon, grace=MISFIRE_GRACE)
+        metrics.observe_saturation(futures)
         if claimed:
             event(log, "saturated", level=logging.DEBUG, jobs=claimed, futures=futures, missed=missed)
         cur = await conn.execute(
@@ -61,10 +62,12 @@ async def run(cfg: Config, waker: Waker) -> None:
     side = [
         asyncio.create_task(listen(cfg.dsn, ("cronbox_schedule",), waker), name="listener"),
         asyncio.create_task(_maintenance(pool, waker), name="maintenance"),
+        asyncio.create_task(metrics.serve(cfg, pool, "poller", waker.stop), name="metrics"),
     ]
     try:
         while not waker.stop.is_set():
             again, sleep = await db.retrying(lambda: tick(pool, cfg), budget=3600, what="poller tick")
+            metrics.tick("poller")
             if not again:
                 await waker.sleep(sleep)
     finally:

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import defaultdict
 
 import aiohttp
 
-from cronbox import db
+from cronbox import db, metrics
 from cronbox.config import Config
 from cronbox.log import event
 from cronbox.proc import Waker, cancel_quietly, identity, listen
@@ -47,7 +48,9 @@ async def tick(pool, cfg: Config, routes: Routes, session: aiohttp.ClientSession
         rows = await cur.fetchall()
     if not rows:
         return 0
+    started = time.monotonic()
     results = await deliver(session, routes, rows)
+    metrics.observe_relay_batch(rows, results, routes.target, time.monotonic() - started)
     ok = [oid for oid, o in results if o.ok]
     for oid, o in results:
         if not o.ok:
@@ -64,14 +67,16 @@ async def run(cfg: Config, waker: Waker) -> None:
     event(log, "starting", process=owner, **cfg.describe())
     pool = await db.open_pool(cfg.dsn, min_size=1, max_size=3, name="relay")
     listener = asyncio.create_task(listen(cfg.dsn, ("cronbox_outbox",), waker), name="listener")
+    metrics_task = asyncio.create_task(metrics.serve(cfg, pool, "relay", waker.stop), name="metrics")
     timeout = aiohttp.ClientTimeout(total=30, connect=5)
     try:
         async with aiohttp.ClientSession(timeout=timeout, connector=aiohttp.TCPConnector(limit=64)) as session:
             while not waker.stop.is_set():
                 n = await db.retrying(lambda: tick(pool, cfg, routes, session, owner), budget=3600, what="relay tick")
+                metrics.tick("relay")
                 if n < cfg.relay_batch:
                     await waker.sleep(cfg.poll_interval.total_seconds(), jitter=0.2)
     finally:
-        await cancel_quietly(listener)
+        await cancel_quietly(listener, metrics_task)
         await pool.close()
         event(log, "stopped", process=owner)

@@ -17,6 +17,7 @@ import aiohttp
 import orjson
 
 from cronbox.config import ConfigError
+from cronbox.log import event
 
 log = logging.getLogger("cronbox.relay")
 
@@ -63,7 +64,7 @@ def parse_routes(text: str) -> Routes:
 
 async def send_log(messages: Sequence[dict[str, Any]]) -> list[Outcome]:
     for m in messages:
-        log.info("message %s", orjson.dumps(m).decode())
+        event(log, "message", run_id=m.get("run_id"), job=m.get("job"), queue=m.get("queue"), message=m)
     return [Outcome(True) for _ in messages]
 
 

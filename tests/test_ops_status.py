@@ -1,0 +1,85 @@
+"""`cronbox status`, run as the real command with its output piped, as a reader and a user."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import orjson
+
+from cronbox import db
+
+from .conftest import cronbox_cmd
+from .roles import logins  # noqa: F401  (fixture)
+
+OPTIONAL_VIEWS = {"queues": "queues", "dead letters": "dead_letters", "processes": "processes"}
+
+
+def _status(dsn: str, *args: str) -> str:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PG", "CRONBOX_", "DATABASE_URL"))}
+    out = subprocess.run(cronbox_cmd("status", *args), env={**env, "DATABASE_URL": dsn},
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def _existing_views(dsn: str) -> set[str]:
+    with db.connect(dsn) as conn:
+        return {r[0] for r in conn.execute(
+            "SELECT viewname FROM pg_catalog.pg_views WHERE schemaname = 'cronbox'")}
+
+
+def test_status_as_a_reader_shows_every_section_as_plain_text(fresh_dsn, logins):
+    with db.connect(fresh_dsn) as su:
+        su.execute("SELECT cronbox.schedule('nightly', cron => '0 3 * * *', timezone => 'Europe/Paris')")
+        su.execute("SELECT cronbox.schedule(%s, every => '5 minutes')", ("two\nlines " + "x" * 80,))
+        su.execute("UPDATE cronbox.job SET consecutive_failures = 3 WHERE name = 'nightly'")
+    out = _status(logins.dsn(fresh_dsn, "reader"))
+    assert "\x1b" not in out  # no terminal escapes when piped
+    lines = out.splitlines()
+    assert lines[0] == "schedules:"
+    header = lines[1].split()
+    assert header[:3] == ["name", "expression", "timezone"] and "next_fire" in header
+    nightly = next(line for line in lines if line.strip().startswith("nightly"))
+    assert "0 3 * * *" in nightly and "Europe/Paris" in nightly and " 3 " in nightly
+    assert any(line.strip().startswith("two lines xxx") and "..." in line for line in lines)
+    views = _existing_views(fresh_dsn)
+    for title, view in OPTIONAL_VIEWS.items():
+        if view in views:
+            assert f"{title}:" in lines, out
+        else:
+            assert f"{title}: (view not available)" in lines, out
+
+
+def test_status_json_is_complete_and_machine_readable(fresh_dsn, logins):
+    name = "x" * 120
+    with db.connect(fresh_dsn) as su:
+        su.execute("SELECT cronbox.schedule(%s, every => '1 hour')", (name,))
+    doc = orjson.loads(_status(logins.dsn(fresh_dsn, "reader"), "--json"))
+    assert [s["name"] for s in doc["schedules"]] == [name]  # not shortened
+    assert doc["schedules"][0]["paused"] is False
+    views = _existing_views(fresh_dsn)
+    for title, view in OPTIONAL_VIEWS.items():
+        key = title.replace(" ", "_")
+        assert (doc[key] is None) == (view not in views)
+        assert (key in doc["unavailable"]) == (view not in views)
+
+
+def test_status_shows_a_user_only_its_own_schedules_and_says_what_it_may_not_read(fresh_dsn, logins):
+    for who in ("alice", "bob"):
+        with logins.connect(fresh_dsn, who) as c:
+            c.execute("SELECT cronbox.schedule(%s, every => '1 hour')", (f"{who}_job",))
+    doc = orjson.loads(_status(logins.dsn(fresh_dsn, "bob"), "--json"))
+    assert [s["name"] for s in doc["schedules"]] == ["bob_job"]
+    with db.connect(fresh_dsn) as su:
+        su.execute("REVOKE SELECT ON cronbox.schedules FROM cronbox_reader")
+    out = _status(logins.dsn(fresh_dsn, "reader"))
+    assert "schedules: (not permitted for this role)" in out.splitlines()
+
+
+def test_status_limit_says_there_is_more(fresh_dsn, logins):
+    with db.connect(fresh_dsn) as su:
+        for i in range(4):
+            su.execute("SELECT cronbox.schedule(%s, every => '1 hour')", (f"job{i}",))
+    out = _status(logins.dsn(fresh_dsn, "admin"), "--limit", "2")
+    assert "job1" in out and "job2" not in out and "more than 2" in out
