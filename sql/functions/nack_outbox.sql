@@ -53,7 +53,8 @@ BEGIN
         UPDATE cronbox.outbox o SET
             available_at = p_now + greatest(
                 least(p_backoff * power(2, least(m.attempts - 1, 30)), p_backoff_max) * (0.5 + random() * 0.5),
-                make_interval(secs => least(m.retry_after, 86400))),
+                CASE WHEN m.retry_after IS NOT NULL  -- greatest/least skip NULLs
+                     THEN make_interval(secs => least(m.retry_after, 86400)) END),
             lease_owner = NULL,
             last_error = m.error
         FROM mine m
