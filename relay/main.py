@@ -16,6 +16,7 @@ import logging
 import os
 
 import aiohttp
+import psycopg
 
 from cronbox import db
 from cronbox.config import Config, ConfigError
@@ -29,6 +30,14 @@ from relay.sinks import Report, Row, deliver
 
 log = logging.getLogger("cronbox.relay")
 SETTLE_BUDGET = 600.0  # keep retrying an ack this long; after that the lease brings rows back
+
+
+async def retrying(op, *, budget: float, what: str):
+    """db.retrying, without building a tenacity loop per call on the happy path."""
+    try:
+        return await op()
+    except (psycopg.OperationalError, psycopg.InterfaceError):
+        return await db.retrying(op, budget=budget, what=what)
 
 
 async def check_routes(pool, routes: Routes) -> None:
@@ -65,7 +74,7 @@ class Relay:
         self.inflight: set[asyncio.Task[None]] = set()
 
     async def claim(self) -> list[Row]:
-        return await db.retrying(
+        return await retrying(
             lambda: store.claim_outbox(self.pool, self.owner, self.cfg.relay_batch, self.cfg.relay_lease,
                                        self.include, self.exclude),
             budget=3600, what="relay claim")
@@ -97,24 +106,33 @@ class Relay:
             event(log, "batch failed", level=logging.ERROR, error=db.explain(task.exception()))
 
     async def send(self, rows: list[Row]) -> None:
+        report = Report()
         try:
-            report = await deliver(self.session, self.routes, rows)
+            await deliver(self.session, self.routes, rows, report)
         except asyncio.CancelledError:
-            # Shutdown timeout: some of these may have been sent; hand them back (at least once).
+            # Shutdown timeout: settle the sends that finished, hand back the rest (maybe sent:
+            # at least once).
+            done = set(report.ok) | set(report.failed)
+            unsent = [r[0] for r in rows if r[0] not in done]
             with contextlib.suppress(Exception):
-                await asyncio.shield(self._release([r[0] for r in rows]))
+                await asyncio.shield(self._settle_and_release(report, unsent))
             raise
         await self.settle(report)
+
+    async def _settle_and_release(self, report: Report, unsent: list[int]) -> None:
+        await self.settle(report)
+        if unsent:
+            await self._release(unsent)
 
     async def _release(self, ids: list[int] | None) -> int:
         return await db.retrying(lambda: store.release_outbox(self.pool, self.owner, ids), budget=5, what="release")
 
     async def settle(self, report: Report) -> None:
         if report.ok:
-            await db.retrying(lambda: store.ack_outbox(self.pool, self.owner, report),
+            await retrying(lambda: store.ack_outbox(self.pool, self.owner, report),
                               budget=SETTLE_BUDGET, what="relay ack")
         if report.failed:
-            retried, dead = await db.retrying(lambda: store.nack_outbox(self.pool, self.owner, report, self.s),
+            retried, dead = await retrying(lambda: store.nack_outbox(self.pool, self.owner, report, self.s),
                                               budget=SETTLE_BUDGET, what="relay nack")
             event(log, "sends failed", level=logging.ERROR if dead else logging.WARNING,
                   failed=len(report.failed), retried=retried, dead_lettered=dead, first_error=report.errors[0])

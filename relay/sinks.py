@@ -161,9 +161,8 @@ def send_log(rows: Sequence[Row], report: Report) -> None:
         report.ok.append(oid)
 
 
-async def deliver(session: aiohttp.ClientSession, routes: Routes, rows: Sequence[Row]) -> Report:
-    """Send every row to its queue's sink, concurrently; returns what happened."""
-    report = Report()
+async def deliver(session: aiohttp.ClientSession, routes: Routes, rows: Sequence[Row], report: Report) -> Report:
+    """Send every row to its queue's sink, concurrently; each result lands in report as it comes."""
     by_queue: dict[str, list[Row]] = defaultdict(list)
     for row in rows:
         by_queue[row[1]].append(row)
