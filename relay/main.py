@@ -74,10 +74,22 @@ class Relay:
         self.inflight: set[asyncio.Task[None]] = set()
 
     async def claim(self) -> list[Row]:
-        return await retrying(
+        """One claim, retried while PostgreSQL is away, abandoned on stop (the final release
+        sweep hands back anything a cancelled claim may have leased)."""
+        claim = asyncio.ensure_future(retrying(
             lambda: store.claim_outbox(self.pool, self.owner, self.cfg.relay_batch, self.cfg.relay_lease,
                                        self.include, self.exclude),
-            budget=3600, what="relay claim")
+            budget=3600, what="relay claim"))
+        stop = asyncio.ensure_future(self.waker.stop.wait())
+        try:
+            await asyncio.wait({claim, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+            if not claim.done():
+                claim.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await claim
+        return [] if claim.cancelled() else claim.result()
 
     async def loop(self) -> None:
         while not self.waker.stop.is_set():
