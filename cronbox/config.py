@@ -144,7 +144,7 @@ class Config:
     # process
     shutdown_timeout: timedelta = timedelta(seconds=10)
     metrics_port: int = 0
-    metrics_host: str = "0.0.0.0"
+    metrics_host: str = "127.0.0.1"
     health_stale: timedelta = timedelta(seconds=60)
 
     @classmethod
@@ -164,7 +164,7 @@ class Config:
             sinks=env.get("CRONBOX_SINKS", ""),
             shutdown_timeout=_duration(env, "CRONBOX_SHUTDOWN_TIMEOUT", "10s"),
             metrics_port=_int(env, "CRONBOX_METRICS_PORT", 0, minimum=0),
-            metrics_host=env.get("CRONBOX_METRICS_HOST") or "0.0.0.0",
+            metrics_host=env.get("CRONBOX_METRICS_HOST") or "127.0.0.1",
             health_stale=_duration(env, "CRONBOX_HEALTH_STALE", "60s"),
         )
 

@@ -80,7 +80,7 @@ async def retrying(op: Callable[[], Awaitable[T]], *, budget: float, what: str) 
     """Run a whole transaction again on connection errors, bounded by time (they carry no SQLSTATE)."""
     async for attempt in AsyncRetrying(
         retry=retry_if_exception_type((psycopg.OperationalError, psycopg.InterfaceError)),
-        wait=wait_exponential_jitter(initial=0.1, max=5),
+        wait=wait_exponential_jitter(multiplier=0.1, max=5),
         stop=stop_after_delay(budget),
         reraise=True,
         before_sleep=lambda rs: (_count_db_error(), log.warning(

@@ -69,39 +69,22 @@ def observe_saturation(futures: int) -> None:
         FIRES_MATERIALISED.inc(futures)
 
 
-def observe_delivery(queue: str, sink: str, outcome: str, fire_at: Any = None) -> None:
-    """One message handled by the relay; outcome is delivered, retried or dead_lettered."""
-    MESSAGES.labels(queue, sink, outcome).inc()
-    if outcome == "delivered" and fire_at:
-        lag = _seconds_since(fire_at)
-        if lag is not None:
-            DELIVERY_LATENCY.labels(sink).observe(max(lag, 0.0))
-
-
-def observe_send(sink: str, seconds: float) -> None:
-    SEND_DURATION.labels(sink).observe(seconds)
-
-
-def observe_relay_batch(rows: Sequence[Sequence[Any]], results: Sequence[tuple[int, Any]],
-                        target: Callable[[str], str | None], seconds: float,
-                        dead: Collection[int] = ()) -> None:
-    """A relay batch: rows as claimed (outbox_id, run_id, queue, kind, message, ...), results
-    as (outbox_id, outcome with .ok), the routing function, the time the sends took and the
-    outbox ids that went to the dead letters instead of being retried."""
-    by_id = {r[0]: r for r in rows}
+def observe_relay_batch(rows: Sequence[Sequence[Any]], delivered: Collection[int], dead: Collection[int],
+                        sink_of: Callable[[str], str | None], seconds: float) -> None:
+    """A settled relay batch. rows as claimed: (outbox_id, queue, key, body, age), age being
+    the seconds from fire time to claim by the database clock (None for notifications);
+    delivered and dead are outbox ids, every other row was retried; seconds = send time."""
     sinks: set[str] = set()
-    for oid, outcome in results:
-        row = by_id.get(oid)
-        if row is None:
-            continue
-        queue, message = row[2], row[4]
-        sink = _sink_label(target(queue))
+    for row in rows:
+        oid, queue, age = row[0], row[1], row[4]
+        sink = _sink_label(sink_of(queue))
         sinks.add(sink)
-        state = "delivered" if outcome.ok else "dead_lettered" if oid in dead else "retried"
-        fire_at = message.get("fire_at") if isinstance(message, dict) and row[3] == "run" else None
-        observe_delivery(queue, sink, state, fire_at)
+        outcome = "delivered" if oid in delivered else "dead_lettered" if oid in dead else "retried"
+        MESSAGES.labels(queue, sink, outcome).inc()
+        if outcome == "delivered" and age is not None:
+            DELIVERY_LATENCY.labels(sink).observe(max(0.0, age + seconds))
     for sink in sinks:
-        observe_send(sink, seconds)
+        SEND_DURATION.labels(sink).observe(seconds)
 
 
 def _sink_label(target: str | None) -> str:
@@ -122,22 +105,6 @@ def observe_db_error() -> None:
 
 def observe_reconnect() -> None:
     RECONNECTS.inc()
-
-
-def _seconds_since(fire_at: Any) -> float | None:
-    """Seconds from a fire time (ISO text from a message, or a datetime) to now, process clock."""
-    from datetime import datetime, timezone
-
-    if isinstance(fire_at, str):
-        try:
-            fire_at = datetime.fromisoformat(fire_at)
-        except ValueError:
-            return None
-    if not isinstance(fire_at, datetime):
-        return None
-    if fire_at.tzinfo is None:
-        fire_at = fire_at.replace(tzinfo=timezone.utc)
-    return (datetime.now(timezone.utc) - fire_at).total_seconds()
 
 
 # --- database-wide --------------------------------------------------------------------------

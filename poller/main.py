@@ -14,6 +14,7 @@ from cronbox import db, metrics
 from cronbox.config import Config
 from cronbox.log import event
 from cronbox.proc import Waker, cancel_quietly, identity, listen
+from cronbox.registry import keep_registered
 from poller.saturate import saturate_once
 
 log = logging.getLogger("cronbox.poller")
@@ -63,6 +64,7 @@ async def run(cfg: Config, waker: Waker) -> None:
         asyncio.create_task(listen(cfg.dsn, ("cronbox_schedule",), waker), name="listener"),
         asyncio.create_task(_maintenance(pool, waker), name="maintenance"),
         asyncio.create_task(metrics.serve(cfg, pool, "poller", waker.stop), name="metrics"),
+        asyncio.create_task(keep_registered(pool, "poller", name, waker.stop), name="registry"),
     ]
     try:
         while not waker.stop.is_set():

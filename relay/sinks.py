@@ -1,82 +1,190 @@
-"""Sinks and routing: which queue goes where.
+"""Sinks: send claimed rows to where their queue is routed and record what happened.
 
-CRONBOX_SINKS is a `;`-separated list of `queue=target`, where target is an http(s) URL,
-`log` (print the message, for development) or `postgres` (pull mode: left in the outbox for
-`cronbox.claim_runs`). `*` matches every queue not named. Example:
-    CRONBOX_SINKS="default=http://127.0.0.1:8080/run;reports=log;*=postgres"
+A claimed row is a tuple (outbox_id, queue, idempotency_key, body) where body is the message
+as JSON text straight from PostgreSQL: a batch body is the texts joined into a JSON array,
+so messages are never parsed and re-serialised here. Results go into one `Report` per claimed
+batch (parallel lists, no object per message), which the relay turns into one ack and at
+most one nack round trip.
+
+HTTP outcomes: 2xx delivered (the body may carry the run's outcome); 408, 429, 5xx,
+timeouts and connection errors are retried (Retry-After honoured); other 4xx are final
+(dead letter); 1xx/3xx are retried (redirects are not followed).
 """
 
 from __future__ import annotations
 
-import dataclasses
+import asyncio
+import email.utils
 import logging
-from collections.abc import Mapping, Sequence
+import time
+from collections import defaultdict
+from collections.abc import Sequence
 from typing import Any
 
 import aiohttp
 import orjson
 
-from cronbox.config import ConfigError
 from cronbox.log import event
+from cronbox.signing import HEADER as SIGNATURE_HEADER, sign
+from relay.routes import Route, Routes
 
 log = logging.getLogger("cronbox.relay")
 
-
-@dataclasses.dataclass(frozen=True)
-class Outcome:
-    ok: bool
-    error: str | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class Routes:
-    by_queue: Mapping[str, str]
-    default: str | None
-
-    def target(self, queue: str) -> str | None:
-        return self.by_queue.get(queue, self.default)
-
-    def pushed_queues(self) -> list[str] | None:
-        """Queues the relay claims: None = all (a `*` push route), else the named push queues."""
-        if self.default is not None and self.default != "postgres":
-            return None
-        return [q for q, t in self.by_queue.items() if t != "postgres"]
+# outbox_id, queue, idempotency_key, message JSON text, seconds from fire time to claim (or None)
+Row = tuple[int, str, str, str, float | None]
+OUTCOME_STATES = ("succeeded", "failed")
+RETRY_STATUSES = frozenset({408, 429})
 
 
-def parse_routes(text: str) -> Routes:
-    by_queue: dict[str, str] = {}
-    default: str | None = None
-    for part in filter(None, (p.strip() for p in text.split(";"))):
-        queue, sep, target = part.partition("=")
-        queue, target = queue.strip(), target.strip()
-        if not sep or not queue or not target:
-            raise ConfigError(f"CRONBOX_SINKS: expected queue=target, got {part!r}")
-        if not (target in ("log", "postgres") or target.startswith(("http://", "https://"))):
-            raise ConfigError(f"CRONBOX_SINKS: target for {queue!r} must be an http(s) URL, log or postgres, got {target!r}")
-        if queue == "*":
-            default = target
+class Report:
+    """What happened to one claimed batch: acked ids, outcomes, and failures (parallel lists)."""
+
+    __slots__ = ("ok", "outcomes", "failed", "errors", "retryable", "retry_after")
+
+    def __init__(self) -> None:
+        self.ok: list[int] = []
+        self.outcomes: list[dict[str, Any]] = []
+        self.failed: list[int] = []
+        self.errors: list[str] = []
+        self.retryable: list[bool] = []
+        self.retry_after: list[float | None] = []
+
+    def fail(self, ids: Sequence[int], error: str, retryable: bool = True, retry_after: float | None = None) -> None:
+        n = len(ids)
+        self.failed.extend(ids)
+        self.errors.extend([error] * n)
+        self.retryable.extend([retryable] * n)
+        self.retry_after.extend([retry_after] * n)
+
+    def outcome(self, outbox_id: int, answer: dict[str, Any]) -> None:
+        """Keep a worker's run outcome ({"state": "succeeded"|"failed", ...}) for the ack."""
+        state = answer.get("state")
+        if state not in OUTCOME_STATES:
+            return
+        entry: dict[str, Any] = {"outbox_id": outbox_id, "state": state}
+        if state == "succeeded":
+            entry["result"] = answer.get("result")
         else:
-            by_queue[queue] = target
-    if not by_queue and default is None:
-        raise ConfigError("CRONBOX_SINKS: no routes; set e.g. CRONBOX_SINKS='*=log' or 'default=http://host/run'")
-    return Routes(by_queue, default)
+            entry["error"] = str(answer.get("error") or "failed (no error given)")
+            entry["retryable"] = answer.get("retryable", True) is not False
+        self.outcomes.append(entry)
 
 
-async def send_log(messages: Sequence[dict[str, Any]]) -> list[Outcome]:
-    for m in messages:
-        event(log, "message", run_id=m.get("run_id"), job=m.get("job"), queue=m.get("queue"), message=m)
-    return [Outcome(True) for _ in messages]
-
-
-async def send_http(session: aiohttp.ClientSession, url: str, message: dict[str, Any]) -> Outcome:
-    headers = {"Content-Type": "application/json"}
-    if "idempotency_key" in message:
-        headers["Idempotency-Key"] = str(message["idempotency_key"])
+def retry_after_seconds(value: str | None) -> float | None:
+    """Retry-After as seconds: delta-seconds or an HTTP date; None if absent or unreadable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
     try:
-        async with session.post(url, data=orjson.dumps(message), headers=headers) as resp:
-            await resp.read()
-            if 200 <= resp.status < 300:
-                return Outcome(True)
-            return Outcome(False, f"HTTP {resp.status}")
-    except (aiohttp.ClientError, TimeoutError) as exc:
-        return Outcome(False, f"{exc.__class__.__name__}: {exc}")
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def _snippet(payload: bytes) -> str:
+    text = payload[:200].decode(errors="replace").strip()
+    return f": {text}" if text else ""
+
+
+def _json(payload: bytes) -> Any:
+    if not payload.strip():
+        return None
+    try:
+        return orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return None
+
+
+def _accept_batch(ids: Sequence[int], payload: bytes, report: Report) -> None:
+    """A 2xx for a batch: the body may say per message whether it was accepted."""
+    answer = _json(payload)
+    if not isinstance(answer, list):
+        report.ok.extend(ids)  # no per-message answer: the whole batch was accepted
+        return
+    if len(answer) != len(ids):
+        report.fail(ids, f"batch answer has {len(answer)} entries for {len(ids)} messages")
+        return
+    for oid, entry in zip(ids, answer):
+        if entry is False or (isinstance(entry, dict) and entry.get("accepted") is False):
+            detail = entry if isinstance(entry, dict) else {}
+            report.fail([oid], str(detail.get("error") or "not accepted by the worker"),
+                        detail.get("retryable", True) is not False)
+            continue
+        report.ok.append(oid)
+        if isinstance(entry, dict) and "state" in entry:
+            report.outcome(oid, entry)
+
+
+def classify(status: int, headers: Any, payload: bytes, ids: Sequence[int], batched: bool, report: Report) -> None:
+    if 200 <= status < 300:
+        if batched:
+            _accept_batch(ids, payload, report)
+        else:
+            report.ok.append(ids[0])
+            if status != 202:
+                answer = _json(payload)
+                if isinstance(answer, dict) and "state" in answer:
+                    report.outcome(ids[0], answer)
+    elif status in RETRY_STATUSES or status >= 500:
+        report.fail(ids, f"HTTP {status}{_snippet(payload)}", True, retry_after_seconds(headers.get("Retry-After")))
+    elif 400 <= status < 500:
+        report.fail(ids, f"HTTP {status}{_snippet(payload)}", False)
+    else:
+        report.fail(ids, f"HTTP {status} (redirects are not followed)")
+
+
+async def post(session: aiohttp.ClientSession, route: Route, ids: Sequence[int], body: bytes,
+               key: str | None, batched: bool, report: Report) -> None:
+    headers = {"Content-Type": "application/json", "User-Agent": "cronbox-relay"}
+    if key is not None:
+        headers["Idempotency-Key"] = key
+    if route.secret:
+        headers[SIGNATURE_HEADER] = sign(route.secret, body)
+    kwargs: dict[str, Any] = {}
+    if route.timeout is not None:
+        kwargs["timeout"] = aiohttp.ClientTimeout(total=route.timeout, connect=min(route.timeout, 5.0))
+    assert route.url is not None
+    try:
+        async with session.post(route.url, data=body, headers=headers, allow_redirects=False, **kwargs) as resp:
+            payload = await resp.read()
+            classify(resp.status, resp.headers, payload, ids, batched, report)
+    except TimeoutError:
+        report.fail(ids, "timeout: no answer within the request timeout")
+    except aiohttp.ClientError as exc:
+        report.fail(ids, f"{exc.__class__.__name__}: {exc}")
+
+
+def send_log(rows: Sequence[Row], report: Report) -> None:
+    for oid, queue, key, body, _age in rows:
+        message = orjson.loads(body)
+        event(log, "message", run_id=message.get("run_id"), job=message.get("job"), queue=queue,
+              idempotency_key=key, message=message)
+        report.ok.append(oid)
+
+
+async def deliver(session: aiohttp.ClientSession, routes: Routes, rows: Sequence[Row], report: Report) -> Report:
+    """Send every row to its queue's sink, concurrently; each result lands in report as it comes."""
+    by_queue: dict[str, list[Row]] = defaultdict(list)
+    for row in rows:
+        by_queue[row[1]].append(row)
+    sends = []
+    for queue, group in by_queue.items():
+        route = routes.target(queue)
+        if route is None or not route.push:
+            # claim_outbox filters these out; a row here means the routes changed under us.
+            report.fail([r[0] for r in group], f"queue {queue!r} is not pushed by this relay")
+        elif route.kind == "log":
+            send_log(group, report)
+        elif route.batch == 1:
+            sends += [post(session, route, (r[0],), r[3].encode(), r[2], False, report) for r in group]
+        else:
+            for i in range(0, len(group), route.batch):
+                chunk = group[i:i + route.batch]
+                body = ("[" + ",".join(r[3] for r in chunk) + "]").encode()
+                sends.append(post(session, route, [r[0] for r in chunk], body, None, True, report))
+    if sends:
+        await asyncio.gather(*sends)
+    return report

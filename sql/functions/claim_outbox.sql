@@ -1,13 +1,15 @@
--- cronbox.claim_outbox(p_owner, p_limit, p_lease, p_queues, p_now): the relay's claim.
--- Leases up to p_limit available outbox rows (oldest first) to p_owner for p_lease by
+-- cronbox.claim_outbox(p_owner, p_limit, p_lease, p_queues, p_exclude, p_now): the relay's
+-- claim. Leases up to p_limit available outbox rows (oldest first) to p_owner for p_lease by
 -- pushing available_at to the lease end; FOR UPDATE SKIP LOCKED on outbox_claim_idx, so
--- relays get disjoint rows. A relay that dies leaves rows that come back when the lease ends.
--- Returns the messages with their deadline (now + the run's timeout) filled in.
+-- relays get disjoint rows. p_queues (NULL = all) / p_exclude (NULL = none) keep pull-mode
+-- queues out. A relay that dies leaves rows that come back when the lease ends.
+-- Counts the attempt; returns the messages with their deadline (now + timeout) filled in.
 CREATE OR REPLACE FUNCTION cronbox.claim_outbox(
     p_owner text,
     p_limit integer,
     p_lease interval DEFAULT '30 seconds',
     p_queues text[] DEFAULT NULL,
+    p_exclude text[] DEFAULT NULL,
     p_now timestamptz DEFAULT now()
 ) RETURNS TABLE (outbox_id bigint, run_id bigint, queue text, kind text, message jsonb, attempts integer)
 LANGUAGE sql
@@ -18,6 +20,7 @@ AS $$
         FROM cronbox.outbox o
         WHERE o.available_at <= p_now
           AND (p_queues IS NULL OR o.queue = ANY (p_queues))
+          AND (p_exclude IS NULL OR o.queue <> ALL (p_exclude))
         ORDER BY o.available_at
         LIMIT p_limit
         FOR UPDATE SKIP LOCKED
@@ -35,5 +38,5 @@ AS $$
               o.attempts
 $$;
 
-COMMENT ON FUNCTION cronbox.claim_outbox(text, integer, interval, text[], timestamptz) IS
-'Relay: leases up to p_limit available outbox rows (SKIP LOCKED) for p_lease and returns the messages, deadline included. Unacked rows come back when the lease ends: at least once.';
+COMMENT ON FUNCTION cronbox.claim_outbox(text, integer, interval, text[], text[], timestamptz) IS
+'Relay: leases up to p_limit available outbox rows (SKIP LOCKED, outbox_claim_idx) for p_lease, only queues in p_queues (NULL = all) and not in p_exclude, and returns the messages, deadline included. Unacked rows come back when the lease ends: at least once.';

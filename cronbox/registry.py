@@ -1,0 +1,65 @@
+"""The process registry: a poller or relay registers itself, heartbeats, and deregisters at a
+clean exit, so `cronbox.processes` shows who is alive (host, pid, version, last seen).
+
+Run `keep_registered(...)` as a side task. A database outage only delays heartbeats (the
+process shows as not live meanwhile); an entry that disappeared is registered again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+from datetime import timedelta
+
+import psycopg
+
+from cronbox import __version__, db
+from cronbox.log import event
+
+log = logging.getLogger("cronbox.registry")
+
+
+async def register(conn: psycopg.AsyncConnection, kind: str, name: str, every: float, info: dict | None = None) -> int:
+    cur = await conn.execute(
+        "SELECT cronbox.register_process(%s, %s, %s, %s, %s, %s, %s)",
+        (kind, name, socket.gethostname(), os.getpid(), __version__, timedelta(seconds=every),
+         db.Jsonb(info or {})))
+    row = await cur.fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+async def heartbeat(conn: psycopg.AsyncConnection, process_id: int) -> bool:
+    cur = await conn.execute("SELECT cronbox.heartbeat_process(%s)", (process_id,))
+    row = await cur.fetchone()
+    return bool(row and row[0])
+
+
+async def deregister(conn: psycopg.AsyncConnection, process_id: int) -> None:
+    await conn.execute("SELECT cronbox.deregister_process(%s)", (process_id,))
+
+
+async def keep_registered(pool, kind: str, name: str, stop: asyncio.Event, *,
+                          every: float = 5.0, info: dict | None = None) -> None:
+    """Register, heartbeat every `every` seconds until stop is set (or cancelled), deregister."""
+    process_id: int | None = None
+    try:
+        while not stop.is_set():
+            try:
+                async with pool.connection() as conn:
+                    if process_id is None or not await heartbeat(conn, process_id):
+                        process_id = await register(conn, kind, name, every, info)
+                        event(log, "registered", level=logging.DEBUG, process=name, process_id=process_id)
+            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                event(log, "heartbeat failed", level=logging.WARNING, process=name, error=db.explain(exc))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), every)
+    finally:
+        if process_id is not None:
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(2):
+                    async with pool.connection() as conn:
+                        await deregister(conn, process_id)

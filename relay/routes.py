@@ -1,0 +1,152 @@
+"""Routing: which queue goes to which sink (CRONBOX_SINKS).
+
+A `;`-separated list of routes `queue=target [option=value ...]`; `*` is the default for
+every queue not named. Targets:
+
+    http://... / https://...   POST each message (or batches of them) to a worker URL
+    log                        print the message (development)
+    postgres                   pull mode: left in the outbox for cronbox.claim_runs
+    elsewhere                  served by another relay: left in the outbox, not an error
+
+Options (http only): `batch=N` messages per request (default 1: one request per message;
+N > 1 sends a JSON array), `timeout=10s` per request, `secret_env=NAME` the environment
+variable holding the HMAC secret, or `secret_file=/run/secrets/x`. The secret itself never
+appears in CRONBOX_SINKS nor in any log line. Example:
+
+    CRONBOX_SINKS="default=http://worker:8080/run batch=100 secret_env=WORKER_SECRET;
+                   reports=log; ml=postgres; *=http://fallback:8080/run"
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+from cronbox.config import ConfigError, parse_duration
+
+PUSH_KINDS = ("http", "log")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+MAX_BATCH = 10_000
+
+
+@dataclasses.dataclass(frozen=True)
+class Route:
+    queue: str                      # '*' for the default route
+    kind: str                       # http | log | postgres | elsewhere
+    url: str | None = None
+    batch: int = 1                  # messages per HTTP request; 1 = single mode
+    timeout: float | None = None    # per-request total timeout (None: the relay default)
+    secret_from: str | None = None  # where the secret came from (env:NAME / file:PATH), for logs
+    secret: bytes | None = dataclasses.field(default=None, repr=False, compare=False)
+
+    @property
+    def push(self) -> bool:
+        return self.kind in PUSH_KINDS
+
+    def describe(self) -> str:
+        """The route for a log line: never the secret, only where it comes from."""
+        parts = [f"{self.queue}={self.url or self.kind}"]
+        if self.kind == "http":
+            parts.append(f"batch={self.batch}")
+            if self.timeout is not None:
+                parts.append(f"timeout={self.timeout:g}s")
+            if self.secret_from:
+                parts.append(f"secret={self.secret_from}")
+        return " ".join(parts)
+
+
+@dataclasses.dataclass(frozen=True)
+class Routes:
+    by_queue: Mapping[str, Route]
+    default: Route | None
+
+    def target(self, queue: str) -> Route | None:
+        return self.by_queue.get(queue, self.default)
+
+    def claim_filter(self) -> tuple[list[str] | None, list[str] | None]:
+        """(include, exclude) for cronbox.claim_outbox: the relay never claims pull-mode queues."""
+        if self.default is not None and self.default.push:
+            exclude = sorted(q for q, r in self.by_queue.items() if not r.push)
+            return None, exclude or None
+        return sorted(q for q, r in self.by_queue.items() if r.push), None
+
+    def unrouted(self, queues: Iterable[str]) -> list[str]:
+        return sorted({q for q in queues if self.target(q) is None})
+
+    def describe(self) -> list[str]:
+        routes = list(self.by_queue.values()) + ([self.default] if self.default else [])
+        return [r.describe() for r in routes]
+
+
+def _read_secret(queue: str, key: str, value: str, env: Mapping[str, str]) -> tuple[str, bytes]:
+    if key == "secret_env":
+        if not _ENV_NAME.match(value):
+            raise ConfigError(f"CRONBOX_SINKS: {queue}: secret_env must name an environment variable, got {value!r}")
+        secret = env.get(value, "")
+        if not secret:
+            raise ConfigError(f"CRONBOX_SINKS: {queue}: secret_env={value} but ${value} is not set or empty")
+        return f"env:{value}", secret.encode()
+    try:
+        secret = Path(value).read_bytes().strip()
+    except OSError as exc:
+        raise ConfigError(f"CRONBOX_SINKS: {queue}: cannot read secret_file {value}: {exc.strerror}") from None
+    if not secret:
+        raise ConfigError(f"CRONBOX_SINKS: {queue}: secret_file {value} is empty")
+    return f"file:{value}", secret
+
+
+def _route(queue: str, target: str, options: list[str], env: Mapping[str, str]) -> Route:
+    if target in ("log", "postgres", "elsewhere"):
+        kind, url = target, None
+    elif target.startswith(("http://", "https://")):
+        kind, url = "http", target
+    else:
+        raise ConfigError(
+            f"CRONBOX_SINKS: target for {queue!r} must be an http(s) URL, log, postgres or elsewhere, got {target!r}")
+    if options and kind != "http":
+        raise ConfigError(f"CRONBOX_SINKS: {queue}: options {' '.join(options)!r} only apply to http targets")
+    fields: dict[str, object] = {}
+    for opt in options:
+        key, sep, value = opt.partition("=")
+        if not sep or not value:
+            raise ConfigError(f"CRONBOX_SINKS: {queue}: expected option=value, got {opt!r}")
+        if key == "batch":
+            if not value.isdigit() or not 1 <= int(value) <= MAX_BATCH:
+                raise ConfigError(f"CRONBOX_SINKS: {queue}: batch must be an integer from 1 to {MAX_BATCH}, got {value!r}")
+            fields["batch"] = int(value)
+        elif key == "timeout":
+            seconds = parse_duration(f"CRONBOX_SINKS: {queue}: timeout", value).total_seconds()
+            if seconds <= 0:
+                raise ConfigError(f"CRONBOX_SINKS: {queue}: timeout must be positive, got {value!r}")
+            fields["timeout"] = seconds
+        elif key in ("secret_env", "secret_file"):
+            if "secret" in fields:
+                raise ConfigError(f"CRONBOX_SINKS: {queue}: give one of secret_env, secret_file")
+            fields["secret_from"], fields["secret"] = _read_secret(queue, key, value, env)
+        else:
+            raise ConfigError(f"CRONBOX_SINKS: {queue}: unknown option {key!r} (batch, timeout, secret_env, secret_file)")
+    return Route(queue=queue, kind=kind, url=url, **fields)  # type: ignore[arg-type]
+
+
+def parse_routes(text: str, env: Mapping[str, str] | None = None) -> Routes:
+    env = {} if env is None else env
+    by_queue: dict[str, Route] = {}
+    default: Route | None = None
+    for part in filter(None, (p.strip() for p in text.split(";"))):
+        queue, sep, rest = part.partition("=")
+        queue = queue.strip()
+        words = rest.split()
+        if not sep or not queue or not words:
+            raise ConfigError(f"CRONBOX_SINKS: expected queue=target, got {part!r}")
+        if queue in by_queue or (queue == "*" and default is not None):
+            raise ConfigError(f"CRONBOX_SINKS: queue {queue!r} is routed twice")
+        route = _route(queue, words[0], words[1:], env)
+        if queue == "*":
+            default = route
+        else:
+            by_queue[queue] = route
+    if not by_queue and default is None:
+        raise ConfigError("CRONBOX_SINKS: no routes; set e.g. CRONBOX_SINKS='*=log' or 'default=http://host/run'")
+    return Routes(by_queue, default)

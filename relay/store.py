@@ -1,0 +1,67 @@
+"""Thin wrappers over the relay's SQL functions: one statement, one round trip each."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from cronbox import db
+from relay.routes import Routes
+from relay.settings import RelaySettings
+from relay.sinks import Report, Row
+
+_CLAIM = (
+    "SELECT outbox_id, queue, coalesce(message->>'idempotency_key', 'outbox:' || outbox_id), message::text, "
+    "extract(epoch FROM clock_timestamp() - (message->>'fire_at')::timestamptz)::float8 "
+    "FROM cronbox.claim_outbox(%s, %s, %s, %s, %s)"
+)
+
+
+async def claim_outbox(pool, owner: str, limit: int, lease: timedelta,
+                       include: list[str] | None, exclude: list[str] | None) -> list[Row]:
+    async with pool.connection() as conn:
+        cur = await conn.execute(_CLAIM, (owner, limit, lease, include, exclude))
+        return await cur.fetchall()
+
+
+async def ack_outbox(pool, owner: str, report: Report) -> int:
+    outcomes = db.Jsonb(report.outcomes) if report.outcomes else None
+    async with pool.connection() as conn:
+        cur = await conn.execute("SELECT cronbox.ack_outbox(%s, %s, %s)", (owner, report.ok, outcomes))
+        row = await cur.fetchone()
+    return int(row[0]) if row else 0
+
+
+async def nack_outbox(pool, owner: str, report: Report, s: RelaySettings) -> tuple[int, list[int]]:
+    """Backoff or dead-letter the failed rows: (retried count, dead-lettered outbox ids)."""
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT retried, dead_ids FROM cronbox.nack_outbox(%s, %s, %s, %s, %s::float8[], %s, %s, %s)",
+            (owner, report.failed, report.errors, report.retryable, report.retry_after, s.max_attempts,
+             timedelta(seconds=s.backoff), timedelta(seconds=s.backoff_max)))
+        row = await cur.fetchone()
+    return (int(row[0]), list(row[1])) if row else (0, [])
+
+
+async def release_outbox(pool, owner: str, ids: list[int] | None = None) -> int:
+    async with pool.connection() as conn:
+        cur = await conn.execute("SELECT cronbox.release_outbox(%s, %s)", (owner, ids))
+        row = await cur.fetchone()
+    return int(row[0]) if row else 0
+
+
+async def known_queues(pool) -> list[str]:
+    """Queues in use: those of the jobs and of the messages waiting in the outbox."""
+    async with pool.connection() as conn:
+        cur = await conn.execute("SELECT queue FROM cronbox.list_queues()")
+        return [r[0] for r in await cur.fetchall()]
+
+
+async def unrouted_in_outbox(pool, routes: Routes) -> list[tuple[str, int]]:
+    """(queue, messages) waiting in the outbox for a queue with no route at all."""
+    if routes.default is not None:
+        return []
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT queue, waiting FROM cronbox.list_queues() WHERE waiting > 0 AND queue <> ALL (%s)",
+            (list(routes.by_queue),))
+        return [(r[0], int(r[1])) for r in await cur.fetchall()]

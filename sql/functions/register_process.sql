@@ -1,0 +1,49 @@
+-- cronbox.register_process(kind, name, host, pid, version, heartbeat_every, info, p_now):
+-- a poller or relay announces itself at start (upsert on name, so a restarted process with
+-- the same kind:host:pid replaces its old entry) and prunes entries not seen for a day.
+-- Returns the process id for cronbox.heartbeat_process / cronbox.deregister_process.
+CREATE OR REPLACE FUNCTION cronbox.register_process(
+    kind text,
+    name text,
+    host text,
+    pid integer,
+    version text,
+    heartbeat_every interval DEFAULT '5 seconds',
+    info jsonb DEFAULT '{}',
+    p_now timestamptz DEFAULT now()
+) RETURNS bigint
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_id bigint;
+BEGIN
+    IF register_process.kind IS NULL OR register_process.kind !~ '^[a-z][a-z0-9_-]{0,30}$' THEN
+        RAISE EXCEPTION 'kind: must be a short lowercase word like poller or relay, got %', register_process.kind
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF register_process.name IS NULL OR register_process.host IS NULL OR register_process.pid IS NULL
+       OR register_process.version IS NULL THEN
+        RAISE EXCEPTION 'name, host, pid, version: must not be NULL'
+            USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF register_process.heartbeat_every IS NULL OR register_process.heartbeat_every <= interval '0' THEN
+        RAISE EXCEPTION 'heartbeat_every: must be a positive interval, got %', register_process.heartbeat_every
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    DELETE FROM cronbox.process p WHERE p.last_seen < p_now - interval '1 day';
+    INSERT INTO cronbox.process AS p (kind, name, host, pid, version, heartbeat_every, info, started_at, last_seen)
+    VALUES (register_process.kind, register_process.name, register_process.host, register_process.pid,
+            register_process.version, register_process.heartbeat_every, coalesce(register_process.info, '{}'),
+            p_now, p_now)
+    ON CONFLICT ON CONSTRAINT process_name_unique DO UPDATE SET
+        kind = excluded.kind, host = excluded.host, pid = excluded.pid, version = excluded.version,
+        heartbeat_every = excluded.heartbeat_every, info = excluded.info,
+        started_at = excluded.started_at, last_seen = excluded.last_seen
+    RETURNING p.process_id INTO v_id;
+    RETURN v_id;
+END
+$$;
+
+COMMENT ON FUNCTION cronbox.register_process(text, text, text, integer, text, interval, jsonb, timestamptz) IS
+'Processes: a poller or relay registers at start (upsert on name); returns its process id. Entries not seen for a day are pruned.';

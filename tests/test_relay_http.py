@@ -1,0 +1,310 @@
+"""The relay against real HTTP workers on 127.0.0.1 and a real database: single and batched
+posts, signatures, outcomes, and the failure modes (500s, 400s, hangs, a worker that is down).
+
+The relay runs in-process here (relay.main.run on this event loop) so the scripted workers and
+the relay share one loop; tests/test_relay_process.py runs it as a real subprocess.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from aiohttp import web
+
+from cronbox import db
+from cronbox.config import Config
+from cronbox.pgcluster import free_port
+from cronbox.proc import Waker
+from cronbox.signing import HEADER, verify
+from relay import main as relay_main
+from relay.settings import RelaySettings
+
+from .relay_support import Worker, enqueue, notify_row
+
+FAST = RelaySettings(max_attempts=50, backoff=0.05, backoff_max=0.2, http_timeout=2.0, check_every=0.5)
+
+
+class RunningRelay:
+    def __init__(self, dsn: str, sinks: str, settings: RelaySettings = FAST, batch: int = 100):
+        cfg = Config(dsn=dsn, sinks=sinks, relay_batch=batch, relay_lease=timedelta(seconds=5),
+                     poll_interval=timedelta(milliseconds=100), shutdown_timeout=timedelta(seconds=3))
+        self.waker = Waker()
+        self.task = asyncio.create_task(relay_main.run(cfg, self.waker, settings))
+
+    async def stop(self) -> None:
+        self.waker.stop.set()
+        await asyncio.wait_for(self.task, 15)
+
+
+async def eventually(check: Callable[[], Awaitable[Any]], timeout: float = 20, what: str = "condition") -> Any:
+    """Poll an observable condition without blocking the loop the relay runs on."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = await check()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {result!r})")
+        await asyncio.sleep(0.05)
+
+
+async def query(dsn: str, sql: str, params: tuple = ()) -> list[tuple]:
+    async with await db.aconnect(dsn) as conn:
+        cur = await conn.execute(sql, params)
+        return await cur.fetchall()
+
+
+async def outbox_empty(dsn: str) -> bool:
+    return (await query(dsn, "SELECT count(*) FROM cronbox.outbox"))[0][0] == 0
+
+
+async def states(dsn: str, runs: list[int]) -> dict[int, tuple]:
+    rows = await query(dsn, "SELECT run_id, state, error FROM cronbox.run WHERE run_id = ANY(%s)", (runs,))
+    return {r[0]: (r[1], r[2]) for r in rows}
+
+
+def answer_json(doc: Any, status: int = 200, headers: dict[str, str] | None = None):
+    async def answer(request: web.Request, body: bytes) -> web.StreamResponse:
+        return web.json_response(doc(body) if callable(doc) else doc, status=status, headers=headers)
+    return answer
+
+
+async def test_single_messages_are_posted_with_their_idempotency_key_and_acked(fresh_dsn):
+    worker = await Worker().start()
+    relay = RunningRelay(fresh_dsn, f"*={worker.url}")
+    try:
+        with db.connect(fresh_dsn) as conn:
+            runs = enqueue(conn, 5)
+        await eventually(lambda: outbox_empty(fresh_dsn), what="outbox drained")
+    finally:
+        await relay.stop()
+        await worker.stop()
+    assert sorted(worker.keys()) == sorted(f"{r}:1" for r in runs)
+    for req in worker.received:
+        (message,) = req.messages
+        assert req.key == message["idempotency_key"]
+        assert set(message) >= {"run_id", "job", "queue", "payload", "fire_at", "attempt", "deadline"}
+        assert HEADER not in req.headers  # no secret configured
+    assert {s for s, _ in (await states(fresh_dsn, runs)).values()} == {"delivered"}
+
+
+async def test_batched_posts_carry_a_json_array_and_the_answer_decides_per_message(fresh_dsn):
+    def per_message(body: bytes) -> list[dict]:
+        import orjson
+        out = []
+        for m in orjson.loads(body):
+            n = m["run_id"]
+            if m["fire_at"].endswith(":01+00:00"):
+                out.append({"accepted": False, "error": "bad payload", "retryable": False})
+            elif m["fire_at"].endswith(":02+00:00"):
+                out.append({"state": "succeeded", "result": {"n": n}})
+            else:
+                out.append({"accepted": True})
+        return out
+
+    worker = await Worker(answer_json(per_message)).start()
+    relay = RunningRelay(fresh_dsn, f"*={worker.url} batch=4")
+    try:
+        with db.connect(fresh_dsn) as conn:
+            runs = enqueue(conn, 10)
+        await eventually(lambda: outbox_empty(fresh_dsn), what="outbox drained")
+    finally:
+        await relay.stop()
+        await worker.stop()
+    assert all(1 <= len(r.messages) <= 4 for r in worker.received)
+    assert len(worker.received) < 10  # batched, not one request per message
+    assert sorted(worker.keys()) == sorted(f"{r}:1" for r in runs)
+    got = await states(fresh_dsn, runs)
+    assert got[runs[0]] == ("failed", "undeliverable: bad payload")  # fire_at ...:01
+    assert got[runs[1]] == ("succeeded", None)                        # fire_at ...:02
+    assert {got[r][0] for r in runs[2:]} == {"delivered"}
+    dead = await query(fresh_dsn, "SELECT run_id, attempts FROM cronbox.dead_letters")
+    assert dead == [(runs[0], 1)]
+
+
+async def test_signed_requests_verify_with_the_shared_secret(fresh_dsn, monkeypatch):
+    monkeypatch.setenv("TEST_WORKER_SECRET", "s3cret")
+    verdicts: list[bool] = []
+
+    async def check(request: web.Request, body: bytes) -> web.StreamResponse:
+        try:
+            verify("s3cret", body, request.headers.get(HEADER))
+            verdicts.append(True)
+        except ValueError:
+            verdicts.append(False)
+        return web.Response(status=202)
+
+    worker = await Worker(check).start()
+    relay = RunningRelay(fresh_dsn, f"a={worker.url} secret_env=TEST_WORKER_SECRET; b={worker.url} batch=3 secret_env=TEST_WORKER_SECRET")
+    try:
+        with db.connect(fresh_dsn) as conn:
+            enqueue(conn, 2, queue="a")
+            enqueue(conn, 5, queue="b")
+        await eventually(lambda: outbox_empty(fresh_dsn), what="outbox drained")
+    finally:
+        await relay.stop()
+        await worker.stop()
+    assert verdicts and all(verdicts)
+    assert len(worker.keys()) == 7
+
+
+async def test_an_outcome_in_the_answer_completes_the_run_in_the_same_step(fresh_dsn):
+    worker = await Worker(answer_json({"state": "failed", "error": "boom", "retryable": False})).start()
+    relay = RunningRelay(fresh_dsn, f"*={worker.url}")
+    try:
+        with db.connect(fresh_dsn) as conn:
+            runs = enqueue(conn, 2, job="outcome")
+        await eventually(lambda: outbox_empty(fresh_dsn), what="outbox drained")
+    finally:
+        await relay.stop()
+        await worker.stop()
+    assert set((await states(fresh_dsn, runs)).values()) == {("failed", "boom")}
+    assert (await query(fresh_dsn, "SELECT active_runs FROM cronbox.job WHERE name = 'outcome'")) == [(0,)]
+
+
+async def test_a_worker_failing_with_500_for_a_while_gets_every_message_once_it_recovers(fresh_dsn):
+    statuses: list[tuple[str, int]] = []
+
+    async def flaky(request: web.Request, body: bytes) -> web.StreamResponse:
+        status = 500 if len(statuses) < 15 else 202
+        statuses.append((request.headers["Idempotency-Key"], status))
+        return web.Response(status=status, text="down for maintenance" if status == 500 else "")
+
+    worker = await Worker(flaky).start()
+    relay = RunningRelay(fresh_dsn, f"*={worker.url}")
+    try:
+        with db.connect(fresh_dsn) as conn:
+            runs = enqueue(conn, 10)
+        await eventually(lambda: outbox_empty(fresh_dsn), what="outbox drained")
+    finally:
+        await relay.stop()
+        await worker.stop()
+    assert sum(1 for _, s in statuses if s == 500) == 15
+    assert sorted(k for k, s in statuses if s == 202) == sorted(f"{r}:1" for r in runs)  # each accepted once
+    assert {s for s, _ in (await states(fresh_dsn, runs)).values()} == {"delivered"}
+    assert (await query(fresh_dsn, "SELECT count(*) FROM cronbox.dead_letters")) == [(0,)]
+
+
+async def test_a_worker_answering_400_dead_letters_its_messages_and_others_are_unaffected(fresh_dsn):
+    bad = await Worker(answer_json({"error": "unknown job"}, status=400)).start()
+    good = await Worker().start()
+    relay = RunningRelay(fresh_dsn, f"bad={bad.url}; good={good.url}")
+    try:
+        with db.connect(fresh_dsn) as conn:
+            bad_runs = enqueue(conn, 3, queue="bad")
+            good_runs = enqueue(conn, 5, queue="good")
+        await eventually(lambda: outbox_empty(fresh_dsn), what="outbox drained")
+    finally:
+        await relay.stop()
+        await bad.stop()
+        await good.stop()
+    assert len(bad.received) == 3  # one attempt each: a 400 is final
+    assert sorted(good.keys()) == sorted(f"{r}:1" for r in good_runs)
+    assert {s for s, _ in (await states(fresh_dsn, good_runs)).values()} == {"delivered"}
+    dead = await query(fresh_dsn, "SELECT run_id, queue, last_error FROM cronbox.dead_letters ORDER BY run_id")
+    assert [(r, q) for r, q, _ in dead] == [(r, "bad") for r in bad_runs]
+    assert all(e.startswith("HTTP 400") and "unknown job" in e for _, _, e in dead)
+    assert {s for s, _ in (await states(fresh_dsn, bad_runs)).values()} == {"failed"}
+
+
+async def test_a_hanging_worker_times_out_and_the_message_is_retried(fresh_dsn):
+    release = asyncio.Event()
+    calls: list[float] = []
+
+    async def hang_first(request: web.Request, body: bytes) -> web.StreamResponse:
+        calls.append(time.monotonic())
+        if len(calls) == 1:
+            await release.wait()  # never answers the first attempt
+        return web.Response(status=202)
+
+    worker = await Worker(hang_first).start()
+    relay = RunningRelay(fresh_dsn, f"*={worker.url} timeout=300ms")
+    try:
+        with db.connect(fresh_dsn) as conn:
+            (run,) = enqueue(conn, 1)
+        await eventually(lambda: outbox_empty(fresh_dsn), what="outbox drained")
+    finally:
+        release.set()
+        await relay.stop()
+        await worker.stop()
+    assert worker.keys() == [f"{run}:1", f"{run}:1"]
+    assert calls[1] - calls[0] >= 0.3
+    assert (await states(fresh_dsn, [run]))[run] == ("delivered", None)
+
+
+async def test_a_worker_that_is_down_keeps_the_backlog_until_it_starts(fresh_dsn):
+    port = free_port()
+    worker = Worker(port=port)
+    relay = RunningRelay(fresh_dsn, f"*={worker.url}")
+    try:
+        with db.connect(fresh_dsn) as conn:
+            runs = enqueue(conn, 5)
+
+        async def retried() -> bool:
+            rows = await query(fresh_dsn, "SELECT min(attempts), min(last_error) FROM cronbox.outbox")
+            return rows[0][0] is not None and rows[0][0] >= 2 and "Connect" in rows[0][1]
+
+        await eventually(retried, what="failed attempts on every row")
+        await worker.start()
+        await eventually(lambda: outbox_empty(fresh_dsn), what="backlog delivered")
+    finally:
+        await relay.stop()
+        await worker.stop()
+    assert sorted(worker.keys()) == sorted(f"{r}:1" for r in runs)
+    assert {s for s, _ in (await states(fresh_dsn, runs)).values()} == {"delivered"}
+
+
+async def test_429_waits_at_least_retry_after(fresh_dsn):
+    calls: list[float] = []
+
+    async def busy_once(request: web.Request, body: bytes) -> web.StreamResponse:
+        calls.append(time.monotonic())
+        if len(calls) == 1:
+            return web.Response(status=429, headers={"Retry-After": "1"})
+        return web.Response(status=202)
+
+    worker = await Worker(busy_once).start()
+    relay = RunningRelay(fresh_dsn, f"*={worker.url}")
+    try:
+        with db.connect(fresh_dsn) as conn:
+            enqueue(conn, 1)
+        await eventually(lambda: outbox_empty(fresh_dsn), what="outbox drained")
+    finally:
+        await relay.stop()
+        await worker.stop()
+    assert len(calls) == 2 and calls[1] - calls[0] >= 0.9  # backoff alone would be <= 0.2 s
+
+
+async def test_notifications_route_like_any_queue_to_the_log_sink(fresh_dsn, caplog):
+    relay = RunningRelay(fresh_dsn, "alerts=log; *=elsewhere")
+    try:
+        with caplog.at_level(logging.INFO, logger="cronbox.relay"), db.connect(fresh_dsn) as conn:
+            notify_row(conn, "alerts", {"event": "run_failed", "job": "nightly", "idempotency_key": "n:1"})
+            enqueue(conn, 1, queue="pulled")
+            await eventually(lambda: _no_alerts(fresh_dsn), what="notification sent")
+    finally:
+        await relay.stop()
+    logged = [getattr(r, "fields", {}) for r in caplog.records if r.getMessage() == "message"]
+    assert any(f["message"]["event"] == "run_failed" and f["idempotency_key"] == "n:1" for f in logged)
+    # the `elsewhere` queue was never claimed: its row waits untouched for another relay
+    assert await query(fresh_dsn, "SELECT queue, attempts FROM cronbox.outbox") == [("pulled", 0)]
+
+
+async def _no_alerts(dsn: str) -> bool:
+    return not await query(dsn, "SELECT 1 FROM cronbox.outbox WHERE queue = 'alerts'")
+
+
+async def test_an_unrouted_queue_at_start_is_a_configuration_error(fresh_dsn):
+    from cronbox.config import ConfigError
+
+    with db.connect(fresh_dsn) as conn:
+        enqueue(conn, 1, queue="orphan")
+    relay = RunningRelay(fresh_dsn, "default=log")
+    with pytest.raises(ConfigError, match="'orphan' have no route"):
+        await asyncio.wait_for(relay.task, 10)

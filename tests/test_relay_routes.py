@@ -1,0 +1,75 @@
+"""CRONBOX_SINKS parsing: targets, options, secrets by reference, claim filters."""
+
+from __future__ import annotations
+
+import pytest
+
+from cronbox.config import ConfigError
+from relay.routes import parse_routes
+from relay.settings import RelaySettings
+
+
+def test_routes_with_options_and_a_default():
+    r = parse_routes("default=http://w:8080/run batch=100 timeout=2s secret_env=W_SECRET; reports=log; *=postgres",
+                     {"W_SECRET": "s3cret"})
+    route = r.target("default")
+    assert (route.kind, route.url, route.batch, route.timeout, route.secret) == ("http", "http://w:8080/run", 100, 2.0, b"s3cret")
+    assert r.target("reports").kind == "log"
+    assert r.target("anything").kind == "postgres"
+
+
+def test_the_secret_never_appears_in_descriptions_or_reprs():
+    r = parse_routes("q=https://w/run secret_env=W_SECRET", {"W_SECRET": "hunter2"})
+    assert "hunter2" not in repr(r) and "hunter2" not in str(r.describe())
+    assert r.describe() == ["q=https://w/run batch=1 secret=env:W_SECRET"]
+
+
+def test_a_secret_can_come_from_a_file(tmp_path):
+    f = tmp_path / "secret"
+    f.write_text("from-file\n")
+    assert parse_routes(f"q=http://w/run secret_file={f}").target("q").secret == b"from-file"
+
+
+@pytest.mark.parametrize("text, message", [
+    ("", "no routes"),
+    ("q", "expected queue=target"),
+    ("q=ftp://x", "must be an http"),
+    ("q=log batch=5", "only apply to http"),
+    ("q=http://w batch=0", "batch must be"),
+    ("q=http://w batch=x", "batch must be"),
+    ("q=http://w colour=red", "unknown option"),
+    ("q=http://w secret_env=MISSING", r"\$MISSING is not set"),
+    ("q=http://w secret_env=1bad", "must name an environment variable"),
+    ("q=http://w secret_file=/nonexistent/x", "cannot read secret_file"),
+    ("q=log; q=http://w", "routed twice"),
+    ("q=http://w timeout=fast", "timeout"),
+])
+def test_bad_routes_are_refused_with_a_message_naming_the_problem(text, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_routes(text, {})
+
+
+def test_claim_filter_excludes_pull_queues_under_a_push_default():
+    r = parse_routes("*=http://w/run; ml=postgres; other=elsewhere; logs=log")
+    assert r.claim_filter() == (None, ["ml", "other"])
+
+
+def test_claim_filter_includes_only_push_queues_without_a_push_default():
+    assert parse_routes("a=log; b=http://w; c=postgres").claim_filter() == (["a", "b"], None)
+    assert parse_routes("a=log; *=postgres").claim_filter() == (["a"], None)
+
+
+def test_unrouted_queues_are_those_with_no_route_and_no_default():
+    r = parse_routes("a=log; b=postgres")
+    assert r.unrouted(["a", "b", "c", "d", "c"]) == ["c", "d"]
+    assert parse_routes("*=log").unrouted(["x"]) == []
+
+
+def test_relay_settings_from_the_environment():
+    s = RelaySettings.from_env({"CRONBOX_RELAY_MAX_ATTEMPTS": "3", "CRONBOX_RELAY_BACKOFF": "250ms",
+                                "CRONBOX_HTTP_TIMEOUT": "2s"})
+    assert (s.max_attempts, s.backoff, s.http_timeout) == (3, 0.25, 2.0)
+    with pytest.raises(ConfigError, match="CRONBOX_RELAY_MAX_ATTEMPTS"):
+        RelaySettings.from_env({"CRONBOX_RELAY_MAX_ATTEMPTS": "0"})
+    with pytest.raises(ConfigError, match="CRONBOX_RELAY_BACKOFF_MAX"):
+        RelaySettings.from_env({"CRONBOX_RELAY_BACKOFF": "1m", "CRONBOX_RELAY_BACKOFF_MAX": "1s"})

@@ -1,0 +1,265 @@
+"""The relay's SQL functions, called as psql would: claim, ack (with outcomes), nack with
+backoff, dead letters, redrive, release, and the process registry. Time is driven by p_now."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import orjson
+import psycopg
+import pytest
+
+from cronbox import db
+
+from .relay_support import enqueue, notify_row
+
+LEASE = timedelta(seconds=30)
+
+
+def claim(conn, owner="r1", limit=100, *, include=None, exclude=None, now=None):
+    now = now or conn.execute("SELECT now()").fetchone()[0]
+    return conn.execute(
+        "SELECT outbox_id, run_id, queue, kind, message, attempts "
+        "FROM cronbox.claim_outbox(%s, %s, %s, %s, %s, %s)", (owner, limit, LEASE, include, exclude, now)).fetchall()
+
+
+def now_of(conn) -> datetime:
+    return conn.execute("SELECT now()").fetchone()[0]
+
+
+def run_state(conn, run_id):
+    return conn.execute("SELECT state, error, lease_until, delivered_at FROM cronbox.run WHERE run_id = %s",
+                        (run_id,)).fetchone()
+
+
+def active_runs(conn, job):
+    return conn.execute("SELECT active_runs FROM cronbox.job WHERE name = %s", (job,)).fetchone()[0]
+
+
+def nack(conn, owner, ids, errors, *, retryable=None, retry_after=None, max_attempts=10, now=None):
+    return conn.execute(
+        "SELECT retried, dead FROM cronbox.nack_outbox(%s, %s, %s, %s, %s::float8[], %s, '1 second', '1 minute', %s)",
+        (owner, ids, errors, retryable, retry_after, max_attempts, now or now_of(conn))).fetchone()
+
+
+def test_claim_returns_messages_with_deadline_and_counts_the_attempt(conn):
+    runs = enqueue(conn, 3, timeout="2 minutes")
+    rows = claim(conn)
+    assert sorted(r[1] for r in rows) == runs
+    now = now_of(conn)
+    for _, run_id, queue, kind, message, attempts in rows:
+        assert kind == "run" and queue == "default" and attempts == 1
+        assert set(message) >= {"run_id", "job", "queue", "payload", "fire_at", "attempt", "deadline", "idempotency_key"}
+        assert message["idempotency_key"] == f"{run_id}:1"
+        assert datetime.fromisoformat(message["deadline"]) == now + timedelta(minutes=2)
+    assert claim(conn) == []  # leased: nothing left until the lease ends
+    again = claim(conn, "r2", now=now + LEASE + timedelta(seconds=1))
+    assert sorted(r[1] for r in again) == runs and {r[5] for r in again} == {2}
+
+
+def test_claim_honours_include_and_exclude_lists(conn):
+    enqueue(conn, 2, queue="push")
+    enqueue(conn, 2, queue="pull")
+    assert {r[2] for r in claim(conn, exclude=["pull"])} == {"push"}
+    assert claim(conn, include=["push"]) == []
+    assert claim(conn, include=["other"]) == []
+    assert {r[2] for r in claim(conn, include=["pull"])} == {"pull"}
+
+
+def test_two_relays_claiming_at_once_get_disjoint_rows(fresh_dsn):
+    with db.connect(fresh_dsn) as c:
+        enqueue(c, 10)
+    with db.connect(fresh_dsn, autocommit=False) as a, db.connect(fresh_dsn, autocommit=False) as b:
+        first = {r[0] for r in claim(a, "a", 6)}
+        second = {r[0] for r in claim(b, "b", 10)}  # a's rows are locked, not yet committed
+        assert len(first) == 6 and len(second) == 4 and not first & second
+
+
+def test_claim_query_uses_outbox_claim_idx(conn):
+    conn.execute(
+        "INSERT INTO cronbox.outbox (queue, message, available_at) "
+        "SELECT 'q' || (g % 5), '{}', now() + g * interval '1 second' FROM generate_series(1, 20000) g")
+    conn.execute("ANALYZE cronbox.outbox")
+    plan = conn.execute(
+        "EXPLAIN (FORMAT JSON) SELECT o.outbox_id FROM cronbox.outbox o "
+        "WHERE o.available_at <= now() AND o.queue <> ALL (ARRAY['q1']) "
+        "ORDER BY o.available_at LIMIT 500 FOR UPDATE SKIP LOCKED").fetchone()[0]
+    assert "outbox_claim_idx" in orjson.dumps(plan).decode()
+
+
+def test_ack_deletes_rows_and_moves_runs_to_delivered_with_their_timeout(conn):
+    runs = enqueue(conn, 3, timeout="90 seconds")
+    rows = claim(conn)
+    n = conn.execute("SELECT cronbox.ack_outbox('r1', %s)", ([r[0] for r in rows],)).fetchone()[0]
+    assert n == 3
+    assert conn.execute("SELECT count(*) FROM cronbox.outbox").fetchone()[0] == 0
+    now = now_of(conn)
+    for run_id in runs:
+        state, _, lease_until, delivered_at = run_state(conn, run_id)
+        assert state == "delivered" and delivered_at == now and lease_until == now + timedelta(seconds=90)
+
+
+def test_ack_ignores_rows_whose_lease_another_relay_took(conn):
+    enqueue(conn, 1)
+    (row,) = claim(conn, "slow")
+    claim(conn, "fast", now=now_of(conn) + LEASE + timedelta(seconds=1))  # slow's lease ran out
+    assert conn.execute("SELECT cronbox.ack_outbox('slow', %s)", ([row[0]],)).fetchone()[0] == 0
+    assert conn.execute("SELECT cronbox.ack_outbox('fast', %s)", ([row[0]],)).fetchone()[0] == 1
+
+
+def test_ack_with_outcomes_completes_and_fails_runs_once(conn):
+    runs = enqueue(conn, 3, job="outcomes")
+    rows = {r[1]: r[0] for r in claim(conn)}
+    outcomes = [
+        {"outbox_id": rows[runs[0]], "state": "succeeded", "result": {"rows": 7}},
+        {"outbox_id": rows[runs[1]], "state": "failed", "error": "disk full", "retryable": False},
+    ]
+    ids = list(rows.values())
+    assert conn.execute("SELECT cronbox.ack_outbox('r1', %s, %s)", (ids, db.Jsonb(outcomes))).fetchone()[0] == 3
+    assert run_state(conn, runs[0])[0] == "succeeded"
+    assert run_state(conn, runs[1])[:2] == ("failed", "disk full")
+    assert run_state(conn, runs[2])[0] == "delivered"
+    assert active_runs(conn, "outcomes") == 1
+    # An ack repeated after a lost commit acks nothing and records nothing more.
+    assert conn.execute("SELECT cronbox.ack_outbox('r1', %s, %s)", (ids, db.Jsonb(outcomes))).fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM cronbox.run WHERE run_id = ANY(%s) AND late_report IS NOT NULL",
+                        (runs,)).fetchone()[0] == 0
+
+
+def test_nack_backs_off_exponentially_with_jitter_and_honours_retry_after(conn):
+    enqueue(conn, 3)
+    now = now_of(conn)
+    ids = sorted(r[0] for r in claim(conn))
+    assert nack(conn, "r1", ids, ["HTTP 500"] * 3, retry_after=[None, None, 20]) == (3, 0)
+    rows = dict(conn.execute("SELECT outbox_id, available_at - %s FROM cronbox.outbox", (now,)).fetchall())
+    assert all(timedelta(seconds=0.5) <= rows[i] <= timedelta(seconds=1) for i in ids[:2]), (rows, ids)  # attempt 1: base 1s
+    assert rows[ids[2]] >= timedelta(seconds=20)
+    last = conn.execute("SELECT DISTINCT last_error, lease_owner FROM cronbox.outbox").fetchall()
+    assert last == [("HTTP 500", None)]
+    for attempt in (2, 3, 4):
+        now += timedelta(minutes=5)
+        claim(conn, now=now)
+        nack(conn, "r1", ids[:1], ["HTTP 503"], now=now)
+        delay = conn.execute("SELECT available_at - %s FROM cronbox.outbox WHERE outbox_id = %s", (now, ids[0])).fetchone()[0]
+        full = timedelta(seconds=2 ** (attempt - 1))
+        assert full / 2 <= delay <= full, (attempt, delay)
+
+
+def test_nack_caps_backoff_at_the_maximum(conn):
+    enqueue(conn, 1)
+    now = now_of(conn)
+    conn.execute("UPDATE cronbox.outbox SET attempts = 20")
+    ids = [r[0] for r in claim(conn)]
+    nack(conn, "r1", ids, ["timeout"], max_attempts=100)
+    delay = conn.execute("SELECT available_at - %s FROM cronbox.outbox", (now,)).fetchone()[0]
+    assert timedelta(seconds=30) <= delay <= timedelta(minutes=1)
+
+
+def test_rows_out_of_attempts_become_dead_letters_and_their_runs_undeliverable(conn):
+    runs = enqueue(conn, 2, job="dl")
+    assert active_runs(conn, "dl") == 2
+    now = now_of(conn)
+    for attempt in (1, 2, 3):
+        ids = sorted(r[0] for r in claim(conn, now=now))
+        retried, dead = nack(conn, "r1", ids, [f"HTTP 503 #{attempt}"] * 2, max_attempts=3, now=now)
+        assert (retried, dead) == ((2, 0) if attempt < 3 else (0, 2))
+        now += timedelta(minutes=5)
+    assert conn.execute("SELECT count(*) FROM cronbox.outbox").fetchone()[0] == 0
+    dl = conn.execute("SELECT run_id, queue, attempts, last_error, job, message->>'idempotency_key' "
+                      "FROM cronbox.dead_letters ORDER BY run_id").fetchall()
+    assert [(r[0], r[1], r[2], r[3], r[4]) for r in dl] == [(run, "default", 3, "HTTP 503 #3", "dl") for run in runs]
+    assert dl[0][5] == f"{runs[0]}:1"
+    for run_id in runs:
+        assert run_state(conn, run_id)[:2] == ("failed", "undeliverable: HTTP 503 #3")
+    assert active_runs(conn, "dl") == 0
+
+
+def test_non_retryable_failure_dead_letters_at_once_and_leaves_others_alone(conn):
+    enqueue(conn, 2)
+    ids = sorted(r[0] for r in claim(conn))
+    assert nack(conn, "r1", ids, ["HTTP 400: bad", "HTTP 500"], retryable=[False, True]) == (1, 1)
+    assert conn.execute("SELECT outbox_id FROM cronbox.dead_letter").fetchall() == [(ids[0],)]
+    assert conn.execute("SELECT outbox_id FROM cronbox.outbox").fetchall() == [(ids[1],)]
+
+
+def test_nack_ignores_rows_leased_to_another_relay(conn):
+    enqueue(conn, 1)
+    ids = [r[0] for r in claim(conn, "a")]
+    assert nack(conn, "b", ids, ["x"], retryable=[False]) == (0, 0)
+    assert conn.execute("SELECT lease_owner FROM cronbox.outbox").fetchone()[0] == "a"
+
+
+def test_nack_rejects_mismatched_arrays(conn):
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="p_errors"):
+        nack(conn, "r1", [1, 2], ["only one"])
+
+
+def test_redrive_puts_dead_letters_back_by_id_queue_or_everything(conn):
+    a = enqueue(conn, 2, queue="a", job="ja")
+    enqueue(conn, 1, queue="b", job="jb")
+    rows = claim(conn)
+    nack(conn, "r1", [r[0] for r in rows], ["HTTP 410"] * 3, retryable=[False] * 3)
+    assert active_runs(conn, "ja") == 0
+    first = conn.execute("SELECT dead_letter_id FROM cronbox.dead_letters WHERE run_id = %s", (a[0],)).fetchone()[0]
+
+    assert conn.execute("SELECT cronbox.redrive(%s)", (first,)).fetchone()[0] == 1
+    back = conn.execute("SELECT run_id, attempts, available_at <= now() FROM cronbox.outbox").fetchall()
+    assert back == [(a[0], 0, True)]
+    assert run_state(conn, a[0])[:2] == ("dispatched", None)
+    assert active_runs(conn, "ja") == 1
+    assert conn.execute("SELECT cronbox.redrive(queue => 'b')").fetchone()[0] == 1
+    assert conn.execute("SELECT cronbox.redrive(everything => true)").fetchone()[0] == 1
+    assert conn.execute("SELECT count(*) FROM cronbox.dead_letters").fetchone()[0] == 0
+    # redriven messages are claimable and keep their idempotency key
+    keys = {r[4]["idempotency_key"] for r in claim(conn)}
+    assert f"{a[0]}:1" in keys and len(keys) == 3
+
+
+def test_redrive_without_a_selector_is_refused(conn):
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="redrive: say which"):
+        conn.execute("SELECT cronbox.redrive()")
+
+
+def test_notifications_route_through_the_outbox_and_can_dead_letter(conn):
+    oid = notify_row(conn, "alerts", {"event": "schedule_paused", "job": "x"})
+    (row,) = claim(conn, include=["alerts"])
+    assert row[3] == "notification" and row[4] == {"event": "schedule_paused", "job": "x"}  # no deadline added
+    assert nack(conn, "r1", [oid], ["HTTP 404"], retryable=[False]) == (0, 1)
+    assert conn.execute("SELECT kind, run_id FROM cronbox.dead_letters").fetchall() == [("notification", None)]
+
+
+def test_release_makes_unsent_leases_claimable_now(conn):
+    enqueue(conn, 3)
+    ids = sorted(r[0] for r in claim(conn, "r1"))
+    assert conn.execute("SELECT cronbox.release_outbox('r2')").fetchone()[0] == 0
+    assert conn.execute("SELECT cronbox.release_outbox('r1', %s)", (ids[:1],)).fetchone()[0] == 1
+    assert [r[0] for r in claim(conn, "r2")] == ids[:1]
+    assert conn.execute("SELECT cronbox.release_outbox('r1')").fetchone()[0] == 2
+
+
+def test_processes_register_heartbeat_and_deregister(conn):
+    t0 = datetime(2030, 1, 1, tzinfo=timezone.utc)
+    pid = conn.execute("SELECT cronbox.register_process('relay', 'relay:h:1', 'h', 1, '0.1.0', '5 seconds', "
+                       "'{}', %s)", (t0,)).fetchone()[0]
+    assert conn.execute("SELECT cronbox.heartbeat_process(%s, %s)", (pid, t0 + timedelta(seconds=4))).fetchone()[0]
+    row = conn.execute("SELECT kind, host, pid, version, started_at, last_seen FROM cronbox.processes "
+                       "WHERE process_id = %s", (pid,)).fetchone()
+    assert row == ("relay", "h", 1, "0.1.0", t0, t0 + timedelta(seconds=4))
+    # the same name again (a restarted container) replaces the entry
+    again = conn.execute("SELECT cronbox.register_process('relay', 'relay:h:1', 'h', 1, '0.2.0')").fetchone()[0]
+    assert again == pid
+    assert conn.execute("SELECT live, version FROM cronbox.processes WHERE process_id = %s", (pid,)).fetchone() == (True, "0.2.0")
+    assert conn.execute("SELECT cronbox.deregister_process(%s)", (pid,)).fetchone()[0]
+    assert not conn.execute("SELECT cronbox.heartbeat_process(%s)", (pid,)).fetchone()[0]
+
+
+def test_a_process_not_seen_for_three_heartbeats_is_not_live(conn):
+    old = datetime.now(timezone.utc) - timedelta(seconds=16)
+    pid = conn.execute("SELECT cronbox.register_process('poller', 'poller:h:2', 'h', 2, '0.1.0', '5 seconds', "
+                       "'{}', %s)", (old,)).fetchone()[0]
+    assert conn.execute("SELECT live FROM cronbox.processes WHERE process_id = %s", (pid,)).fetchone()[0] is False
+
+
+def test_register_process_rejects_a_bad_kind(conn):
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="^kind:"):
+        conn.execute("SELECT cronbox.register_process('Relay!', 'x', 'h', 1, 'v')")
