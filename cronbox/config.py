@@ -134,6 +134,7 @@ class Config:
     log_format: str = "text"
     # poller
     horizon: timedelta = timedelta(minutes=2)
+    misfire_grace: timedelta = timedelta(seconds=30)  # older unmaterialised fires go to catch-up
     saturate_batch: int = 500
     dispatch_batch: int = 1000
     poll_interval: timedelta = timedelta(seconds=1)
@@ -156,6 +157,7 @@ class Config:
             log_level=_choice(env, "CRONBOX_LOG_LEVEL", "info", ("debug", "info", "warning", "error")),
             log_format=_choice(env, "CRONBOX_LOG_FORMAT", "text", ("text", "json")),
             horizon=_duration(env, "CRONBOX_HORIZON", "2m"),
+            misfire_grace=_duration(env, "CRONBOX_MISFIRE_GRACE", "30s"),
             saturate_batch=_int(env, "CRONBOX_SATURATE_BATCH", 500),
             dispatch_batch=_int(env, "CRONBOX_DISPATCH_BATCH", 1000),
             poll_interval=_duration(env, "CRONBOX_POLL_INTERVAL", "1s"),

@@ -34,7 +34,7 @@ string and raises the same messages; the normal form is what is stored and what
 
 Time zones and DST: fire times are wall-clock times in the schedule's IANA zone.
 A wall-clock time that does not exist (spring forward) fires at the first instant
-after the gap. A job whose hour field is fixed (numbers, lists or ranges: no `*`, no step)
+after the gap. A job whose hour field is fixed (a number or a list of numbers)
 fires once per local wall-clock time, so once per day on a fall-back day; any
 other hour field follows elapsed time and fires for each real instant that matches.
 """
@@ -91,8 +91,8 @@ _LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz
 _ITEM = re.compile(r"(\*|[0-9]+|[A-Z]+)(?:-([0-9]+|[A-Z]+))?(?:/([0-9]+))?")
 _NTH = re.compile(r"([0-9]+|[A-Z]+)#([0-9]+)")
 _LAST_DOW = re.compile(r"L([0-9]+|[A-Z]+)|([0-9]+|[A-Z]+)L")
-# A fixed hour: numbers, lists and ranges, but no `*` and no step (as Vixie cron counts it).
-_FIXED_HOUR = re.compile(r"[0-9]+(?:-[0-9]+)?(?:,[0-9]+(?:-[0-9]+)?)*")
+# A fixed hour: a number or a list of numbers. Ranges, steps and `*` follow elapsed time.
+_FIXED_HOUR = re.compile(r"[0-9]+(?:,[0-9]+)*")
 
 
 def _error(field: int, item: str, problem: str, expr: str) -> CronError:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from datetime import timedelta
 
 from cronbox import db, metrics
 from cronbox.config import Config
@@ -19,7 +18,6 @@ from poller.saturate import saturate_once
 
 log = logging.getLogger("cronbox.poller")
 
-MISFIRE_GRACE = timedelta(seconds=30)
 MAINTENANCE_EVERY = 3600.0
 
 
@@ -39,7 +37,7 @@ async def tick(pool, cfg: Config) -> tuple[bool, float]:
     """One saturation pass and one dispatch batch. Returns (go again now?, seconds to sleep)."""
     async with pool.connection() as conn:
         claimed, futures, missed = await saturate_once(
-            conn, batch=cfg.saturate_batch, horizon=cfg.horizon, grace=MISFIRE_GRACE)
+            conn, batch=cfg.saturate_batch, horizon=cfg.horizon, grace=cfg.misfire_grace)
         metrics.observe_saturation(futures)
         if claimed:
             event(log, "saturated", level=logging.DEBUG, jobs=claimed, futures=futures, missed=missed)

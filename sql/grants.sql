@@ -32,7 +32,7 @@ DECLARE
                                  '|metrics_.*)$';
     c_helper   constant text := '^(caller|caller_reads_all|caller_writes_all|run_id_at)$';
     c_internal constant text := '^(new_run_id|normalize_cron|validate_.*|record_change'
-                                 '|check_.*|assert_.*|notify_.*|enqueue_.*|compute_.*|next_.*)$';
+                                 '|check_.*|assert_.*|notify_.*|enqueue_.*|compute_.*|next_.*|schedule_next_.*)$';
     c_roles    constant text := 'cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process';
     v_obj record;
     v_class text;

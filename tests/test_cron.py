@@ -183,10 +183,10 @@ def test_fixed_hour_list_fires_each_hour_once_on_fall_back_day() -> None:
     assert got == ["2026-11-01T01:30:00-04:00", "2026-11-01T02:30:00-05:00"]
 
 
-def test_fixed_hour_range_fires_each_hour_once_on_fall_back_day() -> None:
-    # A range has no `*` and no step: it counts as fixed (as in Vixie cron).
+def test_hour_range_follows_elapsed_time_on_fall_back_day() -> None:
+    # Only a number or a list is a fixed hour; a range fires at every real matching instant.
     got = fires("0 1-2 * * *", NY, local(NY, 2026, 11, 1), local(NY, 2026, 11, 1, 12))
-    assert got == ["2026-11-01T01:00:00-04:00", "2026-11-01T02:00:00-05:00"]
+    assert got == ["2026-11-01T01:00:00-04:00", "2026-11-01T01:00:00-05:00", "2026-11-01T02:00:00-05:00"]
 
 
 def test_fixed_hour_with_wildcard_minute_runs_the_hour_once_on_fall_back_day() -> None:

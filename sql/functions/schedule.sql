@@ -1,8 +1,9 @@
 -- cronbox.schedule(name, cron | every | at | after, options...): create or update a job.
--- Validates everything before writing; the same name again updates the definition in place
--- (row lock on the job), deletes its pending scheduled futures after p_now and rewinds the
--- frontier so the poller recomputes them, keeping history. Records the change in job_change.
--- Idempotent for identical calls apart from the change log. Returns the job id.
+-- Validates every argument before writing anything (cronbox.validate_schedule_args). The same
+-- name again updates the definition in place under the job's row lock: pending scheduled
+-- futures after p_now are deleted and the frontier is set so the poller recomputes them from
+-- the new definition in its next pass; history and the change log are kept. An identical call
+-- is a no-op (nothing written, no change-log row). Returns the job id.
 CREATE OR REPLACE FUNCTION cronbox.schedule(
     name            text,
     cron            text        DEFAULT NULL,
@@ -33,12 +34,11 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_kind text;
-    v_cron_normalized text;
-    v_anchor timestamptz;
-    v_frontier timestamptz;
-    v_next_fire timestamptz;
-    v_job_id bigint;
+    v_cron text;
+    v_new cronbox.job;        -- the definition asked for (timing columns computed below)
     v_old cronbox.job;
+    v_pending timestamptz;    -- fixed delay: the deleted pending fire, kept when `every` is unchanged
+    v_job_id bigint;
 BEGIN
     PERFORM cronbox.validate_schedule_args(
         schedule.name, schedule.cron, schedule.every, schedule.at, schedule.payload,
@@ -47,60 +47,128 @@ BEGIN
         schedule.retry_max_delay, schedule.timeout, schedule.catchup,
         schedule.catchup_window, schedule.jitter, schedule.starts_at, schedule.ends_at,
         schedule.after, schedule.every_mode);
+    IF length(schedule.reason) > 1000 THEN
+        RAISE EXCEPTION 'reason: must be at most 1000 characters, got %', length(schedule.reason)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
 
     v_kind := CASE WHEN schedule.cron IS NOT NULL THEN 'cron'
                    WHEN schedule.every IS NOT NULL THEN 'every'
                    WHEN schedule.at IS NOT NULL THEN 'at'
                    ELSE 'after' END;
     IF v_kind = 'cron' THEN
-        v_cron_normalized := cronbox.normalize_cron(schedule.cron);
+        v_cron := cronbox.normalize_cron(schedule.cron);
     END IF;
 
     SELECT * INTO v_old FROM cronbox.job j WHERE j.name = schedule.name FOR UPDATE;
 
-    -- Where saturation starts: fires strictly after the frontier. An update never re-fires
-    -- what was already materialised before p_now, and never skips fires the poller has not
-    -- reached yet (those become catch-up candidates).
-    v_frontier := CASE
-        WHEN schedule.starts_at IS NOT NULL AND schedule.starts_at > p_now
-            THEN schedule.starts_at - interval '1 microsecond'
-        WHEN v_old.job_id IS NOT NULL
-            THEN least(coalesce(v_old.frontier, p_now), p_now)
+    -- An identical call changes nothing (config-as-code may re-apply the same definition).
+    IF v_old.job_id IS NOT NULL
+       AND (v_old.kind, v_old.cron, v_old.every, v_old.every_mode, v_old.at, v_old.after,
+            v_old.timezone, v_old.payload, v_old.queue, v_old.priority, v_old.overlap,
+            v_old.on_error, v_old.max_attempts, v_old.retry_delay, v_old.retry_max_delay,
+            v_old.timeout, v_old.catchup, v_old.catchup_window, v_old.jitter, v_old.starts_at,
+            v_old.ends_at)
+           IS NOT DISTINCT FROM
+           (v_kind, schedule.cron, schedule.every, schedule.every_mode, schedule.at, schedule.after,
+            schedule.timezone, schedule.payload, schedule.queue, schedule.priority, schedule.overlap,
+            schedule.on_error, schedule.max_attempts, schedule.retry_delay, schedule.retry_max_delay,
+            schedule.timeout, schedule.catchup, schedule.catchup_window, schedule.jitter,
+            schedule.starts_at, schedule.ends_at) THEN
+        RETURN v_old.job_id;
+    END IF;
+
+    IF v_old.job_id IS NOT NULL THEN
+        -- Pending fires of the old definition go; the poller recomputes them. Fires already
+        -- due (<= p_now) stay: they belonged to the old definition's past. Retries and manual
+        -- runs are not the schedule's to drop.
+        WITH gone AS (
+            DELETE FROM cronbox.job_future f
+            WHERE f.job_id = v_old.job_id AND f.origin = 'schedule' AND f.attempt = 1
+              AND f.fire_at > p_now
+            RETURNING f.fire_at
+        )
+        SELECT min(g.fire_at) INTO v_pending FROM gone g;
+    END IF;
+
+    -- Where saturation starts: the poller materialises fires strictly after the frontier.
+    v_new.frontier := CASE
+        WHEN v_kind = 'after' THEN NULL
+        -- A one-off: consider its time unless it is the same time that was already handled.
+        WHEN v_kind = 'at' THEN
+            CASE WHEN v_old.kind = 'at' AND v_old.at = schedule.at THEN v_old.frontier
+                 ELSE least(schedule.at, p_now) - interval '1 microsecond' END
+        -- Fixed delay: the single next fire is the anchor itself.
+        WHEN v_kind = 'every' AND schedule.every_mode = 'fixed_delay' THEN NULL
+        -- A start in the future: nothing before it.
+        WHEN schedule.starts_at > p_now THEN schedule.starts_at - interval '1 microsecond'
+        -- An update never re-fires what was handled before p_now; fires the poller has not
+        -- reached yet stay catch-up candidates under the new definition.
+        WHEN v_old.kind IN ('cron', 'every') AND v_old.every_mode = 'fixed_rate'
+             AND v_old.frontier IS NOT NULL THEN least(v_old.frontier, p_now)
+        WHEN v_old.job_id IS NOT NULL THEN p_now
+        -- A new job with a past start looks back at most catchup_window (older fires predate it).
         WHEN schedule.starts_at IS NOT NULL
-            THEN schedule.starts_at - interval '1 microsecond'
+            THEN greatest(schedule.starts_at, p_now - schedule.catchup_window) - interval '1 microsecond'
         ELSE p_now END;
-    v_anchor := CASE WHEN v_kind = 'every'
-                     THEN coalesce(schedule.starts_at, coalesce(v_old.anchor, p_now) + schedule.every) END;
-    -- A lower bound of the first fire; the poller computes the exact one.
-    v_next_fire := CASE v_kind
-        WHEN 'at' THEN schedule.at
-        WHEN 'after' THEN NULL
-        ELSE v_frontier END;
+
+    -- every: fixed rate fires at anchor + k*every; fixed delay's next fire is the anchor.
+    IF v_kind = 'every' AND schedule.every_mode = 'fixed_rate' THEN
+        v_new.anchor := CASE
+            WHEN schedule.starts_at IS NOT NULL THEN schedule.starts_at
+            WHEN v_old.kind = 'every' AND v_old.every_mode = 'fixed_rate'
+                 AND v_old.every = schedule.every AND v_old.starts_at IS NULL THEN v_old.anchor
+            ELSE date_trunc('second', p_now) + schedule.every END;
+    ELSIF v_kind = 'every' THEN
+        v_new.anchor := CASE
+            WHEN schedule.starts_at >= p_now THEN schedule.starts_at
+            WHEN schedule.starts_at IS NOT NULL
+                 AND schedule.starts_at IS DISTINCT FROM v_old.starts_at THEN date_trunc('second', p_now)
+            WHEN v_old.kind = 'every' AND v_old.every_mode = 'fixed_delay' AND v_old.every = schedule.every
+                THEN coalesce(v_pending, v_old.next_fire,
+                              CASE WHEN v_old.active_runs > 0 THEN NULL
+                                   ELSE date_trunc('second', p_now) + schedule.every END)
+            ELSE date_trunc('second', p_now) + schedule.every END;
+        v_new.frontier := v_new.anchor - interval '1 microsecond';
+    END IF;
+
+    -- A lower bound of the first fire after the frontier (exact for at / fixed delay); the
+    -- poller computes the exact one. NULL: nothing to materialise.
+    v_new.next_fire := CASE
+        WHEN v_kind = 'after' THEN NULL
+        WHEN v_kind = 'at' THEN CASE WHEN schedule.at > v_new.frontier THEN schedule.at END
+        WHEN v_kind = 'every' AND schedule.every_mode = 'fixed_delay' THEN v_new.anchor
+        ELSE v_new.frontier END;
+    IF v_new.next_fire > schedule.ends_at THEN
+        v_new.next_fire := NULL;
+    END IF;
+    -- Finished: nothing left to fire (a one-off already handled, or ends_at passed).
+    v_new.finished_at := CASE
+        WHEN v_new.next_fire IS NULL AND (v_kind = 'at' OR v_new.frontier >= schedule.ends_at)
+            THEN coalesce(v_old.finished_at, p_now) END;
 
     IF v_old.job_id IS NULL THEN
         INSERT INTO cronbox.job AS j (
             name, kind, cron, cron_normalized, every, every_mode, anchor, at, after, timezone,
             payload, queue, priority, overlap, on_error, max_attempts, retry_delay,
             retry_max_delay, timeout, catchup, catchup_window, jitter, starts_at, ends_at,
-            frontier, next_fire, created_at, updated_at)
+            frontier, next_fire, finished_at, created_at, updated_at)
         VALUES (
-            schedule.name, v_kind, schedule.cron, v_cron_normalized, schedule.every,
-            schedule.every_mode, v_anchor, schedule.at, schedule.after, schedule.timezone,
+            schedule.name, v_kind, schedule.cron, v_cron, schedule.every,
+            schedule.every_mode, v_new.anchor, schedule.at, schedule.after, schedule.timezone,
             schedule.payload, schedule.queue, schedule.priority, schedule.overlap,
             schedule.on_error, schedule.max_attempts, schedule.retry_delay,
             schedule.retry_max_delay, schedule.timeout, schedule.catchup,
             schedule.catchup_window, schedule.jitter, schedule.starts_at, schedule.ends_at,
-            v_frontier, v_next_fire, p_now, p_now)
+            v_new.frontier, v_new.next_fire, v_new.finished_at, p_now, p_now)
         RETURNING j.job_id INTO v_job_id;
         PERFORM cronbox.record_change(v_job_id, schedule.name, 'created',
-                                      coalesce(reason, 'created'), p_now);
+                                      coalesce(schedule.reason, 'created'), p_now);
     ELSE
         v_job_id := v_old.job_id;
-        DELETE FROM cronbox.job_future f
-        WHERE f.job_id = v_job_id AND f.origin = 'schedule' AND f.fire_at > p_now;
         UPDATE cronbox.job j SET
-            kind = v_kind, cron = schedule.cron, cron_normalized = v_cron_normalized,
-            every = schedule.every, every_mode = schedule.every_mode, anchor = v_anchor,
+            kind = v_kind, cron = schedule.cron, cron_normalized = v_cron,
+            every = schedule.every, every_mode = schedule.every_mode, anchor = v_new.anchor,
             at = schedule.at, after = schedule.after, timezone = schedule.timezone,
             payload = schedule.payload, queue = schedule.queue, priority = schedule.priority,
             overlap = schedule.overlap, on_error = schedule.on_error,
@@ -108,14 +176,14 @@ BEGIN
             retry_max_delay = schedule.retry_max_delay, timeout = schedule.timeout,
             catchup = schedule.catchup, catchup_window = schedule.catchup_window,
             jitter = schedule.jitter, starts_at = schedule.starts_at, ends_at = schedule.ends_at,
-            frontier = v_frontier,
-            next_fire = CASE WHEN v_kind = 'at' AND schedule.at <= v_frontier THEN NULL ELSE v_next_fire END,
-            finished_at = NULL,
+            frontier = v_new.frontier,
+            next_fire = v_new.next_fire,
+            finished_at = v_new.finished_at,
             definition_version = j.definition_version + 1,
             updated_at = p_now
         WHERE j.job_id = v_job_id;
         PERFORM cronbox.record_change(v_job_id, schedule.name, 'updated',
-                                      coalesce(reason, 'updated'), p_now);
+                                      coalesce(schedule.reason, 'updated'), p_now);
     END IF;
     PERFORM pg_notify('cronbox_schedule', v_job_id::text);
     RETURN v_job_id;
@@ -123,4 +191,4 @@ END
 $$;
 
 COMMENT ON FUNCTION cronbox.schedule(text, text, interval, timestamptz, jsonb, text, text, integer, text, text, integer, interval, interval, interval, text, interval, interval, timestamptz, timestamptz, text[], text, text, timestamptz) IS
-'Creates or updates (same name) a job. Exactly one of cron, every, at, after. Validates every argument before writing (SQLSTATE 22023/22004 naming the field). An update recomputes pending futures atomically and keeps history. Returns the job id.';
+'Creates or updates (same name) a job; returns its id. Exactly one of cron, every, at, after. Every argument is validated before anything is written (SQLSTATE 22004/22023, message starting with the field name). An update deletes the pending scheduled futures and lets the poller recompute them in the same way, atomically; history and the change log (cronbox.schedule_changes) are kept. An identical call is a no-op. See docs/schedules.md.';

@@ -1,6 +1,8 @@
 -- cronbox.validate_schedule_args(...): every check cronbox.schedule() makes before writing.
--- Raises 22004 (null_value_not_allowed) or 22023 (invalid_parameter_value) with a message
--- that starts with the offending field's name. Reads nothing, writes nothing.
+-- Raises 22004 (null_value_not_allowed) for a NULL where a value is required and 22023
+-- (invalid_parameter_value) for a bad value, with a message that starts with the field's
+-- name. Cron expressions are checked by cronbox.normalize_cron (same SQLSTATEs). Takes no
+-- lock and writes nothing; reads only cronbox.time_zone (and pg_timezone_names as fallback).
 CREATE OR REPLACE FUNCTION cronbox.validate_schedule_args(
     p_name text, p_cron text, p_every interval, p_at timestamptz, p_payload jsonb,
     p_queue text, p_timezone text, p_priority integer, p_overlap text, p_on_error text,
@@ -12,64 +14,196 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_given integer := (p_cron IS NOT NULL)::int + (p_every IS NOT NULL)::int
-                     + (p_at IS NOT NULL)::int + (p_after IS NOT NULL)::int;
+    v_given text[] := array_remove(ARRAY[
+        CASE WHEN p_cron IS NOT NULL THEN 'cron' END,
+        CASE WHEN p_every IS NOT NULL THEN 'every' END,
+        CASE WHEN p_at IS NOT NULL THEN 'at' END,
+        CASE WHEN p_after IS NOT NULL THEN 'after' END], NULL);
+    v_payload_bytes integer;
+    v_hint text;
 BEGIN
+    -- name: the key users address the job by; the table allows 1..200 characters.
     IF p_name IS NULL THEN
         RAISE EXCEPTION 'name: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    IF length(btrim(p_name)) = 0 OR length(p_name) > 200 THEN
-        RAISE EXCEPTION 'name: must be 1 to 200 characters, not blank, got %', quote_literal(left(p_name, 40))
+    IF length(p_name) > 200 THEN
+        RAISE EXCEPTION 'name: must be at most 200 characters, got %', length(p_name)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF v_given <> 1 THEN
-        RAISE EXCEPTION 'schedule: give exactly one of cron, every, at, after (got %)', v_given
+    IF btrim(p_name) = '' OR p_name <> btrim(p_name, E' \t\r\n') OR p_name ~ '[[:cntrl:]]' THEN
+        RAISE EXCEPTION 'name: must be non-blank text without control characters or surrounding spaces, got %',
+            quote_literal(p_name) USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    -- when: exactly one way of saying it.
+    IF cardinality(v_given) <> 1 THEN
+        RAISE EXCEPTION 'schedule: give exactly one of cron, every, at, after; got %',
+            CASE WHEN cardinality(v_given) = 0 THEN 'none' ELSE array_to_string(v_given, ' and ') END
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_every IS NOT NULL AND p_every <= interval '0' THEN
-        RAISE EXCEPTION 'every: must be a positive interval, got %', p_every
+    IF p_cron IS NOT NULL THEN
+        PERFORM cronbox.normalize_cron(p_cron);   -- raises 22023 naming the cron field
+    END IF;
+    IF p_every IS NOT NULL THEN
+        IF p_every <= interval '0' THEN
+            RAISE EXCEPTION 'every: must be a positive interval, got %', p_every
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF extract(month FROM p_every) <> 0 OR extract(year FROM p_every) <> 0 THEN
+            RAISE EXCEPTION 'every: months and years have no fixed length, got %; use cron for calendar schedules', p_every
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF p_every < interval '1 second' THEN
+            RAISE EXCEPTION 'every: must be at least 1 second, got %', p_every
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    END IF;
+    IF p_every_mode IS NULL THEN
+        RAISE EXCEPTION 'every_mode: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_every_mode NOT IN ('fixed_rate', 'fixed_delay') THEN
+        RAISE EXCEPTION 'every_mode: must be fixed_rate or fixed_delay, got %', quote_literal(p_every_mode)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    IF p_every_mode = 'fixed_delay' AND p_every IS NULL THEN
+        RAISE EXCEPTION 'every_mode: fixed_delay needs every'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_at IS NOT NULL AND NOT isfinite(p_at) THEN
+        RAISE EXCEPTION 'at: must be a finite time, got %', p_at USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_after IS NOT NULL THEN
+        IF cardinality(p_after) = 0 THEN
+            RAISE EXCEPTION 'after: must list at least one upstream job' USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF array_position(p_after, NULL) IS NOT NULL THEN
+            RAISE EXCEPTION 'after: must not contain NULL' USING ERRCODE = 'null_value_not_allowed';
+        END IF;
+        IF EXISTS (SELECT 1 FROM unnest(p_after) u WHERE btrim(u) = '' OR length(u) > 200) THEN
+            RAISE EXCEPTION 'after: job names must be 1 to 200 characters'
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF p_name = ANY (p_after) THEN
+            RAISE EXCEPTION 'after: a job cannot run after itself (%)', quote_literal(p_name)
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF (SELECT count(DISTINCT u) FROM unnest(p_after) u) <> cardinality(p_after) THEN
+            RAISE EXCEPTION 'after: lists a job twice' USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    END IF;
+
+    -- where: time zone, queue, payload.
     IF p_timezone IS NULL THEN
         RAISE EXCEPTION 'timezone: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    IF NOT EXISTS (SELECT 1 FROM pg_catalog.pg_timezone_names WHERE name = p_timezone) THEN
-        RAISE EXCEPTION 'timezone: unknown time zone %', quote_literal(p_timezone)
+    IF NOT EXISTS (SELECT 1 FROM cronbox.time_zone z WHERE z.name = p_timezone)
+       AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_timezone_names z WHERE z.name = p_timezone) THEN
+        SELECT ' (did you mean ' || quote_literal(min(z.name)) || '?)' INTO v_hint
+        FROM cronbox.time_zone z WHERE lower(z.name) = lower(p_timezone);
+        RAISE EXCEPTION 'timezone: unknown time zone %; use an IANA name such as Europe/Berlin',
+            quote_literal(p_timezone) || coalesce(v_hint, '')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_overlap IS NULL OR p_overlap NOT IN ('skip', 'buffer_one', 'buffer_all', 'allow', 'cancel_other') THEN
-        RAISE EXCEPTION 'overlap: must be one of skip, buffer_one, buffer_all, allow, cancel_other, got %', coalesce(quote_literal(p_overlap), 'NULL')
+    IF p_queue IS NULL THEN
+        RAISE EXCEPTION 'queue: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_queue !~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$' THEN
+        RAISE EXCEPTION 'queue: must be 1 to 100 characters of letters, digits, _ . : - (starting with a letter or digit), got %',
+            quote_literal(left(p_queue, 120)) USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_payload IS NULL THEN
+        RAISE EXCEPTION 'payload: must not be NULL (use ''{}'')' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF jsonb_typeof(p_payload) <> 'object' THEN
+        RAISE EXCEPTION 'payload: must be a JSON object, got %', jsonb_typeof(p_payload)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_on_error IS NULL OR p_on_error NOT IN ('retry_schedule', 'retry_soon', 'pause') THEN
-        RAISE EXCEPTION 'on_error: must be one of retry_schedule, retry_soon, pause, got %', coalesce(quote_literal(p_on_error), 'NULL')
+    v_payload_bytes := octet_length(p_payload::text);
+    IF v_payload_bytes > 65536 THEN
+        RAISE EXCEPTION 'payload: must be at most 65536 bytes as JSON text, got %', v_payload_bytes
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_catchup IS NULL OR p_catchup NOT IN ('skip', 'latest', 'all') THEN
-        RAISE EXCEPTION 'catchup: must be one of skip, latest, all, got %', coalesce(quote_literal(p_catchup), 'NULL')
+
+    -- how: run policies.
+    IF p_priority IS NULL THEN
+        RAISE EXCEPTION 'priority: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_priority NOT BETWEEN -32768 AND 32767 THEN
+        RAISE EXCEPTION 'priority: must be between -32768 and 32767, got %', p_priority
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_every_mode IS NULL OR p_every_mode NOT IN ('fixed_rate', 'fixed_delay') THEN
-        RAISE EXCEPTION 'every_mode: must be fixed_rate or fixed_delay, got %', coalesce(quote_literal(p_every_mode), 'NULL')
+    IF p_overlap IS NULL THEN
+        RAISE EXCEPTION 'overlap: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_overlap NOT IN ('skip', 'buffer_one', 'buffer_all', 'allow', 'cancel_other') THEN
+        RAISE EXCEPTION 'overlap: must be one of skip, buffer_one, buffer_all, allow, cancel_other, got %', quote_literal(p_overlap)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_max_attempts IS NULL OR p_max_attempts < 1 THEN
-        RAISE EXCEPTION 'max_attempts: must be at least 1, got %', coalesce(p_max_attempts::text, 'NULL')
+    IF p_on_error IS NULL THEN
+        RAISE EXCEPTION 'on_error: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_on_error NOT IN ('retry_schedule', 'retry_soon', 'pause') THEN
+        RAISE EXCEPTION 'on_error: must be one of retry_schedule, retry_soon, pause, got %', quote_literal(p_on_error)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_timeout IS NULL OR p_timeout <= interval '0' THEN
-        RAISE EXCEPTION 'timeout: must be a positive interval, got %', coalesce(p_timeout::text, 'NULL')
+    IF p_max_attempts IS NULL THEN
+        RAISE EXCEPTION 'max_attempts: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_max_attempts NOT BETWEEN 1 AND 1000 THEN
+        RAISE EXCEPTION 'max_attempts: must be between 1 and 1000, got %', p_max_attempts
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_queue IS NULL OR length(p_queue) NOT BETWEEN 1 AND 100 THEN
-        RAISE EXCEPTION 'queue: must be 1 to 100 characters, got %', coalesce(quote_literal(p_queue), 'NULL')
+    IF p_retry_delay IS NULL THEN
+        RAISE EXCEPTION 'retry_delay: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_retry_delay <= interval '0' THEN
+        RAISE EXCEPTION 'retry_delay: must be a positive interval, got %', p_retry_delay
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_payload IS NULL OR jsonb_typeof(p_payload) <> 'object' THEN
-        RAISE EXCEPTION 'payload: must be a JSON object, got %', coalesce(jsonb_typeof(p_payload), 'NULL')
+    IF p_retry_max_delay IS NULL THEN
+        RAISE EXCEPTION 'retry_max_delay: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_retry_max_delay < p_retry_delay THEN
+        RAISE EXCEPTION 'retry_max_delay: must be at least retry_delay (% < %)', p_retry_max_delay, p_retry_delay
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_starts_at IS NOT NULL AND p_ends_at IS NOT NULL AND p_ends_at <= p_starts_at THEN
+    IF p_timeout IS NULL THEN
+        RAISE EXCEPTION 'timeout: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_timeout <= interval '0' THEN
+        RAISE EXCEPTION 'timeout: must be a positive interval, got %', p_timeout
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_catchup IS NULL THEN
+        RAISE EXCEPTION 'catchup: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_catchup NOT IN ('skip', 'latest', 'all') THEN
+        RAISE EXCEPTION 'catchup: must be one of skip, latest, all, got %', quote_literal(p_catchup)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_catchup_window IS NULL THEN
+        RAISE EXCEPTION 'catchup_window: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_catchup_window <= interval '0' THEN
+        RAISE EXCEPTION 'catchup_window: must be a positive interval, got %', p_catchup_window
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_jitter IS NULL THEN
+        RAISE EXCEPTION 'jitter: must not be NULL (use ''0'')' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_jitter < interval '0' THEN
+        RAISE EXCEPTION 'jitter: must not be negative, got %', p_jitter
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    -- window: starts_at .. ends_at.
+    IF p_starts_at IS NOT NULL AND NOT isfinite(p_starts_at) THEN
+        RAISE EXCEPTION 'starts_at: must be a finite time, got %', p_starts_at USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_ends_at IS NOT NULL AND NOT isfinite(p_ends_at) THEN
+        RAISE EXCEPTION 'ends_at: must be a finite time, got %', p_ends_at USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_ends_at <= p_starts_at THEN
         RAISE EXCEPTION 'ends_at: must be after starts_at (% <= %)', p_ends_at, p_starts_at
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -77,4 +211,4 @@ END
 $$;
 
 COMMENT ON FUNCTION cronbox.validate_schedule_args(text, text, interval, timestamptz, jsonb, text, text, integer, text, text, integer, interval, interval, interval, text, interval, interval, timestamptz, timestamptz, text[], text) IS
-'Internal: the argument checks of cronbox.schedule(); raises 22004/22023 naming the field.';
+'Internal: every argument check of cronbox.schedule(), made before anything is written. Raises 22004 (NULL where a value is required) or 22023 (bad value) with a message that starts with the field name.';

@@ -1,17 +1,33 @@
--- cronbox.schedules: one row per job for psql.
+-- cronbox.schedules: one row per job for psql: what, when, and how it has been going.
+-- status: active | paused | finished (nothing left to fire, nothing pending or running)
+--         | waiting (an `after` job: fired by its upstream jobs).
+-- next_fire: the earliest pending future; else, for an active job the poller has not
+-- materialised yet, the frontier bound it will start from.
 DROP VIEW IF EXISTS cronbox.schedules;
 CREATE VIEW cronbox.schedules AS
 SELECT j.name, j.kind,
        CASE j.kind WHEN 'cron' THEN j.cron
                    WHEN 'every' THEN 'every ' || j.every::text
+                        || CASE WHEN j.every_mode = 'fixed_delay' THEN ' after the previous run' ELSE '' END
                    WHEN 'at' THEN 'at ' || j.at::text
                    ELSE 'after ' || array_to_string(j.after, ', ') END AS expression,
-       j.timezone, j.queue, j.priority, j.paused, j.paused_reason,
-       (SELECT min(f.fire_at) FROM cronbox.job_future f WHERE f.job_id = j.job_id) AS next_fire,
-       j.finished_at IS NOT NULL AND j.active_runs = 0
-           AND NOT EXISTS (SELECT 1 FROM cronbox.job_future f WHERE f.job_id = j.job_id) AS finished,
+       j.cron_normalized,
+       j.timezone,
+       CASE WHEN j.paused THEN 'paused'
+            WHEN j.finished_at IS NOT NULL AND j.active_runs = 0 AND f.next_fire IS NULL THEN 'finished'
+            WHEN j.kind = 'after' THEN 'waiting'
+            ELSE 'active' END AS status,
+       j.paused, j.paused_reason, j.paused_at,
+       coalesce(f.next_fire, CASE WHEN NOT j.paused THEN j.next_fire END) AS next_fire,
+       f.pending,
        j.last_fire_at, j.last_run_state, j.last_success_at,
        j.consecutive_failures, j.consecutive_crashes, j.active_runs, j.missed_count,
+       j.queue, j.priority, j.overlap, j.on_error, j.catchup, j.catchup_window, j.jitter,
+       j.starts_at, j.ends_at, j.finished_at,
        j.owner, j.job_id, j.created_at, j.updated_at
-FROM cronbox.job j;
-COMMENT ON VIEW cronbox.schedules IS 'Schedules: expression, time zone, paused, next fire, last run state and success, failure streaks, active runs.';
+FROM cronbox.job j
+LEFT JOIN LATERAL (
+    SELECT min(fu.fire_at) AS next_fire, count(*) AS pending
+    FROM cronbox.job_future fu WHERE fu.job_id = j.job_id
+) f ON true;
+COMMENT ON VIEW cronbox.schedules IS 'Schedules: expression, time zone, status (active, paused, finished, waiting), next fire, pending futures, last run state and success, failure and crash streaks, active runs, missed fires.';

@@ -1,0 +1,57 @@
+-- cronbox.pause(name, reason, after_failure, p_now): stops a job from firing. Under the job's
+-- row lock it deletes the pending scheduled futures (first attempts of regular fires) and marks
+-- the job paused; the saturation index skips paused jobs. Retry and manual futures stay, held
+-- by dispatch until resume. Fires that fall inside the pause are not run and not recorded.
+-- Returns false if the job was already paused (nothing written). Unknown name: P0002.
+CREATE OR REPLACE FUNCTION cronbox.pause(
+    name          text,
+    reason        text DEFAULT 'paused by operator',
+    after_failure boolean DEFAULT false,
+    p_now         timestamptz DEFAULT now()
+) RETURNS boolean
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job cronbox.job;
+    v_first timestamptz;
+BEGIN
+    IF pause.name IS NULL THEN
+        RAISE EXCEPTION 'name: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    SELECT * INTO v_job FROM cronbox.job j WHERE j.name = pause.name FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'name: no schedule named %', quote_literal(pause.name) USING ERRCODE = 'no_data_found';
+    END IF;
+    IF v_job.paused THEN
+        RETURN false;
+    END IF;
+    -- Rewind the frontier before the deleted fires, so a one-off whose future is dropped
+    -- here is not taken as done (resume() decides what happens to it).
+    WITH gone AS (
+        DELETE FROM cronbox.job_future f
+        WHERE f.job_id = v_job.job_id AND f.origin = 'schedule' AND f.attempt = 1
+        RETURNING f.fire_at
+    )
+    SELECT min(g.fire_at) INTO v_first FROM gone g;
+    UPDATE cronbox.job j SET
+        frontier = CASE WHEN v_first IS NULL THEN j.frontier
+                        ELSE least(j.frontier, v_first - interval '1 microsecond') END,
+        next_fire = CASE WHEN v_first IS NULL THEN j.next_fire
+                         ELSE least(j.next_fire, v_first) END,
+        finished_at = CASE WHEN v_first IS NULL THEN j.finished_at END,
+        paused = true,
+        paused_reason = coalesce(pause.reason, 'paused by operator'),
+        paused_at = p_now,
+        updated_at = p_now
+    WHERE j.job_id = v_job.job_id;
+    PERFORM cronbox.record_change(v_job.job_id, v_job.name,
+                                  CASE WHEN pause.after_failure THEN 'paused_after_failure' ELSE 'paused' END,
+                                  coalesce(pause.reason, 'paused by operator'), p_now);
+    PERFORM pg_notify('cronbox_schedule', v_job.job_id::text);
+    RETURN true;
+END
+$$;
+
+COMMENT ON FUNCTION cronbox.pause(text, text, boolean, timestamptz) IS
+'Pauses a job: its pending scheduled futures are deleted atomically and no new ones are made; fires inside the pause are skipped (not run, not recorded). after_failure => true logs it as paused_after_failure. Returns false if already paused.';

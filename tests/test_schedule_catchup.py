@@ -1,0 +1,90 @@
+"""Catch-up: fires the poller finds in the past (it was down, the schedule started in the
+past, the clock jumped) are sorted by the job's policy; each dropped fire is a `missed`
+history row, counted per job. "The poller was down" = saturation passes at a later p_now."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+
+from .schedhelp import aconn, futures, missed, one, saturate, schedule, utc  # noqa: F401
+
+T0 = utc(2030, 1, 1, 0, 0)
+MIN = timedelta(minutes=1)
+HOUR = timedelta(hours=1)
+SEC = timedelta(seconds=1)
+
+
+def minutes(*ks: int) -> list:
+    return [T0 + k * MIN for k in ks]
+
+
+@pytest.mark.parametrize("catchup, window, want_missed, want_futures", [
+    # down from T0+2m to T0+60m; grace 30 s: fires T0+3m .. T0+59m are late
+    ("skip", "1 day", range(3, 60), [1, 2, 60, 61, 62]),
+    ("latest", "1 day", range(3, 59), [1, 2, 59, 60, 61, 62]),
+    ("all", "30 minutes", range(3, 30), [1, 2, *range(30, 63)]),
+])
+async def test_fires_missed_while_the_poller_was_down_follow_the_catchup_policy(
+        aconn, catchup, window, want_missed, want_futures):
+    await schedule(aconn, name="c", cron="* * * * *", catchup=catchup, catchup_window=window, p_now=T0)
+    await saturate(aconn, T0, horizon=2 * MIN)
+    assert await futures(aconn, "c") == minutes(1, 2)
+    await saturate(aconn, T0 + HOUR, horizon=2 * MIN)  # the poller comes back an hour later
+    assert await missed(aconn, "c") == minutes(*want_missed)
+    assert await futures(aconn, "c") == minutes(*want_futures)
+    assert await one(aconn, "SELECT missed_count FROM cronbox.schedules WHERE name = 'c'") == len(want_missed)
+    assert await one(aconn, "SELECT count(*) FROM cronbox.runs WHERE job = 'c' AND state = 'missed' "
+                            "AND error = %s", f"missed: catch-up policy {catchup}") == len(want_missed)
+
+
+async def test_a_backlog_longer_than_one_pass_is_handled_completely_without_gaps(aconn):
+    await schedule(aconn, name="b", every="1 second", starts_at=T0, catchup="skip", p_now=T0)
+    await saturate(aconn, T0, horizon=2 * MIN)
+    claimed, _, dropped = await saturate(aconn, T0 + HOUR, horizon=2 * MIN)
+    assert claimed >= 4  # 3,600 fires at 1,000 per job per pass
+    lost = await missed(aconn, "b")
+    kept = await futures(aconn, "b")
+    assert dropped == len(lost) == 3570 - 121  # T0+121s .. T0+3569s were late
+    assert sorted(lost + kept) == [T0 + k * SEC for k in range(3600 + 121)]
+
+
+async def test_a_schedule_created_with_a_past_start_catches_up_from_its_start(aconn):
+    await schedule(aconn, name="s", every="1 hour", starts_at=T0 - 5 * HOUR, catchup="all", p_now=T0)
+    await saturate(aconn, T0)
+    assert await futures(aconn, "s") == [T0 - k * HOUR for k in range(5, -1, -1)]  # oldest first
+    assert await missed(aconn, "s") == []
+
+
+async def test_a_past_start_with_latest_runs_only_the_most_recent_late_fire(aconn):
+    await schedule(aconn, name="l", every="1 hour", starts_at=T0 - 5 * HOUR, p_now=T0)
+    await saturate(aconn, T0)
+    assert await missed(aconn, "l") == [T0 - k * HOUR for k in range(5, 1, -1)]
+    assert await futures(aconn, "l") == [T0 - HOUR, T0]
+
+
+async def test_a_new_job_looks_back_at_most_its_catchup_window(aconn):
+    await schedule(aconn, name="w", every="1 hour", starts_at=T0 - timedelta(days=3), catchup="skip",
+                   catchup_window="1 day", p_now=T0)
+    await saturate(aconn, T0)
+    assert await missed(aconn, "w") == [T0 - k * HOUR for k in range(24, 0, -1)]
+    assert await futures(aconn, "w") == [T0]
+
+
+async def test_misfire_grace_decides_what_is_late(aconn):
+    await schedule(aconn, name="g", every="10 seconds", starts_at=T0, catchup="skip", p_now=T0)
+    await saturate(aconn, T0 + MIN, horizon=10 * SEC, grace=25 * SEC)
+    assert await missed(aconn, "g") == [T0 + k * 10 * SEC for k in range(0, 4)]  # older than T0+35s
+    assert (await futures(aconn, "g"))[0] == T0 + 40 * SEC
+
+
+async def test_a_clock_jumping_back_neither_refires_nor_drops(aconn):
+    await schedule(aconn, name="j", cron="* * * * *", p_now=T0)
+    await saturate(aconn, T0, horizon=10 * MIN)
+    before = await futures(aconn, "j")
+    assert await saturate(aconn, T0 - HOUR, horizon=10 * MIN) == (0, 0, 0)
+    assert await futures(aconn, "j") == before
+    await saturate(aconn, T0 + 8 * MIN, horizon=10 * MIN)
+    assert await futures(aconn, "j") == minutes(*range(1, 19))
+    assert await missed(aconn, "j") == []

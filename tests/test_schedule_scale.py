@@ -1,0 +1,89 @@
+"""Saturation cost: with 1,000,000 schedules an idle tick reads no job row (the plan of the
+claim inside cronbox.claim_saturation, captured with auto_explain, is an index range scan on
+job_saturate_idx that returns nothing); a busy tick reads only the due jobs; two claimers at
+once get disjoint jobs."""
+
+from __future__ import annotations
+
+import json
+from datetime import timedelta
+from typing import Any
+
+import psycopg
+import pytest
+
+from cronbox import db
+
+from .schedhelp import utc
+
+T0 = utc(2030, 1, 1)
+N = 1_000_000
+
+
+def _nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    out = [plan]
+    for child in plan.get("Plans", []):
+        out += _nodes(child)
+    return out
+
+
+def _claim_plan(conn: psycopg.Connection, horizon: str) -> tuple[int, dict[str, Any]]:
+    """Run the real claim with auto_explain on; return (rows claimed, plan of the inner query)."""
+    try:
+        conn.execute("LOAD 'auto_explain'")
+    except psycopg.errors.InsufficientPrivilege:
+        pytest.skip("LOAD 'auto_explain' needs a superuser (TEST_DATABASE_URL is not one)")
+    for setting, value in {"log_min_duration": "0", "log_analyze": "on", "log_buffers": "on",
+                           "log_nested_statements": "on", "log_format": "json",
+                           "log_level": "notice"}.items():
+        conn.execute(f"SET LOCAL auto_explain.{setting} = '{value}'")
+    notices: list[str] = []
+    conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+    n = len(conn.execute("SELECT * FROM cronbox.claim_saturation(500, %s, %s)", (horizon, T0)).fetchall())
+    conn.execute("SET LOCAL auto_explain.log_min_duration = '-1'")
+    plans = [json.loads(m[m.index("{"):])["Plan"] for m in notices if "{" in m]
+    inner = [p for p in plans if any(node.get("Relation Name") == "job" for node in _nodes(p))]
+    assert inner, notices
+    return n, inner[0]
+
+
+def test_with_a_million_schedules_an_idle_tick_reads_no_job_and_a_busy_tick_only_the_due_ones(conn):
+    # 1,000,000 jobs materialised 1-2 hours ahead; 1 in 10 paused, 1 in 10 finished.
+    conn.execute("""
+        INSERT INTO cronbox.job (name, kind, every, anchor, frontier, next_fire, paused, finished_at)
+        SELECT 'job-' || g, 'every', interval '1 hour', %(t0)s, %(t0)s + interval '1 hour',
+               CASE WHEN g %% 10 = 1 THEN NULL
+                    ELSE %(t0)s + interval '1 hour' + (g %% 3600) * interval '1 second' END,
+               g %% 10 = 2, CASE WHEN g %% 10 = 1 THEN %(t0)s END
+        FROM generate_series(1, %(n)s) g""", {"t0": T0, "n": N})
+    conn.execute("ANALYZE cronbox.job")
+
+    claimed, plan = _claim_plan(conn, "2 minutes")
+    assert claimed == 0
+    nodes = _nodes(plan)
+    assert not [n for n in nodes if n["Node Type"] == "Seq Scan"], plan
+    scan = [n for n in nodes if n.get("Relation Name") == "job"]
+    assert [(n["Node Type"], n["Index Name"]) for n in scan] == [("Index Scan", "job_saturate_idx")], plan
+    assert scan[0]["Actual Rows"] == 0
+    assert scan[0]["Shared Hit Blocks"] + scan[0]["Shared Read Blocks"] < 10, plan  # a few index pages
+
+    # 101 jobs come due: the claim reads those, not the million.
+    conn.execute("UPDATE cronbox.job SET next_fire = %s WHERE name IN "
+                 "(SELECT 'job-' || g FROM generate_series(3, 1003, 10) g)", (T0 + timedelta(seconds=30),))
+    claimed, plan = _claim_plan(conn, "2 minutes")
+    assert claimed == 101
+    scan = [n for n in _nodes(plan) if n.get("Relation Name") == "job"]
+    assert [(n["Node Type"], n["Index Name"]) for n in scan] == [("Index Scan", "job_saturate_idx")], plan
+    assert scan[0]["Actual Rows"] == 101
+    assert scan[0]["Shared Hit Blocks"] + scan[0]["Shared Read Blocks"] < 400, plan
+
+
+def test_two_claimers_at_once_get_disjoint_jobs(fresh_dsn):
+    with db.connect(fresh_dsn) as setup:
+        for i in range(20):
+            setup.execute("SELECT cronbox.schedule(%s, every => '1 minute', p_now => %s)", (f"d{i}", T0))
+    with db.connect(fresh_dsn, autocommit=False) as a, db.connect(fresh_dsn, autocommit=False) as b:
+        first = {r[0] for r in a.execute("SELECT job_id FROM cronbox.claim_saturation(12, '2 minutes', %s)", (T0,))}
+        second = {r[0] for r in b.execute("SELECT job_id FROM cronbox.claim_saturation(12, '2 minutes', %s)", (T0,))}
+        assert len(first) == 12 and len(second) == 8
+        assert not first & second
