@@ -30,7 +30,7 @@ def parse_duration(name: str, text: str) -> timedelta:
     return timedelta(seconds=float(m.group(1)) * _UNIT_SECONDS[m.group(2)])
 
 
-def _int(env: Mapping[str, str], name: str, default: int, minimum: int = 1) -> int:
+def env_int(env: Mapping[str, str], name: str, default: int, minimum: int = 1) -> int:
     raw = env.get(name)
     if raw is None or raw == "":
         return default
@@ -43,14 +43,14 @@ def _int(env: Mapping[str, str], name: str, default: int, minimum: int = 1) -> i
     return value
 
 
-def _duration(env: Mapping[str, str], name: str, default: str) -> timedelta:
+def env_duration(env: Mapping[str, str], name: str, default: str) -> timedelta:
     value = parse_duration(name, env.get(name) or default)
     if value <= timedelta(0):
         raise ConfigError(f"{name}: must be positive, got {env.get(name)!r}")
     return value
 
 
-def _choice(env: Mapping[str, str], name: str, default: str, choices: tuple[str, ...]) -> str:
+def env_choice(env: Mapping[str, str], name: str, default: str, choices: tuple[str, ...]) -> str:
     value = (env.get(name) or default).lower()
     if value not in choices:
         raise ConfigError(f"{name}: must be one of {', '.join(choices)}, got {value!r}")
@@ -154,20 +154,20 @@ class Config:
         dsn = env.get("CRONBOX_DATABASE_URL") or env.get("DATABASE_URL") or ""
         return cls(
             dsn=dsn,
-            log_level=_choice(env, "CRONBOX_LOG_LEVEL", "info", ("debug", "info", "warning", "error")),
-            log_format=_choice(env, "CRONBOX_LOG_FORMAT", "text", ("text", "json")),
-            horizon=_duration(env, "CRONBOX_HORIZON", "2m"),
-            misfire_grace=_duration(env, "CRONBOX_MISFIRE_GRACE", "30s"),
-            saturate_batch=_int(env, "CRONBOX_SATURATE_BATCH", 500),
-            dispatch_batch=_int(env, "CRONBOX_DISPATCH_BATCH", 1000),
-            poll_interval=_duration(env, "CRONBOX_POLL_INTERVAL", "1s"),
-            relay_batch=_int(env, "CRONBOX_RELAY_BATCH", 500),
-            relay_lease=_duration(env, "CRONBOX_RELAY_LEASE", "30s"),
+            log_level=env_choice(env, "CRONBOX_LOG_LEVEL", "info", ("debug", "info", "warning", "error")),
+            log_format=env_choice(env, "CRONBOX_LOG_FORMAT", "text", ("text", "json")),
+            horizon=env_duration(env, "CRONBOX_HORIZON", "2m"),
+            misfire_grace=env_duration(env, "CRONBOX_MISFIRE_GRACE", "30s"),
+            saturate_batch=env_int(env, "CRONBOX_SATURATE_BATCH", 500),
+            dispatch_batch=env_int(env, "CRONBOX_DISPATCH_BATCH", 1000),
+            poll_interval=env_duration(env, "CRONBOX_POLL_INTERVAL", "1s"),
+            relay_batch=env_int(env, "CRONBOX_RELAY_BATCH", 500),
+            relay_lease=env_duration(env, "CRONBOX_RELAY_LEASE", "30s"),
             sinks=env.get("CRONBOX_SINKS", ""),
-            shutdown_timeout=_duration(env, "CRONBOX_SHUTDOWN_TIMEOUT", "10s"),
-            metrics_port=_int(env, "CRONBOX_METRICS_PORT", 0, minimum=0),
+            shutdown_timeout=env_duration(env, "CRONBOX_SHUTDOWN_TIMEOUT", "10s"),
+            metrics_port=env_int(env, "CRONBOX_METRICS_PORT", 0, minimum=0),
             metrics_host=env.get("CRONBOX_METRICS_HOST") or "127.0.0.1",
-            health_stale=_duration(env, "CRONBOX_HEALTH_STALE", "60s"),
+            health_stale=env_duration(env, "CRONBOX_HEALTH_STALE", "60s"),
         )
 
     def describe(self) -> dict[str, object]:

@@ -10,26 +10,11 @@ import dataclasses
 import os
 from collections.abc import Mapping
 
-from cronbox.config import ConfigError, parse_duration
-
-
-def _int(env: Mapping[str, str], name: str, default: int, minimum: int = 1) -> int:
-    raw = env.get(name) or str(default)
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigError(f"{name}: expected an integer, got {raw!r}") from None
-    if value < minimum:
-        raise ConfigError(f"{name}: must be at least {minimum}, got {value}")
-    return value
+from cronbox.config import ConfigError, env_duration, env_int
 
 
 def _seconds(env: Mapping[str, str], name: str, default: str) -> float:
-    raw = env.get(name) or default
-    value = parse_duration(name, raw).total_seconds()
-    if value <= 0:
-        raise ConfigError(f"{name}: must be positive, got {raw!r}")
-    return value
+    return env_duration(env, name, default).total_seconds()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,13 +32,13 @@ class RelaySettings:
     def from_env(cls, env: Mapping[str, str] | None = None) -> RelaySettings:
         env = os.environ if env is None else env
         s = cls(
-            max_attempts=_int(env, "CRONBOX_RELAY_MAX_ATTEMPTS", 10),
+            max_attempts=env_int(env, "CRONBOX_RELAY_MAX_ATTEMPTS", 10),
             backoff=_seconds(env, "CRONBOX_RELAY_BACKOFF", "1s"),
             backoff_max=_seconds(env, "CRONBOX_RELAY_BACKOFF_MAX", "10m"),
-            inflight=_int(env, "CRONBOX_RELAY_INFLIGHT", 4),
+            inflight=env_int(env, "CRONBOX_RELAY_INFLIGHT", 4),
             http_timeout=_seconds(env, "CRONBOX_HTTP_TIMEOUT", "10s"),
             http_connect_timeout=_seconds(env, "CRONBOX_HTTP_CONNECT_TIMEOUT", "5s"),
-            http_connections=_int(env, "CRONBOX_HTTP_CONNECTIONS", 64),
+            http_connections=env_int(env, "CRONBOX_HTTP_CONNECTIONS", 64),
         )
         if s.backoff_max < s.backoff:
             raise ConfigError(f"CRONBOX_RELAY_BACKOFF_MAX: must be at least CRONBOX_RELAY_BACKOFF ({s.backoff:g}s)")
