@@ -79,6 +79,9 @@ class Config:
     saturate_batch: int = 500
     dispatch_batch: int = 1000
     poll_interval: timedelta = timedelta(seconds=1)
+    dispatch_tick_cap: int = 0          # max runs dispatched per wake-up; 0 = no cap
+    reap_interval: timedelta = timedelta(seconds=1)
+    retention: timedelta = timedelta(days=30)  # run history kept (whole daily partitions)
     # relay
     relay_batch: int = 500
     relay_lease: timedelta = timedelta(seconds=30)
@@ -99,6 +102,9 @@ class Config:
             saturate_batch=_int(env, "CRONBOX_SATURATE_BATCH", 500),
             dispatch_batch=_int(env, "CRONBOX_DISPATCH_BATCH", 1000),
             poll_interval=_duration(env, "CRONBOX_POLL_INTERVAL", "1s"),
+            dispatch_tick_cap=_int(env, "CRONBOX_DISPATCH_TICK_CAP", 0, minimum=0),
+            reap_interval=_duration(env, "CRONBOX_REAP_INTERVAL", "1s"),
+            retention=_duration(env, "CRONBOX_RETENTION", "30d"),
             relay_batch=_int(env, "CRONBOX_RELAY_BATCH", 500),
             relay_lease=_duration(env, "CRONBOX_RELAY_LEASE", "30s"),
             sinks=env.get("CRONBOX_SINKS", ""),
