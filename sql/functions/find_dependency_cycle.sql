@@ -33,15 +33,16 @@ BEGIN
     IF v_nodes IS NULL OR NOT p_job_id = ANY (v_nodes) THEN
         RETURN NULL;
     END IF;
-    -- Walk back from the job to the edge being added, preferring the shortest way home.
+    -- Walk back from the job (reached) to the edge being added (parent = the job itself).
     v_path := ARRAY[p_job_id];
     v_cur := p_job_id;
     FOR i IN 1 .. cardinality(v_nodes) LOOP
         SELECT e.parent INTO v_cur
         FROM unnest(v_nodes, v_parents) AS e(node, parent)
-        WHERE e.node = v_cur AND NOT (e.parent = ANY (v_path[2:]))
+        WHERE e.node = v_cur AND NOT (e.parent = ANY (v_path[1:cardinality(v_path) - 1]))
         ORDER BY (e.parent = p_job_id) DESC, e.parent
         LIMIT 1;
+        EXIT WHEN v_cur IS NULL;
         v_path := v_cur || v_path;
         EXIT WHEN v_cur = p_job_id;
     END LOOP;
