@@ -13,6 +13,10 @@ CREATE OR REPLACE FUNCTION cronbox.claim_runs(
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_ids bigint[];
+    v_messages jsonb[];
+    v_timeouts interval[];
 BEGIN
     IF claim_runs.queue IS NULL OR claim_runs.queue = '' THEN
         RAISE EXCEPTION 'queue: must name a queue' USING ERRCODE = 'null_value_not_allowed';
@@ -23,7 +27,6 @@ BEGIN
     IF claim_runs.n IS NULL OR claim_runs.n < 1 THEN
         RAISE EXCEPTION 'n: must be at least 1, got %', claim_runs.n USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    RETURN QUERY
     WITH picked AS (
         SELECT o.outbox_id
         FROM cronbox.outbox o
@@ -36,20 +39,29 @@ BEGIN
         DELETE FROM cronbox.outbox o USING picked
         WHERE o.outbox_id = picked.outbox_id
         RETURNING o.run_id, o.message, o.timeout
-    ),
-    started AS (
+    )
+    SELECT array_agg(gone.run_id), array_agg(gone.message), array_agg(gone.timeout)
+      INTO v_ids, v_messages, v_timeouts
+    FROM gone;
+    IF v_ids IS NULL THEN
+        RETURN;
+    END IF;
+    -- A separate statement with the ids as a value: partitions pruned, primary-key probes.
+    RETURN QUERY
+    WITH started AS (
         UPDATE cronbox.run r SET
             state = 'running', delivered_at = p_now, started_at = p_now,
             worker = claim_runs.worker, lease_until = p_now + g.timeout
-        FROM gone g
-        WHERE r.run_id = g.run_id AND r.state = 'dispatched'
+        FROM unnest(v_ids, v_timeouts) AS g(id, timeout)
+        WHERE r.run_id = ANY (v_ids) AND r.run_id = g.id AND r.state = 'dispatched'
         RETURNING r.run_id, r.lease_until
     )
-    SELECT s.run_id, g.message ->> 'job', g.message -> 'payload',
-           (g.message ->> 'fire_at')::timestamptz, (g.message ->> 'attempt')::integer,
-           s.lease_until, g.message ->> 'idempotency_key',
-           g.message || jsonb_build_object('deadline', s.lease_until)
-    FROM gone g JOIN started s ON s.run_id = g.run_id
+    SELECT s.run_id, m.message ->> 'job', m.message -> 'payload',
+           (m.message ->> 'fire_at')::timestamptz, (m.message ->> 'attempt')::integer,
+           s.lease_until, m.message ->> 'idempotency_key',
+           m.message || jsonb_build_object('deadline', s.lease_until)
+    FROM started s
+    JOIN unnest(v_ids, v_messages) AS m(id, message) ON m.id = s.run_id
     ORDER BY s.run_id;
 END
 $$;

@@ -88,14 +88,15 @@ BEGIN
             error = coalesce(c.error, CASE WHEN c.new_state = 'cancelled' THEN 'cancelled' END),
             lease_until = NULL
         FROM classified c
-        WHERE r.run_id = c.run_id AND c.verdict = 'finished'
+        WHERE r.run_id = ANY (p_run_ids)  -- prunes partitions before the join
+          AND r.run_id = c.run_id AND c.verdict = 'finished'
     ),
     late AS (
         UPDATE cronbox.run r SET late_report = jsonb_build_object(
             'report', p_outcome, 'at', p_now, 'state_then', c.state,
             'result', c.result, 'error', c.error)
         FROM classified c
-        WHERE r.run_id = c.run_id AND c.verdict = 'late'
+        WHERE r.run_id = ANY (p_run_ids) AND r.run_id = c.run_id AND c.verdict = 'late'
     )
     SELECT array_agg(ROW(c.run_id, c.job_id, c.job_name, c.queue, c.new_state, c.attempt,
                          c.fire_at, c.payload, c.error,

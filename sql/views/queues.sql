@@ -1,7 +1,8 @@
 -- cronbox.queues: one row per queue, for psql. due = ready fires whose time has come (the
 -- poller has not moved them yet), blocked = fires held back (paused job, overlap buffer,
 -- dependency, queue limit), in_outbox = messages not yet delivered, running = unfinished
--- runs (dispatched, delivered, running), oldest_lag = how late the oldest waiting fire is.
+-- runs (dispatched, delivered, running), oldest_lag = how late the oldest fire not yet
+-- delivered is (a due future, or a message still in the outbox), from its due time.
 DROP VIEW IF EXISTS cronbox.queues;
 CREATE VIEW cronbox.queues AS
 WITH fut AS (
@@ -13,8 +14,9 @@ WITH fut AS (
     GROUP BY j.queue
 ),
 box AS (
-    SELECT o.queue, count(*) AS in_outbox, min(o.created_at) AS oldest_message
-    FROM cronbox.outbox o WHERE o.kind = 'run'
+    SELECT o.queue, count(*) AS in_outbox, min(coalesce(r.due_at, o.created_at)) AS oldest_message
+    FROM cronbox.outbox o LEFT JOIN cronbox.run r ON r.run_id = o.run_id
+    WHERE o.kind = 'run'
     GROUP BY o.queue
 ),
 act AS (
