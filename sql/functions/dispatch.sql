@@ -10,6 +10,8 @@ CREATE OR REPLACE FUNCTION cronbox.dispatch(
 ) RETURNS TABLE (dispatched integer, skipped integer, failed integer, held integer, next_due timestamptz)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+-- Row estimates through CTEs are rough; JIT compiling this short statement costs more than it runs.
+SET jit = off
 AS $$
 DECLARE
     v_dispatched integer;
@@ -138,9 +140,10 @@ BEGIN
         FROM outcome o
         WHERE o.act IN ('run', 'skip', 'supersede', 'fail_dependency')
     ),
+    -- = ANY (ARRAY(...)): primary-key probes whatever the CTE row estimates say.
     gone AS (
-        DELETE FROM cronbox.job_future f USING fire
-        WHERE f.future_id = fire.future_id
+        DELETE FROM cronbox.job_future f
+        WHERE f.future_id = ANY (ARRAY(SELECT fire.future_id FROM fire))
     ),
     held AS (
         UPDATE cronbox.job_future f SET
@@ -151,7 +154,8 @@ BEGIN
             -- the backstop: re-examined then whatever happens (a dependency at its timeout)
             hold_until = least(p_now + interval '30 seconds', o.timeout_at)
         FROM outcome o
-        WHERE f.future_id = o.future_id AND o.act LIKE 'hold\_%'
+        WHERE f.future_id = ANY (ARRAY(SELECT o2.future_id FROM outcome o2 WHERE o2.act LIKE 'hold\_%'))
+          AND f.future_id = o.future_id AND o.act LIKE 'hold\_%'
     ),
     new_run AS (
         INSERT INTO cronbox.run (run_id, job_id, job_name, queue, fire_at, due_at, state, attempt,
@@ -219,7 +223,8 @@ BEGIN
                                 ORDER BY fire.run_id DESC)
                           FILTER (WHERE fire.act IN ('run', 'fail_dependency')))[1] AS last_state
               FROM fire GROUP BY fire.job_id) c
-        WHERE j.job_id = c.job_id AND (c.n_run > 0 OR c.n_failed > 0)
+        WHERE j.job_id = ANY (ARRAY(SELECT fire.job_id FROM fire))
+          AND j.job_id = c.job_id AND (c.n_run > 0 OR c.n_failed > 0)
     ),
     queue_counts AS (
         UPDATE cronbox.queue_limit q SET running = q.running + c.n, updated_at = p_now
