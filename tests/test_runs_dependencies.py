@@ -75,6 +75,20 @@ def test_fire_past_wait_timeout_fails_with_a_clear_error_and_a_notification(conn
     assert futures(conn, "load") == []
 
 
+def test_retry_of_a_gated_fire_does_not_wait_for_the_upstream_again(conn):
+    job(conn, "extract")
+    job(conn, "load", max_attempts=2, retry_delay="1 second")
+    dep(conn, "load", "extract")
+    future(conn, "extract", 0)
+    run_now(conn, "extract", 0)
+    future(conn, "load", 100)
+    dispatch(conn, 100)
+    [rid] = active(conn, "load")
+    fail(conn, rid, 101, "flaky")
+    assert dispatch(conn, 105)["dispatched"] == 1
+    assert [r["attempt"] for r in runs(conn, "load")] == [1, 2]
+
+
 def test_within_accepts_a_recent_enough_success(conn):
     job(conn, "extract")
     job(conn, "load")

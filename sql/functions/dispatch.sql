@@ -71,6 +71,7 @@ BEGIN
             FROM cronbox.job_dependency d
             JOIN cronbox.job u ON u.job_id = d.upstream_id
             WHERE d.job_id = p.job_id
+              AND p.origin <> 'retry'  -- a retry's fire already passed the gate
               AND NOT coalesce(u.last_success_at, '-infinity')
                       > coalesce(p_now - d.within, j.last_fire_at, '-infinity')
         ) g ON true
