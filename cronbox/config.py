@@ -138,6 +138,9 @@ class Config:
     saturate_batch: int = 500
     dispatch_batch: int = 1000
     poll_interval: timedelta = timedelta(seconds=1)
+    dispatch_tick_cap: int = 0          # max runs dispatched per wake-up; 0 = no cap
+    reap_interval: timedelta = timedelta(seconds=1)
+    retention: timedelta = timedelta(days=30)  # run history kept (whole daily partitions)
     # relay
     relay_batch: int = 500
     relay_lease: timedelta = timedelta(seconds=30)
@@ -161,6 +164,9 @@ class Config:
             saturate_batch=env_int(env, "CRONBOX_SATURATE_BATCH", 500),
             dispatch_batch=env_int(env, "CRONBOX_DISPATCH_BATCH", 1000),
             poll_interval=env_duration(env, "CRONBOX_POLL_INTERVAL", "1s"),
+            dispatch_tick_cap=env_int(env, "CRONBOX_DISPATCH_TICK_CAP", 0, minimum=0),
+            reap_interval=env_duration(env, "CRONBOX_REAP_INTERVAL", "1s"),
+            retention=env_duration(env, "CRONBOX_RETENTION", "30d"),
             relay_batch=env_int(env, "CRONBOX_RELAY_BATCH", 500),
             relay_lease=env_duration(env, "CRONBOX_RELAY_LEASE", "30s"),
             sinks=env.get("CRONBOX_SINKS", ""),

@@ -1,12 +1,18 @@
-"""`cronbox poller`: the saturation + dispatch loop, with maintenance on the side.
+"""`cronbox poller`: the saturation + dispatch loop, with the reaper and maintenance on the side.
 
 Any number of pollers may run against one database: saturation and dispatch both claim with
 SKIP LOCKED, so correctness never depends on there being one.
+
+The loop: one saturation pass and one `cronbox.dispatch` call per tick; again at once while
+batches come back full (up to the per-wake-up cap, CRONBOX_DISPATCH_TICK_CAP); otherwise sleep
+until the next due time (from the database clock), a NOTIFY (a schedule changed, futures were
+written or released), or the poll interval (the backstop), whichever comes first.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 
 from cronbox import db, metrics
@@ -14,27 +20,26 @@ from cronbox.config import Config
 from cronbox.log import event
 from cronbox.proc import Waker, cancel_quietly, identity, listen
 from cronbox.registry import keep_registered
+from poller.maintenance import maintenance_loop, reaper_loop
 from poller.saturate import saturate_once
 
 log = logging.getLogger("cronbox.poller")
 
-MAINTENANCE_EVERY = 3600.0
+MAINTENANCE_EVERY = 60.0
+# Due futures exist but none could be taken (their jobs are locked by a worker reporting or
+# by schedule()): look again soon rather than at once.
+BUSY_RETRY = 0.02
 
 
-async def _maintenance(pool, waker: Waker) -> None:
-    while not waker.stop.is_set():
-        async def once() -> None:
-            async with pool.connection() as conn:
-                await conn.execute("SELECT cronbox.ensure_run_partitions()")
-        try:
-            await db.retrying(once, budget=60, what="maintenance")
-        except Exception as exc:  # maintenance must never stop dispatching
-            event(log, "maintenance failed", level=logging.ERROR, error=db.explain(exc))
-        await asyncio.wait({asyncio.ensure_future(waker.stop.wait())}, timeout=MAINTENANCE_EVERY)
+@dataclasses.dataclass
+class Tick:
+    again: bool          # a batch came back full: go again at once
+    sleep: float         # otherwise sleep this long (seconds)
+    dispatched: int
 
 
-async def tick(pool, cfg: Config) -> tuple[bool, float]:
-    """One saturation pass and one dispatch batch. Returns (go again now?, seconds to sleep)."""
+async def tick(pool, cfg: Config, limit: int) -> Tick:
+    """One saturation pass and one dispatch batch of at most `limit` futures."""
     async with pool.connection() as conn:
         claimed, futures, missed = await saturate_once(
             conn, batch=cfg.saturate_batch, horizon=cfg.horizon, grace=cfg.misfire_grace)
@@ -42,34 +47,55 @@ async def tick(pool, cfg: Config) -> tuple[bool, float]:
         if claimed:
             event(log, "saturated", level=logging.DEBUG, jobs=claimed, futures=futures, missed=missed)
         cur = await conn.execute(
-            "SELECT dispatched, next_due, extract(epoch FROM next_due - clock_timestamp()) "
-            "FROM cronbox.dispatch(%s)", (cfg.dispatch_batch,))
-        dispatched, next_due, wait = await cur.fetchone()
-        if dispatched:
-            event(log, "dispatched", level=logging.DEBUG, runs=dispatched)
-    again = claimed >= cfg.saturate_batch or dispatched >= cfg.dispatch_batch
+            "SELECT dispatched, skipped, failed, held, "
+            "       extract(epoch FROM next_due - clock_timestamp()) "
+            "FROM cronbox.dispatch(%s)", (limit,))
+        dispatched, skipped, failed, held, wait = await cur.fetchone()
+    decided = dispatched + skipped + failed + held
+    if decided:
+        event(log, "dispatched", level=logging.DEBUG, runs=dispatched, skipped=skipped,
+              failed=failed, held=held)
+    again = claimed >= cfg.saturate_batch or decided >= limit
     sleep = cfg.poll_interval.total_seconds()
     if wait is not None:
-        sleep = max(0.0, min(sleep, float(wait)))
-    return again, sleep
+        sleep = min(sleep, float(wait))
+        if sleep <= 0:
+            sleep = BUSY_RETRY
+    return Tick(again=again, sleep=sleep, dispatched=dispatched)
+
+
+async def dispatch_loop(pool, cfg: Config, waker: Waker) -> None:
+    cap = cfg.dispatch_tick_cap
+    while not waker.stop.is_set():
+        budget = cap
+        while not waker.stop.is_set():
+            limit = cfg.dispatch_batch if cap == 0 else max(1, min(cfg.dispatch_batch, budget))
+            t = await db.retrying(lambda: tick(pool, cfg, limit), budget=3600, what="poller tick")
+            metrics.tick("poller")
+            budget -= t.dispatched
+            if cap and budget <= 0:
+                # Capped: the rest waits for the next round, one poll interval away.
+                event(log, "dispatch cap reached", level=logging.DEBUG, cap=cap)
+                await waker.sleep(cfg.poll_interval.total_seconds())
+                break
+            if not t.again:
+                await waker.sleep(t.sleep)
+                break
 
 
 async def run(cfg: Config, waker: Waker) -> None:
     name = identity("poller")
     event(log, "starting", process=name, **cfg.describe())
-    pool = await db.open_pool(cfg.dsn, min_size=1, max_size=3, name="poller")
+    pool = await db.open_pool(cfg.dsn, min_size=1, max_size=4, name="poller")
     side = [
-        asyncio.create_task(listen(cfg.dsn, ("cronbox_schedule",), waker), name="listener"),
-        asyncio.create_task(_maintenance(pool, waker), name="maintenance"),
+        asyncio.create_task(listen(cfg.dsn, ("cronbox_schedule", "cronbox_future"), waker), name="listener"),
+        asyncio.create_task(reaper_loop(pool, waker, cfg.reap_interval), name="reaper"),
+        asyncio.create_task(maintenance_loop(pool, waker, cfg.retention, MAINTENANCE_EVERY), name="maintenance"),
         asyncio.create_task(metrics.serve(cfg, pool, "poller", waker.stop), name="metrics"),
         asyncio.create_task(keep_registered(pool, "poller", name, waker.stop), name="registry"),
     ]
     try:
-        while not waker.stop.is_set():
-            again, sleep = await db.retrying(lambda: tick(pool, cfg), budget=3600, what="poller tick")
-            metrics.tick("poller")
-            if not again:
-                await waker.sleep(sleep)
+        await dispatch_loop(pool, cfg, waker)
     finally:
         await cancel_quietly(*side)
         await pool.close()

@@ -23,16 +23,17 @@ DECLARE
                                  '|add_dependency|remove_dependency)$';
     c_admin    constant text := '^(set_queue_limit|remove_queue_limit|clear_queue_limit'
                                  '|drop_queue_limit|redrive.*)$';
-    c_worker   constant text := '^(start_run|heartbeat|complete_run|fail_run|claim_runs)$';
+    c_worker   constant text := '^(start_run|heartbeat|complete_runs?|fail_runs?|claim_runs)$';
     c_process  constant text := '^(claim_saturation|store_fires|dispatch|claim_outbox|ack_outbox'
                                  '|nack.*|reap.*|release_outbox|dead_letter.*'
                                  '|ensure_run_partitions|drop_run_partitions|run_retention'
                                  '|register_process|unregister_process|deregister_process'
-                                 '|heartbeat_process|list_queues|touch_process|beat_process|process_heartbeat|reap_processes'
+                                 '|heartbeat_process|list_queues|release_holds|reconcile_queue_limits|touch_process|beat_process|process_heartbeat|reap_processes'
                                  '|metrics_.*)$';
     c_helper   constant text := '^(caller|caller_reads_all|caller_writes_all|run_id_at)$';
     c_internal constant text := '^(new_run_id|normalize_cron|validate_.*|record_change'
-                                 '|check_.*|assert_.*|notify_.*|enqueue_.*|compute_.*|next_.*|schedule_next_.*)$';
+                                 '|check_.*|assert_.*|notify_.*|enqueue_.*|compute_.*|next_.*|schedule_next_.*'
+                                 '|finish_runs|find_dependency_cycle|release_job_holds|retry_backoff)$';
     c_roles    constant text := 'cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process';
     v_obj record;
     v_class text;
@@ -69,6 +70,16 @@ BEGIN
     LOOP
         EXECUTE format('ALTER %s %s OWNER TO cronbox_owner',
                        CASE v_obj.prokind WHEN 'a' THEN 'AGGREGATE' ELSE 'ROUTINE' END, v_obj.sig);
+    END LOOP;
+    -- Free-standing types (composite, enum, domain); a table's row type follows its table.
+    FOR v_obj IN
+        SELECT t.oid::regtype AS name
+        FROM pg_catalog.pg_type t
+        LEFT JOIN pg_catalog.pg_class c ON c.oid = t.typrelid
+        WHERE t.typnamespace = 'cronbox'::regnamespace AND t.typowner <> 'cronbox_owner'::regrole
+          AND t.typtype IN ('c', 'e', 'd') AND (c.oid IS NULL OR c.relkind = 'c')
+    LOOP
+        EXECUTE format('ALTER TYPE %s OWNER TO cronbox_owner', v_obj.name);
     END LOOP;
 
     -- 2. The schema: usage for the cronbox roles only.

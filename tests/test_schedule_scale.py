@@ -20,6 +20,18 @@ T0 = utc(2030, 1, 1)
 N = 1_000_000
 
 
+@pytest.fixture
+def conn(fresh_dsn: str):
+    """A fresh database: the shared one carries dead index entries from other tests'
+    rolled-back inserts, which would blur the page counts asserted here."""
+    c = psycopg.connect(fresh_dsn, autocommit=False, prepare_threshold=None)
+    try:
+        yield c
+    finally:
+        c.rollback()
+        c.close()
+
+
 def _nodes(plan: dict[str, Any]) -> list[dict[str, Any]]:
     out = [plan]
     for child in plan.get("Plans", []):

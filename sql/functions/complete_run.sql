@@ -1,7 +1,8 @@
 -- cronbox.complete_run(run_id, result, p_now): a worker reports success.
--- Locks the run row; allowed from dispatched/delivered/running. A report for a run that is
--- already finished (lost and retried, cancelled, ...) is kept in late_report and changes
--- nothing else. Updates the job's bookkeeping (active runs, last success, failure streaks).
+-- Allowed from dispatched/delivered/running (cronbox.finish_runs does the work: job
+-- bookkeeping, after-jobs, releases). A report for a run already final (lost and retried,
+-- cancelled, a duplicate) is kept in late_report and changes nothing else; the run's state is
+-- returned so the worker can tell. Raises 02000 for an unknown run, 55000 for a skipped/missed one.
 CREATE OR REPLACE FUNCTION cronbox.complete_run(
     run_id bigint,
     result jsonb DEFAULT NULL,
@@ -11,32 +12,21 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_run cronbox.run;
+    v_state text;
+    v_verdict text;
 BEGIN
-    SELECT * INTO v_run FROM cronbox.run r WHERE r.run_id = complete_run.run_id FOR UPDATE;
-    IF NOT FOUND THEN
+    SELECT f.state, f.verdict INTO v_state, v_verdict
+    FROM cronbox.finish_runs(ARRAY[complete_run.run_id], 'succeeded',
+                             ARRAY[complete_run.result], NULL, true, p_now) f;
+    IF v_verdict = 'not_found' THEN
         RAISE EXCEPTION 'run_id: no run %', complete_run.run_id USING ERRCODE = 'no_data_found';
+    ELSIF v_verdict = 'not_reportable' THEN
+        RAISE EXCEPTION 'run_id: run % is %, it never ran', complete_run.run_id, v_state
+            USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
-    IF v_run.state NOT IN ('dispatched', 'delivered', 'running') THEN
-        UPDATE cronbox.run r SET late_report = jsonb_build_object(
-            'report', 'succeeded', 'result', complete_run.result, 'at', p_now, 'state_then', v_run.state)
-        WHERE r.run_id = v_run.run_id;
-        RETURN v_run.state;
-    END IF;
-    UPDATE cronbox.run r SET
-        state = 'succeeded', finished_at = p_now, result = complete_run.result, lease_until = NULL,
-        started_at = coalesce(r.started_at, p_now)
-    WHERE r.run_id = v_run.run_id;
-    UPDATE cronbox.job j SET
-        active_runs = greatest(j.active_runs - 1, 0),
-        last_run_state = 'succeeded',
-        last_success_at = p_now,
-        consecutive_failures = 0,
-        consecutive_crashes = 0
-    WHERE j.job_id = v_run.job_id;
-    RETURN 'succeeded';
+    RETURN v_state;
 END
 $$;
 
 COMMENT ON FUNCTION cronbox.complete_run(bigint, jsonb, timestamptz) IS
-'Worker: marks a run succeeded with an optional result. A late report for a run already finished (e.g. lost and retried) is recorded in late_report and never overwrites it. Returns the run''s state.';
+'Worker: marks a run succeeded with an optional result. A late report for a run already final (e.g. lost and retried) is recorded in late_report and never overwrites it. Returns the run''s state.';

@@ -1,6 +1,8 @@
 -- cronbox.fail_run(run_id, error, retryable, p_now): a worker reports failure.
--- Locks the run row; allowed from dispatched/delivered/running. A late report for a run
--- already finished is kept in late_report only. Bumps the job's failure streak.
+-- Allowed from dispatched/delivered/running (cronbox.finish_runs does the work): the run
+-- becomes failed (cancelled if cancellation was requested), a retry is scheduled while
+-- attempts remain (retryable => false skips them), then on_error applies. A late report is
+-- kept in late_report only. Raises 02000 for an unknown run, 55000 for a skipped/missed one.
 CREATE OR REPLACE FUNCTION cronbox.fail_run(
     run_id bigint,
     error text,
@@ -11,29 +13,25 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_run cronbox.run;
+    v_state text;
+    v_verdict text;
 BEGIN
-    SELECT * INTO v_run FROM cronbox.run r WHERE r.run_id = fail_run.run_id FOR UPDATE;
-    IF NOT FOUND THEN
+    IF fail_run.retryable IS NULL THEN
+        RAISE EXCEPTION 'retryable: must be true or false' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    SELECT f.state, f.verdict INTO v_state, v_verdict
+    FROM cronbox.finish_runs(ARRAY[fail_run.run_id], 'failed', NULL,
+                             ARRAY[coalesce(fail_run.error, 'failed (no error text)')],
+                             fail_run.retryable, p_now) f;
+    IF v_verdict = 'not_found' THEN
         RAISE EXCEPTION 'run_id: no run %', fail_run.run_id USING ERRCODE = 'no_data_found';
+    ELSIF v_verdict = 'not_reportable' THEN
+        RAISE EXCEPTION 'run_id: run % is %, it never ran', fail_run.run_id, v_state
+            USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
-    IF v_run.state NOT IN ('dispatched', 'delivered', 'running') THEN
-        UPDATE cronbox.run r SET late_report = jsonb_build_object(
-            'report', 'failed', 'error', fail_run.error, 'at', p_now, 'state_then', v_run.state)
-        WHERE r.run_id = v_run.run_id;
-        RETURN v_run.state;
-    END IF;
-    UPDATE cronbox.run r SET
-        state = 'failed', finished_at = p_now, error = fail_run.error, lease_until = NULL
-    WHERE r.run_id = v_run.run_id;
-    UPDATE cronbox.job j SET
-        active_runs = greatest(j.active_runs - 1, 0),
-        last_run_state = 'failed',
-        consecutive_failures = j.consecutive_failures + 1
-    WHERE j.job_id = v_run.job_id;
-    RETURN 'failed';
+    RETURN v_state;
 END
 $$;
 
 COMMENT ON FUNCTION cronbox.fail_run(bigint, text, boolean, timestamptz) IS
-'Worker: marks a run failed with an error text; retryable => false skips remaining attempts. A late report for a finished run is recorded in late_report only. Returns the run''s state.';
+'Worker: marks a run failed with an error text; retried (as a new attempt) while attempts remain unless retryable => false, then the job''s on_error applies. A late report for a final run is recorded in late_report only. Returns the run''s state.';

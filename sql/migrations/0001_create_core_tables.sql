@@ -77,13 +77,29 @@ CREATE TABLE cronbox.job_future (
                     CHECK (origin IN ('schedule', 'manual', 'retry', 'dependency')),
     payload     jsonb,                       -- overrides job.payload (trigger(payload => ...))
     retry_of    bigint,                      -- run_id of the failed attempt this retries
-    held_since  timestamptz,                 -- first time dispatch held it back (dependency wait)
+    held_since  timestamptz,                 -- first time dispatch held it back
+    -- Why dispatch holds it back (NULL = ready: goes when due). Held futures leave the ready
+    -- index, so a backlog waiting on a limit is not re-read by every dispatch; they are
+    -- released when what they wait for happens (a run finishes, an upstream succeeds,
+    -- resume), and re-examined at hold_until whatever happens (the backstop).
+    hold        text CONSTRAINT job_future_hold_valid
+                    CHECK (hold IN ('paused', 'overlap', 'dependency', 'queue_limit')),
+    hold_queue  text,                        -- hold = 'queue_limit': the queue it waits on
+    hold_until  timestamptz,                 -- re-examine a held future at this time
     created_at  timestamptz NOT NULL DEFAULT now(),
     CONSTRAINT job_future_fire_unique UNIQUE (job_id, fire_at, attempt, origin)
 ) WITH (fillfactor = 80);
 
--- Serves cronbox.dispatch: due futures in priority order.
-CREATE INDEX job_future_due_idx ON cronbox.job_future (due_at, priority);
+-- Serves cronbox.dispatch: ready futures, walked priority by priority in due order (a loose
+-- scan over priorities, then a range of due rows per priority), so "lower priority first"
+-- holds however many are due, without reading rows that are not due.
+CREATE INDEX job_future_ready_idx ON cronbox.job_future (priority, due_at) WHERE hold IS NULL;
+-- Held futures per job (overlap buffer, resume, dependency release) and per limited queue.
+CREATE INDEX job_future_held_idx ON cronbox.job_future (job_id, fire_at) WHERE hold IS NOT NULL;
+CREATE INDEX job_future_queue_held_idx ON cronbox.job_future (hold_queue, priority, due_at)
+    WHERE hold = 'queue_limit';
+-- The backstop: held futures due for a second look (cronbox.release_holds).
+CREATE INDEX job_future_recheck_idx ON cronbox.job_future (hold_until) WHERE hold IS NOT NULL;
 
 -- Run ids encode their creation time (milliseconds << 20 | sequence), so history can be
 -- partitioned by time while every lookup by run_id prunes to one partition.

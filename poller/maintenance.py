@@ -1,0 +1,80 @@
+"""The poller's side loops: the reaper (leases, held-future backstop) and history maintenance.
+
+Both are plain SQL calls on a timer; any number of pollers may run them at once (the reaper
+re-checks every run under lock, partition maintenance takes an advisory lock). A failure is
+logged and retried on the next round: side loops never stop dispatching.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import timedelta
+
+from cronbox import db, metrics
+from cronbox.log import event
+from cronbox.proc import Waker
+
+log = logging.getLogger("cronbox.poller")
+
+REAP_BATCH = 1000
+RELEASE_BATCH = 10000
+PARTITIONS_AHEAD_DAYS = 7
+
+
+async def reap_once(pool) -> tuple[int, int]:
+    """Declare expired leases lost (retrying per policy) and give held futures their second look."""
+    lost = released = 0
+    async with pool.connection() as conn:
+        while True:
+            cur = await conn.execute("SELECT cronbox.reap_lost(%s)", (REAP_BATCH,))
+            n = (await cur.fetchone())[0]
+            lost += n
+            if n < REAP_BATCH:
+                break
+        cur = await conn.execute("SELECT cronbox.release_holds(%s)", (RELEASE_BATCH,))
+        released = (await cur.fetchone())[0]
+    return lost, released
+
+
+async def maintain_once(pool, retention: timedelta) -> list[str]:
+    """Partitions ahead, partitions past retention dropped, queue limit counters recounted."""
+    async with pool.connection() as conn:
+        await conn.execute("SELECT cronbox.ensure_run_partitions(%s)", (PARTITIONS_AHEAD_DAYS,))
+        cur = await conn.execute("SELECT * FROM cronbox.drop_run_partitions(%s)", (retention,))
+        dropped = [r[0] for r in await cur.fetchall()]
+        await conn.execute("SELECT cronbox.reconcile_queue_limits()")
+    return dropped
+
+
+async def reaper_loop(pool, waker: Waker, every: timedelta) -> None:
+    while not waker.stop.is_set():
+        try:
+            lost, released = await db.retrying(lambda: reap_once(pool), budget=60, what="reaper")
+            metrics.observe_reaped(lost)
+            if lost or released:
+                event(log, "reaped", lost=lost, holds_released=released)
+        except Exception as exc:  # the reaper must never stop dispatching
+            event(log, "reaper failed", level=logging.ERROR, error=db.explain(exc))
+        await _sleep(waker, every.total_seconds())
+
+
+async def maintenance_loop(pool, waker: Waker, retention: timedelta, every: float) -> None:
+    while not waker.stop.is_set():
+        try:
+            dropped = await db.retrying(lambda: maintain_once(pool, retention), budget=60, what="maintenance")
+            if dropped:
+                event(log, "history partitions dropped", partitions=",".join(dropped),
+                      retention=f"{retention.total_seconds():g}s")
+        except Exception as exc:
+            event(log, "maintenance failed", level=logging.ERROR, error=db.explain(exc))
+        await _sleep(waker, every)
+
+
+async def _sleep(waker: Waker, seconds: float) -> None:
+    """Sleep that only the stop event interrupts (the wake event belongs to the dispatch loop)."""
+    stop = asyncio.ensure_future(waker.stop.wait())
+    try:
+        await asyncio.wait({stop}, timeout=seconds)
+    finally:
+        stop.cancel()

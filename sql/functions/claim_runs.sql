@@ -1,0 +1,72 @@
+-- cronbox.claim_runs(queue, worker, n, p_now): pull mode, for workers that talk to PostgreSQL
+-- instead of receiving pushes (queues routed to the `postgres` sink). Takes up to n
+-- available run messages of the queue, oldest first, FOR UPDATE SKIP LOCKED on
+-- outbox_pull_idx (claimers get disjoint runs), deletes them and marks their runs running on
+-- worker with a lease of the job's timeout. Returns the messages, deadline included.
+CREATE OR REPLACE FUNCTION cronbox.claim_runs(
+    queue text,
+    worker text,
+    n integer DEFAULT 1,
+    p_now timestamptz DEFAULT now()
+) RETURNS TABLE (run_id bigint, job text, payload jsonb, fire_at timestamptz, attempt integer,
+                 deadline timestamptz, idempotency_key text, message jsonb)
+LANGUAGE plpgsql
+SET search_path = pg_catalog, pg_temp
+-- Row estimates through CTEs are rough; JIT compiling this short statement costs more than it runs.
+SET jit = off
+AS $$
+DECLARE
+    v_ids bigint[];
+    v_messages jsonb[];
+    v_timeouts interval[];
+BEGIN
+    IF claim_runs.queue IS NULL OR claim_runs.queue = '' THEN
+        RAISE EXCEPTION 'queue: must name a queue' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF claim_runs.worker IS NULL OR claim_runs.worker = '' THEN
+        RAISE EXCEPTION 'worker: must name the worker' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF claim_runs.n IS NULL OR claim_runs.n < 1 THEN
+        RAISE EXCEPTION 'n: must be at least 1, got %', claim_runs.n USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    WITH picked AS (
+        SELECT o.outbox_id
+        FROM cronbox.outbox o
+        WHERE o.kind = 'run' AND o.queue = claim_runs.queue AND o.available_at <= p_now
+        ORDER BY o.available_at
+        LIMIT claim_runs.n
+        FOR UPDATE SKIP LOCKED
+    ),
+    gone AS (
+        DELETE FROM cronbox.outbox o USING picked
+        WHERE o.outbox_id = picked.outbox_id
+        RETURNING o.run_id, o.message, o.timeout
+    )
+    SELECT array_agg(gone.run_id), array_agg(gone.message), array_agg(gone.timeout)
+      INTO v_ids, v_messages, v_timeouts
+    FROM gone;
+    IF v_ids IS NULL THEN
+        RETURN;
+    END IF;
+    -- A separate statement with the ids as a value: partitions pruned, primary-key probes.
+    RETURN QUERY
+    WITH started AS (
+        UPDATE cronbox.run r SET
+            state = 'running', delivered_at = p_now, started_at = p_now,
+            worker = claim_runs.worker, lease_until = p_now + g.timeout
+        FROM unnest(v_ids, v_timeouts) AS g(id, timeout)
+        WHERE r.run_id = ANY (v_ids) AND r.run_id = g.id AND r.state = 'dispatched'
+        RETURNING r.run_id, r.lease_until
+    )
+    SELECT s.run_id, m.message ->> 'job', m.message -> 'payload',
+           (m.message ->> 'fire_at')::timestamptz, (m.message ->> 'attempt')::integer,
+           s.lease_until, m.message ->> 'idempotency_key',
+           m.message || jsonb_build_object('deadline', s.lease_until)
+    FROM started s
+    JOIN unnest(v_ids, v_messages) AS m(id, message) ON m.id = s.run_id
+    ORDER BY s.run_id;
+END
+$$;
+
+COMMENT ON FUNCTION cronbox.claim_runs(text, text, integer, timestamptz) IS
+'Pull-mode worker: claims up to n available runs of a queue (SKIP LOCKED: claimers get disjoint runs), marks them running on worker with a lease of the job''s timeout, returns the messages with their deadline.';

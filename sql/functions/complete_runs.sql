@@ -1,0 +1,18 @@
+-- cronbox.complete_runs(run_ids, results, p_now): complete_run for a batch in one call
+-- (the relay, when a worker answers with outcomes, and fast workers). Set-based through
+-- cronbox.finish_runs; never raises for one bad id: each row says its verdict (finished,
+-- late, not_reportable, not_found). results, when given, is parallel to run_ids.
+CREATE OR REPLACE FUNCTION cronbox.complete_runs(
+    run_ids bigint[],
+    results jsonb[] DEFAULT NULL,
+    p_now timestamptz DEFAULT now()
+) RETURNS TABLE (run_id bigint, state text, verdict text)
+LANGUAGE sql
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT f.run_id, f.state, f.verdict
+    FROM cronbox.finish_runs(complete_runs.run_ids, 'succeeded', complete_runs.results, NULL, true, p_now) f
+$$;
+
+COMMENT ON FUNCTION cronbox.complete_runs(bigint[], jsonb[], timestamptz) IS
+'Worker/relay: marks a batch of runs succeeded (results parallel to run_ids) in one set-based call. Returns per run its state and verdict (finished, late, not_reportable, not_found).';

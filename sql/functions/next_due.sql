@@ -1,0 +1,25 @@
+-- cronbox.next_due(): the earliest due time among ready (not held) futures, or NULL.
+-- One probe of job_future_ready_idx per priority in use (a loose index scan), so it stays
+-- cheap however many futures wait. No locks. The poller sleeps until this time.
+CREATE OR REPLACE FUNCTION cronbox.next_due() RETURNS timestamptz
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $$
+    WITH RECURSIVE prio(p) AS (
+        (SELECT f.priority FROM cronbox.job_future f WHERE f.hold IS NULL ORDER BY f.priority LIMIT 1)
+        UNION ALL
+        SELECT (SELECT f.priority FROM cronbox.job_future f
+                WHERE f.hold IS NULL AND f.priority > prio.p ORDER BY f.priority LIMIT 1)
+        FROM prio WHERE prio.p IS NOT NULL
+    )
+    SELECT min(first.due_at)
+    FROM prio
+    CROSS JOIN LATERAL (
+        SELECT f.due_at FROM cronbox.job_future f
+        WHERE f.hold IS NULL AND f.priority = prio.p
+        ORDER BY f.due_at LIMIT 1
+    ) first
+$$;
+
+COMMENT ON FUNCTION cronbox.next_due() IS
+'The earliest due time among ready (not held) futures, or NULL; the poller sleeps until then. One index probe per priority in use.';

@@ -1,0 +1,92 @@
+"""Helpers for the runs tests: jobs and futures at chosen times, dispatch and reports with p_now.
+
+Time is driven with p_now from T0 (far from the real clock), so nothing depends on when the
+suite runs. Futures are inserted directly: these tests are about what happens once a fire
+is due, not about saturation.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import psycopg
+
+T0 = datetime(2031, 3, 1, 12, 0, tzinfo=timezone.utc)
+
+
+def at(seconds: float) -> datetime:
+    return T0 + timedelta(seconds=seconds)
+
+
+def job(conn: psycopg.Connection, name: str, **opts: Any) -> int:
+    """cronbox.schedule() a job (every hour by default) created at T0 - 1 day."""
+    opts.setdefault("every", timedelta(hours=1))
+    args = ", ".join(f"{k} => %({k})s" for k in opts)
+    return conn.execute(
+        f"SELECT cronbox.schedule(%(name)s, {args}, p_now => %(now)s)",
+        {"name": name, "now": T0 - timedelta(days=1), **opts}).fetchone()[0]
+
+
+def future(conn: psycopg.Connection, name: str, fire: float, *, due: float | None = None,
+           priority: int | None = None, origin: str = "schedule") -> int:
+    """A fire of job `name` at at(fire), due at at(due) (default: the fire time)."""
+    return conn.execute(
+        "INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority, origin) "
+        "SELECT j.job_id, %s, %s, coalesce(%s, j.priority), %s FROM cronbox.job j WHERE j.name = %s "
+        "RETURNING future_id",
+        (at(fire), at(fire if due is None else due), priority, origin, name)).fetchone()[0]
+
+
+def dispatch(conn: psycopg.Connection, now: float, limit: int = 1000) -> dict[str, Any]:
+    cur = conn.execute("SELECT * FROM cronbox.dispatch(%s, %s)", (limit, at(now)))
+    cols = [d.name for d in cur.description]
+    return dict(zip(cols, cur.fetchone()))
+
+
+def runs(conn: psycopg.Connection, name: str | None = None) -> list[dict[str, Any]]:
+    cur = conn.execute(
+        "SELECT * FROM cronbox.runs WHERE %(name)s::text IS NULL OR job = %(name)s "
+        "ORDER BY run_id", {"name": name})
+    cols = [d.name for d in cur.description]
+    return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+
+def states(conn: psycopg.Connection, name: str) -> list[str]:
+    return [r["state"] for r in runs(conn, name)]
+
+
+def active(conn: psycopg.Connection, name: str) -> list[int]:
+    return [r["run_id"] for r in runs(conn, name) if r["state"] in ("dispatched", "delivered", "running")]
+
+
+def jobrow(conn: psycopg.Connection, name: str) -> dict[str, Any]:
+    cur = conn.execute("SELECT * FROM cronbox.job WHERE name = %s", (name,))
+    cols = [d.name for d in cur.description]
+    return dict(zip(cols, cur.fetchone()))
+
+
+def futures(conn: psycopg.Connection, name: str) -> list[dict[str, Any]]:
+    cur = conn.execute(
+        "SELECT f.* FROM cronbox.job_future f JOIN cronbox.job j USING (job_id) "
+        "WHERE j.name = %s ORDER BY f.due_at, f.future_id", (name,))
+    cols = [d.name for d in cur.description]
+    return [dict(zip(cols, r)) for r in cur.fetchall()]
+
+
+def complete(conn: psycopg.Connection, run_id: int, now: float, result: Any = None) -> str:
+    from psycopg.types.json import Jsonb
+    return conn.execute("SELECT cronbox.complete_run(%s, %s, %s)",
+                        (run_id, Jsonb(result) if result is not None else None, at(now))).fetchone()[0]
+
+
+def fail(conn: psycopg.Connection, run_id: int, now: float, error: str = "boom", retryable: bool = True) -> str:
+    return conn.execute("SELECT cronbox.fail_run(%s, %s, %s, %s)",
+                        (run_id, error, retryable, at(now))).fetchone()[0]
+
+
+def notifications(conn: psycopg.Connection, event: str | None = None) -> list[dict[str, Any]]:
+    rows = conn.execute(
+        "SELECT message FROM cronbox.outbox WHERE kind = 'notification' "
+        "AND queue = 'cronbox.notifications' ORDER BY outbox_id").fetchall()
+    return [r[0] for r in rows if event is None or r[0]["event"] == event]

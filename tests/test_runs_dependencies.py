@@ -1,0 +1,198 @@
+"""Dependencies: add_dependency gates, after => ARRAY[...] pipelines and DAGs, cycles."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from .runs_support import (T0, active, at, complete, dispatch, fail, future, futures, job,
+                           notifications, runs, states)
+
+
+def run_now(conn, name, now, ok=True) -> int:
+    """Dispatch what is due and finish the job's one active run."""
+    dispatch(conn, now)
+    [rid] = active(conn, name)
+    if ok:
+        complete(conn, rid, now + 1)
+    else:
+        fail(conn, rid, now + 1, "middle node broke", retryable=False)
+    return rid
+
+
+def after_job(conn, name, upstreams):
+    return conn.execute("SELECT cronbox.schedule(%s, after => %s, p_now => %s)",
+                        (name, upstreams, T0)).fetchone()[0]
+
+
+def dep(conn, name, upstream, within=None, wait_timeout=None):
+    conn.execute("SELECT cronbox.add_dependency(%s, %s, %s, %s)", (name, upstream, within, wait_timeout))
+
+
+def test_gated_fire_waits_for_an_upstream_success_then_goes(conn):
+    job(conn, "extract")
+    job(conn, "load")
+    dep(conn, "load", "extract")
+    future(conn, "load", 100)
+    assert dispatch(conn, 100)["held"] == 1
+    assert futures(conn, "load")[0]["hold"] == "dependency"
+    future(conn, "extract", 110)
+    run_now(conn, "extract", 110)  # its success releases the waiting fire at once
+    assert futures(conn, "load")[0]["hold"] is None
+    assert dispatch(conn, 112)["dispatched"] == 1
+
+
+def test_without_within_the_success_must_be_newer_than_the_previous_fire(conn):
+    job(conn, "extract")
+    job(conn, "load")
+    dep(conn, "load", "extract")
+    future(conn, "extract", 0)
+    run_now(conn, "extract", 0)
+    future(conn, "load", 100)
+    run_now(conn, "load", 100)
+    future(conn, "load", 200)  # extract has not succeeded since load fired at 100
+    assert dispatch(conn, 200)["held"] == 1
+    future(conn, "extract", 250)
+    run_now(conn, "extract", 250)
+    assert dispatch(conn, 252)["dispatched"] == 1
+
+
+def test_fire_past_wait_timeout_fails_with_a_clear_error_and_a_notification(conn):
+    job(conn, "extract")
+    job(conn, "load")
+    dep(conn, "load", "extract", within="1 hour", wait_timeout="10 minutes")
+    future(conn, "extract", 0)
+    run_now(conn, "extract", 0)
+    future(conn, "load", 7200)  # extract's success is two hours old
+    assert dispatch(conn, 7200)["held"] == 1
+    assert conn.execute("SELECT cronbox.release_holds(100, %s)", (at(7800),)).fetchone()[0] == 1
+    assert dispatch(conn, 7800)["failed"] == 1
+    [r] = runs(conn, "load")
+    assert r["state"] == "failed"
+    assert "dependency" in r["error"] and "extract" in r["error"] and "wait_timeout" in r["error"]
+    [note] = notifications(conn, "dependency_timeout")
+    assert note["job"] == "load" and note["waiting_for"] == "extract" and note["run_id"] == r["run_id"]
+    assert futures(conn, "load") == []
+
+
+def test_retry_of_a_gated_fire_does_not_wait_for_the_upstream_again(conn):
+    job(conn, "extract")
+    job(conn, "load", max_attempts=2, retry_delay="1 second")
+    dep(conn, "load", "extract")
+    future(conn, "extract", 0)
+    run_now(conn, "extract", 0)
+    future(conn, "load", 100)
+    dispatch(conn, 100)
+    [rid] = active(conn, "load")
+    fail(conn, rid, 101, "flaky")
+    assert dispatch(conn, 105)["dispatched"] == 1
+    assert [r["attempt"] for r in runs(conn, "load")] == [1, 2]
+
+
+def test_within_accepts_a_recent_enough_success(conn):
+    job(conn, "extract")
+    job(conn, "load")
+    dep(conn, "load", "extract", within="1 hour")
+    future(conn, "extract", 0)
+    run_now(conn, "extract", 0)
+    future(conn, "load", 3000)
+    assert dispatch(conn, 3000)["dispatched"] == 1
+
+
+def test_remove_dependency_releases_waiting_fires(conn):
+    job(conn, "extract")
+    job(conn, "load")
+    dep(conn, "load", "extract")
+    future(conn, "load", 0)
+    dispatch(conn, 0)
+    assert conn.execute("SELECT cronbox.remove_dependency('load', 'extract')").fetchone()[0] is True
+    assert conn.execute("SELECT cronbox.remove_dependency('load', 'extract')").fetchone()[0] is False
+    assert dispatch(conn, 1)["dispatched"] == 1
+
+
+def test_cycle_is_rejected_with_the_cycle_named(conn):
+    for name in "abc":
+        job(conn, name)
+    dep(conn, "a", "b")
+    dep(conn, "b", "c")
+    with pytest.raises(psycopg.errors.InvalidParameterValue) as err:
+        dep(conn, "c", "a")
+    assert "would make a cycle: c -> a -> b -> c" in str(err.value)
+
+
+def test_cycle_through_an_after_list_is_rejected(conn):
+    job(conn, "root")
+    after_job(conn, "child", ["root"])
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="cycle: root -> child -> root"):
+        dep(conn, "root", "child")
+
+
+def test_add_dependency_validates_names_and_intervals(conn):
+    job(conn, "a")
+    cases = [(("a", "a"), "upstream: 'a' cannot wait for itself"),
+             (("a", "nope"), "upstream: no schedule named 'nope'"),
+             (("nope", "a"), "job: no schedule named 'nope'")]
+    for args, message in cases:
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match=message), conn.transaction():
+            dep(conn, *args)
+    job(conn, "b")
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="wait_timeout: must be a positive"), conn.transaction():
+        dep(conn, "a", "b", wait_timeout="-1 second")
+
+
+def test_pipeline_extract_transform_load_runs_in_order_every_night(conn):
+    job(conn, "extract", every="1 day")
+    after_job(conn, "transform", ["extract"])
+    after_job(conn, "load", ["transform"])
+    order = []
+    for night in range(2):
+        base = night * 86400
+        future(conn, "extract", base)
+        now = base
+        for step in ("extract", "transform", "load"):
+            run_now(conn, step, now)
+            order.append(step)
+            now += 10
+        assert dispatch(conn, now)["dispatched"] == 0  # nothing more this night
+    assert order == ["extract", "transform", "load"] * 2
+    for name in ("extract", "transform", "load"):
+        assert states(conn, name) == ["succeeded", "succeeded"]
+    assert [r["origin"] for r in runs(conn, "load")] == ["dependency", "dependency"]
+
+
+def test_diamond_dag_waits_for_both_branches_and_a_failing_middle_node_blocks_the_join(conn):
+    #      a
+    #    /   \
+    #   b     c
+    #    \   /
+    #      d
+    job(conn, "a", every="1 day")
+    after_job(conn, "b", ["a"])
+    after_job(conn, "c", ["a"])
+    after_job(conn, "d", ["b", "c"])
+    # round 1: c fails, so d does not fire
+    future(conn, "a", 0)
+    run_now(conn, "a", 0)
+    dispatch(conn, 10)
+    b1, c1 = active(conn, "b")[0], active(conn, "c")[0]
+    complete(conn, b1, 11)
+    assert futures(conn, "d") == []  # b alone is not enough
+    fail(conn, c1, 12, "middle node broke", retryable=False)
+    assert futures(conn, "d") == [] and dispatch(conn, 20)["dispatched"] == 0
+    # round 2: both branches succeed; d fires exactly once
+    future(conn, "a", 1000)
+    run_now(conn, "a", 1000)
+    dispatch(conn, 1010)
+    complete(conn, active(conn, "b")[0], 1011)
+    assert futures(conn, "d") == []  # c has not succeeded since d was created
+    complete(conn, active(conn, "c")[0], 1012)
+    assert len(futures(conn, "d")) == 1
+    run_now(conn, "d", 1020)
+    assert states(conn, "d") == ["succeeded"]
+    assert states(conn, "c") == ["failed", "succeeded"]
+    # round 3: a new success of only one branch does not fire d again
+    future(conn, "a", 2000)
+    run_now(conn, "a", 2000)
+    dispatch(conn, 2010)
+    complete(conn, active(conn, "b")[0], 2011)
+    assert futures(conn, "d") == []

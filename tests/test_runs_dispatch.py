@@ -1,0 +1,224 @@
+"""cronbox.dispatch: what happens to a due fire (priority order, paused, overlap, queue limits)."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from .runs_support import (active, at, complete, dispatch, fail, future, futures, job, jobrow,
+                           runs, states)
+
+
+def test_dispatch_writes_run_and_outbox_message_and_removes_the_future(conn):
+    job(conn, "nightly", payload=psycopg.types.json.Jsonb({"k": 1}), queue="etl", timeout="90 seconds")
+    future(conn, "nightly", 0)
+    assert dispatch(conn, 1)["dispatched"] == 1
+    [run] = runs(conn, "nightly")
+    assert (run["state"], run["attempt"], run["queue"], run["fire_at"]) == ("dispatched", 1, "etl", at(0))
+    assert run["dispatched_at"] == at(1)
+    msg, timeout = conn.execute(
+        "SELECT message, timeout FROM cronbox.outbox WHERE run_id = %s AND kind = 'run'", (run["run_id"],)).fetchone()
+    assert msg["idempotency_key"] == f"{run['run_id']}:1"
+    assert (msg["job"], msg["queue"], msg["payload"], msg["attempt"]) == ("nightly", "etl", {"k": 1}, 1)
+    assert timeout.total_seconds() == 90
+    assert futures(conn, "nightly") == []
+    j = jobrow(conn, "nightly")
+    assert (j["active_runs"], j["last_run_state"], j["last_run_id"]) == (1, "dispatched", run["run_id"])
+
+
+def test_fire_is_not_dispatched_before_it_is_due(conn):
+    job(conn, "later")
+    future(conn, "later", 60)
+    out = dispatch(conn, 59)
+    assert out["dispatched"] == 0 and out["next_due"] == at(60)
+    assert dispatch(conn, 60)["dispatched"] == 1
+
+
+def test_lower_priority_goes_first_when_more_are_due_than_the_batch(conn):
+    for name, prio in (("urgent", 1), ("normal", 5), ("bulk", 9)):
+        job(conn, name, priority=prio, overlap="allow")
+    # the bulk fires are the oldest, the urgent ones the newest
+    for i in range(3):
+        future(conn, "bulk", i)
+        future(conn, "normal", 10 + i)
+        future(conn, "urgent", 20 + i)
+    assert dispatch(conn, 100, limit=4)["dispatched"] == 4
+    assert len(active(conn, "urgent")) == 3 and len(active(conn, "normal")) == 1
+    assert [r["fire_at"] for r in runs(conn, "normal")] == [at(10)]  # oldest first within a priority
+    assert active(conn, "bulk") == []
+    assert dispatch(conn, 100, limit=4)["dispatched"] == 4
+    assert len(active(conn, "normal")) == 3 and len(active(conn, "bulk")) == 2
+
+
+def test_paused_job_fire_is_held_and_goes_once_released(conn):
+    jid = job(conn, "p")
+    conn.execute("UPDATE cronbox.job SET paused = true WHERE name = 'p'")
+    future(conn, "p", 0)
+    out = dispatch(conn, 1)
+    assert (out["dispatched"], out["held"]) == (0, 1)
+    [f] = futures(conn, "p")
+    assert f["hold"] == "paused" and f["held_since"] == at(1)
+    assert dispatch(conn, 2)["held"] == 0  # a held fire is not read again
+    conn.execute("UPDATE cronbox.job SET paused = false WHERE name = 'p'")
+    assert conn.execute("SELECT cronbox.release_job_holds(%s)", (jid,)).fetchone()[0] == 1
+    assert dispatch(conn, 3)["dispatched"] == 1
+
+
+def test_held_fire_gets_a_second_look_from_the_backstop(conn):
+    job(conn, "p")
+    conn.execute("UPDATE cronbox.job SET paused = true WHERE name = 'p'")
+    future(conn, "p", 0)
+    dispatch(conn, 1)
+    conn.execute("UPDATE cronbox.job SET paused = false WHERE name = 'p'")
+    assert conn.execute("SELECT cronbox.release_holds(100, %s)", (at(30),)).fetchone()[0] == 0
+    assert conn.execute("SELECT cronbox.release_holds(100, %s)", (at(31),)).fetchone()[0] == 1
+    assert dispatch(conn, 32)["dispatched"] == 1
+
+
+# --- overlap ---------------------------------------------------------------------------
+
+
+def test_overlap_skip_records_fires_that_come_while_a_run_is_unfinished(conn):
+    job(conn, "s", overlap="skip")
+    future(conn, "s", 0)
+    dispatch(conn, 0)
+    future(conn, "s", 60)
+    future(conn, "s", 120)
+    assert dispatch(conn, 120)["skipped"] == 2
+    assert states(conn, "s") == ["dispatched", "skipped", "skipped"]
+    assert "unfinished" in runs(conn, "s")[1]["error"]
+    complete(conn, active(conn, "s")[0], 130)
+    future(conn, "s", 180)
+    assert dispatch(conn, 180)["dispatched"] == 1
+
+
+def test_overlap_skip_runs_only_the_first_of_fires_due_together(conn):
+    job(conn, "s", overlap="skip")
+    for t in (0, 60, 120):
+        future(conn, "s", t)
+    dispatch(conn, 200)
+    assert sorted(states(conn, "s")) == ["dispatched", "skipped", "skipped"]
+    assert [r["fire_at"] for r in runs(conn, "s") if r["state"] == "dispatched"] == [at(0)]
+
+
+def test_overlap_buffer_one_holds_one_fire_and_skips_the_rest(conn):
+    job(conn, "b1", overlap="buffer_one")
+    future(conn, "b1", 0)
+    dispatch(conn, 0)
+    [first] = active(conn, "b1")
+    future(conn, "b1", 60)
+    future(conn, "b1", 120)
+    dispatch(conn, 120)
+    assert [f["fire_at"] for f in futures(conn, "b1") if f["hold"] == "overlap"] == [at(60)]
+    future(conn, "b1", 180)
+    dispatch(conn, 180)
+    assert states(conn, "b1") == ["dispatched", "skipped", "skipped"]
+    complete(conn, first, 200)
+    assert dispatch(conn, 200)["dispatched"] == 1
+    assert [r["fire_at"] for r in runs(conn, "b1") if r["state"] == "dispatched"] == [at(60)]
+
+
+def test_overlap_buffer_all_runs_every_held_fire_in_order(conn):
+    job(conn, "ba", overlap="buffer_all")
+    for t in (0, 60, 120, 180):
+        future(conn, "ba", t)
+    dispatch(conn, 200)
+    assert len(active(conn, "ba")) == 1
+    order = []
+    for step in range(4):
+        [rid] = active(conn, "ba")
+        order.append(next(r["fire_at"] for r in runs(conn, "ba") if r["run_id"] == rid))
+        complete(conn, rid, 300 + step)
+        dispatch(conn, 300 + step)
+    assert order == [at(0), at(60), at(120), at(180)]
+    assert states(conn, "ba") == ["succeeded"] * 4
+
+
+def test_overlap_allow_dispatches_while_another_run_is_unfinished(conn):
+    job(conn, "al", overlap="allow")
+    for t in (0, 60, 120):
+        future(conn, "al", t)
+    dispatch(conn, 10)
+    assert dispatch(conn, 200)["dispatched"] == 2
+    assert len(active(conn, "al")) == 3
+    assert jobrow(conn, "al")["active_runs"] == 3
+
+
+def test_overlap_cancel_other_asks_the_running_one_to_stop_and_dispatches_the_new(conn):
+    job(conn, "co", overlap="cancel_other")
+    future(conn, "co", 0)
+    dispatch(conn, 0)
+    [old] = active(conn, "co")
+    conn.execute("SELECT cronbox.start_run(%s, 'w1', %s)", (old, at(1)))
+    future(conn, "co", 60)
+    assert dispatch(conn, 60)["dispatched"] == 1
+    assert conn.execute("SELECT cronbox.heartbeat(%s, 'w1', %s)", (old, at(61))).fetchone()[0] == "cancel"
+    assert fail(conn, old, 62, "stopped on request", retryable=False) == "cancelled"
+    assert states(conn, "co") == ["cancelled", "dispatched"]
+
+
+# --- queue limits ----------------------------------------------------------------------
+
+
+def test_queue_limit_of_two_never_has_three_running(conn):
+    assert conn.execute("SELECT cronbox.set_queue_limit('narrow', 2)").fetchone()[0] == 0
+    for i in range(6):
+        job(conn, f"q{i}", queue="narrow", priority=i)
+        future(conn, f"q{i}", 0)
+    now, started = 1, []
+
+    def running() -> list[int]:
+        return [r[0] for r in conn.execute(
+            "SELECT run_id FROM cronbox.run WHERE queue = 'narrow' "
+            "AND state IN ('dispatched', 'delivered', 'running') ORDER BY run_id")]
+
+    out = dispatch(conn, now)
+    assert (out["dispatched"], out["held"]) == (2, 4)
+    while True:
+        current = running()
+        assert len(current) <= 2
+        if not current:
+            break
+        started += [r for r in current if r not in started]
+        now += 1
+        complete(conn, current[0], now)
+        dispatch(conn, now)
+    names = [conn.execute("SELECT job_name FROM cronbox.run WHERE run_id = %s", (r,)).fetchone()[0]
+             for r in started]
+    assert names == [f"q{i}" for i in range(6)]  # held fires went in priority order
+    assert conn.execute("SELECT running FROM cronbox.queue_limit WHERE queue = 'narrow'").fetchone()[0] == 0
+
+
+def test_queue_limit_counts_runs_already_unfinished_when_it_is_set(conn):
+    job(conn, "a", queue="q", overlap="allow")
+    for t in (0, 1, 2):
+        future(conn, "a", t)
+    dispatch(conn, 5)
+    assert conn.execute("SELECT cronbox.set_queue_limit('q', 2)").fetchone()[0] == 3
+    future(conn, "a", 10)
+    assert dispatch(conn, 10)["held"] == 1
+    complete(conn, active(conn, "a")[0], 11)
+    assert dispatch(conn, 11)["dispatched"] == 0  # still 2 unfinished: at the cap
+    complete(conn, active(conn, "a")[0], 12)
+    assert dispatch(conn, 12)["dispatched"] == 1
+
+
+def test_removing_a_queue_limit_releases_held_fires(conn):
+    conn.execute("SELECT cronbox.set_queue_limit('q', 1)")
+    job(conn, "a", queue="q", overlap="allow")
+    future(conn, "a", 0)
+    future(conn, "a", 1)
+    assert dispatch(conn, 2)["held"] == 1
+    conn.execute("SELECT cronbox.set_queue_limit('q', NULL)")
+    assert dispatch(conn, 3)["dispatched"] == 1
+
+
+@pytest.mark.parametrize("value", [0, -3])
+def test_set_queue_limit_rejects_a_cap_below_one(conn, value):
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="max_running"):
+        conn.execute("SELECT cronbox.set_queue_limit('q', %s)", (value,))
+
+
+def test_dispatch_rejects_a_batch_below_one(conn):
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="p_limit"):
+        conn.execute("SELECT * FROM cronbox.dispatch(0)")

@@ -1,0 +1,186 @@
+"""Guards: the hot statements use their partial indexes and never scan history; two pollers
+and two pull-mode workers on one queue claim disjoint runs and dispatch no fire twice."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+
+import psycopg
+
+from cronbox import db
+
+from .procs import Proc, wait_until
+from .runs_support import T0, at, dispatch, future, job
+
+
+def plans_of(conn: psycopg.Connection, sql: str, params=()) -> list[dict]:
+    """The plans of every statement run by `sql`, nested ones included (auto_explain)."""
+    found: list[dict] = []
+
+    def on_notice(diag: psycopg.errors.Diagnostic) -> None:
+        text = diag.message_primary or ""
+        if "Query Text" in text:
+            found.append(json.loads(text[text.index("{"):]))
+
+    conn.execute("LOAD 'auto_explain'")
+    for setting, value in (("log_min_duration", "0"), ("log_nested_statements", "on"),
+                           ("log_format", "json")):
+        conn.execute(f"SET LOCAL auto_explain.{setting} = {value}")
+    conn.execute("SET LOCAL client_min_messages = log")
+    conn.add_notice_handler(on_notice)
+    try:
+        conn.execute(sql, params)
+    finally:
+        conn.remove_notice_handler(on_notice)
+        conn.execute("SET LOCAL client_min_messages = notice")
+    return found
+
+
+def nodes(plan: dict):
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from nodes(child)
+
+
+def scans(plans: list[dict]) -> list[tuple[str, str, str | None]]:
+    """(node type, relation, index) of every scan in the plans."""
+    out = []
+    for p in plans:
+        for n in nodes(p["Plan"]):
+            if "Relation Name" in n and n["Node Type"] != "ModifyTable":
+                if n["Node Type"] == "Bitmap Heap Scan":
+                    # by key all the same when every bitmap underneath is an index scan:
+                    # report each of those indexes as an index scan of the relation
+                    bitmaps = [c for c in nodes(n) if c["Node Type"] == "Bitmap Index Scan"]
+                    out += [("Index Scan", n["Relation Name"], c["Index Name"]) for c in bitmaps]
+                    if not bitmaps:
+                        out.append((n["Node Type"], n["Relation Name"], None))
+                    continue
+                out.append((n["Node Type"], n["Relation Name"], n.get("Index Name")))
+    return out
+
+
+def assert_no_history_scan(seen: list[tuple[str, str, str | None]]) -> None:
+    """cronbox.run is only reached by run_id (primary key) or the unfinished-runs index."""
+    for node, rel, idx in seen:
+        if rel.startswith("run") or rel in ("job_future", "outbox"):
+            assert node in ("Index Scan", "Index Only Scan"), (node, rel, idx)
+        if rel.startswith("run_"):
+            assert idx in (f"{rel}_pkey", f"{rel}_job_id_idx"), (rel, idx)  # never run_job_history_idx
+
+
+def big_history(conn: psycopg.Connection) -> None:
+    """Enough finished history and not-yet-due futures that a scan would show."""
+    job(conn, "hist", overlap="allow")
+    # finished runs in every partition (yesterday .. a week ahead), as a running system has
+    conn.execute(
+        "INSERT INTO cronbox.run (run_id, job_id, job_name, queue, fire_at, state, finished_at) "
+        "SELECT cronbox.run_id_at(date_trunc('day', now()) + make_interval(days => d)) + g, "
+        "       j.job_id, j.name, j.queue, %s, 'succeeded', %s "
+        "FROM cronbox.job j, generate_series(-1, 7) d, generate_series(1, 3000) g "
+        "WHERE j.name = 'hist'", (T0, T0))
+    conn.execute(
+        "INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
+        "SELECT j.job_id, %s + make_interval(secs => g), %s + make_interval(secs => g) "
+        "FROM cronbox.job j, generate_series(1, 20000) g WHERE j.name = 'hist'", (at(3600), at(3600)))
+    conn.execute("ANALYZE cronbox.run")
+    conn.execute("ANALYZE cronbox.job_future")
+    conn.execute("ANALYZE cronbox.outbox")
+
+
+def test_dispatch_uses_the_ready_index_and_never_scans_history(conn):
+    big_history(conn)
+    job(conn, "hot", overlap="cancel_other")
+    for t in range(5):
+        future(conn, "hot", t)
+    plans = plans_of(conn, "SELECT * FROM cronbox.dispatch(100, %s)", (at(10),))
+    seen = scans(plans)
+    assert ("job_future", "job_future_ready_idx") in {(rel, idx) for _, rel, idx in seen}
+    assert_no_history_scan(seen)
+    assert conn.execute("SELECT count(*) FROM cronbox.run WHERE state = 'dispatched'").fetchone()[0] == 1
+
+
+def test_claim_runs_uses_the_pull_index(conn):
+    big_history(conn)
+    job(conn, "pulled", queue="pg", overlap="allow")
+    job(conn, "pushed", queue="http", overlap="allow")
+    for t in range(300):
+        future(conn, "pushed", t)
+    for t in range(3):
+        future(conn, "pulled", t)
+    dispatch(conn, 400)
+    conn.execute("ANALYZE cronbox.outbox")
+    conn.execute("ANALYZE cronbox.run")
+    plans = plans_of(conn, "SELECT * FROM cronbox.claim_runs('pg', 'w', 10, %s)", (at(401),))
+    seen = scans(plans)
+    assert ("outbox", "outbox_pull_idx") in {(rel, idx) for _, rel, idx in seen}
+    assert_no_history_scan(seen)
+    assert conn.execute("SELECT count(*) FROM cronbox.run WHERE state = 'running'").fetchone()[0] == 3
+
+
+def test_reports_and_the_reaper_reach_runs_by_key_or_unfinished_index_only(conn):
+    big_history(conn)
+    job(conn, "rep", overlap="allow")
+    for t in range(3):
+        future(conn, "rep", t)
+    dispatch(conn, 10)
+    conn.execute("ANALYZE cronbox.run")
+    ids = [r[0] for r in conn.execute("SELECT run_id FROM cronbox.run WHERE state = 'dispatched'")]
+    plans = plans_of(conn, "SELECT * FROM cronbox.complete_runs(%s, NULL, %s)", (ids, at(11)))
+    assert_no_history_scan(scans(plans))
+    plans = plans_of(conn, "SELECT cronbox.reap_lost(100, %s)", (at(12),))
+    seen = scans(plans)
+    for node, rel, idx in seen:  # the reaper reads only the partial indexes of unfinished runs
+        if rel.startswith("run_"):
+            assert node in ("Index Scan", "Index Only Scan") and idx.endswith(("_lease_until_idx", "_job_id_idx")), (rel, idx)
+
+
+# --- two pollers, two pull-mode workers --------------------------------------------------
+
+
+def test_two_pollers_and_two_pull_workers_claim_disjoint_runs_and_dispatch_nothing_twice(fresh_dsn, tmp_path):
+    with db.connect(fresh_dsn) as conn:
+        conn.execute("SELECT cronbox.schedule('j' || g, every => '1 second', queue => 'pg', overlap => 'allow') "
+                     "FROM generate_series(1, 150) g")
+    claims: dict[str, list[int]] = {"wa": [], "wb": []}
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def worker(name: str) -> None:
+        try:
+            with db.connect(fresh_dsn) as conn:
+                while True:
+                    rows = conn.execute("SELECT run_id FROM cronbox.claim_runs('pg', %s, 20)", (name,)).fetchall()
+                    ids = [r[0] for r in rows]
+                    claims[name] += ids
+                    if ids:
+                        conn.execute("SELECT count(*) FROM cronbox.complete_runs(%s)", (ids,))
+                    elif stop.is_set():
+                        return
+        except BaseException as exc:  # surfaced by the assertion below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in claims]
+    env = {"CRONBOX_DISPATCH_BATCH": "40", "CRONBOX_LOG_LEVEL": "debug"}
+    with Proc("poller", fresh_dsn, tmp_path, **env) as p1, Proc("poller", fresh_dsn, tmp_path, **env) as p2:
+        for t in threads:
+            t.start()
+        wait_until(lambda: len(claims["wa"]) + len(claims["wb"]) >= 600, timeout=60, what="600 claimed runs")
+        assert p1.terminate() == 0, p1.output
+        assert p2.terminate() == 0, p2.output
+        stop.set()
+        for t in threads:
+            t.join(30)
+    assert not errors, errors
+    a, b = set(claims["wa"]), set(claims["wb"])
+    assert a and b and not a & b
+    assert len(a) == len(claims["wa"]) and len(b) == len(claims["wb"])  # no run claimed twice
+    with db.connect(fresh_dsn) as conn:
+        fires = conn.execute("SELECT job_id, fire_at, attempt FROM cronbox.run WHERE state <> 'missed'").fetchall()
+        dispatched = {r[0] for r in conn.execute(
+            "SELECT run_id FROM cronbox.run WHERE state NOT IN ('missed', 'skipped')")}
+        left = conn.execute("SELECT count(*) FROM cronbox.outbox WHERE kind = 'run'").fetchone()[0]
+    assert [f for f, n in Counter(fires).items() if n > 1] == []  # no fire dispatched twice
+    assert dispatched == a | b and left == 0  # every dispatched run was claimed exactly once

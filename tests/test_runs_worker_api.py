@@ -1,0 +1,138 @@
+"""The worker API: start_run, heartbeat, complete_run, fail_run, cancel, claim_runs, batches."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from .runs_support import active, at, complete, dispatch, fail, future, job, jobrow, runs, states
+
+
+def one_run(conn, name="w", **opts) -> int:
+    job(conn, name, **opts)
+    future(conn, name, 0)
+    dispatch(conn, 0)
+    [rid] = active(conn, name)
+    return rid
+
+
+def test_start_heartbeat_complete_walks_the_states_and_extends_the_lease(conn):
+    rid = one_run(conn, timeout="60 seconds")
+    deadline = conn.execute("SELECT cronbox.start_run(%s, 'w1', %s)", (rid, at(10))).fetchone()[0]
+    assert deadline == at(70)
+    assert conn.execute("SELECT cronbox.heartbeat(%s, 'w1', %s)", (rid, at(50))).fetchone()[0] == "continue"
+    [r] = runs(conn, "w")
+    assert (r["state"], r["worker"], r["lease_until"]) == ("running", "w1", at(110))
+    assert complete(conn, rid, 80, {"rows": 3}) == "succeeded"
+    [r] = runs(conn, "w")
+    assert (r["state"], r["result"], r["finished_at"], r["lease_until"]) == ("succeeded", {"rows": 3}, at(80), None)
+    assert r["duration"].total_seconds() == 70
+    j = jobrow(conn, "w")
+    assert (j["active_runs"], j["last_run_state"], j["last_success_at"]) == (0, "succeeded", at(80))
+
+
+def test_start_run_is_idempotent_for_the_same_worker_and_refused_for_another(conn):
+    rid = one_run(conn)
+    first = conn.execute("SELECT cronbox.start_run(%s, 'w1', %s)", (rid, at(1))).fetchone()[0]
+    assert conn.execute("SELECT cronbox.start_run(%s, 'w1', %s)", (rid, at(2))).fetchone()[0] == first
+    with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState, match="running on worker w1"):
+        conn.execute("SELECT cronbox.start_run(%s, 'w2', %s)", (rid, at(3)))
+
+
+def test_calls_on_an_unknown_run_raise_no_data_found(conn):
+    for sql in ("SELECT cronbox.start_run(42, 'w')", "SELECT cronbox.heartbeat(42)",
+                "SELECT cronbox.complete_run(42)", "SELECT cronbox.fail_run(42, 'x')",
+                "SELECT cronbox.cancel(42)"):
+        with pytest.raises(psycopg.errors.NoDataFound, match="run_id: no run 42"), conn.transaction():
+            conn.execute(sql)
+
+
+def test_reports_on_a_skipped_run_are_refused(conn):
+    job(conn, "s")
+    future(conn, "s", 0)
+    future(conn, "s", 1)
+    dispatch(conn, 1)
+    skipped = next(r["run_id"] for r in runs(conn, "s") if r["state"] == "skipped")
+    with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState, match="skipped, it never ran"), conn.transaction():
+        complete(conn, skipped, 2)
+    with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState, match="cannot be started"), conn.transaction():
+        conn.execute("SELECT cronbox.start_run(%s, 'w', %s)", (skipped, at(2)))
+    with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState, match="nothing to cancel"), conn.transaction():
+        conn.execute("SELECT cronbox.cancel(%s)", (skipped,))
+
+
+def test_heartbeat_answers_cancel_to_another_worker_and_after_the_run_finished(conn):
+    rid = one_run(conn)
+    conn.execute("SELECT cronbox.start_run(%s, 'w1', %s)", (rid, at(1)))
+    assert conn.execute("SELECT cronbox.heartbeat(%s, 'w2', %s)", (rid, at(2))).fetchone()[0] == "cancel"
+    complete(conn, rid, 3)
+    assert conn.execute("SELECT cronbox.heartbeat(%s, 'w1', %s)", (rid, at(4))).fetchone()[0] == "cancel"
+
+
+def test_duplicate_completion_is_kept_as_a_late_report(conn):
+    rid = one_run(conn)
+    complete(conn, rid, 5, {"n": 1})
+    assert fail(conn, rid, 6, "second delivery failed") == "succeeded"
+    [r] = runs(conn, "w")
+    assert (r["state"], r["result"]) == ("succeeded", {"n": 1})
+    assert r["late_report"]["report"] == "failed" and r["late_report"]["error"] == "second delivery failed"
+    assert jobrow(conn, "w")["active_runs"] == 0
+
+
+def test_cancel_of_a_run_still_in_the_outbox_cancels_it_and_withdraws_the_message(conn):
+    rid = one_run(conn)
+    assert conn.execute("SELECT cronbox.cancel(%s, %s)", (rid, at(1))).fetchone()[0] == "cancelled"
+    assert states(conn, "w") == ["cancelled"]
+    assert conn.execute("SELECT count(*) FROM cronbox.outbox WHERE run_id = %s", (rid,)).fetchone()[0] == 0
+    assert jobrow(conn, "w")["active_runs"] == 0
+    with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState, match="cancelled, it cannot be started"):
+        conn.execute("SELECT cronbox.start_run(%s, 'w', %s)", (rid, at(2)))
+
+
+def test_cancel_of_a_running_run_is_requested_then_acknowledged_by_the_worker(conn):
+    rid = one_run(conn, max_attempts=3)
+    conn.execute("SELECT cronbox.start_run(%s, 'w1', %s)", (rid, at(1)))
+    assert conn.execute("SELECT cronbox.cancel(%s, %s)", (rid, at(2))).fetchone()[0] == "cancel_requested"
+    assert conn.execute("SELECT cronbox.heartbeat(%s, 'w1', %s)", (rid, at(3))).fetchone()[0] == "cancel"
+    assert fail(conn, rid, 4, "interrupted") == "cancelled"
+    assert states(conn, "w") == ["cancelled"]
+    assert conn.execute("SELECT count(*) FROM cronbox.job_future").fetchone()[0] == 0  # no retry of a cancel
+
+
+def test_claim_runs_gives_disjoint_runs_with_deadline_and_marks_them_running(conn):
+    job(conn, "pull", queue="pg", overlap="allow", timeout="2 minutes")
+    for t in range(5):
+        future(conn, "pull", t)
+    dispatch(conn, 10)
+    cols = "run_id, job, attempt, deadline, idempotency_key, message"
+    a = conn.execute(f"SELECT {cols} FROM cronbox.claim_runs('pg', 'wa', 3, %s)", (at(11),)).fetchall()
+    b = conn.execute(f"SELECT {cols} FROM cronbox.claim_runs('pg', 'wb', 3, %s)", (at(11),)).fetchall()
+    assert len(a) == 3 and len(b) == 2
+    assert not {r[0] for r in a} & {r[0] for r in b}
+    rid, name, attempt, deadline, key, msg = a[0]
+    assert (name, attempt, deadline, key) == ("pull", 1, at(131), f"{rid}:1")
+    assert msg["deadline"] is not None and msg["run_id"] == rid
+    assert {r["worker"] for r in runs(conn, "pull")} == {"wa", "wb"}
+    assert set(states(conn, "pull")) == {"running"}
+    assert conn.execute("SELECT count(*) FROM cronbox.claim_runs('pg', 'wc', 3, %s)", (at(12),)).fetchone()[0] == 0
+
+
+def test_claim_runs_validates_its_arguments(conn):
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="n: must be at least 1"), conn.transaction():
+        conn.execute("SELECT * FROM cronbox.claim_runs('q', 'w', 0)")
+    with pytest.raises(psycopg.errors.NullValueNotAllowed, match="worker"), conn.transaction():
+        conn.execute("SELECT * FROM cronbox.claim_runs('q', NULL, 1)")
+
+
+def test_complete_runs_finishes_a_batch_and_reports_each_verdict(conn):
+    job(conn, "batch", overlap="allow")
+    for t in range(3):
+        future(conn, "batch", t)
+    dispatch(conn, 5)
+    ids = active(conn, "batch")
+    complete(conn, ids[0], 6)
+    rows = conn.execute("SELECT run_id, state, verdict FROM cronbox.complete_runs(%s, NULL, %s)",
+                        (ids + [7], at(7))).fetchall()
+    assert rows == [(ids[0], "succeeded", "late"), (ids[1], "succeeded", "finished"),
+                    (ids[2], "succeeded", "finished"), (7, None, "not_found")]
+    assert jobrow(conn, "batch")["active_runs"] == 0
