@@ -60,7 +60,7 @@ BEGIN
         SELECT p.*, j.name, j.queue, j.overlap, j.timeout, j.active_runs,
                coalesce(p.payload, j.payload) AS message_payload,
                g.waiting, g.timeout_at,
-               CASE WHEN j.paused THEN 'hold_paused'
+               CASE WHEN j.paused AND p.origin <> 'manual' THEN 'hold_paused'  -- trigger() runs anyway
                     WHEN g.waiting IS NOT NULL AND g.timeout_at <= p_now THEN 'fail_dependency'
                     WHEN g.waiting IS NOT NULL THEN 'hold_dependency' END AS pre
         FROM picked p

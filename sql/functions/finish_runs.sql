@@ -192,14 +192,12 @@ BEGIN
         FROM unnest(v_paused_ids, v_paused_names, v_paused_reasons) AS p(job_id, name, reason);
 
         -- 4. fixed_delay jobs: the next fire is `every` after this one finished (if no retry).
-        IF to_regprocedure('cronbox.schedule_next_fixed_delay(bigint,timestamptz)') IS NOT NULL THEN
-            PERFORM cronbox.schedule_next_fixed_delay(f.job_id, p_now)
-            FROM unnest(v_fin) f
-            JOIN cronbox.job j ON j.job_id = f.job_id
-            WHERE j.every_mode = 'fixed_delay'
-              AND NOT (f.state IN ('failed', 'lost') AND f.retryable
-                       AND (f.attempt < j.max_attempts OR j.on_error = 'retry_soon'));
-        END IF;
+        PERFORM cronbox.schedule_next_fixed_delay(f.job_id, p_now)
+        FROM unnest(v_fin) f
+        JOIN cronbox.job j ON j.job_id = f.job_id
+        WHERE j.every_mode = 'fixed_delay'
+          AND NOT (f.state IN ('failed', 'lost') AND f.retryable
+                   AND (f.attempt < j.max_attempts OR j.on_error = 'retry_soon'));
 
         -- 5. Limited queues: free the slots and release that many queue-held futures.
         PERFORM 1 FROM cronbox.queue_limit q

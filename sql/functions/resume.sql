@@ -43,6 +43,8 @@ BEGIN
     UPDATE cronbox.job j SET
         paused = false, paused_reason = NULL, paused_at = NULL, updated_at = p_now
     WHERE j.job_id = v_job.job_id;
+    -- Retry futures held while paused go back to the ready index now, not at the backstop.
+    PERFORM cronbox.release_job_holds(v_job.job_id, p_now);
     PERFORM cronbox.record_change(v_job.job_id, v_job.name, 'resumed',
                                   coalesce(resume.reason, 'resumed by operator'), p_now);
     PERFORM pg_notify('cronbox_schedule', v_job.job_id::text);

@@ -39,6 +39,8 @@ DECLARE
     v_old cronbox.job;
     v_pending timestamptz;    -- fixed delay: the deleted pending fire, kept when `every` is unchanged
     v_job_id bigint;
+    v_missing text;
+    v_cycle text;
 BEGIN
     PERFORM cronbox.validate_schedule_args(
         schedule.name, schedule.cron, schedule.every, schedule.at, schedule.payload,
@@ -56,6 +58,22 @@ BEGIN
                    WHEN schedule.every IS NOT NULL THEN 'every'
                    WHEN schedule.at IS NOT NULL THEN 'at'
                    ELSE 'after' END;
+    IF v_kind = 'after' THEN
+        -- Upstreams must exist (and be visible to the caller); serialise with add_dependency
+        -- so two concurrent changes cannot close a cycle between them.
+        PERFORM pg_advisory_xact_lock(hashtext('cronbox.dependencies'));
+        SELECT string_agg(quote_literal(u.name), ', ') INTO v_missing
+        FROM unnest(schedule.after) AS u(name)
+        WHERE NOT EXISTS (SELECT 1 FROM cronbox.job j WHERE j.name = u.name);
+        IF v_missing IS NOT NULL THEN
+            RAISE EXCEPTION 'after: no schedule named %', v_missing
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        IF schedule.name = ANY (schedule.after) THEN
+            RAISE EXCEPTION 'after: % cannot wait for itself', quote_literal(schedule.name)
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    END IF;
     IF v_kind = 'cron' THEN
         v_cron := cronbox.normalize_cron(schedule.cron);
     END IF;
@@ -184,6 +202,16 @@ BEGIN
         WHERE j.job_id = v_job_id;
         PERFORM cronbox.record_change(v_job_id, schedule.name, 'updated',
                                       coalesce(schedule.reason, 'updated'), p_now);
+    END IF;
+    IF v_kind = 'after' THEN
+        -- A cycle can only close through existing jobs; the error aborts the whole statement.
+        v_cycle := cronbox.find_dependency_cycle(v_job_id, ARRAY(
+            SELECT j.job_id FROM cronbox.job j WHERE j.name = ANY (schedule.after)));
+        IF v_cycle IS NOT NULL THEN
+            RAISE EXCEPTION 'after: % waiting for % would make a cycle: %', quote_literal(schedule.name),
+                array_to_string(schedule.after, ', '), v_cycle
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
     END IF;
     PERFORM pg_notify('cronbox_schedule', v_job_id::text);
     RETURN v_job_id;
