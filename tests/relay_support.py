@@ -72,7 +72,8 @@ class Worker:
         return f"http://127.0.0.1:{self.port}/run"
 
     def keys(self) -> list[str]:
-        return [m["idempotency_key"] for r in self.received for m in r.messages]
+        """Idempotency keys of the run messages received (notifications carry an `event`)."""
+        return [m["idempotency_key"] for r in self.received for m in r.messages if "event" not in m]
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()

@@ -194,7 +194,8 @@ BEGIN
                jsonb_build_object(
                    'event', 'dependency_timeout', 'job', fire.name, 'run_id', fire.run_id,
                    'fire_at', fire.fire_at, 'waiting_for', fire.waiting, 'at', p_now,
-                   'error', format('dependency: no recent enough success of %s', fire.waiting)),
+                   'error', format('dependency: no recent enough success of %s', fire.waiting),
+                   'idempotency_key', 'dependency_timeout:' || fire.run_id),
                interval '5 minutes', p_now, p_now
         FROM fire
         WHERE fire.act = 'fail_dependency'

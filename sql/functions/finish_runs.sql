@@ -169,14 +169,17 @@ BEGIN
             SELECT d.run_id, 'cronbox.notifications', 'notification',
                    jsonb_build_object('event', 'run_failed', 'job', d.job_name, 'run_id', d.run_id,
                                       'fire_at', d.fire_at, 'attempt', d.attempt, 'state', d.state,
-                                      'error', d.error, 'on_error', d.on_error, 'at', p_now),
+                                      'error', d.error, 'on_error', d.on_error, 'at', p_now,
+                                      'idempotency_key', 'run_failed:' || d.run_id),
                    p_now, p_now
             FROM decide d
             WHERE d.exhausted AND d.attempt <= d.max_attempts
             UNION ALL
             SELECT NULL, 'cronbox.notifications', 'notification',
                    jsonb_build_object('event', 'schedule_paused', 'job', b.name,
-                                      'reason', b.pause_reason, 'at', p_now),
+                                      'reason', b.pause_reason, 'at', p_now,
+                                      'idempotency_key', 'schedule_paused:' || b.job_id || ':'
+                                                         || extract(epoch FROM p_now)::text),
                    p_now, p_now
             FROM book b
             WHERE b.paused_now

@@ -86,23 +86,13 @@ BEGIN
     FROM moved mv;
 
     IF v_runs IS NOT NULL THEN
-        -- dispatched -> failed (undeliverable); the job's count of unfinished runs follows.
-        WITH undeliverable AS (
-            UPDATE cronbox.run r SET
-                state = 'failed',
-                error = 'undeliverable: ' || coalesce(d.error, 'unknown error'),
-                finished_at = p_now,
-                lease_until = NULL
-            FROM unnest(v_runs, v_errors) AS d(run_id, error)
-            WHERE r.run_id = d.run_id AND r.state = 'dispatched'
-            RETURNING r.job_id, r.run_id
-        )
-        UPDATE cronbox.job j SET
-            active_runs = greatest(j.active_runs - c.n, 0),
-            last_run_state = CASE WHEN j.last_run_id = ANY (c.runs) THEN 'failed' ELSE j.last_run_state END
-        FROM (SELECT u.job_id, count(*)::integer AS n, array_agg(u.run_id) AS runs
-              FROM undeliverable u GROUP BY u.job_id) c
-        WHERE j.job_id = c.job_id;
+        -- dispatched -> failed (undeliverable) through the run side's one finishing path, so
+        -- the failure streak, on_error, notifications and held fires follow as for any final
+        -- failure. Not retryable: delivery itself was already retried; redrive() re-sends.
+        PERFORM cronbox.finish_runs(v_runs, 'failed', NULL,
+            ARRAY(SELECT 'undeliverable: ' || coalesce(e.error, 'unknown error')
+                  FROM unnest(v_errors) WITH ORDINALITY AS e(error, n) ORDER BY e.n),
+            false, p_now);
     END IF;
     RETURN QUERY SELECT v_retried, v_dead, v_dead_ids;
 END
