@@ -6,6 +6,7 @@ changes a result type, or sit behind PgBouncer.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -76,12 +77,18 @@ def _count_db_error() -> None:
     metrics.observe_db_error()
 
 
-async def retrying(op: Callable[[], Awaitable[T]], *, budget: float, what: str) -> T:
-    """Run a whole transaction again on connection errors, bounded by time (they carry no SQLSTATE)."""
+async def retrying(op: Callable[[], Awaitable[T]], *, budget: float, what: str,
+                   stop: asyncio.Event | None = None) -> T:
+    """Run a whole transaction again on connection errors, bounded by time (they carry no
+    SQLSTATE). With `stop`, give up (re-raising the last error) once it is set: a process
+    asked to shut down while the database is away must not retry for the whole budget."""
+    give_up = stop_after_delay(budget)
+    if stop is not None:
+        give_up = give_up | (lambda _state: stop.is_set())
     async for attempt in AsyncRetrying(
         retry=retry_if_exception_type((psycopg.OperationalError, psycopg.InterfaceError)),
         wait=wait_exponential_jitter(multiplier=0.1, max=5),
-        stop=stop_after_delay(budget),
+        stop=give_up,
         reraise=True,
         before_sleep=lambda rs: (_count_db_error(), log.warning(
             "%s failed, retrying", what, extra={"fields": {"attempt": rs.attempt_number, "error": explain(rs.outcome.exception())}}

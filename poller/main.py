@@ -15,6 +15,8 @@ import asyncio
 import dataclasses
 import logging
 
+import psycopg
+
 from cronbox import db, metrics
 from cronbox.config import Config
 from cronbox.log import event
@@ -64,13 +66,42 @@ async def tick(pool, cfg: Config, limit: int) -> Tick:
     return Tick(again=again, sleep=sleep, dispatched=dispatched)
 
 
+async def _tick_unless_stopped(pool, cfg: Config, limit: int, waker: Waker) -> Tick | None:
+    """One tick, retried while the database is away. On SIGTERM an in-flight tick gets the
+    shutdown timeout to finish; one still waiting for the database then is cancelled (its
+    transaction rolls back: nothing half-done). None = stop now."""
+    work = asyncio.ensure_future(db.retrying(lambda: tick(pool, cfg, limit), budget=3600,
+                                             what="poller tick", stop=waker.stop))
+    stop = asyncio.ensure_future(waker.stop.wait())
+    try:
+        await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
+        if not work.done():
+            await asyncio.wait({work}, timeout=cfg.shutdown_timeout.total_seconds())
+    finally:
+        stop.cancel()
+        if not work.done():
+            work.cancel()
+    try:
+        return await work
+    except asyncio.CancelledError:
+        if waker.stop.is_set():
+            return None
+        raise
+    except (psycopg.OperationalError, psycopg.InterfaceError):
+        if waker.stop.is_set():  # asked to stop while the database is away: just stop
+            return None
+        raise
+
+
 async def dispatch_loop(pool, cfg: Config, waker: Waker) -> None:
     cap = cfg.dispatch_tick_cap
     while not waker.stop.is_set():
         budget = cap
         while not waker.stop.is_set():
             limit = cfg.dispatch_batch if cap == 0 else max(1, min(cfg.dispatch_batch, budget))
-            t = await db.retrying(lambda: tick(pool, cfg, limit), budget=3600, what="poller tick")
+            t = await _tick_unless_stopped(pool, cfg, limit, waker)
+            if t is None:
+                return
             metrics.tick("poller")
             budget -= t.dispatched
             if cap and budget <= 0:
