@@ -231,6 +231,18 @@ class Database:
                 "pg_snapshot_xmax(pg_current_snapshot())::text::float8").fetchone()
         return {"wal_bytes": float(lsn), "write_xacts": float(xid)}
 
+    def table_sizes(self, tables: list[str]) -> dict[str, dict[str, int]]:
+        """Heap (with TOAST) and index bytes of each table, partitions included."""
+        out: dict[str, dict[str, int]] = {}
+        with self.connect() as conn:
+            for t in tables:
+                row = conn.execute(
+                    "SELECT coalesce(sum(pg_table_size(c.oid)), 0), coalesce(sum(pg_indexes_size(c.oid)), 0) "
+                    "FROM pg_class c WHERE c.oid = %s::regclass OR c.oid IN ("
+                    "  SELECT inhrelid FROM pg_inherits WHERE inhparent = %s::regclass)", (t, t)).fetchone()
+                out[t] = {"table_bytes": int(row[0]), "index_bytes": int(row[1])}
+        return out
+
     def reset_statements(self) -> bool:
         try:
             with self.connect() as conn:
