@@ -231,6 +231,20 @@ class Database:
                 "pg_snapshot_xmax(pg_current_snapshot())::text::float8").fetchone()
         return {"wal_bytes": float(lsn), "write_xacts": float(xid)}
 
+    def clone_jobs(self, template: str, prefix: str, count: int) -> None:
+        """Bulk path: `count` copies of job `template` named prefix1..prefixN (every column but
+        the id and the name copied, so new columns come along). cronbox.schedule() checks the
+        time zone against pg_timezone_names on every call (tens of ms each), which would
+        dominate a bench's set-up; the copies are what schedule() would have written."""
+        with self.connect() as conn:
+            cols = [r[0] for r in conn.execute(
+                "SELECT attname FROM pg_attribute WHERE attrelid = 'cronbox.job'::regclass AND attnum > 0 "
+                "AND NOT attisdropped AND attname NOT IN ('job_id', 'name') ORDER BY attnum").fetchall()]
+            collist = ", ".join(f'"{c}"' for c in cols)
+            conn.execute(
+                f"INSERT INTO cronbox.job (name, {collist}) SELECT %s || i, {collist} "
+                f"FROM cronbox.job, generate_series(1, %s) AS i WHERE name = %s", (prefix, count, template))
+
     def table_sizes(self, tables: list[str]) -> dict[str, dict[str, int]]:
         """Heap (with TOAST) and index bytes of each table, partitions included."""
         out: dict[str, dict[str, int]] = {}
