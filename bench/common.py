@@ -45,8 +45,7 @@ DURABLE_SETTINGS = {
     "checkpoint_timeout": "15min",
     "max_connections": "200",
     "track_io_timing": "on",
-    "shared_preload_libraries": "pg_stat_statements",
-    "pg_stat_statements.track": "top",
+    "shared_preload_libraries": "pg_stat_statements",  # track stays settable: ALTER SYSTEM (profile runs)
     "pg_stat_statements.max": "5000",
 }
 
