@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections import Counter
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from bench.common import (
     Database, Fleet, base_report, cpu_delta, emit, extra_env, log, parse_args, pct, postgres_cpu,
     wait_until, workdir,
 )
-from bench.throughput import wait_worker, worker_stats
+from bench.pipeline import wait_worker, worker_stats
 from cronbox.pgcluster import free_port
 
 
@@ -193,7 +192,7 @@ def summary(r: dict[str, Any]) -> list[str]:
         f"  fires expected {r['expected']}, arrived {r['arrived']} ({r['distinct_fires_arrived']} distinct fires): "
         f"not arrived by the end {r['not_arrived']} (no run at all: {r['missed']}), doubled {r['doubled']}, "
         f"redelivered {r['redelivered']}; run states in window {r['db_states_in_window']}",
-        f"  trigger() -> arrival: " + (str(trig.get("latency_ms")) if trig.get("available") and "latency_ms" in trig
+        "  trigger() -> arrival: " + (str(trig.get("latency_ms")) if trig.get("available") and "latency_ms" in trig
                                        else trig.get("reason") or trig.get("error") or "n/a"),
         f"  from the run rows (p50/p99 ms): {r.get('db_stage_ms')}",
         f"  CPU s per s: {r.get('cpu_s_per_s')}",

@@ -28,98 +28,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-import orjson
 
 from bench.common import (
-    REPO, Database, Fleet, base_report, cpu_delta, emit, extra_env, log, parse_args, per_run,
+    Database, Fleet, base_report, cpu_delta, emit, extra_env, log, parse_args, per_run,
     postgres_cpu, py_spy, py_spy_record, spread, summarize_collapsed, wait_until, workdir,
 )
+from bench.pipeline import load, outcome, progress, reset, wait_done, wait_worker, worker_stats
+from bench.rawlimit import install_raw, run_raw, stages
 from cronbox.pgcluster import free_port
 
 HOT = ["cronbox.job", "cronbox.job_future", "cronbox.outbox", "cronbox.run"]
-
-
-# --------------------------------------------------------------------------- loading
-
-def reset(database: Database) -> None:
-    with database.connect() as conn:
-        conn.execute("TRUNCATE cronbox.job_future, cronbox.outbox, cronbox.run, cronbox.job, cronbox.job_change")
-
-
-def load(database: Database, n: int, margin: float | None) -> float:
-    """N one-off jobs with one future each, due `margin` seconds after the load (None: due now).
-    Returns the due time as epoch seconds."""
-    reset(database)
-    with database.connect() as conn:
-        conn.execute(
-            "INSERT INTO cronbox.job (name, kind, at, frontier, next_fire, finished_at, overlap) "
-            "SELECT 'tp-' || i, 'at', now(), now(), NULL, now(), 'allow' FROM generate_series(1, %s) AS i", (n,))
-        conn.execute("ANALYZE cronbox.job")
-        due = conn.execute(
-            "WITH ins AS (INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
-            "  SELECT job_id, at, clock_timestamp() + make_interval(secs => %s) FROM cronbox.job RETURNING due_at) "
-            "SELECT extract(epoch FROM min(due_at))::float8 FROM ins", (margin or 0.0,)).fetchone()[0]
-        conn.execute("ANALYZE cronbox.job_future")
-    if margin is not None and time.time() > due:
-        log("warning: the load took longer than its margin; dispatch began before ANALYZE finished")
-    return float(due)
-
-
-def progress(database: Database) -> tuple[int, int, int]:
-    """(futures left, outbox rows, unfinished runs)."""
-    with database.connect() as conn:
-        return conn.execute(
-            "SELECT (SELECT count(*) FROM cronbox.job_future), (SELECT count(*) FROM cronbox.outbox), "
-            "(SELECT count(*) FROM cronbox.run WHERE state IN ('dispatched', 'delivered', 'running'))").fetchone()
-
-
-def outcome(database: Database, n: int) -> dict[str, Any]:
-    with database.connect() as conn:
-        row = conn.execute(
-            "SELECT count(*), count(*) FILTER (WHERE state = 'succeeded'), count(DISTINCT job_id), "
-            "extract(epoch FROM max(finished_at) - min(dispatched_at))::float8, "
-            "extract(epoch FROM min(dispatched_at))::float8, extract(epoch FROM max(finished_at))::float8 "
-            "FROM cronbox.run").fetchone()
-    runs, succeeded, jobs, span, first, last = row
-    ok = runs == n and succeeded == n and jobs == n
-    return {"runs": runs, "succeeded": succeeded, "distinct_jobs": jobs, "complete_and_unique": ok,
-            "span_s": round(span or 0.0, 3), "runs_per_s": round(n / span, 1) if span else None,
-            "first_dispatch": first, "last_finish": last}
-
-
-def wait_done(database: Database, n: int, fleet: Fleet | None, timeout: float) -> None:
-    """Poll cheaply (the bench's own queries must not load the server it measures): futures
-    and outbox empty, then no unfinished run. Every future was loaded before, so that is all."""
-    def done() -> bool:
-        if fleet is not None:
-            fleet.check_alive()
-        with database.connect() as conn:
-            busy = conn.execute(
-                "SELECT EXISTS (SELECT 1 FROM cronbox.job_future) OR EXISTS (SELECT 1 FROM cronbox.outbox)").fetchone()[0]
-            if busy:
-                return False
-            return not conn.execute(
-                "SELECT EXISTS (SELECT 1 FROM cronbox.run WHERE state IN ('dispatched', 'delivered', 'running'))"
-            ).fetchone()[0]
-
-    wait_until(done, timeout, f"all {n} runs finished", interval=0.5)
-
-
-def worker_stats(port: int) -> dict[str, Any]:
-    import urllib.request
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats", timeout=5) as resp:
-        return orjson.loads(resp.read())
-
-
-def wait_worker(port: int, fleet: Fleet) -> None:
-    def up() -> bool:
-        fleet.check_alive()
-        try:
-            worker_stats(port)
-            return True
-        except OSError:
-            return False
-    wait_until(up, 30, "the worker to listen")
 
 
 # --------------------------------------------------------------------------- cronbox pipeline
@@ -202,40 +120,6 @@ def probe_respond(database: Database, args: argparse.Namespace, logdir: Path) ->
     return {"supported": ok, "delivered": delivered, "delivered_messages": stats["messages"], "array_requests": stats["array_requests"]}
 
 
-# --------------------------------------------------------------------------- raw SQL limit
-
-def run_raw(database: Database, args: argparse.Namespace, n: int) -> dict[str, Any]:
-    load(database, n, None)
-    psql = str(database.bindir() / "psql")
-    base = [psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", *database.libpq_args()]
-    pg0, c0 = postgres_cpu(database.postmaster), database.counters()
-    t0 = time.monotonic()
-    procs = [subprocess.Popen([*base, "-c", f"CALL bench_raw.{stage}_loop({args.batch})"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-             for stage in ("complete", "deliver", "dispatch")]
-    errors = []
-    for p in procs:
-        _, err = p.communicate(timeout=120 + n / 200)
-        if p.returncode != 0:
-            errors.append(err.decode(errors="replace").strip())
-    wall = time.monotonic() - t0
-    if errors:
-        raise RuntimeError("raw pipeline failed: " + " | ".join(errors))
-    pg1, c1 = postgres_cpu(database.postmaster), database.counters()
-    res = outcome(database, n)
-    res["wall_s"] = round(wall, 3)
-    if pg0 is not None and pg1 is not None:
-        res["cpu_s"] = {"postgres": round(pg1 - pg0, 2)}
-        res["cpu_ms_per_run"] = {"postgres": round(1000 * (pg1 - pg0) / n, 4)}
-    res["per_run"] = per_run(c0, c1, n)
-    return res
-
-
-def install_raw(database: Database) -> None:
-    with database.connect() as conn:
-        conn.execute((REPO / "bench" / "raw.sql").read_text())
-
-
 # --------------------------------------------------------------------------- pull mode
 
 def run_pull(database: Database, args: argparse.Namespace, n: int, logdir: Path) -> dict[str, Any]:
@@ -261,42 +145,6 @@ def run_pull(database: Database, args: argparse.Namespace, n: int, logdir: Path)
         if pg0 is not None and pg1 is not None:
             res["cpu_s"]["postgres"] = round(pg1 - pg0, 2)
     return res
-
-
-# --------------------------------------------------------------------------- stage breakdown
-
-def pgbench_stage(database: Database, script: str, n: int, batch: int) -> dict[str, Any]:
-    exe = str(database.bindir() / "pgbench")
-    tx = -(-n // batch)
-    pg0 = postgres_cpu(database.postmaster)
-    t0 = time.monotonic()
-    proc = subprocess.run([exe, "-n", "-c", "1", "-j", "1", "-t", str(tx), "-D", f"batch={batch}",
-                           "-f", str(REPO / "bench" / "pgbench" / script), *database.libpq_args()],
-                          capture_output=True, text=True, timeout=600)
-    wall = time.monotonic() - t0
-    pg1 = postgres_cpu(database.postmaster)
-    if proc.returncode != 0:
-        return {"error": (proc.stderr or proc.stdout).strip()[-500:]}
-    out: dict[str, Any] = {"transactions": tx, "wall_s": round(wall, 3), "rows_per_s": round(n / wall, 1)}
-    for line in proc.stdout.splitlines():
-        if line.startswith("latency average"):
-            out["latency_ms"] = float(line.split("=")[1].split()[0])
-    if pg0 is not None and pg1 is not None:
-        out["postgres_cpu_ms_per_row"] = round(1000 * (pg1 - pg0) / n, 4)
-    return out
-
-
-def stages(database: Database, args: argparse.Namespace, n: int) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for variant in ("raw", "cronbox"):
-        load(database, n, None)
-        res = {stage: pgbench_stage(database, f"{variant}_{stage}.sql", n, args.batch)
-               for stage in ("dispatch", "deliver", "complete")}
-        res["check"] = outcome(database, n)["complete_and_unique"]
-        secs = [r.get("wall_s") for r in res.values() if isinstance(r, dict) and r.get("wall_s")]
-        res["serial_rows_per_s"] = round(n / sum(secs), 1) if len(secs) == 3 else None
-        out[variant] = res
-    return out
 
 
 # --------------------------------------------------------------------------- main
