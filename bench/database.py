@@ -176,3 +176,46 @@ class Database:
             return [{"error": str(exc).strip()}]
         return [{"calls": r[0], "total_ms": float(r[1]), "mean_ms": float(r[2]), "rows": r[3],
                  "buffers": r[4], "wal_records": r[5], "toplevel": r[6], "query": r[7]} for r in rows]
+
+
+class WaitSampler:
+    """What the server's backends are doing, sampled every `interval` s in a thread: counts of
+    (statement, wait event) over the active backends of this database. A lock convoy or a
+    WAL-flush bound shows up here as the top entries; CPU work shows as 'on CPU'."""
+
+    def __init__(self, database: Database, interval: float = 0.1):
+        import threading
+
+        self.database = database
+        self.interval = interval
+        self.counts: dict[tuple[str, str], int] = {}
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        with self.database.connect() as conn:
+            while not self._stop.wait(self.interval):
+                rows = conn.execute(
+                    "SELECT regexp_replace(left(query, 60), '\\s+', ' ', 'g'), "
+                    "coalesce(wait_event_type || ':' || wait_event, 'on CPU') "
+                    "FROM pg_stat_activity WHERE datname = current_database() AND state = 'active' "
+                    "AND pid <> pg_backend_pid() AND backend_type = 'client backend'").fetchall()
+                self.samples += 1
+                for q, w in rows:
+                    self.counts[(q, w)] = self.counts.get((q, w), 0) + 1
+
+    def __enter__(self) -> WaitSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+
+    def top(self, n: int = 12) -> dict[str, Any]:
+        """Average number of backends in each (statement, wait) state, busiest first."""
+        ranked = sorted(self.counts.items(), key=lambda kv: -kv[1])[:n]
+        return {"samples": self.samples, "interval_s": self.interval,
+                "avg_backends": [{"statement": q, "wait": w, "avg": round(c / max(self.samples, 1), 3)}
+                                 for (q, w), c in ranked]}

@@ -24,6 +24,7 @@ from bench.common import (
     Database, Fleet, base_report, cpu_delta, emit, extra_env, log, parse_args, pct, postgres_cpu,
     wait_until, workdir,
 )
+from bench.database import WaitSampler
 from bench.pipeline import wait_worker, worker_stats
 from cronbox.pgcluster import free_port
 
@@ -102,9 +103,11 @@ def main(argv: list[str] | None = None) -> int:
             w1 = w0 + seconds
             log(f"saturated in {report['saturation_s']} s; measuring fires in [{w0}, {w1})")
             cpu0, pg0 = fleet.cpu(), postgres_cpu(database.postmaster)
-            while time.time() < w1:
-                fleet.check_alive()
-                time.sleep(0.2)
+            with WaitSampler(database) as waits:
+                while time.time() < w1:
+                    fleet.check_alive()
+                    time.sleep(0.2)
+            report["server_waits"] = waits.top()
             report["trigger"] = measure_trigger(database, triggers)
             # every fire of the window is delivered (or, if something is wrong, the wait ends)
             try:

@@ -23,6 +23,7 @@ from bench.common import (
     wait_until, workdir,
 )
 from bench.latency import saturated
+from bench.database import WaitSampler
 from bench.pipeline import wait_worker, worker_stats
 from cronbox.pgcluster import free_port
 
@@ -121,6 +122,7 @@ def main(argv: list[str] | None = None) -> int:
             start = time.time()
             cpu_prev, pg_prev, c_prev = fleet.cpu(), postgres_cpu(database.postmaster), start
             b_prev, k = start, 0
+            waits = WaitSampler(database, interval=0.25).__enter__()
             while b_prev < start + seconds - 0.01:
                 k += 1
                 b = min(start + k * every, start + seconds)
@@ -140,6 +142,8 @@ def main(argv: list[str] | None = None) -> int:
                     f"lag p99 {s['lag_ms']['p99']} ms future {s['tables']['cronbox.job_future']['bytes'] // 1024} kB "
                     f"outbox {s['tables']['cronbox.outbox']['bytes'] // 1024} kB rss {s['rss_mb']}")
                 b_prev, cpu_prev, pg_prev, c_prev = b, cpu_now, pg_now, c_now
+            waits.__exit__()
+            report["server_waits"] = waits.top()
             report["worker"] = worker_stats(port)
         report["samples"] = samples
         report["verdicts"] = verdicts(samples, rate)

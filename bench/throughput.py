@@ -33,6 +33,7 @@ from bench.common import (
     Database, Fleet, base_report, cpu_delta, emit, extra_env, log, parse_args, per_run,
     postgres_cpu, py_spy, py_spy_record, spread, summarize_collapsed, wait_until, workdir,
 )
+from bench.database import WaitSampler
 from bench.pipeline import load, outcome, progress, reset, wait_done, wait_worker, worker_stats
 from bench.rawlimit import install_raw, run_raw, stages
 from cronbox.pgcluster import free_port
@@ -67,7 +68,8 @@ def run_cronbox(database: Database, args: argparse.Namespace, n: int, mode: str,
                 if sp is not None:
                     spies[name] = (sp, out)
         cpu0, pg0, c0 = fleet.cpu(), postgres_cpu(database.postmaster), database.counters()
-        wait_done(database, n, fleet, timeout=120 + n / 200)
+        with WaitSampler(database, interval=0.1 if profile else 0.5) as waits:
+            wait_done(database, n, fleet, timeout=120 + n / 200)
         cpu1, pg1, c1 = fleet.cpu(), postgres_cpu(database.postmaster), database.counters()
         stats = worker_stats(port)
         rss = fleet.rss()
@@ -90,6 +92,7 @@ def run_cronbox(database: Database, args: argparse.Namespace, n: int, mode: str,
         res["per_run"] = per_run(c0, c1, n)
         res["worker"] = stats
         res["rss_mb"] = rss
+        res["server_waits"] = waits.top(8 if not profile else 15)
         if profile:
             res["statements"] = database.top_statements()
     return res
