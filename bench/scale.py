@@ -48,7 +48,7 @@ WITH mix(k, kind, expr, lo, hi) AS (VALUES {values}),
      zones(z) AS (SELECT ARRAY[{zones}])
 SELECT i, m.kind, m.expr, (SELECT z FROM zones)[1 + (hashint4(i) & 2147483647) %% {nz}] AS tz
 FROM generate_series(%(first)s::int, %(last)s::int) AS i
-JOIN mix m ON (i * 7919) %% 20 >= m.lo AND (i * 7919) %% 20 < m.hi
+JOIN mix m ON (i::bigint * 7919) %% 20 >= m.lo AND (i::bigint * 7919) %% 20 < m.hi
 """
 
 
