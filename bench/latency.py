@@ -39,9 +39,9 @@ def create_schedules(database: Database, s: int) -> float:
 
 
 def saturated(database: Database, ahead: float) -> bool:
-    return database.scalar(
-        "SELECT count(*) = 0 FROM cronbox.job WHERE next_fire IS NOT NULL AND NOT paused "
-        "AND next_fire <= now() + make_interval(secs => %s)", (ahead,))
+    return not database.scalar(
+        "SELECT EXISTS (SELECT 1 FROM cronbox.job WHERE next_fire IS NOT NULL AND NOT paused "
+        "AND next_fire <= now() + make_interval(secs => %s))", (ahead,))
 
 
 def read_records(path: Path) -> list[tuple[float, int, str, str, int]]:
