@@ -1,0 +1,2 @@
+-- cronbox functions, no Python: one dispatch batch
+SELECT * FROM cronbox.dispatch(:batch);

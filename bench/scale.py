@@ -1,0 +1,296 @@
+"""bench/scale: many active schedules (mixed cron / interval, random time zones).
+
+  1. insert: a sample through cronbox.schedule() (its rate is reported), the rest set-based
+     straight into cronbox.job as schedule() would leave them (frontier = next_fire = now);
+  2. saturate: a real `cronbox poller` fills the horizon from empty; time to saturate,
+     futures/s, poller CPU per future; then a steady window: fires dispatched/s, poller CPU
+     per fire, fire -> dispatch lag (no relay runs: the outbox just grows);
+  3. dispatch cost vs job_future size: job_future is filled to each size (rows due later,
+     plus a few batches due now) and one cronbox.dispatch(batch) is timed, median of
+     several, with the plans of its statements (auto_explain: ANALYZE, BUFFERS);
+  4. table and index sizes.
+
+  python -m bench.scale                                  # 1,000,000 schedules; 10k/1M/10M futures
+  python -m bench.scale --quick                          # 10,000 schedules; 10k/50k futures
+  python -m bench.scale --schedules 200000 --future-sizes 10000,1000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from typing import Any
+
+import psycopg
+
+from bench.common import (
+    Database, Fleet, base_report, emit, extra_env, log, parse_args, pct, postgres_cpu, wait_until,
+    workdir,
+)
+
+# (kind, expression, weight out of 20): about 2,900 fires/s per million schedules.
+MIX = [
+    ("cron", "* * * * *", 2), ("cron", "*/5 * * * *", 3), ("cron", "0 * * * *", 4),
+    ("cron", "30 2 * * *", 3), ("every", "5 minutes", 3), ("every", "15 minutes", 3),
+    ("every", "1 hour", 2),
+]
+ZONES = ["UTC", "Europe/Berlin", "Europe/London", "America/New_York", "America/Los_Angeles",
+         "America/Sao_Paulo", "Asia/Tokyo", "Asia/Kolkata", "Asia/Shanghai", "Australia/Sydney",
+         "Africa/Johannesburg", "Pacific/Auckland", "Asia/Kathmandu", "America/St_Johns",
+         "Europe/Moscow", "Pacific/Chatham"]
+TABLES = ["cronbox.job", "cronbox.job_future", "cronbox.outbox", "cronbox.run"]
+
+# i -> (kind, expression) and time zone, the same in SQL for both insert paths
+MIX_SQL = """
+WITH mix(k, kind, expr, lo, hi) AS (VALUES {values}),
+     zones(z) AS (SELECT ARRAY[{zones}])
+SELECT i, m.kind, m.expr, (SELECT z FROM zones)[1 + (hashint4(i) & 2147483647) %% {nz}] AS tz
+FROM generate_series(%(first)s::int, %(last)s::int) AS i
+JOIN mix m ON (i::bigint * 7919) %% 20 >= m.lo AND (i::bigint * 7919) %% 20 < m.hi
+"""
+
+
+def mix_sql() -> str:
+    values, lo = [], 0
+    for k, (kind, expr, w) in enumerate(MIX):
+        values.append(f"({k}, '{kind}', '{expr}', {lo}, {lo + w})")
+        lo += w
+    return MIX_SQL.format(values=", ".join(values), zones=", ".join(f"'{z}'" for z in ZONES), nz=len(ZONES))
+
+
+def insert_schedules(database: Database, n: int, sample: int) -> dict[str, Any]:
+    src = mix_sql()
+    out: dict[str, Any] = {}
+    sample = min(sample, n)
+    with database.connect() as conn:
+        t0 = time.monotonic()
+        conn.execute(
+            f"SELECT count(cronbox.schedule('s' || s.i, cron => CASE WHEN s.kind = 'cron' THEN s.expr END, "
+            f"every => CASE WHEN s.kind = 'every' THEN s.expr::interval END, timezone => s.tz)) FROM ({src}) s",
+            {"first": 1, "last": sample})
+        dt = time.monotonic() - t0
+        out["schedule_fn"] = {"count": sample, "seconds": round(dt, 2), "per_s": round(sample / dt, 1)}
+        if n > sample:
+            t0 = time.monotonic()
+            conn.execute(
+                f"""INSERT INTO cronbox.job (name, kind, cron, cron_normalized, every, anchor, timezone,
+                                            frontier, next_fire)
+                    SELECT 's' || s.i, s.kind, CASE WHEN s.kind = 'cron' THEN s.expr END, nc.norm,
+                           CASE WHEN s.kind = 'every' THEN s.expr::interval END,
+                           CASE WHEN s.kind = 'every' THEN now() + s.expr::interval END,
+                           s.tz, now(), now()
+                    FROM ({src}) s
+                    LEFT JOIN (SELECT expr, cronbox.normalize_cron(expr) AS norm
+                               FROM (VALUES {", ".join(f"('{e}')" for k, e, _ in MIX if k == 'cron')}) v(expr)) nc
+                           ON s.kind = 'cron' AND nc.expr = s.expr""",
+                {"first": sample + 1, "last": n})
+            dt = time.monotonic() - t0
+            out["bulk"] = {"count": n - sample, "seconds": round(dt, 2), "per_s": round((n - sample) / dt, 1)}
+        conn.execute("VACUUM ANALYZE cronbox.job")
+    out["by_kind"] = dict(database.connect().execute(
+        "SELECT coalesce(cron, every::text), count(*) FROM cronbox.job GROUP BY 1 ORDER BY 1").fetchall())
+    return out
+
+
+def unsaturated(database: Database, slack: float) -> int:
+    """Jobs whose next fire is already inside the horizon (minus slack): not saturated."""
+    return database.scalar(
+        "SELECT count(*) FROM cronbox.job WHERE next_fire IS NOT NULL AND NOT paused "
+        "AND next_fire <= now() + %s::interval - make_interval(secs => %s)", (HORIZON, slack))
+
+
+def saturated(database: Database, slack: float) -> bool:
+    """The cheap form for polling: one probe of job_saturate_idx (a count over a million
+    jobs every half second would load the server the bench measures)."""
+    return not database.scalar(
+        "SELECT EXISTS (SELECT 1 FROM cronbox.job WHERE next_fire IS NOT NULL AND NOT paused "
+        "AND next_fire <= now() + %s::interval - make_interval(secs => %s))", (HORIZON, slack))
+
+
+HORIZON = "2 minutes"
+
+
+def saturate_and_steady(database: Database, args: argparse.Namespace, logdir: Any, steady: float) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    env = {"CRONBOX_HORIZON": args.horizon, **extra_env(args)}
+    with Fleet(logdir) as fleet:
+        t0 = time.monotonic()
+        poller = fleet.cronbox("poller", database.dsn, env)
+        pg0 = postgres_cpu(database.postmaster)
+        wait_until(lambda: (fleet.check_alive() or saturated(database, 5.0)), args.timeout,
+                   "saturation", interval=0.5)
+        dt = time.monotonic() - t0
+        cpu = poller.cpu()
+        pg1 = postgres_cpu(database.postmaster)
+        with database.connect() as conn:
+            futures, runs = conn.execute(
+                "SELECT (SELECT count(*) FROM cronbox.job_future), (SELECT count(*) FROM cronbox.run)").fetchone()
+        made = futures + runs  # futures written so far (some already dispatched)
+        out["saturation"] = {
+            "seconds": round(dt, 2), "futures_written": made, "futures_per_s": round(made / dt, 1),
+            "poller_cpu_s": round(cpu, 2), "poller_cpu_ms_per_future": round(1000 * cpu / max(made, 1), 4),
+            "postgres_cpu_s": round(pg1 - pg0, 2) if pg0 is not None and pg1 is not None else None,
+        }
+        log(f"saturated in {dt:.1f} s: {made} futures; steady window {steady:.0f} s")
+        c0, pg0 = poller.cpu(), postgres_cpu(database.postmaster)
+        w0 = database.scalar("SELECT now()")
+        time.sleep(steady)
+        fleet.check_alive()
+        c1, pg1 = poller.cpu(), postgres_cpu(database.postmaster)
+        with database.connect() as conn:
+            lags = [float(r[0]) for r in conn.execute(
+                "SELECT extract(epoch FROM dispatched_at - fire_at) * 1000 FROM cronbox.run "
+                "WHERE dispatched_at >= %s AND state <> 'missed'", (w0,)).fetchall()]
+            behind = conn.execute(
+                "SELECT count(*) FROM cronbox.job_future WHERE due_at < now() - interval '1 second'").fetchone()[0]
+        fires = len(lags)
+        out["steady"] = {
+            "seconds": steady, "fires_dispatched": fires, "fires_per_s": round(fires / steady, 1),
+            "poller_cpu_s_per_s": round((c1 - c0) / steady, 3),
+            "poller_cpu_ms_per_fire": round(1000 * (c1 - c0) / fires, 4) if fires else None,
+            "postgres_cpu_ms_per_fire": round(1000 * (pg1 - pg0) / fires, 4) if fires and pg0 is not None else None,
+            "fire_to_dispatch_ms": {"p50": pct(lags, 50), "p99": pct(lags, 99), "max": max(lags) if lags else None},
+            "futures_overdue_at_end": behind,
+            "unsaturated_jobs_at_end": unsaturated(database, 5.0),
+            "poller_rss_mb": poller.rss(),
+        }
+    return out
+
+
+def dispatch_cost(database: Database, sizes: list[int], batch: int, reps: int) -> list[dict[str, Any]]:
+    """Time cronbox.dispatch(batch) with job_future at each size (rows due later + reps batches due now)."""
+    results = []
+    with database.connect() as conn:
+        conn.execute("TRUNCATE cronbox.job_future, cronbox.outbox")
+        njobs = conn.execute("SELECT count(*) FROM cronbox.job").fetchone()[0]
+        conn.execute("CREATE TEMP TABLE ids AS SELECT row_number() OVER () - 1 AS k, job_id FROM cronbox.job")
+        conn.execute("CREATE INDEX ON ids (k)")
+        have = 0
+        for size in sizes:
+            add = size - have - reps * batch
+            if add > 0:
+                t0 = time.monotonic()
+                # bench-only shortcut: skip the FK trigger for the bulk fill (job ids are real)
+                conn.execute("SET session_replication_role = replica")
+                conn.execute(
+                    "INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
+                    "SELECT ids.job_id, now() + interval '1 day' + make_interval(secs => g), "
+                    "       now() + interval '1 day' + make_interval(secs => g) "
+                    "FROM generate_series(%s::bigint, %s::bigint) g JOIN ids ON ids.k = g %% %s",
+                    (have + 1, have + add, njobs))
+                conn.execute("SET session_replication_role = origin")
+                have += add
+                log(f"job_future filled to {have} rows (+{add} in {time.monotonic() - t0:.1f} s)")
+            conn.execute("VACUUM ANALYZE cronbox.job_future")
+            conn.execute(
+                "INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
+                "SELECT ids.job_id, now() - interval '1 hour' + make_interval(secs => g), now() - interval '1 second' "
+                "FROM generate_series(1, %s::bigint) g JOIN ids ON ids.k = g %% %s", (reps * batch, njobs))
+            times = []
+            for _ in range(reps - 1):
+                t0 = time.perf_counter()
+                n = conn.execute("SELECT dispatched FROM cronbox.dispatch(%s)", (batch,)).fetchone()[0]
+                times.append(1000 * (time.perf_counter() - t0))
+                if n != batch:
+                    log(f"warning: dispatch moved {n}, not {batch}")
+            plans = explain_dispatch(conn, batch)
+            results.append({
+                "job_future_rows": have + reps * batch, "batch": batch,
+                "dispatch_ms": {"median": round(statistics.median(times), 2), "min": round(min(times), 2),
+                                "max": round(max(times), 2), "n": len(times)},
+                "per_run_us": round(1000 * statistics.median(times) / batch, 2),
+                "plans": plans,
+                "sizes": database.table_sizes(["cronbox.job_future"]),
+            })
+            conn.execute("TRUNCATE cronbox.outbox")
+    return results
+
+
+def explain_dispatch(conn: psycopg.Connection, batch: int) -> list[dict[str, Any]]:
+    """One more dispatch with auto_explain (ANALYZE, BUFFERS) on every statement inside it."""
+    notices: list[str] = []
+    conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+    try:
+        conn.execute("LOAD 'auto_explain'")
+        for k, v in (("log_min_duration", "0"), ("log_analyze", "on"), ("log_buffers", "on"),
+                     ("log_nested_statements", "on"), ("log_level", "notice"), ("log_timing", "on")):
+            conn.execute(f"SET auto_explain.{k} = {v}")
+        conn.execute("SELECT dispatched FROM cronbox.dispatch(%s)", (batch,))
+    except psycopg.Error as exc:
+        return [{"error": str(exc).strip()}]
+    finally:
+        with_reset = ("log_min_duration", "-1")
+        conn.execute(f"SET auto_explain.{with_reset[0]} = {with_reset[1]}")
+    plans = []
+    for text in notices:
+        body = text.split("\n")
+        try:
+            ms = float(body[0].split("duration:")[1].split("ms")[0])
+        except (IndexError, ValueError):
+            continue
+        first_buf = next((ln.strip() for ln in body if "Buffers:" in ln), None)
+        plans.append({"ms": ms, "top_buffers": first_buf, "plan": "\n".join(body[:160])})
+    # the function call itself and its two or three real statements; not the per-row id draws
+    return sorted(plans, key=lambda p: -p["ms"])[:3]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description="cronbox at scale: saturation, dispatch cost vs table size, sizes")
+    p.add_argument("--schedules", type=int, help="active schedules (default 1,000,000; quick 10,000)")
+    p.add_argument("--sample", type=int, help="of which through cronbox.schedule() (default 1,000; quick 100)")
+    p.add_argument("--future-sizes", help="job_future sizes for the dispatch cost (default 10000,1000000,10000000; "
+                                          "quick 10000,50000)")
+    p.add_argument("--batch", type=int, default=1000)
+    p.add_argument("--dispatch-reps", type=int, default=6)
+    p.add_argument("--steady", type=float, help="seconds of steady state after saturation (default 60; quick 5)")
+    p.add_argument("--horizon", default="2m", help="CRONBOX_HORIZON for the poller (default 2m, the product's)")
+    p.add_argument("--timeout", type=float, default=3600, help="give up saturating after this many seconds")
+    args = parse_args(p, argv)
+    n = args.schedules or (10_000 if args.quick else 1_000_000)
+    sample = args.sample or (100 if args.quick else 1000)
+    sizes = [int(x) for x in (args.future_sizes or ("10000,50000" if args.quick else "10000,1000000,10000000")).split(",")]
+    steady = args.steady or (5.0 if args.quick else 60.0)
+    global HORIZON
+    from cronbox.config import parse_duration
+    HORIZON = f"{parse_duration('--horizon', args.horizon).total_seconds()} seconds"
+
+    with Database(args, "scale") as database, workdir("scale") as logdir:
+        report = base_report("scale", args, database, argv)
+        report.update({"schedules": n, "horizon": HORIZON, "mix": MIX, "zones": len(ZONES)})
+        log(f"inserting {n} schedules ({sample} through cronbox.schedule())")
+        report["insert"] = insert_schedules(database, n, sample)
+        report["sizes_jobs"] = database.table_sizes(["cronbox.job"])
+        report.update(saturate_and_steady(database, args, logdir, steady))
+        report["sizes_saturated"] = database.table_sizes(TABLES)
+        log(f"dispatch cost at job_future sizes {sizes}")
+        report["dispatch_cost"] = dispatch_cost(database, sizes, args.batch, args.dispatch_reps)
+        report["sizes_end"] = database.table_sizes(TABLES)
+        costs = [d["dispatch_ms"]["median"] for d in report["dispatch_cost"]]
+        report["dispatch_cost_ratio_largest_to_smallest"] = round(costs[-1] / costs[0], 2) if costs and costs[0] else None
+    report["ok"] = report["steady"]["unsaturated_jobs_at_end"] == 0
+    emit(args, report, summary(report))
+    return 0 if report["ok"] else 1
+
+
+def summary(r: dict[str, Any]) -> list[str]:
+    s, st = r["saturation"], r["steady"]
+    lines = [f"scale: {r['schedules']} schedules, horizon {r['horizon']}, {'durable' if r['durable'] else 'NOT durable'}",
+             f"  cronbox.schedule(): {r['insert']['schedule_fn']['per_s']} /s; bulk insert: "
+             f"{r['insert'].get('bulk', {}).get('per_s')} /s",
+             f"  saturation from empty: {s['seconds']} s, {s['futures_written']} futures, {s['futures_per_s']} futures/s, "
+             f"poller {s['poller_cpu_ms_per_future']} ms CPU/future",
+             f"  steady: {st['fires_per_s']} fires/s, poller {st['poller_cpu_ms_per_fire']} ms CPU/fire, "
+             f"fire->dispatch p50 {st['fire_to_dispatch_ms']['p50']} ms p99 {st['fire_to_dispatch_ms']['p99']} ms, "
+             f"unsaturated jobs at end {st['unsaturated_jobs_at_end']}"]
+    for d in r["dispatch_cost"]:
+        lines.append(f"  dispatch({d['batch']}) at {d['job_future_rows']} futures: median {d['dispatch_ms']['median']} ms "
+                     f"({d['per_run_us']} us/run); buffers: "
+                     f"{[pl.get('top_buffers') for pl in d['plans']]}")
+    lines.append(f"  sizes at end: { {k: round((v['table_bytes'] + v['index_bytes']) / 2**20, 1) for k, v in r['sizes_end'].items()} } MB")
+    return lines
+
+
+if __name__ == "__main__":
+    sys.exit(main())
