@@ -13,7 +13,8 @@ from bench.common import Database, Fleet, log, wait_until
 
 def reset(database: Database) -> None:
     with database.connect() as conn:
-        conn.execute("TRUNCATE cronbox.job_future, cronbox.outbox, cronbox.run, cronbox.job, cronbox.job_change")
+        conn.execute("TRUNCATE cronbox.job_future, cronbox.outbox, cronbox.run, cronbox.job, cronbox.job_change, "
+                     "cronbox.dead_letter CASCADE")
 
 
 def load(database: Database, n: int, margin: float | None) -> float:

@@ -231,7 +231,7 @@ def explain_dispatch(conn: psycopg.Connection, batch: int) -> list[dict[str, Any
         except (IndexError, ValueError):
             continue
         first_buf = next((ln.strip() for ln in body if "Buffers:" in ln), None)
-        plans.append({"ms": ms, "top_buffers": first_buf, "plan": "\n".join(body[:160])})
+        plans.append({"ms": ms, "top_buffers": first_buf, "plan": "\n".join(body[:600])})
     # the function call itself and its two or three real statements; not the per-row id draws
     return sorted(plans, key=lambda p: -p["ms"])[:3]
 
