@@ -1,10 +1,11 @@
 -- cronbox.ack_outbox(p_owner, p_ids, p_outcomes, p_now): the relay's second transaction.
 -- Deletes the delivered rows still leased to p_owner (a lease that ran out and was taken by
 -- another relay is that relay's to ack) and moves their runs dispatched -> delivered with a
--- lease of the run's timeout, in one statement. p_outcomes (optional, a JSON array of
--- {outbox_id, state: succeeded|failed, result, error, retryable}) completes runs in the same
--- transaction through cronbox.complete_run / cronbox.fail_run, only for rows acked here, so
--- repeating an ack whose commit was lost changes nothing. Returns the number of rows acked.
+-- lease of the run's timeout. p_outcomes (optional, a JSON array of {outbox_id, state:
+-- succeeded|failed, result, error, retryable}) finishes those runs instead, straight from
+-- dispatched, set-based through cronbox.finish_runs (one call per kind, not per run), only
+-- for rows acked here, so repeating an ack whose commit was lost changes nothing.
+-- Returns the number of rows acked.
 CREATE OR REPLACE FUNCTION cronbox.ack_outbox(
     p_owner text,
     p_ids bigint[],
@@ -16,40 +17,60 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_acked integer;
-    v_outbox bigint[];
-    v_runs bigint[];
+    v_ok bigint[];
+    v_ok_results jsonb[];
+    v_failed bigint[];
+    v_errors text[];
+    v_retryable boolean[];
 BEGIN
     WITH acked AS (
         DELETE FROM cronbox.outbox o
         WHERE o.outbox_id = ANY (p_ids) AND o.lease_owner = p_owner
         RETURNING o.outbox_id, o.run_id, o.timeout
     ),
+    -- The worker's answer, when it carried the run's outcome.
+    outcome AS (
+        SELECT oc.outbox_id, oc.state, oc.result, oc.error, oc.retryable
+        FROM jsonb_to_recordset(coalesce(p_outcomes, '[]'))
+             AS oc(outbox_id bigint, state text, result jsonb, error text, retryable boolean)
+        WHERE oc.state IN ('succeeded', 'failed')
+    ),
+    settled AS (
+        SELECT a.outbox_id, a.run_id, a.timeout, oc.state, oc.result, oc.error, oc.retryable
+        FROM acked a LEFT JOIN outcome oc ON oc.outbox_id = a.outbox_id
+    ),
+    -- dispatched -> delivered only for runs whose outcome is still to come (one run-row
+    -- write fewer for the others, which finish below straight from dispatched).
     delivered AS (
         UPDATE cronbox.run r SET
             state = 'delivered',
             delivered_at = p_now,
-            lease_until = p_now + a.timeout
-        FROM acked a
-        WHERE r.run_id = a.run_id AND r.state = 'dispatched'
+            lease_until = p_now + s.timeout
+        FROM settled s
+        WHERE r.run_id = ANY (ARRAY(SELECT x.run_id FROM settled x WHERE x.state IS NULL))
+          AND r.run_id = s.run_id AND s.state IS NULL AND r.state = 'dispatched'
     )
     SELECT count(*)::integer,
-           array_agg(a.outbox_id) FILTER (WHERE a.run_id IS NOT NULL AND p_outcomes IS NOT NULL),
-           array_agg(a.run_id) FILTER (WHERE a.run_id IS NOT NULL AND p_outcomes IS NOT NULL)
-      INTO v_acked, v_outbox, v_runs
-    FROM acked a;
+           array_agg(s.run_id ORDER BY s.run_id) FILTER (WHERE s.run_id IS NOT NULL AND s.state = 'succeeded'),
+           array_agg(s.result ORDER BY s.run_id) FILTER (WHERE s.run_id IS NOT NULL AND s.state = 'succeeded'),
+           array_agg(s.run_id ORDER BY s.run_id) FILTER (WHERE s.run_id IS NOT NULL AND s.state = 'failed'),
+           array_agg(coalesce(s.error, 'failed (no error given)') ORDER BY s.run_id)
+               FILTER (WHERE s.run_id IS NOT NULL AND s.state = 'failed'),
+           array_agg(coalesce(s.retryable, true) ORDER BY s.run_id)
+               FILTER (WHERE s.run_id IS NOT NULL AND s.state = 'failed')
+      INTO v_acked, v_ok, v_ok_results, v_failed, v_errors, v_retryable
+    FROM settled s;
 
-    IF v_outbox IS NOT NULL THEN
-        -- The worker answered with the run's outcome: record it with the worker-side semantics.
-        PERFORM CASE WHEN oc.state = 'succeeded'
-                     THEN cronbox.complete_run(a.run_id, oc.result, p_now)
-                     ELSE cronbox.fail_run(a.run_id, coalesce(oc.error, 'failed (no error given)'),
-                                           coalesce(oc.retryable, true), p_now) END
-        FROM unnest(v_outbox, v_runs) AS a(outbox_id, run_id)
-        JOIN jsonb_to_recordset(p_outcomes)
-             AS oc(outbox_id bigint, state text, result jsonb, error text, retryable boolean)
-          ON oc.outbox_id = a.outbox_id
-        WHERE oc.state IN ('succeeded', 'failed')
-        ORDER BY a.run_id;
+    -- Outcomes with the worker-side semantics, set-based: one call per kind, not per run.
+    IF v_ok IS NOT NULL THEN
+        PERFORM cronbox.finish_runs(v_ok, 'succeeded', v_ok_results, NULL, true, p_now);
+    END IF;
+    IF v_failed IS NOT NULL THEN
+        PERFORM cronbox.finish_runs(
+            array_agg(f.run_id ORDER BY f.run_id), 'failed', NULL,
+            array_agg(f.error ORDER BY f.run_id), f.retryable, p_now)
+        FROM unnest(v_failed, v_errors, v_retryable) AS f(run_id, error, retryable)
+        GROUP BY f.retryable;
     END IF;
     RETURN v_acked;
 END

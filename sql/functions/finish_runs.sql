@@ -85,6 +85,10 @@ BEGIN
     upd AS (
         UPDATE cronbox.run r SET
             state = c.new_state,
+            -- a report straight from dispatched (the relay's ack with the worker's answer,
+            -- or a worker faster than the ack) was delivered by then
+            delivered_at = coalesce(r.delivered_at,
+                                    CASE WHEN p_outcome IN ('succeeded', 'failed') THEN p_now END),
             finished_at = p_now,
             result = c.result,
             error = coalesce(c.error, CASE WHEN c.new_state = 'cancelled' THEN 'cancelled' END),
