@@ -1,6 +1,6 @@
 """The pull-mode bench worker: claims runs with cronbox.claim_runs and completes them with
-cronbox.complete_run, in a loop, until SIGTERM. One transaction claims a batch, a second
-completes it (complete_run once per run). Prints its counts as JSON on exit.
+cronbox.complete_runs, in a loop, until SIGTERM. One transaction claims a batch, a second
+completes it (one set-based complete_runs call per batch). Prints its counts as JSON on exit.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ async def main(args: argparse.Namespace) -> None:
                     pass
                 continue
             async with conn.transaction():
-                await conn.execute("SELECT count(cronbox.complete_run(r)) FROM unnest(%s::bigint[]) AS r", (ids,))
+                await conn.execute("SELECT count(*) FROM cronbox.complete_runs(%s::bigint[])", (ids,))
             done += len(ids)
     print(orjson.dumps({"worker": name, "completed": done, "empty_polls": empty}).decode(), flush=True)
 

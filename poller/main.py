@@ -41,23 +41,25 @@ class Tick:
 
 
 async def tick(pool, cfg: Config, limit: int) -> Tick:
-    """One saturation pass and one dispatch batch of at most `limit` futures."""
+    """One dispatch batch of at most `limit` futures, then one saturation pass. Dispatch goes
+    first so a due fire never waits behind saturation work; if saturation wrote futures, the
+    next due time may have moved earlier, so the loop goes again at once."""
     async with pool.connection() as conn:
-        claimed, futures, missed = await saturate_once(
-            conn, batch=cfg.saturate_batch, horizon=cfg.horizon, grace=cfg.misfire_grace)
-        metrics.observe_saturation(futures)
-        if claimed:
-            event(log, "saturated", level=logging.DEBUG, jobs=claimed, futures=futures, missed=missed)
         cur = await conn.execute(
             "SELECT dispatched, skipped, failed, held, "
             "       extract(epoch FROM next_due - clock_timestamp()) "
             "FROM cronbox.dispatch(%s)", (limit,))
         dispatched, skipped, failed, held, wait = await cur.fetchone()
+        claimed, futures, missed = await saturate_once(
+            conn, batch=cfg.saturate_batch, horizon=cfg.horizon, grace=cfg.misfire_grace)
+        metrics.observe_saturation(futures)
+        if claimed:
+            event(log, "saturated", level=logging.DEBUG, jobs=claimed, futures=futures, missed=missed)
     decided = dispatched + skipped + failed + held
     if decided:
         event(log, "dispatched", level=logging.DEBUG, runs=dispatched, skipped=skipped,
               failed=failed, held=held)
-    again = claimed >= cfg.saturate_batch or decided >= limit
+    again = claimed >= cfg.saturate_batch or decided >= limit or futures > 0
     sleep = cfg.poll_interval.total_seconds()
     if wait is not None:
         sleep = min(sleep, float(wait))
