@@ -78,6 +78,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seconds", type=int, help="measured window (default 60; quick 5)")
     p.add_argument("--mode", choices=("report-sql", "respond", "accept"), default="report-sql",
                    help="how the worker completes runs (see bench/worker.py)")
+    p.add_argument("--http-batch", type=int, default=1,
+                   help="messages per HTTP request (the route's batch=N; 1 = one POST per message)")
     p.add_argument("--triggers", type=int, default=20, help="trigger() calls to time (quick: 5)")
     args = parse_args(p, argv)
     s = args.schedules or (50 if args.quick else 1000)
@@ -89,7 +91,7 @@ def main(argv: list[str] | None = None) -> int:
         report.update({"schedules": s, "window_s": seconds, "mode": args.mode})
         report["schedule_s"] = round(create_schedules(database, s), 3)
         port = free_port()
-        env = {"CRONBOX_SINKS": f"*=http://127.0.0.1:{port}/run", **extra_env(args)}
+        env = {"CRONBOX_SINKS": f"*=http://127.0.0.1:{port}/run batch={args.http_batch}", **extra_env(args)}
         records_path = logdir / "arrivals.jsonl"
         with Fleet(logdir) as fleet:
             fleet.worker(database.dsn, port, args.mode, "--record", str(records_path))

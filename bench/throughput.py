@@ -47,7 +47,7 @@ def run_cronbox(database: Database, args: argparse.Namespace, n: int, mode: str,
                 profile: bool = False) -> dict[str, Any]:
     port = free_port()
     env = {"CRONBOX_DISPATCH_BATCH": str(args.batch), "CRONBOX_RELAY_BATCH": str(args.batch),
-           "CRONBOX_SINKS": f"*=http://127.0.0.1:{port}/run", **extra_env(args)}
+           "CRONBOX_SINKS": f"*=http://127.0.0.1:{port}/run batch={args.http_batch}", **extra_env(args)}
     margin = 2.0 + n / 40000
     with Fleet(logdir) as fleet:
         fleet.worker(database.dsn, port, mode, "--report-tx", args.report_tx, "--report-batch",
@@ -157,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("-n", "--runs", type=int, help="runs per repetition (default 200,000; quick 2,000)")
     p.add_argument("--reps", type=int, help="repetitions (default 3; quick 1)")
     p.add_argument("--batch", type=int, default=1000, help="dispatch, relay, report and raw batch size")
+    p.add_argument("--http-batch", type=int, default=200,
+                   help="messages per HTTP request (the route's batch=N; 1 = one POST per message)")
     p.add_argument("--mode", choices=("auto", "report-sql", "respond"), default="auto",
                    help="worker side: report-sql (worker calls complete_run), respond (worker answers with "
                         "the outcome; needs relay support), auto (respond if the installed relay supports it)")

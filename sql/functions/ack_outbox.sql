@@ -14,6 +14,7 @@ CREATE OR REPLACE FUNCTION cronbox.ack_outbox(
 ) RETURNS integer
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+SET jit = off  -- short OLTP statements: compiling costs more than running
 AS $$
 DECLARE
     v_acked integer;

@@ -14,6 +14,7 @@ CREATE OR REPLACE FUNCTION cronbox.claim_outbox(
 ) RETURNS TABLE (outbox_id bigint, run_id bigint, queue text, kind text, message jsonb, attempts integer)
 LANGUAGE sql
 SET search_path = pg_catalog, pg_temp
+SET jit = off  -- short OLTP statements: compiling costs more than running
 AS $$
     WITH picked AS (
         SELECT o.outbox_id

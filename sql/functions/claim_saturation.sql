@@ -15,6 +15,7 @@ CREATE OR REPLACE FUNCTION cronbox.claim_saturation(
 )
 LANGUAGE sql
 SET search_path = pg_catalog, pg_temp
+SET jit = off  -- short OLTP statements: compiling costs more than running
 AS $$
     SELECT j.job_id, j.kind, j.cron_normalized, j.every, j.every_mode, j.anchor, j.at,
            j.timezone, j.frontier, j.catchup, j.catchup_window, j.starts_at, j.ends_at, p_now

@@ -9,6 +9,7 @@ CREATE OR REPLACE FUNCTION cronbox.fail_runs(
 ) RETURNS TABLE (run_id bigint, state text, verdict text)
 LANGUAGE sql
 SET search_path = pg_catalog, pg_temp
+SET jit = off  -- short OLTP statements: compiling costs more than running
 AS $$
     SELECT f.run_id, f.state, f.verdict
     FROM cronbox.finish_runs(fail_runs.run_ids, 'failed', NULL, fail_runs.errors,

@@ -10,6 +10,7 @@ CREATE OR REPLACE FUNCTION cronbox.heartbeat(
 ) RETURNS text
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+SET jit = off  -- short OLTP statements: compiling costs more than running
 AS $$
 DECLARE
     v_found boolean;

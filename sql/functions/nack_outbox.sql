@@ -20,6 +20,7 @@ CREATE FUNCTION cronbox.nack_outbox(
 ) RETURNS TABLE (retried integer, dead integer, dead_ids bigint[])
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+SET jit = off  -- short OLTP statements: compiling costs more than running
 AS $$
 DECLARE
     v_retried integer;

@@ -9,6 +9,7 @@ CREATE OR REPLACE FUNCTION cronbox.release_holds(
 ) RETURNS integer
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+SET jit = off  -- short OLTP statements: compiling costs more than running
 AS $$
 DECLARE
     v_n integer;

@@ -9,6 +9,7 @@ CREATE OR REPLACE FUNCTION cronbox.release_outbox(
 ) RETURNS integer
 LANGUAGE sql
 SET search_path = pg_catalog, pg_temp
+SET jit = off  -- short OLTP statements: compiling costs more than running
 AS $$
     WITH released AS (
         UPDATE cronbox.outbox o SET available_at = p_now, lease_owner = NULL

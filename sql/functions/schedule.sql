@@ -69,10 +69,6 @@ BEGIN
             RAISE EXCEPTION 'after: no schedule named %', v_missing
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
-        IF schedule.name = ANY (schedule.after) THEN
-            RAISE EXCEPTION 'after: % cannot wait for itself', quote_literal(schedule.name)
-                USING ERRCODE = 'invalid_parameter_value';
-        END IF;
     END IF;
     IF v_kind = 'cron' THEN
         v_cron := cronbox.normalize_cron(schedule.cron);

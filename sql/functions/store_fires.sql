@@ -17,6 +17,7 @@ CREATE OR REPLACE FUNCTION cronbox.store_fires(
 ) RETURNS TABLE (futures integer, missed integer)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
+SET jit = off  -- short OLTP statements: compiling costs more than running
 AS $$
 DECLARE
     v_futures integer;

@@ -58,13 +58,7 @@ BEGIN
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
     END IF;
-    IF p_every_mode IS NULL THEN
-        RAISE EXCEPTION 'every_mode: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF p_every_mode NOT IN ('fixed_rate', 'fixed_delay') THEN
-        RAISE EXCEPTION 'every_mode: must be fixed_rate or fixed_delay, got %', quote_literal(p_every_mode)
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    PERFORM cronbox.assert_one_of('every_mode', p_every_mode, ARRAY['fixed_rate', 'fixed_delay']);
     IF p_every_mode = 'fixed_delay' AND p_every IS NULL THEN
         RAISE EXCEPTION 'every_mode: fixed_delay needs every'
             USING ERRCODE = 'invalid_parameter_value';
@@ -93,9 +87,7 @@ BEGIN
     END IF;
 
     -- where: time zone, queue, payload.
-    IF p_timezone IS NULL THEN
-        RAISE EXCEPTION 'timezone: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
+    PERFORM cronbox.assert_not_null('timezone', p_timezone);
     IF NOT EXISTS (SELECT 1 FROM cronbox.time_zone z WHERE z.name = p_timezone)
        AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_timezone_names z WHERE z.name = p_timezone) THEN
         SELECT ' (did you mean ' || quote_literal(min(z.name)) || '?)' INTO v_hint
@@ -104,9 +96,7 @@ BEGIN
             quote_literal(p_timezone) || coalesce(v_hint, '')
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_queue IS NULL THEN
-        RAISE EXCEPTION 'queue: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
+    PERFORM cronbox.assert_not_null('queue', p_queue);
     IF p_queue !~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$' THEN
         RAISE EXCEPTION 'queue: must be 1 to 100 characters of letters, digits, _ . : - (starting with a letter or digit), got %',
             quote_literal(left(p_queue, 120)) USING ERRCODE = 'invalid_parameter_value';
@@ -125,69 +115,27 @@ BEGIN
     END IF;
 
     -- how: run policies.
-    IF p_priority IS NULL THEN
-        RAISE EXCEPTION 'priority: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
+    PERFORM cronbox.assert_not_null('priority', p_priority);
     IF p_priority NOT BETWEEN -32768 AND 32767 THEN
         RAISE EXCEPTION 'priority: must be between -32768 and 32767, got %', p_priority
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_overlap IS NULL THEN
-        RAISE EXCEPTION 'overlap: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF p_overlap NOT IN ('skip', 'buffer_one', 'buffer_all', 'allow', 'cancel_other') THEN
-        RAISE EXCEPTION 'overlap: must be one of skip, buffer_one, buffer_all, allow, cancel_other, got %', quote_literal(p_overlap)
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF p_on_error IS NULL THEN
-        RAISE EXCEPTION 'on_error: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF p_on_error NOT IN ('retry_schedule', 'retry_soon', 'pause') THEN
-        RAISE EXCEPTION 'on_error: must be one of retry_schedule, retry_soon, pause, got %', quote_literal(p_on_error)
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF p_max_attempts IS NULL THEN
-        RAISE EXCEPTION 'max_attempts: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
+    PERFORM cronbox.assert_one_of('overlap', p_overlap, ARRAY['skip', 'buffer_one', 'buffer_all', 'allow', 'cancel_other']);
+    PERFORM cronbox.assert_one_of('on_error', p_on_error, ARRAY['retry_schedule', 'retry_soon', 'pause']);
+    PERFORM cronbox.assert_not_null('max_attempts', p_max_attempts);
     IF p_max_attempts NOT BETWEEN 1 AND 1000 THEN
         RAISE EXCEPTION 'max_attempts: must be between 1 and 1000, got %', p_max_attempts
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_retry_delay IS NULL THEN
-        RAISE EXCEPTION 'retry_delay: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF p_retry_delay <= interval '0' THEN
-        RAISE EXCEPTION 'retry_delay: must be a positive interval, got %', p_retry_delay
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF p_retry_max_delay IS NULL THEN
-        RAISE EXCEPTION 'retry_max_delay: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
+    PERFORM cronbox.assert_positive('retry_delay', p_retry_delay);
+    PERFORM cronbox.assert_not_null('retry_max_delay', p_retry_max_delay);
     IF p_retry_max_delay < p_retry_delay THEN
         RAISE EXCEPTION 'retry_max_delay: must be at least retry_delay (% < %)', p_retry_max_delay, p_retry_delay
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_timeout IS NULL THEN
-        RAISE EXCEPTION 'timeout: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF p_timeout <= interval '0' THEN
-        RAISE EXCEPTION 'timeout: must be a positive interval, got %', p_timeout
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF p_catchup IS NULL THEN
-        RAISE EXCEPTION 'catchup: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF p_catchup NOT IN ('skip', 'latest', 'all') THEN
-        RAISE EXCEPTION 'catchup: must be one of skip, latest, all, got %', quote_literal(p_catchup)
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF p_catchup_window IS NULL THEN
-        RAISE EXCEPTION 'catchup_window: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF p_catchup_window <= interval '0' THEN
-        RAISE EXCEPTION 'catchup_window: must be a positive interval, got %', p_catchup_window
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    PERFORM cronbox.assert_positive('timeout', p_timeout);
+    PERFORM cronbox.assert_one_of('catchup', p_catchup, ARRAY['skip', 'latest', 'all']);
+    PERFORM cronbox.assert_positive('catchup_window', p_catchup_window);
     IF p_jitter IS NULL THEN
         RAISE EXCEPTION 'jitter: must not be NULL (use ''0'')' USING ERRCODE = 'null_value_not_allowed';
     END IF;
