@@ -16,13 +16,7 @@ DECLARE
     v_job cronbox.job;
     v_first timestamptz;
 BEGIN
-    IF pause.name IS NULL THEN
-        RAISE EXCEPTION 'name: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    SELECT * INTO v_job FROM cronbox.job j WHERE j.name = pause.name FOR UPDATE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'name: no schedule named %', quote_literal(pause.name) USING ERRCODE = 'no_data_found';
-    END IF;
+    v_job := cronbox.lock_job(pause.name);
     IF v_job.paused THEN
         RETURN false;
     END IF;

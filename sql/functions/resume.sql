@@ -15,13 +15,7 @@ DECLARE
     v_job cronbox.job;
     v_anchor timestamptz;
 BEGIN
-    IF resume.name IS NULL THEN
-        RAISE EXCEPTION 'name: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    SELECT * INTO v_job FROM cronbox.job j WHERE j.name = resume.name FOR UPDATE;
-    IF NOT FOUND THEN
-        RAISE EXCEPTION 'name: no schedule named %', quote_literal(resume.name) USING ERRCODE = 'no_data_found';
-    END IF;
+    v_job := cronbox.lock_job(resume.name);
     IF NOT v_job.paused THEN
         RETURN false;
     END IF;
