@@ -18,18 +18,28 @@ from cronbox.config import Config, ConfigError
 from cronbox.migrate import MigrateError, migrate
 from cronbox.pgcluster import ClusterError, PgNotFound
 
-COMMANDS = {
-    "migrate": "create or upgrade the cronbox schema (idempotent; safe to run concurrently)",
-    "poller": "run the poller: materialise schedules and dispatch due runs into the outbox",
-    "relay": "run the relay: deliver outbox messages to their sinks, at least once",
-    "dev": "all-in-one for development: private PostgreSQL, migrate, poller, relay, demo worker",
+COMMANDS = {  # one line each in `cronbox --help`, also on an 80-column terminal
+    "migrate": "create/upgrade the schema; idempotent, concurrent-safe",
+    "poller": "materialise schedules, dispatch due runs to the outbox",
+    "relay": "deliver outbox messages to their sinks, at least once",
+    "dev": "private PostgreSQL, poller, relay, demo worker at once",
     "status": "show schedules, queues, dead letters and live processes",
-    "demo-worker": "run the demo HTTP worker (receives runs, completes them through SQL)",
+    "demo-worker": "the demo HTTP worker: receives runs, completes them",
 }
 
 
+class _OneLineHelp(argparse.HelpFormatter):
+    """A help column wide enough for the longest command name, so each is one line."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, max_help_position=20, width=80)
+        self._action_max_length = 18
+
+
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="cronbox", description="A job scheduler that lives inside PostgreSQL.")
+    p = argparse.ArgumentParser(
+        prog="cronbox", description="A job scheduler that lives inside PostgreSQL.",
+        formatter_class=_OneLineHelp)
     p.add_argument("--version", action="version", version=f"cronbox {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, help_text in COMMANDS.items():

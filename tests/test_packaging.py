@@ -49,3 +49,13 @@ def test_the_wheel_ships_the_sql(tmp_path):
     for sql in (REPO / "sql").rglob("*.sql"):
         assert f"cronbox/sql/{sql.relative_to(REPO / 'sql')}" in names
     assert {"poller/main.py", "relay/main.py", "cronbox/cli.py"} <= names
+
+
+def test_help_lists_every_command_on_one_line_each():
+    out = subprocess.run([sys.executable, "-m", "cronbox", "--help"], capture_output=True, text=True,
+                         timeout=60, env={"COLUMNS": "80", "PATH": "/usr/bin:/bin"})
+    assert out.returncode == 0
+    lines = out.stdout.splitlines()
+    for name, help_text in COMMANDS.items():
+        (line,) = [ln for ln in lines if ln.split()[:1] == [name]]
+        assert line.rstrip().endswith(help_text) and len(line) <= 80, line
