@@ -120,10 +120,30 @@ def test_ack_with_outcomes_completes_and_fails_runs_once(conn):
     assert run_state(conn, runs[1])[:2] == ("failed", "disk full")
     assert run_state(conn, runs[2])[0] == "delivered"
     assert active_runs(conn, "outcomes") == 1
+    # The worker's result is kept; the run without an outcome is leased for the job's timeout.
+    result, lease = conn.execute(
+        "SELECT (SELECT result FROM cronbox.run WHERE run_id = %s), "
+        "(SELECT lease_until - delivered_at FROM cronbox.run WHERE run_id = %s)", (runs[0], runs[2])).fetchone()
+    timeout = conn.execute("SELECT timeout FROM cronbox.job WHERE name = 'outcomes'").fetchone()[0]
+    assert (result, lease) == ({"rows": 7}, timeout)
     # An ack repeated after a lost commit acks nothing and records nothing more.
     assert conn.execute("SELECT cronbox.ack_outbox('r1', %s, %s)", (ids, db.Jsonb(outcomes))).fetchone()[0] == 0
     assert conn.execute("SELECT count(*) FROM cronbox.run WHERE run_id = ANY(%s) AND late_report IS NOT NULL",
                         (runs,)).fetchone()[0] == 0
+
+
+def test_ack_outcomes_must_be_an_array_and_a_null_result_is_no_result(conn):
+    runs = enqueue(conn, 1, job="odd-outcome")
+    ids = [r[0] for r in claim(conn)]
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="p_outcomes: must be a JSON array"):
+        conn.execute("SELECT cronbox.ack_outbox('r1', %s, %s)", (ids, db.Jsonb({"outbox_id": ids[0]})))
+    conn.rollback()
+    runs = enqueue(conn, 1, job="odd-outcome")
+    ids = [r[0] for r in claim(conn)]
+    outcomes = [{"outbox_id": ids[0], "state": "succeeded", "result": None}]
+    assert conn.execute("SELECT cronbox.ack_outbox('r1', %s, %s)", (ids, db.Jsonb(outcomes))).fetchone()[0] == 1
+    assert conn.execute("SELECT state, result IS NULL FROM cronbox.run WHERE run_id = %s",
+                        (runs[0],)).fetchone() == ("succeeded", True)
 
 
 def test_nack_backs_off_exponentially_with_jitter_and_honours_retry_after(conn):

@@ -18,49 +18,62 @@ SET jit = off  -- short OLTP statements: compiling costs more than running
 AS $$
 DECLARE
     v_acked integer;
+    v_outcome_of jsonb;
+    v_pending bigint[];
+    v_timeout_of jsonb;
     v_ok bigint[];
     v_ok_results jsonb[];
     v_failed bigint[];
     v_errors text[];
     v_retryable boolean[];
 BEGIN
+    -- The worker's answers, by outbox id (no join: a join's row estimates through a DELETE
+    -- ... RETURNING and a JSON function are guesses, and a nested loop over them is quadratic).
+    IF p_outcomes IS NOT NULL THEN
+        IF jsonb_typeof(p_outcomes) <> 'array' THEN
+            RAISE EXCEPTION 'p_outcomes: must be a JSON array of {outbox_id, state, ...}, got %',
+                jsonb_typeof(p_outcomes) USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        SELECT jsonb_object_agg(oc ->> 'outbox_id', oc)
+          INTO v_outcome_of
+        FROM jsonb_array_elements(p_outcomes) AS oc
+        WHERE oc ->> 'outbox_id' IS NOT NULL AND oc ->> 'state' IN ('succeeded', 'failed');
+    END IF;
+
     WITH acked AS (
         DELETE FROM cronbox.outbox o
         WHERE o.outbox_id = ANY (p_ids) AND o.lease_owner = p_owner
         RETURNING o.outbox_id, o.run_id, o.timeout
     ),
-    -- The worker's answer, when it carried the run's outcome.
-    outcome AS (
-        SELECT oc.outbox_id, oc.state, oc.result, oc.error, oc.retryable
-        FROM jsonb_to_recordset(coalesce(p_outcomes, '[]'))
-             AS oc(outbox_id bigint, state text, result jsonb, error text, retryable boolean)
-        WHERE oc.state IN ('succeeded', 'failed')
-    ),
     settled AS (
-        SELECT a.outbox_id, a.run_id, a.timeout, oc.state, oc.result, oc.error, oc.retryable
-        FROM acked a LEFT JOIN outcome oc ON oc.outbox_id = a.outbox_id
-    ),
-    -- dispatched -> delivered only for runs whose outcome is still to come (one run-row
-    -- write fewer for the others, which finish below straight from dispatched).
-    delivered AS (
+        SELECT a.run_id, a.timeout, v_outcome_of -> a.outbox_id::text AS oc
+        FROM acked a
+    )
+    SELECT count(*)::integer,
+           array_agg(s.run_id ORDER BY s.run_id) FILTER (WHERE s.run_id IS NOT NULL AND s.oc IS NULL),
+           jsonb_object_agg(s.run_id::text, s.timeout::text) FILTER (WHERE s.run_id IS NOT NULL AND s.oc IS NULL),
+           array_agg(s.run_id ORDER BY s.run_id) FILTER (WHERE s.run_id IS NOT NULL AND s.oc ->> 'state' = 'succeeded'),
+           array_agg(nullif(s.oc -> 'result', 'null') ORDER BY s.run_id) FILTER (WHERE s.run_id IS NOT NULL AND s.oc ->> 'state' = 'succeeded'),
+           array_agg(s.run_id ORDER BY s.run_id) FILTER (WHERE s.run_id IS NOT NULL AND s.oc ->> 'state' = 'failed'),
+           array_agg(coalesce(s.oc ->> 'error', 'failed (no error given)') ORDER BY s.run_id)
+               FILTER (WHERE s.run_id IS NOT NULL AND s.oc ->> 'state' = 'failed'),
+           array_agg(coalesce((s.oc ->> 'retryable')::boolean, true) ORDER BY s.run_id)
+               FILTER (WHERE s.run_id IS NOT NULL AND s.oc ->> 'state' = 'failed')
+      INTO v_acked, v_pending, v_timeout_of, v_ok, v_ok_results, v_failed, v_errors, v_retryable
+    FROM settled s;
+
+    -- dispatched -> delivered only for runs whose outcome is still to come (the others finish
+    -- below straight from dispatched: one run-row write fewer). Primary-key probes in run_id
+    -- order; the bounds prune partitions.
+    IF v_pending IS NOT NULL THEN
         UPDATE cronbox.run r SET
             state = 'delivered',
             delivered_at = p_now,
-            lease_until = p_now + s.timeout
-        FROM settled s
-        WHERE r.run_id = ANY (ARRAY(SELECT x.run_id FROM settled x WHERE x.state IS NULL))
-          AND r.run_id = s.run_id AND s.state IS NULL AND r.state = 'dispatched'
-    )
-    SELECT count(*)::integer,
-           array_agg(s.run_id ORDER BY s.run_id) FILTER (WHERE s.run_id IS NOT NULL AND s.state = 'succeeded'),
-           array_agg(s.result ORDER BY s.run_id) FILTER (WHERE s.run_id IS NOT NULL AND s.state = 'succeeded'),
-           array_agg(s.run_id ORDER BY s.run_id) FILTER (WHERE s.run_id IS NOT NULL AND s.state = 'failed'),
-           array_agg(coalesce(s.error, 'failed (no error given)') ORDER BY s.run_id)
-               FILTER (WHERE s.run_id IS NOT NULL AND s.state = 'failed'),
-           array_agg(coalesce(s.retryable, true) ORDER BY s.run_id)
-               FILTER (WHERE s.run_id IS NOT NULL AND s.state = 'failed')
-      INTO v_acked, v_ok, v_ok_results, v_failed, v_errors, v_retryable
-    FROM settled s;
+            lease_until = p_now + (v_timeout_of ->> r.run_id::text)::interval
+        WHERE r.run_id = ANY (v_pending)
+          AND r.run_id BETWEEN v_pending[1] AND v_pending[cardinality(v_pending)]
+          AND r.state = 'dispatched';
+    END IF;
 
     -- Outcomes with the worker-side semantics, set-based: one call per kind, not per run.
     IF v_ok IS NOT NULL THEN

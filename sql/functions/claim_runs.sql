@@ -19,6 +19,8 @@ DECLARE
     v_ids bigint[];
     v_messages jsonb[];
     v_timeouts interval[];
+    v_timeout_of jsonb;
+    v_message_of jsonb;
 BEGIN
     IF claim_runs.queue IS NULL OR claim_runs.queue = '' THEN
         RAISE EXCEPTION 'queue: must name a queue' USING ERRCODE = 'null_value_not_allowed';
@@ -48,22 +50,27 @@ BEGIN
     IF v_ids IS NULL THEN
         RETURN;
     END IF;
-    -- A separate statement with the ids as a value: partitions pruned, primary-key probes.
+    -- A separate statement with the ids as a value: partitions pruned by the bounds, primary-key
+    -- probes in run_id order, no join (a nested loop keyed on the array is quadratic).
+    SELECT array_agg(u.id ORDER BY u.id), jsonb_object_agg(u.id::text, u.timeout::text),
+           jsonb_object_agg(u.id::text, u.message)
+      INTO v_ids, v_timeout_of, v_message_of
+    FROM unnest(v_ids, v_timeouts, v_messages) AS u(id, timeout, message);
     RETURN QUERY
     WITH started AS (
         UPDATE cronbox.run r SET
             state = 'running', delivered_at = p_now, started_at = p_now,
-            worker = claim_runs.worker, lease_until = p_now + g.timeout
-        FROM unnest(v_ids, v_timeouts) AS g(id, timeout)
-        WHERE r.run_id = ANY (v_ids) AND r.run_id = g.id AND r.state = 'dispatched'
-        RETURNING r.run_id, r.lease_until
+            worker = claim_runs.worker,
+            lease_until = p_now + (v_timeout_of ->> r.run_id::text)::interval
+        WHERE r.run_id = ANY (v_ids) AND r.run_id BETWEEN v_ids[1] AND v_ids[cardinality(v_ids)]
+          AND r.state = 'dispatched'
+        RETURNING r.run_id, r.lease_until, v_message_of -> r.run_id::text AS message
     )
-    SELECT s.run_id, m.message ->> 'job', m.message -> 'payload',
-           (m.message ->> 'fire_at')::timestamptz, (m.message ->> 'attempt')::integer,
-           s.lease_until, m.message ->> 'idempotency_key',
-           m.message || jsonb_build_object('deadline', s.lease_until)
+    SELECT s.run_id, s.message ->> 'job', s.message -> 'payload',
+           (s.message ->> 'fire_at')::timestamptz, (s.message ->> 'attempt')::integer,
+           s.lease_until, s.message ->> 'idempotency_key',
+           s.message || jsonb_build_object('deadline', s.lease_until)
     FROM started s
-    JOIN unnest(v_ids, v_messages) AS m(id, message) ON m.id = s.run_id
     ORDER BY s.run_id;
 END
 $$;

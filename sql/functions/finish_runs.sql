@@ -22,6 +22,12 @@ DECLARE
     v_jobs bigint[];
     v_after bigint[] := '{}';
     v_fin cronbox.finished_run[];
+    v_lo bigint;
+    v_hi bigint;
+    v_result_of jsonb;
+    v_error_of jsonb;
+    v_done bigint[];
+    v_late bigint[];
     v_ids bigint[];
     v_states text[];
     v_verdicts text[];
@@ -36,9 +42,14 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
+    -- Bounds of the run ids: a range condition prunes run partitions in every plan (a generic
+    -- plan cannot prune on = ANY of an array parameter), and joins key on it, never on the array
+    -- (an = ANY in a nested loop's inner index scan is re-sorted on every probe: quadratic).
+    SELECT min(u.id), max(u.id) INTO v_lo, v_hi FROM unnest(p_run_ids) AS u(id);
+
     -- 1. The jobs concerned, read without locks, then locked in one fixed order.
     SELECT array_agg(DISTINCT r.job_id) INTO v_jobs
-    FROM cronbox.run r WHERE r.run_id = ANY (p_run_ids);
+    FROM cronbox.run r WHERE r.run_id = ANY (p_run_ids) AND r.run_id BETWEEN v_lo AND v_hi;
     IF v_jobs IS NULL THEN
         RETURN QUERY SELECT u.id, NULL::text, 'not_found'::text FROM unnest(p_run_ids) u(id);
         RETURN;
@@ -52,22 +63,26 @@ BEGIN
     PERFORM 1 FROM cronbox.job j WHERE j.job_id = ANY (v_jobs || v_after)
     ORDER BY j.job_id FOR NO KEY UPDATE;
 
-    -- 2. The runs: final state, or a late report kept aside.
-    WITH req AS (
-        SELECT DISTINCT ON (u.id) u.id, u.ord
-        FROM unnest(p_run_ids) WITH ORDINALITY AS u(id, ord)
-        ORDER BY u.id, u.ord
-    ),
-    locked AS MATERIALIZED (
+    -- 2. The runs, locked in run_id order: final state, or a late report kept aside. The
+    --    reports (result, error) are looked up by run id (the first report of an id wins).
+    IF p_results IS NOT NULL OR p_errors IS NOT NULL THEN
+        SELECT jsonb_object_agg(x.id::text, x.result) FILTER (WHERE x.result IS NOT NULL),
+               jsonb_object_agg(x.id::text, x.error) FILTER (WHERE x.error IS NOT NULL)
+          INTO v_result_of, v_error_of
+        FROM (SELECT DISTINCT ON (u.id) u.id, p_results[u.ord] AS result, p_errors[u.ord] AS error
+              FROM unnest(p_run_ids) WITH ORDINALITY AS u(id, ord)
+              ORDER BY u.id, u.ord) x;
+    END IF;
+    WITH locked AS MATERIALIZED (
         SELECT r.run_id, r.job_id, r.job_name, r.queue, r.attempt, r.fire_at, r.payload,
                r.state, r.cancel_requested, r.lease_until
         FROM cronbox.run r
-        WHERE r.run_id = ANY (p_run_ids)
+        WHERE r.run_id = ANY (p_run_ids) AND r.run_id BETWEEN v_lo AND v_hi
         ORDER BY r.run_id
         FOR UPDATE
     ),
-    classified AS MATERIALIZED (
-        SELECT l.*, p_results[req.ord] AS result, p_errors[req.ord] AS error,
+    classified AS (
+        SELECT l.*, v_error_of ->> l.run_id::text AS error,
                CASE
                    WHEN l.state IN ('dispatched', 'delivered', 'running') THEN
                        CASE WHEN p_outcome = 'lost' AND NOT (l.state IN ('delivered', 'running')
@@ -80,40 +95,48 @@ BEGIN
                CASE WHEN p_outcome = 'succeeded' THEN 'succeeded'
                     WHEN l.cancel_requested THEN 'cancelled'
                     ELSE p_outcome END AS new_state
-        FROM locked l JOIN req ON req.id = l.run_id
-    ),
-    upd AS (
+        FROM locked l
+    )
+    SELECT array_agg(ROW(c.run_id, c.job_id, c.job_name, c.queue, c.new_state, c.attempt,
+                         c.fire_at, c.payload, c.error,
+                         p_outcome IN ('failed', 'lost') AND NOT c.cancel_requested
+                             AND (p_outcome = 'lost' OR p_retryable))::cronbox.finished_run
+                     ORDER BY c.run_id)
+               FILTER (WHERE c.verdict = 'finished'),
+           array_agg(c.run_id ORDER BY c.run_id) FILTER (WHERE c.verdict = 'finished'),
+           array_agg(c.run_id ORDER BY c.run_id) FILTER (WHERE c.verdict = 'late'),
+           array_agg(c.run_id),
+           array_agg(CASE WHEN c.verdict = 'finished' THEN c.new_state ELSE c.state END),
+           array_agg(c.verdict)
+      INTO v_fin, v_done, v_late, v_ids, v_states, v_verdicts
+    FROM classified c;
+
+    -- No join: the runs are probed through the primary key in run_id order (locked above, so
+    -- the state is the one classified), their reports looked up by id.
+    IF v_done IS NOT NULL THEN
         UPDATE cronbox.run r SET
-            state = c.new_state,
+            state = CASE WHEN p_outcome = 'succeeded' THEN 'succeeded'
+                         WHEN r.cancel_requested THEN 'cancelled'
+                         ELSE p_outcome END,
             -- a report straight from dispatched (the relay's ack with the worker's answer,
             -- or a worker faster than the ack) was delivered by then
             delivered_at = coalesce(r.delivered_at,
                                     CASE WHEN p_outcome IN ('succeeded', 'failed') THEN p_now END),
             finished_at = p_now,
-            result = c.result,
-            error = coalesce(c.error, CASE WHEN c.new_state = 'cancelled' THEN 'cancelled' END),
+            result = v_result_of -> r.run_id::text,
+            error = coalesce(v_error_of ->> r.run_id::text,
+                             CASE WHEN p_outcome = 'cancelled'
+                                       OR (p_outcome <> 'succeeded' AND r.cancel_requested)
+                                  THEN 'cancelled' END),
             lease_until = NULL
-        FROM classified c
-        WHERE r.run_id = ANY (p_run_ids)  -- prunes partitions before the join
-          AND r.run_id = c.run_id AND c.verdict = 'finished'
-    ),
-    late AS (
+        WHERE r.run_id = ANY (v_done) AND r.run_id BETWEEN v_lo AND v_hi;
+    END IF;
+    IF v_late IS NOT NULL THEN
         UPDATE cronbox.run r SET late_report = jsonb_build_object(
-            'report', p_outcome, 'at', p_now, 'state_then', c.state,
-            'result', c.result, 'error', c.error)
-        FROM classified c
-        WHERE r.run_id = ANY (p_run_ids) AND r.run_id = c.run_id AND c.verdict = 'late'
-    )
-    SELECT array_agg(ROW(c.run_id, c.job_id, c.job_name, c.queue, c.new_state, c.attempt,
-                         c.fire_at, c.payload, c.error,
-                         p_outcome IN ('failed', 'lost') AND NOT c.cancel_requested
-                             AND (p_outcome = 'lost' OR p_retryable))::cronbox.finished_run)
-               FILTER (WHERE c.verdict = 'finished'),
-           array_agg(c.run_id),
-           array_agg(CASE WHEN c.verdict = 'finished' THEN c.new_state ELSE c.state END),
-           array_agg(c.verdict)
-      INTO v_fin, v_ids, v_states, v_verdicts
-    FROM classified c;
+            'report', p_outcome, 'at', p_now, 'state_then', r.state,
+            'result', v_result_of -> r.run_id::text, 'error', v_error_of ->> r.run_id::text)
+        WHERE r.run_id = ANY (v_late) AND r.run_id BETWEEN v_lo AND v_hi;
+    END IF;
 
     IF v_fin IS NOT NULL THEN
         -- 3. Job bookkeeping, retries, on_error, notifications: one statement.
