@@ -161,7 +161,7 @@ class Config:
             log_format=env_choice(env, "CRONBOX_LOG_FORMAT", "text", ("text", "json")),
             horizon=env_duration(env, "CRONBOX_HORIZON", "2m"),
             misfire_grace=env_duration(env, "CRONBOX_MISFIRE_GRACE", "30s"),
-            saturate_batch=env_int(env, "CRONBOX_SATURATE_BATCH", 500),
+            saturate_batch=env_int(env, "CRONBOX_SATURATE_BATCH", 100),
             dispatch_batch=env_int(env, "CRONBOX_DISPATCH_BATCH", 1000),
             poll_interval=env_duration(env, "CRONBOX_POLL_INTERVAL", "1s"),
             dispatch_tick_cap=env_int(env, "CRONBOX_DISPATCH_TICK_CAP", 0, minimum=0),

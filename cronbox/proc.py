@@ -66,8 +66,10 @@ def install_signal_handlers(waker: Waker, main_task: asyncio.Task[object], name:
         loop.add_signal_handler(sig, on_signal, sig)
 
 
-async def listen(dsn: str, channels: Iterable[str], waker: Waker, on_connect: Callable[[], None] | None = None) -> None:
-    """Set `waker.wake` on every NOTIFY on the channels; reconnect with backoff forever.
+async def listen(dsn: str, channels: Iterable[str], waker: Waker, on_connect: Callable[[], None] | None = None,
+                 on_notify: Callable[[], None] | None = None) -> None:
+    """Set `waker.wake` (and call `on_notify`) on every NOTIFY on the channels; reconnect with
+    backoff forever.
 
     NOTIFY is only a hint: notifications sent while disconnected are gone, so every
     (re)connect also wakes the loop, which then polls.
@@ -85,6 +87,8 @@ async def listen(dsn: str, channels: Iterable[str], waker: Waker, on_connect: Ca
                 while not waker.stop.is_set():
                     async for _ in conn.notifies(timeout=1.0):
                         waker.wake.set()
+                        if on_notify:
+                            on_notify()
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
             event(log, "listener disconnected", level=logging.WARNING, error=db.explain(exc))
             metrics.observe_reconnect()
