@@ -76,10 +76,11 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="cronbox fire -> arrival latency")
     p.add_argument("--schedules", type=int, help="schedules firing every second (default 1,000; quick 50)")
     p.add_argument("--seconds", type=int, help="measured window (default 60; quick 5)")
-    p.add_argument("--mode", choices=("report-sql", "respond", "accept"), default="report-sql",
-                   help="how the worker completes runs (see bench/worker.py)")
-    p.add_argument("--http-batch", type=int, default=1,
-                   help="messages per HTTP request (the route's batch=N; 1 = one POST per message)")
+    p.add_argument("--mode", choices=("report-sql", "respond", "accept"), default="respond",
+                   help="how the worker completes runs (see bench/worker.py; default respond: the "
+                        "relay finishes runs from the answer)")
+    p.add_argument("--http-batch", type=int, default=100,
+                   help="messages per HTTP request (the route's batch=N, default 100; 1 = one POST per message)")
     p.add_argument("--triggers", type=int, default=20, help="trigger() calls to time (quick: 5)")
     args = parse_args(p, argv)
     s = args.schedules or (50 if args.quick else 1000)

@@ -97,7 +97,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rate", type=int, help="runs per second = schedules firing every second (default 2,000; quick 200)")
     p.add_argument("--seconds", type=int, help="duration (default 600; quick 20)")
     p.add_argument("--every", type=float, help="sample interval in seconds (default 60; quick 5)")
-    p.add_argument("--report-tx", choices=("per-run", "batch"), default="per-run")
+    p.add_argument("--mode", choices=("report-sql", "respond"), default="respond",
+                   help="how the worker completes runs (see bench/worker.py; default respond)")
+    p.add_argument("--http-batch", type=int, default=100,
+                   help="messages per HTTP request (the route's batch=N, default 100; 1 = one POST per message)")
+    p.add_argument("--report-tx", choices=("per-run", "batch"), default="per-run",
+                   help="report-sql mode: a transaction per run or per batch")
     args = parse_args(p, argv)
     rate = args.rate or (200 if args.quick else 2000)
     seconds = args.seconds or (20 if args.quick else 600)
@@ -105,15 +110,16 @@ def main(argv: list[str] | None = None) -> int:
 
     with Database(args, "soak") as database, workdir("soak") as logdir:
         report = base_report("soak", args, database, argv)
-        report.update({"rate": rate, "seconds": seconds, "every": every})
+        report.update({"rate": rate, "seconds": seconds, "every": every, "mode": args.mode,
+                       "http_batch": args.http_batch})
         with database.connect() as conn:
             conn.execute("SELECT cronbox.schedule('soak-0', cron => '* * * * * *', overlap => 'allow')")
         database.clone_jobs("soak-0", "soak-", rate - 1)
         port = free_port()
-        env = {"CRONBOX_SINKS": f"*=http://127.0.0.1:{port}/run", **extra_env(args)}
+        env = {"CRONBOX_SINKS": f"*=http://127.0.0.1:{port}/run batch={args.http_batch}", **extra_env(args)}
         samples: list[dict[str, Any]] = []
         with Fleet(logdir) as fleet:
-            fleet.worker(database.dsn, port, "report-sql", "--report-tx", args.report_tx)
+            fleet.worker(database.dsn, port, args.mode, "--report-tx", args.report_tx)
             wait_worker(port, fleet)
             fleet.cronbox("poller", database.dsn, env)
             fleet.cronbox("relay", database.dsn, env)
