@@ -179,6 +179,18 @@ def analyse(records: list[tuple], s: int, w0: int, w1: int, trig: dict[str, Any]
                        for q, v in (("p50", pct(lat_ms, 50)), ("p90", pct(lat_ms, 90)),
                                     ("p99", pct(lat_ms, 99)), ("max", max(lat_ms) if lat_ms else None))},
     }
+    # Where the tail is: per fire second, how many fires arrived more than 50 ms late (clustered
+    # in a few seconds = a stall, e.g. a saturation pass; spread out = per-fire cost).
+    slow: dict[int, list[float]] = {}
+    for run, arr in first_arrival.items():
+        ms = 1000 * (arr - epoch(fire_of[run]))
+        if ms > 50:
+            slow.setdefault(int(epoch(fire_of[run])) - w0, []).append(ms)
+    out["over_50ms"] = {
+        "fires": sum(len(v) for v in slow.values()), "seconds_with_any": len(slow),
+        "worst_seconds": [{"second": k, "fires": len(v), "max_ms": round(max(v), 1)}
+                          for k, v in sorted(slow.items(), key=lambda kv: -len(kv[1]))[:8]],
+    }
     if trig.get("calls"):
         arrivals = sorted(arr for arr, _run, job, _f, _a in records if job == "lat-trigger")
         calls = trig.pop("calls")
@@ -195,6 +207,8 @@ def summary(r: dict[str, Any]) -> list[str]:
         f"latency: {r['schedules']} schedules every second, {r['window_s']} s window, "
         f"{'durable' if r['durable'] else 'NOT durable'}, worker {r['mode']}",
         f"  fire -> arrival ms: p50 {lat['p50']}, p90 {lat['p90']}, p99 {lat['p99']}, max {lat['max']}",
+        f"  fires over 50 ms: {r.get('over_50ms', {}).get('fires')} in {r.get('over_50ms', {}).get('seconds_with_any')} "
+        f"fire seconds; worst: {r.get('over_50ms', {}).get('worst_seconds', [])[:3]}",
         f"  fires expected {r['expected']}, arrived {r['arrived']} ({r['distinct_fires_arrived']} distinct fires): "
         f"not arrived by the end {r['not_arrived']} (no run at all: {r['missed']}), doubled {r['doubled']}, "
         f"redelivered {r['redelivered']}; run states in window {r['db_states_in_window']}",

@@ -43,10 +43,10 @@ def env_int(env: Mapping[str, str], name: str, default: int, minimum: int = 1) -
     return value
 
 
-def env_duration(env: Mapping[str, str], name: str, default: str) -> timedelta:
+def env_duration(env: Mapping[str, str], name: str, default: str, *, zero_ok: bool = False) -> timedelta:
     value = parse_duration(name, env.get(name) or default)
-    if value <= timedelta(0):
-        raise ConfigError(f"{name}: must be positive, got {env.get(name)!r}")
+    if value < timedelta(0) or (value == timedelta(0) and not zero_ok):
+        raise ConfigError(f"{name}: must be {'zero or more' if zero_ok else 'positive'}, got {env.get(name)!r}")
     return value
 
 
@@ -135,8 +135,9 @@ class Config:
     # poller
     horizon: timedelta = timedelta(minutes=2)
     misfire_grace: timedelta = timedelta(seconds=30)  # older unmaterialised fires go to catch-up
-    saturate_batch: int = 500
+    saturate_batch: int = 100
     dispatch_batch: int = 1000
+    dispatch_lead: timedelta = timedelta(0)  # early dispatch (0 = off): see docs/runs.md
     poll_interval: timedelta = timedelta(seconds=1)
     dispatch_tick_cap: int = 0          # max runs dispatched per wake-up; 0 = no cap
     reap_interval: timedelta = timedelta(seconds=1)
@@ -163,6 +164,7 @@ class Config:
             misfire_grace=env_duration(env, "CRONBOX_MISFIRE_GRACE", "30s"),
             saturate_batch=env_int(env, "CRONBOX_SATURATE_BATCH", 100),
             dispatch_batch=env_int(env, "CRONBOX_DISPATCH_BATCH", 1000),
+            dispatch_lead=env_duration(env, "CRONBOX_DISPATCH_LEAD", "0s", zero_ok=True),
             poll_interval=env_duration(env, "CRONBOX_POLL_INTERVAL", "1s"),
             dispatch_tick_cap=env_int(env, "CRONBOX_DISPATCH_TICK_CAP", 0, minimum=0),
             reap_interval=env_duration(env, "CRONBOX_REAP_INTERVAL", "1s"),

@@ -51,24 +51,38 @@ class Tick:
 
 
 async def tick(pool, cfg: Config, limit: int) -> Tick:
-    """One dispatch batch of at most `limit` due futures (saturation is the other loop's)."""
+    """One dispatch batch of at most `limit` due futures (saturation is the other loop's); with
+    CRONBOX_DISPATCH_LEAD, then early dispatch of what is due within the lead and eligible."""
+    lead = cfg.dispatch_lead
     async with pool.connection() as conn:
         cur = await conn.execute(
             "SELECT dispatched, skipped, failed, held, "
             "       extract(epoch FROM next_due - clock_timestamp()) "
             "FROM cronbox.dispatch(%s)", (limit,))
         dispatched, skipped, failed, held, wait = await cur.fetchone()
+        early = 0
+        if lead and dispatched + skipped + failed + held < limit:
+            cur = await conn.execute(
+                "SELECT dispatched, extract(epoch FROM next_due - clock_timestamp()) "
+                "FROM cronbox.dispatch_ahead(%s, %s)", (limit - dispatched - skipped - failed - held, lead))
+            early, wait = await cur.fetchone()
     decided = dispatched + skipped + failed + held
-    if decided:
+    if decided or early:
         event(log, "dispatched", level=logging.DEBUG, runs=dispatched, skipped=skipped,
-              failed=failed, held=held)
-    again = decided >= limit
+              failed=failed, held=held, early=early)
+    again = decided + early >= limit
     sleep = cfg.poll_interval.total_seconds()
     if wait is not None:
-        sleep = min(sleep, float(wait))
+        wait = float(wait)
+        # With a lead, wake `lead` before the next fire, which may be eligible for early
+        # dispatch; a fire already inside the lead that was not taken is dispatch's at its
+        # due time.
+        if lead and wait - lead.total_seconds() > 0:
+            wait -= lead.total_seconds()
+        sleep = min(sleep, wait)
         if sleep <= 0:
             sleep = BUSY_RETRY
-    return Tick(again=again, sleep=sleep, dispatched=dispatched)
+    return Tick(again=again, sleep=sleep, dispatched=dispatched + early)
 
 
 async def saturate(pool, cfg: Config) -> tuple[int, int]:

@@ -15,6 +15,7 @@ import contextlib
 import logging
 import os
 import time
+from collections import defaultdict
 
 import aiohttp
 import psycopg
@@ -79,7 +80,7 @@ class Relay:
         sweep hands back anything a cancelled claim may have leased)."""
         claim = asyncio.ensure_future(retrying(
             lambda: store.claim_outbox(self.pool, self.owner, self.cfg.relay_batch, self.cfg.relay_lease,
-                                       self.include, self.exclude),
+                                       self.include, self.exclude, self.cfg.dispatch_lead),
             budget=3600, what="relay claim"))
         stop = asyncio.ensure_future(self.waker.stop.wait())
         try:
@@ -119,15 +120,33 @@ class Relay:
         if not task.cancelled() and task.exception() is not None:
             event(log, "batch failed", level=logging.ERROR, error=db.explain(task.exception()))
 
+    async def deliver_on_time(self, rows: list[Row], report: Report) -> float:
+        """Send the rows, those claimed ahead (CRONBOX_DISPATCH_LEAD) at their due time: rows
+        due together go out together, each group as soon as its time comes. Returns the send
+        time in seconds, from the first group's due time."""
+        t0 = time.monotonic()
+        if not any(r[5] > 0 for r in rows):
+            await deliver(self.session, self.routes, rows, report)
+            return time.monotonic() - t0
+        groups: dict[float, list[Row]] = defaultdict(list)
+        for r in rows:
+            groups[round(r[5], 3)].append(r)
+
+        async def at(hold: float, group: list[Row]) -> None:
+            await asyncio.sleep(max(0.0, t0 + hold - time.monotonic()))
+            await deliver(self.session, self.routes, group, report)
+
+        await asyncio.gather(*(at(hold, group) for hold, group in sorted(groups.items())))
+        return max(0.0, time.monotonic() - t0 - min(groups))
+
     def sink_of(self, queue: str) -> str | None:
         route = self.routes.target(queue)
         return route.kind if route else None
 
     async def send(self, rows: list[Row]) -> None:
         report = Report()
-        started = time.monotonic()
         try:
-            await deliver(self.session, self.routes, rows, report)
+            seconds = await self.deliver_on_time(rows, report)
         except asyncio.CancelledError:
             # Shutdown timeout: settle the sends that finished, hand back the rest (maybe sent:
             # at least once).
@@ -136,7 +155,6 @@ class Relay:
             with contextlib.suppress(Exception):
                 await asyncio.shield(self._settle_and_release(report, unsent))
             raise
-        seconds = time.monotonic() - started
         dead = await self.settle(report)
         metrics.observe_relay_batch(rows, set(report.ok), dead, self.sink_of, seconds)
 
@@ -146,7 +164,7 @@ class Relay:
             await self._release(unsent)
 
     async def _release(self, ids: list[int] | None) -> int:
-        return await db.retrying(lambda: store.release_outbox(self.pool, self.owner, ids), budget=5, what="release")
+        return await db.retrying(lambda: store.release_outbox(self.pool, self.owner, ids, self.cfg.relay_lease), budget=5, what="release")
 
     async def settle(self, report: Report) -> set[int]:
         """Ack what was delivered, nack what failed; returns the dead-lettered outbox ids."""

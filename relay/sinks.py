@@ -30,8 +30,9 @@ from relay.routes import Route, Routes
 
 log = logging.getLogger("cronbox.relay")
 
-# outbox_id, queue, idempotency_key, message JSON text, seconds from fire time to claim (or None)
-Row = tuple[int, str, str, str, float | None]
+# outbox_id, queue, idempotency_key, message JSON text, seconds from fire time to claim (or None),
+# seconds to hold the row before sending (> 0 only for rows claimed ahead: CRONBOX_DISPATCH_LEAD)
+Row = tuple[int, str, str, str, float | None, float]
 OUTCOME_STATES = ("succeeded", "failed")
 RETRY_STATUSES = frozenset({408, 429})
 

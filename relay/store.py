@@ -11,15 +11,19 @@ from relay.sinks import Report, Row
 
 _CLAIM = (
     "SELECT outbox_id, queue, coalesce(message->>'idempotency_key', 'outbox:' || outbox_id), message::text, "
-    "extract(epoch FROM clock_timestamp() - (message->>'fire_at')::timestamptz)::float8 "
-    "FROM cronbox.claim_outbox(%s, %s, %s, %s, %s)"
+    "extract(epoch FROM clock_timestamp() - (message->>'fire_at')::timestamptz)::float8, "
+    "greatest(extract(epoch FROM available_at - clock_timestamp())::float8, 0) "
+    "FROM cronbox.claim_outbox(%s, %s, %s, %s, %s, p_ahead => %s)"
 )
 
 
 async def claim_outbox(pool, owner: str, limit: int, lease: timedelta,
-                       include: list[str] | None, exclude: list[str] | None) -> list[Row]:
+                       include: list[str] | None, exclude: list[str] | None,
+                       ahead: timedelta = timedelta(0)) -> list[Row]:
+    """Claim a batch; with `ahead`, also rows due within it (each row's last field: seconds to
+    hold it before sending, by the database clock)."""
     async with pool.connection() as conn:
-        cur = await conn.execute(_CLAIM, (owner, limit, lease, include, exclude))
+        cur = await conn.execute(_CLAIM, (owner, limit, lease, include, exclude, ahead))
         return await cur.fetchall()
 
 
@@ -42,9 +46,9 @@ async def nack_outbox(pool, owner: str, report: Report, s: RelaySettings) -> tup
     return (int(row[0]), list(row[1])) if row else (0, [])
 
 
-async def release_outbox(pool, owner: str, ids: list[int] | None = None) -> int:
+async def release_outbox(pool, owner: str, ids: list[int] | None = None, lease: timedelta | None = None) -> int:
     async with pool.connection() as conn:
-        cur = await conn.execute("SELECT cronbox.release_outbox(%s, %s)", (owner, ids))
+        cur = await conn.execute("SELECT cronbox.release_outbox(%s, %s, p_lease => %s)", (owner, ids, lease))
         row = await cur.fetchone()
     return int(row[0]) if row else 0
 

@@ -1,7 +1,7 @@
 """The benchmark scripts in --quick mode, so they never rot. Not timing tests: each checks
 that its script ran the real pipeline to the end and reported what it promises.
 
-The four scripts start together (each has its own private PostgreSQL and processes) and
+The scripts start together (each has its own private PostgreSQL and processes) and
 each test waits for its own, so the file costs about as long as the slowest script.
 """
 
@@ -21,6 +21,7 @@ SCRIPTS = {
     "latency": ["--quick"],
     "scale": ["--quick"],
     "soak": ["--quick", "--seconds", "10"],
+    "sqlcost": ["--quick"],
 }
 
 
@@ -112,5 +113,15 @@ def test_soak_quick_samples_rate_table_sizes_and_rss_every_interval(benches):
         assert s["rss_mb"]["poller"] and s["rss_mb"]["relay"]
     # the pipeline ran: runs of the soak's schedules were dispatched and completed
     assert sum(s["dispatched_per_s"] for s in r["samples"]) > 0
-    assert r["worker"]["reported"] > 0 and r["worker"]["report_errors"] == 0
+    assert r["worker"]["messages"] > 0 and r["worker"]["report_errors"] == 0
     assert "throughput_steady" in r["verdicts"] and "cronbox.outbox_bounded" in r["verdicts"]
+
+
+def test_sqlcost_quick_times_each_stage_and_finishes_every_run(benches):
+    rc, r = benches["sqlcost"].result()
+    assert rc == 0, r
+    assert r["durable"] is True and r["complete"] is True
+    rep = r["repetitions"][0]
+    assert rep["succeeded"] == rep["acked"] == r["n"] == 2000
+    assert all(rep["us_per_run"][k] > 0 for k in ("dispatch", "claim", "ack"))
+    assert rep["wal_bytes_per_run"]["dispatch"] > 0 and rep["wal_bytes_per_run"]["ack"] > 0

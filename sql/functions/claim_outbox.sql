@@ -4,22 +4,28 @@
 -- relays get disjoint rows. p_queues (NULL = all) / p_exclude (NULL = none) keep pull-mode
 -- queues out. A relay that dies leaves rows that come back when the lease ends.
 -- Counts the attempt; returns the messages with their deadline (now + timeout) filled in.
+-- p_ahead (CRONBOX_DISPATCH_LEAD) also takes rows that become available within p_ahead
+-- (written early by cronbox.dispatch_ahead): the relay holds them until available_at, which
+-- is returned, and the lease runs from then.
+DROP FUNCTION IF EXISTS cronbox.claim_outbox(text, integer, interval, text[], text[], timestamptz);
 CREATE OR REPLACE FUNCTION cronbox.claim_outbox(
     p_owner text,
     p_limit integer,
     p_lease interval DEFAULT '30 seconds',
     p_queues text[] DEFAULT NULL,
     p_exclude text[] DEFAULT NULL,
-    p_now timestamptz DEFAULT now()
-) RETURNS TABLE (outbox_id bigint, run_id bigint, queue text, kind text, message jsonb, attempts integer)
+    p_now timestamptz DEFAULT now(),
+    p_ahead interval DEFAULT '0'
+) RETURNS TABLE (outbox_id bigint, run_id bigint, queue text, kind text, message jsonb, attempts integer,
+                 available_at timestamptz)
 LANGUAGE sql
 SET search_path = pg_catalog, pg_temp
 SET jit = off  -- short OLTP statements: compiling costs more than running
 AS $$
     WITH picked AS (
-        SELECT o.outbox_id
+        SELECT o.outbox_id, o.available_at
         FROM cronbox.outbox o
-        WHERE o.available_at <= p_now
+        WHERE o.available_at <= p_now + p_ahead
           AND (p_queues IS NULL OR o.queue = ANY (p_queues))
           AND (p_exclude IS NULL OR o.queue <> ALL (p_exclude))
         ORDER BY o.available_at
@@ -27,17 +33,17 @@ AS $$
         FOR UPDATE SKIP LOCKED
     )
     UPDATE cronbox.outbox o SET
-        available_at = p_now + p_lease,
+        available_at = greatest(p.available_at, p_now) + p_lease,
         lease_owner = p_owner,
         attempts = o.attempts + 1
     FROM picked p
     WHERE o.outbox_id = p.outbox_id
     RETURNING o.outbox_id, o.run_id, o.queue, o.kind,
               CASE WHEN o.kind = 'run'
-                   THEN o.message || jsonb_build_object('deadline', p_now + o.timeout)
+                   THEN o.message || jsonb_build_object('deadline', greatest(p.available_at, p_now) + o.timeout)
                    ELSE o.message END,
-              o.attempts
+              o.attempts, p.available_at
 $$;
 
-COMMENT ON FUNCTION cronbox.claim_outbox(text, integer, interval, text[], text[], timestamptz) IS
-'Relay: leases up to p_limit available outbox rows (SKIP LOCKED, outbox_claim_idx) for p_lease, only queues in p_queues (NULL = all) and not in p_exclude, and returns the messages, deadline included. Unacked rows come back when the lease ends: at least once.';
+COMMENT ON FUNCTION cronbox.claim_outbox(text, integer, interval, text[], text[], timestamptz, interval) IS
+'Relay: leases up to p_limit outbox rows available by now + p_ahead (SKIP LOCKED, outbox_claim_idx) for p_lease from their available time, only queues in p_queues (NULL = all) and not in p_exclude, and returns the messages, deadline included, and when each is due. Unacked rows come back when the lease ends: at least once.';

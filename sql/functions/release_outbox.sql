@@ -1,18 +1,23 @@
 -- cronbox.release_outbox(p_owner, p_ids, p_now): a relay hands back leases it will not
 -- finish (shutdown): rows still leased to p_owner (p_ids, or all of them when NULL) become
 -- claimable now instead of when the lease ends. Row locks only; the no-ids form scans the
--- small outbox (shutdown only). Idempotent. Returns the number released.
+-- small outbox (shutdown only). Idempotent. Returns the number released. p_lease (the
+-- relay's lease) keeps a row claimed ahead of its due time (CRONBOX_DISPATCH_LEAD) from
+-- becoming claimable before that time: the claim set available_at = greatest(due, then) + lease.
+DROP FUNCTION IF EXISTS cronbox.release_outbox(text, bigint[], timestamptz);
 CREATE OR REPLACE FUNCTION cronbox.release_outbox(
     p_owner text,
     p_ids bigint[] DEFAULT NULL,
-    p_now timestamptz DEFAULT now()
+    p_now timestamptz DEFAULT now(),
+    p_lease interval DEFAULT NULL
 ) RETURNS integer
 LANGUAGE sql
 SET search_path = pg_catalog, pg_temp
 SET jit = off  -- short OLTP statements: compiling costs more than running
 AS $$
     WITH released AS (
-        UPDATE cronbox.outbox o SET available_at = p_now, lease_owner = NULL
+        UPDATE cronbox.outbox o SET available_at = greatest(p_now, o.available_at - p_lease),
+                                    lease_owner = NULL
         WHERE o.lease_owner = p_owner
           AND o.available_at > p_now
           AND (p_ids IS NULL OR o.outbox_id = ANY (p_ids))
@@ -21,5 +26,5 @@ AS $$
     SELECT count(*)::integer FROM released
 $$;
 
-COMMENT ON FUNCTION cronbox.release_outbox(text, bigint[], timestamptz) IS
-'Relay: makes rows still leased to p_owner (p_ids, or all when NULL) claimable now; used at shutdown for sends that will not happen. Returns the count.';
+COMMENT ON FUNCTION cronbox.release_outbox(text, bigint[], timestamptz, interval) IS
+'Relay: makes rows still leased to p_owner (p_ids, or all when NULL) claimable now (or, given the lease, at their due time if that is later); used at shutdown for sends that will not happen. Returns the count.';

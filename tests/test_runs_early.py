@@ -1,0 +1,142 @@
+"""Early dispatch (CRONBOX_DISPATCH_LEAD): cronbox.dispatch_ahead writes the runs of fires due
+within the lead whose decision cannot change before then, available at their due time;
+claim_outbox(p_ahead) lets a relay take them early and hold them; release_outbox with the
+lease never makes one claimable before its due time."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timedelta
+
+import orjson
+import psycopg
+import pytest
+from aiohttp import web
+
+from cronbox import db
+
+from .procs import Proc, wait_until
+from .relay_support import ThreadedWorker
+from .runs_support import at, dispatch, future, futures, job, jobrow, runs
+
+LEAD = timedelta(seconds=1)
+
+
+def ahead(conn, now: float, lead: timedelta = LEAD, limit: int = 1000) -> int:
+    return conn.execute("SELECT dispatched FROM cronbox.dispatch_ahead(%s, %s, %s)",
+                        (limit, lead, at(now))).fetchone()[0]
+
+
+def claim(conn, now: float, ahead_by: timedelta = timedelta(0), owner: str = "r1"):
+    return conn.execute(
+        "SELECT outbox_id, run_id, available_at, message FROM cronbox.claim_outbox(%s, 100, '30 seconds', "
+        "p_now => %s, p_ahead => %s) ORDER BY outbox_id", (owner, at(now), ahead_by)).fetchall()
+
+
+def test_a_fire_inside_the_lead_is_written_as_of_its_due_time(conn):
+    job(conn, "tick", overlap="allow", timeout="90 seconds")
+    future(conn, "tick", 10)
+    assert ahead(conn, 9.5) == 1
+    [run] = runs(conn, "tick")
+    assert (run["state"], run["fire_at"], run["dispatched_at"]) == ("dispatched", at(10), at(10))
+    assert conn.execute("SELECT available_at FROM cronbox.outbox WHERE run_id = %s",
+                        (run["run_id"],)).fetchone()[0] == at(10)
+    assert futures(conn, "tick") == []
+    j = jobrow(conn, "tick")
+    assert (j["active_runs"], j["last_run_state"], j["last_run_id"], j["last_fire_at"]) == (
+        1, "dispatched", run["run_id"], at(10))
+    # the normal dispatch finds nothing left to do for it at its due time
+    assert dispatch(conn, 10)["dispatched"] == 0
+
+
+def test_fires_beyond_the_lead_or_already_due_are_not_taken_early(conn):
+    job(conn, "tick", overlap="allow")
+    future(conn, "tick", 5)      # due already at 5.5: dispatch's
+    future(conn, "tick", 7)      # beyond the lead at 5.5
+    assert ahead(conn, 5.5) == 0
+    assert [f["fire_at"] for f in futures(conn, "tick")] == [at(5), at(7)]
+
+
+@pytest.mark.parametrize("why", ["overlap", "paused", "dependency", "queue_limit", "manual", "retry"])
+def test_fires_whose_decision_could_change_wait_for_their_due_time(conn, why):
+    job(conn, "up", overlap="allow")
+    job(conn, "late", overlap="skip" if why == "overlap" else "allow", queue="narrow")
+    if why == "paused":
+        conn.execute("SELECT cronbox.pause('late')")
+    elif why == "dependency":
+        conn.execute("SELECT cronbox.add_dependency('late', 'up', '1 hour', '1 hour')")
+    elif why == "queue_limit":
+        conn.execute("SELECT cronbox.set_queue_limit('narrow', 5)")
+    future(conn, "late", 10, origin={"manual": "manual", "retry": "retry"}.get(why, "schedule"))
+    assert ahead(conn, 9.5) == 0
+    assert runs(conn, "late") == []
+    assert len(futures(conn, "late")) == 1
+
+
+def test_a_relay_claims_early_rows_only_when_asked_and_the_lease_runs_from_the_due_time(conn):
+    job(conn, "tick", overlap="allow", timeout="90 seconds")
+    future(conn, "tick", 10)
+    assert ahead(conn, 9.2) == 1
+    assert claim(conn, 9.3) == []                       # not due, not asked ahead
+    [(oid, run_id, available, message)] = claim(conn, 9.3, LEAD)
+    assert available == at(10)
+    assert message["deadline"] == (at(10) + timedelta(seconds=90)).isoformat()
+    leased = conn.execute("SELECT available_at FROM cronbox.outbox WHERE outbox_id = %s", (oid,)).fetchone()[0]
+    assert leased == at(10) + timedelta(seconds=30)
+    assert claim(conn, 9.4, LEAD, owner="r2") == []     # leased to r1
+
+
+def test_released_early_rows_come_back_at_their_due_time_not_before(conn):
+    job(conn, "tick", overlap="allow")
+    future(conn, "tick", 10)
+    ahead(conn, 9.2)
+    [(oid, *_)] = claim(conn, 9.3, LEAD)
+    assert conn.execute("SELECT cronbox.release_outbox('r1', NULL, %s, '30 seconds')", (at(9.4),)).fetchone()[0] == 1
+    assert conn.execute("SELECT available_at, lease_owner FROM cronbox.outbox WHERE outbox_id = %s",
+                        (oid,)).fetchone() == (at(10), None)
+    assert claim(conn, 9.5, owner="r2") == []
+    assert [r[0] for r in claim(conn, 10, owner="r2")] == [oid]
+
+
+def test_dispatch_ahead_validates_its_arguments(conn):
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="p_lead: must be zero or more"):
+        conn.execute("SELECT * FROM cronbox.dispatch_ahead(10, '-1 second')")
+    conn.rollback()
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="p_limit: must be at least 1"):
+        conn.execute("SELECT * FROM cronbox.dispatch_ahead(0, '1 second')")
+
+
+def test_poller_and_relay_with_a_lead_send_each_fire_once_and_never_before_its_time(fresh_dsn, tmp_path):
+    """Real processes: 20 schedules firing every second, CRONBOX_DISPATCH_LEAD=800ms. Runs are
+    written before their fire time (created_at < fire_at), yet every message reaches the worker
+    at or after its fire time (same machine, same clock), once per fire."""
+    arrivals: list[tuple[float, dict]] = []
+
+    async def answer(request: web.Request, body: bytes) -> web.StreamResponse:
+        now = time.time()
+        doc = orjson.loads(body)
+        arrivals.extend((now, m) for m in (doc if isinstance(doc, list) else [doc]))
+        return web.Response(status=202)
+
+    with db.connect(fresh_dsn) as conn:
+        for i in range(20):
+            conn.execute("SELECT cronbox.schedule(%s, cron => '* * * * * *', overlap => 'allow')", (f"early-{i}",))
+    with ThreadedWorker(answer) as worker:
+        env = {"CRONBOX_SINKS": f"*={worker.url} batch=50", "CRONBOX_DISPATCH_LEAD": "800ms",
+               "CRONBOX_POLL_INTERVAL": "200ms"}
+        with Proc("poller", fresh_dsn, tmp_path, **env) as poller, Proc("relay", fresh_dsn, tmp_path, **env) as relay:
+            wait_until(lambda: len(arrivals) >= 100, timeout=30, what="100 fires delivered")
+            assert relay.terminate() == 0, relay.output
+            assert poller.terminate() == 0, poller.output
+
+    keys = [m["idempotency_key"] for _, m in arrivals]
+    assert len(keys) == len(set(keys))  # none sent twice
+    early = [(t, m) for t, m in arrivals if t < datetime.fromisoformat(m["fire_at"]).timestamp() - 0.005]
+    assert early == [], early[:3]
+    with db.connect(fresh_dsn) as conn:
+        ahead_of_time, doubled = conn.execute(
+            "SELECT count(*) FILTER (WHERE created_at < fire_at AND dispatched_at = due_at), "
+            "       (SELECT count(*) FROM (SELECT 1 FROM cronbox.run GROUP BY job_id, fire_at, attempt "
+            "                              HAVING count(*) > 1) d) "
+            "FROM cronbox.run").fetchone()
+    assert ahead_of_time > 0 and doubled == 0
