@@ -71,14 +71,15 @@ def observe_saturation(futures: int) -> None:
 
 def observe_relay_batch(rows: Sequence[Sequence[Any]], delivered: Collection[int], dead: Collection[int],
                         sink_of: Callable[[str], str | None], seconds: float) -> None:
-    """A settled relay batch. rows as claimed: (outbox_id, queue, key, body, age, hold), age
+    """A settled relay batch. rows as claimed: (outbox_id, queue, key, body, age, send_at), age
     being the seconds from fire time to claim by the database clock (None for notifications),
-    hold the seconds the row was held before its due time (claimed ahead); delivered and dead
-    are outbox ids, every other row was retried; seconds = send time from the due time."""
+    send_at > 0 for a row held until its due time (claimed ahead: its latency is the send
+    time alone); delivered and dead are outbox ids, every other row was retried; seconds =
+    send time from the (first) due time."""
     sinks: set[str] = set()
     for row in rows:
         oid, queue = row[0], row[1]
-        age = None if row[4] is None else row[4] + (row[5] if len(row) > 5 else 0.0)
+        age = None if row[4] is None else (0.0 if len(row) > 5 and row[5] > 0 else row[4])
         sink = _sink_label(sink_of(queue))
         sinks.add(sink)
         outcome = "delivered" if oid in delivered else "dead_lettered" if oid in dead else "retried"

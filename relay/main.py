@@ -125,19 +125,19 @@ class Relay:
         due together go out together, each group as soon as its time comes. Returns the send
         time in seconds, from the first group's due time."""
         t0 = time.monotonic()
-        if not any(r[5] > 0 for r in rows):
+        if not any(r[5] > t0 for r in rows):
             await deliver(self.session, self.routes, rows, report)
             return time.monotonic() - t0
         groups: dict[float, list[Row]] = defaultdict(list)
         for r in rows:
-            groups[round(r[5], 3)].append(r)
+            groups[round(max(r[5], t0), 3)].append(r)
 
-        async def at(hold: float, group: list[Row]) -> None:
-            await asyncio.sleep(max(0.0, t0 + hold - time.monotonic()))
+        async def at(send_at: float, group: list[Row]) -> None:
+            await asyncio.sleep(max(0.0, send_at - time.monotonic()))
             await deliver(self.session, self.routes, group, report)
 
-        await asyncio.gather(*(at(hold, group) for hold, group in sorted(groups.items())))
-        return max(0.0, time.monotonic() - t0 - min(groups))
+        await asyncio.gather(*(at(send_at, group) for send_at, group in sorted(groups.items())))
+        return max(0.0, time.monotonic() - min(groups))
 
     def sink_of(self, queue: str) -> str | None:
         route = self.routes.target(queue)

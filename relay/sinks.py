@@ -31,7 +31,8 @@ from relay.routes import Route, Routes
 log = logging.getLogger("cronbox.relay")
 
 # outbox_id, queue, idempotency_key, message JSON text, seconds from fire time to claim (or None),
-# seconds to hold the row before sending (> 0 only for rows claimed ahead: CRONBOX_DISPATCH_LEAD)
+# monotonic time before which the row must not be sent (rows claimed ahead of their due time:
+# CRONBOX_DISPATCH_LEAD; 0.0 = send now)
 Row = tuple[int, str, str, str, float | None, float]
 OUTCOME_STATES = ("succeeded", "failed")
 RETRY_STATUSES = frozenset({408, 429})
@@ -159,7 +160,7 @@ async def post(session: aiohttp.ClientSession, route: Route, ids: Sequence[int],
 
 
 def send_log(rows: Sequence[Row], report: Report) -> None:
-    for oid, queue, key, body, _age in rows:
+    for oid, queue, key, body, *_ in rows:
         message = orjson.loads(body)
         event(log, "message", run_id=message.get("run_id"), job=message.get("job"), queue=queue,
               idempotency_key=key, message=message)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 
 from cronbox import db
@@ -12,7 +13,8 @@ from relay.sinks import Report, Row
 _CLAIM = (
     "SELECT outbox_id, queue, coalesce(message->>'idempotency_key', 'outbox:' || outbox_id), message::text, "
     "extract(epoch FROM clock_timestamp() - (message->>'fire_at')::timestamptz)::float8, "
-    "greatest(extract(epoch FROM available_at - clock_timestamp())::float8, 0) "
+    "extract(epoch FROM available_at - statement_timestamp())::float8, "
+    "extract(epoch FROM clock_timestamp() - statement_timestamp())::float8 "
     "FROM cronbox.claim_outbox(%s, %s, %s, %s, %s, p_ahead => %s)"
 )
 
@@ -20,11 +22,22 @@ _CLAIM = (
 async def claim_outbox(pool, owner: str, limit: int, lease: timedelta,
                        include: list[str] | None, exclude: list[str] | None,
                        ahead: timedelta = timedelta(0)) -> list[Row]:
-    """Claim a batch; with `ahead`, also rows due within it (each row's last field: seconds to
-    hold it before sending, by the database clock)."""
+    """Claim a batch; with `ahead`, also rows due within it. Each row's last field is the
+    monotonic time (this process's clock) before which it must not be sent, 0.0 if due.
+
+    The due time is the database's; it is carried over to this clock without trusting the two
+    clocks to agree: the statement started (statement_timestamp()) no later than `received -
+    elapsed`, `elapsed` being how long the statement had run when it produced its last row, so
+    `received - elapsed + (available_at - statement_timestamp())` is never before the due time,
+    and after it by no more than the time the result took to come back."""
     async with pool.connection() as conn:
         cur = await conn.execute(_CLAIM, (owner, limit, lease, include, exclude, ahead))
-        return await cur.fetchall()
+        raw = await cur.fetchall()
+    received = time.monotonic()
+    if not raw or max(r[5] for r in raw) <= 0:
+        return [(*r[:5], 0.0) for r in raw]
+    started = received - max(r[6] for r in raw)
+    return [(*r[:5], started + r[5] if r[5] > 0 else 0.0) for r in raw]
 
 
 async def ack_outbox(pool, owner: str, report: Report) -> int:
