@@ -60,12 +60,12 @@ async def tick(pool, cfg: Config, limit: int) -> Tick:
             "       extract(epoch FROM next_due - clock_timestamp()) "
             "FROM cronbox.dispatch(%s)", (limit,))
         dispatched, skipped, failed, held, wait = await cur.fetchone()
-        early = 0
+        early = busy = 0
         if lead and dispatched + skipped + failed + held < limit:
             cur = await conn.execute(
-                "SELECT dispatched, extract(epoch FROM next_due - clock_timestamp()) "
+                "SELECT dispatched, busy, extract(epoch FROM next_due - clock_timestamp()) "
                 "FROM cronbox.dispatch_ahead(%s, %s)", (limit - dispatched - skipped - failed - held, lead))
-            early, wait = await cur.fetchone()
+            early, busy, wait = await cur.fetchone()
     decided = dispatched + skipped + failed + held
     if decided or early:
         event(log, "dispatched", level=logging.DEBUG, runs=dispatched, skipped=skipped,
@@ -80,7 +80,7 @@ async def tick(pool, cfg: Config, limit: int) -> Tick:
         if lead and wait - lead.total_seconds() > 0:
             wait -= lead.total_seconds()
         sleep = min(sleep, wait)
-        if sleep <= 0:
+        if sleep <= 0 or busy:  # due (or early-eligible) fires whose jobs were locked elsewhere
             sleep = BUSY_RETRY
     return Tick(again=again, sleep=sleep, dispatched=dispatched + early)
 

@@ -140,3 +140,16 @@ def test_poller_and_relay_with_a_lead_send_each_fire_once_and_never_before_its_t
             "                              HAVING count(*) > 1) d) "
             "FROM cronbox.run").fetchone()
     assert ahead_of_time > 0 and doubled == 0
+
+
+def test_an_eligible_fire_whose_job_is_locked_elsewhere_is_reported_busy(fresh_dsn):
+    with db.connect(fresh_dsn) as conn:
+        job(conn, "tick", overlap="allow")
+        future(conn, "tick", 10)
+    with db.connect(fresh_dsn) as saturating, db.connect(fresh_dsn) as poller:
+        with saturating.transaction():
+            saturating.execute("SELECT 1 FROM cronbox.job WHERE name = 'tick' FOR UPDATE")
+            assert poller.execute("SELECT dispatched, busy FROM cronbox.dispatch_ahead(10, '1 second', %s)",
+                                  (at(9.5),)).fetchone() == (0, 1)
+        assert poller.execute("SELECT dispatched, busy FROM cronbox.dispatch_ahead(10, '1 second', %s)",
+                              (at(9.5),)).fetchone() == (1, 0)

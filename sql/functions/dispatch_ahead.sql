@@ -16,13 +16,14 @@ CREATE OR REPLACE FUNCTION cronbox.dispatch_ahead(
     p_limit integer,
     p_lead interval,
     p_now timestamptz DEFAULT now()
-) RETURNS TABLE (dispatched integer, next_due timestamptz)
+) RETURNS TABLE (dispatched integer, busy integer, next_due timestamptz)
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 SET jit = off  -- short OLTP statements: compiling costs more than running
 AS $$
 DECLARE
     v_dispatched integer;
+    v_picked integer;
 BEGIN
     IF p_limit IS NULL OR p_limit < 1 THEN
         RAISE EXCEPTION 'p_limit: must be at least 1, got %', p_limit USING ERRCODE = 'invalid_parameter_value';
@@ -107,14 +108,16 @@ BEGIN
               FROM fire GROUP BY fire.job_id) c
         WHERE j.job_id = c.job_id
     )
-    SELECT count(*) INTO v_dispatched FROM fire;
+    SELECT (SELECT count(*) FROM fire), (SELECT count(*) FROM picked) INTO v_dispatched, v_picked;
 
     IF v_dispatched > 0 THEN
         PERFORM pg_notify('cronbox_outbox', '');
     END IF;
-    RETURN QUERY SELECT v_dispatched, cronbox.next_due();
+    -- busy: eligible fires whose job was locked elsewhere (a saturation pass, a worker's report):
+    -- worth another try soon, before they are due.
+    RETURN QUERY SELECT v_dispatched, v_picked - v_dispatched, cronbox.next_due();
 END
 $$;
 
 COMMENT ON FUNCTION cronbox.dispatch_ahead(integer, interval, timestamptz) IS
-'Poller (CRONBOX_DISPATCH_LEAD): writes run + outbox rows, available at their due time, for up to p_limit scheduled fires due within p_lead of jobs whose decision cannot change before then (overlap allow, unpaused, no dependency, no queue limit). Returns the count and the next due time.';
+'Poller (CRONBOX_DISPATCH_LEAD): writes run + outbox rows, available at their due time, for up to p_limit scheduled fires due within p_lead of jobs whose decision cannot change before then (overlap allow, unpaused, no dependency, no queue limit). Returns the count, the eligible fires skipped because their job was locked elsewhere (busy), and the next due time.';
