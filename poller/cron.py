@@ -196,7 +196,7 @@ def normalize(expr: str) -> str:
 class CronSchedule:
     """Fire times of one normalized expression in one IANA time zone; no clock, no DB."""
 
-    __slots__ = ("expr", "tz", "fixed_hour", "_zone", "_proto")
+    __slots__ = ("expr", "tz", "fixed_hour", "_zone", "_proto", "_memo")
 
     def __init__(self, normalized_expr: str, tz: str) -> None:
         self.expr = normalize(normalized_expr)  # idempotent; rejects anything unchecked
@@ -215,6 +215,10 @@ class CronSchedule:
             second_at_beginning=True,
             max_years_between_matches=130,
         )
+
+        # window() results: jobs sharing an expression and zone share their frontier (the previous
+        # scheduled time), so a saturation pass asks the same question many times.
+        self._memo: dict[tuple[datetime, datetime, int], tuple[tuple[datetime, ...], datetime | None]] = {}
 
     def __repr__(self) -> str:
         return f"CronSchedule({self.expr!r}, {self.tz!r})"
@@ -261,6 +265,39 @@ class CronSchedule:
             if len(out) >= limit:
                 break
         return out
+
+
+    def window(self, after: datetime, until: datetime, limit: int) -> tuple[tuple[datetime, ...], datetime | None]:
+        """(fires in (after, until], oldest first, at most `limit`; the first fire after those,
+        or None if there is none or `limit` fires were found), in UTC, from one pass of the
+        iterator. Memoised per (after, until, limit); the memo is cleared when it grows past
+        MEMO_SIZE entries."""
+        key = (after, until, limit)
+        hit = self._memo.get(key)
+        if hit is not None:
+            return hit
+        if until.tzinfo is None or until.utcoffset() is None:
+            raise ValueError("until must be an aware datetime")
+        end = until.astimezone(timezone.utc)
+        fires: list[datetime] = []
+        following: datetime | None = None
+        if limit > 0:
+            for fire in self._fires(after):
+                utc = fire.astimezone(timezone.utc)
+                if utc > end:
+                    following = utc
+                    break
+                fires.append(utc)
+                if len(fires) >= limit:
+                    break
+        result = (tuple(fires), following)
+        if len(self._memo) >= MEMO_SIZE:
+            self._memo.clear()
+        self._memo[key] = result
+        return result
+
+
+MEMO_SIZE = 1024
 
 
 @lru_cache(maxsize=4096)

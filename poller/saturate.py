@@ -69,12 +69,10 @@ def _candidates(job: dict[str, Any], after: datetime | None, until: datetime,
     if kind == "cron":
         sched = schedule_for(job["cron_normalized"], job["timezone"])
         assert after is not None, "cron jobs always have a frontier"
-        fires = sched.fires_between(after, until, limit)
+        fires, following = sched.window(after, until, limit)
         yield from fires
-        if len(fires) < limit:
-            nxt = sched.next_after(fires[-1] if fires else until if until > after else after)
-            if nxt is not None:
-                yield nxt
+        if len(fires) < limit and following is not None:
+            yield following
 
 
 def _keep(job: dict[str, Any], fire: datetime, following: datetime | None,
