@@ -14,6 +14,10 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 -- Row estimates through CTEs are rough; JIT compiling this short statement costs more than it runs.
 SET jit = off
+-- One plan per session: its statements prune run partitions at run time (BETWEEN on the
+-- batch's bounds), so re-planning each call for plan-time pruning only costs (a custom plan
+-- per statement made a one-run complete_run ~3 ms; generic: ~0.8 ms, batches no slower).
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     v_ids bigint[];
