@@ -23,15 +23,9 @@ BEGIN
         RAISE EXCEPTION 'p_limit: must be at least 1, got %', p_limit USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
-    WITH RECURSIVE
-    -- The priorities that have ready futures: a loose index scan, one probe per value.
-    prio(p) AS (
-        (SELECT f.priority FROM cronbox.job_future f WHERE f.hold IS NULL ORDER BY f.priority LIMIT 1)
-        UNION ALL
-        SELECT (SELECT f.priority FROM cronbox.job_future f
-                WHERE f.hold IS NULL AND f.priority > prio.p ORDER BY f.priority LIMIT 1)
-        FROM prio WHERE prio.p IS NOT NULL
-    ),
+    WITH
+    -- The priorities that have ready futures (a loose index scan, one probe per value).
+    prio(p) AS (SELECT r.p FROM cronbox.ready_priorities() AS r(p)),
     -- Due futures, lowest priority first, oldest first within a priority; rows are only
     -- read (and locked) as far as the batch needs.
     picked AS MATERIALIZED (
@@ -181,11 +175,8 @@ BEGIN
     new_message AS (
         INSERT INTO cronbox.outbox (run_id, queue, kind, message, timeout, created_at, available_at)
         SELECT fire.run_id, fire.queue, 'run',
-               jsonb_build_object(
-                   'run_id', fire.run_id, 'job', fire.name, 'queue', fire.queue,
-                   'payload', fire.message_payload, 'fire_at', fire.fire_at,
-                   'attempt', fire.attempt,
-                   'idempotency_key', fire.run_id::text || ':' || fire.attempt::text),
+               cronbox.run_message(fire.run_id, fire.name, fire.queue, fire.message_payload,
+                                   fire.fire_at, fire.attempt),
                fire.timeout, p_now, p_now
         FROM fire
         WHERE fire.act = 'run'

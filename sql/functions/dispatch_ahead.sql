@@ -32,14 +32,8 @@ BEGIN
         RAISE EXCEPTION 'p_lead: must be zero or more, got %', p_lead USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
-    WITH RECURSIVE
-    prio(p) AS (
-        (SELECT f.priority FROM cronbox.job_future f WHERE f.hold IS NULL ORDER BY f.priority LIMIT 1)
-        UNION ALL
-        SELECT (SELECT f.priority FROM cronbox.job_future f
-                WHERE f.hold IS NULL AND f.priority > prio.p ORDER BY f.priority LIMIT 1)
-        FROM prio WHERE prio.p IS NOT NULL
-    ),
+    WITH
+    prio(p) AS (SELECT r.p FROM cronbox.ready_priorities() AS r(p)),
     picked AS MATERIALIZED (
         SELECT x.*
         FROM prio CROSS JOIN LATERAL (
@@ -88,11 +82,8 @@ BEGIN
     new_message AS (
         INSERT INTO cronbox.outbox (run_id, queue, kind, message, timeout, created_at, available_at)
         SELECT fire.run_id, fire.queue, 'run',
-               jsonb_build_object(
-                   'run_id', fire.run_id, 'job', fire.name, 'queue', fire.queue,
-                   'payload', fire.message_payload, 'fire_at', fire.fire_at,
-                   'attempt', fire.attempt,
-                   'idempotency_key', fire.run_id::text || ':' || fire.attempt::text),
+               cronbox.run_message(fire.run_id, fire.name, fire.queue, fire.message_payload,
+                                   fire.fire_at, fire.attempt),
                fire.timeout, p_now, fire.due_at
         FROM fire
     ),

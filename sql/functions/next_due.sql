@@ -5,15 +5,8 @@ CREATE OR REPLACE FUNCTION cronbox.next_due() RETURNS timestamptz
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
-    WITH RECURSIVE prio(p) AS (
-        (SELECT f.priority FROM cronbox.job_future f WHERE f.hold IS NULL ORDER BY f.priority LIMIT 1)
-        UNION ALL
-        SELECT (SELECT f.priority FROM cronbox.job_future f
-                WHERE f.hold IS NULL AND f.priority > prio.p ORDER BY f.priority LIMIT 1)
-        FROM prio WHERE prio.p IS NOT NULL
-    )
     SELECT min(first.due_at)
-    FROM prio
+    FROM cronbox.ready_priorities() AS prio(p)
     CROSS JOIN LATERAL (
         SELECT f.due_at FROM cronbox.job_future f
         WHERE f.hold IS NULL AND f.priority = prio.p

@@ -18,7 +18,7 @@ LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_caller name := coalesce(nullif(current_setting('role'), 'none'), session_user)::name;
+    v_caller name := cronbox.caller();
 BEGIN
     RETURN coalesce((SELECT r.rolsuper OR r.rolbypassrls FROM pg_catalog.pg_roles r
                      WHERE r.rolname = v_caller), false)
