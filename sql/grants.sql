@@ -31,7 +31,7 @@ DECLARE
                                  '|heartbeat_process|list_queues|release_holds|reconcile_queue_limits|touch_process|beat_process|process_heartbeat|reap_processes'
                                  '|metrics_.*)$';
     c_helper   constant text := '^(caller|caller_reads_all|caller_writes_all|run_id_at)$';
-    c_internal constant text := '^(new_run_id|run_message|ready_priorities|normalize_cron|validate_.*|record_change'
+    c_internal constant text := '^(new_run_id|run_message|ready_priorities|withdraw_early_runs|normalize_cron|validate_.*|record_change'
                                  '|check_.*|assert_.*|notify_.*|enqueue_.*|compute_.*|next_.*|schedule_next_.*'
                                  '|finish_runs|find_dependency_cycle|release_job_holds|retry_backoff|lock_job)$';
     c_roles    constant text := 'cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process';

@@ -98,6 +98,31 @@ def test_released_early_rows_come_back_at_their_due_time_not_before(conn):
     assert [r[0] for r in claim(conn, 10, owner="r2")] == [oid]
 
 
+@pytest.mark.parametrize("change", ["pause", "unschedule", "update"])
+def test_a_change_withdraws_early_runs_no_relay_holds_yet(conn, change):
+    job(conn, "tick", overlap="allow")
+    future(conn, "tick", 10)
+    future(conn, "tick", 11)
+    assert ahead(conn, 9.5, lead=timedelta(seconds=2)) == 2
+    [(_held, held_run)] = conn.execute(  # a relay already holds the fire at 10
+        "SELECT outbox_id, run_id FROM cronbox.claim_outbox('r1', 1, '30 seconds', p_now => %s, "
+        "p_ahead => '2 seconds')", (at(9.6),)).fetchall()
+    if change == "pause":
+        conn.execute("SELECT cronbox.pause('tick', p_now => %s)", (at(9.7),))
+    elif change == "unschedule":
+        conn.execute("SELECT cronbox.unschedule('tick', p_now => %s)", (at(9.7),))
+    else:
+        conn.execute("SELECT cronbox.schedule('tick', every => '2 hours', overlap => 'allow', p_now => %s)", (at(9.7),))
+    rows = dict(conn.execute(
+        "SELECT fire_at, (state, error) FROM cronbox.run WHERE job_name = 'tick'").fetchall())
+    assert rows[at(10)] == ("dispatched", None)  # held by a relay: sent at its time
+    state, error = rows[at(11)]
+    assert state == "cancelled" and error.startswith("cancelled: ") and "before its fire time" in error
+    assert [r[0] for r in conn.execute("SELECT run_id FROM cronbox.outbox WHERE kind = 'run'").fetchall()] == [held_run]
+    if change != "unschedule":
+        assert jobrow(conn, "tick")["active_runs"] == 1
+
+
 def test_dispatch_ahead_validates_its_arguments(conn):
     with pytest.raises(psycopg.errors.InvalidParameterValue, match="p_lead: must be zero or more"):
         conn.execute("SELECT * FROM cronbox.dispatch_ahead(10, '-1 second')")

@@ -9,9 +9,10 @@
 -- Everything else waits for cronbox.dispatch at its due time. The outbox row is available at
 -- the future's due time (claim_outbox(p_ahead) lets a relay take it up to p_ahead early and
 -- hold it); the run is dispatched as of its due time. The price: a fire decided early has been
--- decided: pause(), unschedule() or an update reach fires more than p_lead away, not those
--- already written (docs/runs.md, "Early dispatch"). Locks as dispatch: futures FOR UPDATE SKIP
--- LOCKED, then their jobs FOR NO KEY UPDATE SKIP LOCKED.
+-- decided: pause(), unschedule() or an update withdraw early runs no relay holds yet
+-- (cronbox.withdraw_early_runs), not those a relay holds (docs/runs.md, "Early dispatch").
+-- Locks as dispatch: futures FOR UPDATE SKIP LOCKED, then their jobs FOR NO KEY UPDATE SKIP
+-- LOCKED.
 CREATE OR REPLACE FUNCTION cronbox.dispatch_ahead(
     p_limit integer,
     p_lead interval,

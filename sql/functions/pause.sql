@@ -20,6 +20,8 @@ BEGIN
     IF v_job.paused THEN
         RETURN false;
     END IF;
+    -- Fires already written by early dispatch and not yet claimed by a relay are cancelled.
+    PERFORM cronbox.withdraw_early_runs(v_job.job_id, 'cancelled: paused before its fire time', p_now);
     -- Rewind the frontier before the deleted fires, so a one-off whose future is dropped
     -- here is not taken as done (resume() decides what happens to it).
     WITH gone AS (

@@ -103,6 +103,8 @@ BEGIN
             RETURNING f.fire_at
         )
         SELECT min(g.fire_at) INTO v_pending FROM gone g;
+        -- Fires of the old definition already written by early dispatch, unclaimed: cancelled.
+        PERFORM cronbox.withdraw_early_runs(v_old.job_id, 'cancelled: schedule updated before its fire time', p_now);
     END IF;
 
     -- Where saturation starts: the poller materialises fires strictly after the frontier.

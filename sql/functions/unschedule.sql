@@ -16,10 +16,13 @@ BEGIN
     IF unschedule.name IS NULL THEN
         RAISE EXCEPTION 'name: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    DELETE FROM cronbox.job j WHERE j.name = unschedule.name RETURNING j.job_id INTO v_job_id;
+    SELECT j.job_id INTO v_job_id FROM cronbox.job j WHERE j.name = unschedule.name FOR UPDATE;
     IF v_job_id IS NULL THEN
         RETURN false;
     END IF;
+    -- Fires already written by early dispatch and not yet claimed by a relay are cancelled.
+    PERFORM cronbox.withdraw_early_runs(v_job_id, 'cancelled: unscheduled before its fire time', p_now);
+    DELETE FROM cronbox.job j WHERE j.job_id = v_job_id;
     PERFORM cronbox.record_change(v_job_id, unschedule.name, 'unscheduled',
                                   coalesce(unschedule.reason, 'unscheduled by operator'), p_now);
     PERFORM pg_notify('cronbox_schedule', v_job_id::text);
