@@ -79,7 +79,7 @@ def observe_relay_batch(rows: Sequence[Sequence[Any]], delivered: Collection[int
     sinks: set[str] = set()
     for row in rows:
         oid, queue = row[0], row[1]
-        age = None if row[4] is None else (0.0 if len(row) > 5 and row[5] > 0 else row[4])
+        age = None if row[4] is None else 0.0 if row[5] > 0 else row[4]
         sink = _sink_label(sink_of(queue))
         sinks.add(sink)
         outcome = "delivered" if oid in delivered else "dead_lettered" if oid in dead else "retried"

@@ -251,21 +251,7 @@ class CronSchedule:
 
     def fires_between(self, after: datetime, until: datetime, limit: int) -> list[datetime]:
         """Fires in (after, until], oldest first, at most `limit`, as UTC datetimes."""
-        if until.tzinfo is None or until.utcoffset() is None:
-            raise ValueError("until must be an aware datetime")
-        out: list[datetime] = []
-        if limit <= 0:
-            return out
-        end = until.astimezone(timezone.utc)
-        for fire in self._fires(after):
-            utc = fire.astimezone(timezone.utc)
-            if utc > end:
-                break
-            out.append(utc)
-            if len(out) >= limit:
-                break
-        return out
-
+        return list(self.window(after, until, limit)[0])
 
     def window(self, after: datetime, until: datetime, limit: int) -> tuple[tuple[datetime, ...], datetime | None]:
         """(fires in (after, until], oldest first, at most `limit`; the first fire after those,

@@ -60,13 +60,13 @@ async def tick(pool, cfg: Config, limit: int) -> Tick:
             "       extract(epoch FROM next_due - clock_timestamp()) "
             "FROM cronbox.dispatch(%s)", (limit,))
         dispatched, skipped, failed, held, wait = await cur.fetchone()
+        decided = dispatched + skipped + failed + held
         early = busy = 0
-        if lead and dispatched + skipped + failed + held < limit:
+        if lead and decided < limit:
             cur = await conn.execute(
                 "SELECT dispatched, busy, extract(epoch FROM next_due - clock_timestamp()) "
-                "FROM cronbox.dispatch_ahead(%s, %s)", (limit - dispatched - skipped - failed - held, lead))
+                "FROM cronbox.dispatch_ahead(%s, %s)", (limit - decided, lead))
             early, busy, wait = await cur.fetchone()
-    decided = dispatched + skipped + failed + held
     if decided or early:
         event(log, "dispatched", level=logging.DEBUG, runs=dispatched, skipped=skipped,
               failed=failed, held=held, early=early)

@@ -13,14 +13,21 @@ LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    v_early bigint[];
     v_ids bigint[];
 BEGIN
+    -- The job's runs dispatched as of a time still to come (run_active_job_idx); usually none,
+    -- and then the outbox (no index on run_id) is not read at all.
+    SELECT array_agg(r.run_id) INTO v_early
+    FROM cronbox.run r
+    WHERE r.job_id = p_job_id AND r.state = 'dispatched' AND r.dispatched_at > p_now;
+    IF v_early IS NULL THEN
+        RETURN 0;
+    END IF;
     WITH early AS (
         DELETE FROM cronbox.outbox o
         WHERE o.kind = 'run' AND o.lease_owner IS NULL AND o.available_at > p_now
-          AND o.run_id = ANY (ARRAY(
-              SELECT r.run_id FROM cronbox.run r
-              WHERE r.job_id = p_job_id AND r.state = 'dispatched' AND r.dispatched_at > p_now))
+          AND o.run_id = ANY (v_early)
         RETURNING o.run_id
     )
     SELECT array_agg(early.run_id ORDER BY early.run_id) INTO v_ids FROM early;
