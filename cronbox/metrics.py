@@ -54,6 +54,30 @@ LAST_TICK = Gauge("cronbox_loop_last_tick_timestamp_seconds", "Unix time of the 
                   ["process"])
 
 _last_tick: dict[str, float] = {}
+# Extra health checks a process registers (a loop that keeps failing, a circuit open on a
+# route, ...): name -> callable returning (ok, detail). /healthz fails when any fails.
+_checks: dict[str, Callable[[], tuple[bool, str]]] = {}
+
+
+def register_health_check(name: str, check: Callable[[], tuple[bool, str]]) -> None:
+    """Add (or replace) a named check that /healthz evaluates on every request."""
+    _checks[name] = check
+
+
+def unregister_health_check(name: str) -> None:
+    _checks.pop(name, None)
+
+
+def extra_health() -> list[tuple[str, bool, str]]:
+    """The registered checks as (name, ok, detail); a check that raises counts as failed."""
+    out = []
+    for name, check in list(_checks.items()):
+        try:
+            ok, detail = check()
+        except Exception as exc:  # a broken check is itself unhealthy, never a crash
+            ok, detail = False, f"check failed: {exc.__class__.__name__}"
+        out.append((name, ok, detail))
+    return out
 
 
 def tick(process: str) -> None:
@@ -210,6 +234,9 @@ async def _healthy(pool: Any, process: str, stale_after: float) -> tuple[bool, s
                 await conn.execute("SELECT 1")
     except Exception as exc:  # any failure to reach the database is unhealthy
         return False, f"database unreachable: {exc.__class__.__name__}"
+    failing = [f"{name}: {detail}" for name, ok, detail in extra_health() if not ok]
+    if failing:
+        return False, "; ".join(failing)
     return True, f"ok: loop ticked {age:.1f}s ago, database reachable"
 
 
