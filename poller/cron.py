@@ -34,17 +34,21 @@ string and raises the same messages; the normal form is what is stored and what
 
 Time zones and DST: fire times are wall-clock times in the schedule's IANA zone.
 A wall-clock time that does not exist (spring forward) fires at the first instant
-after the gap. A job whose hour field is fixed (a number or a list of numbers)
-fires once per local wall-clock time, so once per day on a fall-back day; any
-other hour field follows elapsed time and fires for each real instant that matches.
+after the gap. As in Debian's cron, a job is *fixed-time* when neither its minute
+nor its hour field starts with ``*`` (``30 2 * * *``, ``45 1-3 * * *``,
+``0 2,14 * * *``): it fires once per local wall-clock time, so the repeated hour of
+a fall-back day runs once. Any other job (``*/15 * * * *``, ``5 * * * *``,
+``* 1 * * *``) follows elapsed time and fires for each real instant that matches.
+The seconds and the other fields play no part in the rule.
 """
 
 from __future__ import annotations
 
 import copy
+import heapq
 import re
 from collections.abc import Iterator
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
@@ -67,7 +71,7 @@ _FIELDS = (
     ("day-of-week", 0, 7),
     ("year", 1970, 2099),
 )
-_HOUR, _DOM, _MON, _DOW = 2, 3, 4, 5
+_MIN, _HOUR, _DOM, _MON, _DOW = 1, 2, 3, 4, 5
 _MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
 _DAYS = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
 _NAMES: dict[int, dict[str, int]] = {
@@ -91,8 +95,6 @@ _LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz
 _ITEM = re.compile(r"(\*|[0-9]+|[A-Z]+)(?:-([0-9]+|[A-Z]+))?(?:/([0-9]+))?")
 _NTH = re.compile(r"([0-9]+|[A-Z]+)#([0-9]+)")
 _LAST_DOW = re.compile(r"L([0-9]+|[A-Z]+)|([0-9]+|[A-Z]+)L")
-# A fixed hour: a number or a list of numbers. Ranges, steps and `*` follow elapsed time.
-_FIXED_HOUR = re.compile(r"[0-9]+(?:,[0-9]+)*")
 
 
 def _error(field: int, item: str, problem: str, expr: str) -> CronError:
@@ -196,7 +198,7 @@ def normalize(expr: str) -> str:
 class CronSchedule:
     """Fire times of one normalized expression in one IANA time zone; no clock, no DB."""
 
-    __slots__ = ("expr", "tz", "fixed_hour", "_zone", "_proto", "_memo")
+    __slots__ = ("expr", "tz", "fixed_time", "_zone", "_proto", "_memo")
 
     def __init__(self, normalized_expr: str, tz: str) -> None:
         self.expr = normalize(normalized_expr)  # idempotent; rejects anything unchecked
@@ -205,12 +207,14 @@ class CronSchedule:
         except (ZoneInfoNotFoundError, ValueError) as exc:
             raise CronError(f'cron: unknown time zone "{tz}"') from exc
         self.tz = tz
-        self.fixed_hour = _FIXED_HOUR.fullmatch(self.expr.split(" ")[_HOUR]) is not None
+        fields = self.expr.split(" ")
+        # Debian cron's rule: fixed-time unless the minute or the hour field starts with `*`.
+        self.fixed_time = not (fields[_MIN].startswith("*") or fields[_HOUR].startswith("*"))
         # Parsed once; each call works on a shallow copy, so calls never share a cursor.
         # 130 years: a year field may jump from 1970 to 2099 in one step.
         self._proto = croniter(
             self.expr,
-            datetime(1970, 1, 1, tzinfo=self._zone),
+            datetime(1970, 1, 1),  # naive: croniter walks wall-clock times, _fires maps them
             ret_type=datetime,
             second_at_beginning=True,
             max_years_between_matches=130,
@@ -224,24 +228,83 @@ class CronSchedule:
         return f"CronSchedule({self.expr!r}, {self.tz!r})"
 
     def _fires(self, after: datetime) -> Iterator[datetime]:
-        """Yield fires strictly after `after` as aware datetimes in the schedule's zone."""
+        """Yield fires strictly after `after` as aware datetimes in the schedule's zone, in order.
+
+        croniter walks naive wall-clock times (no DST arithmetic of its own); `_instants` maps
+        them to real instants. When `after` is the first occurrence of a repeated wall time
+        (inside a fall-back fold), the earlier wall times of that fold still have their second
+        occurrence ahead: `_repeats` yields those, merged in order."""
         if after.tzinfo is None or after.utcoffset() is None:
             raise ValueError("after must be an aware datetime")
         local = after.astimezone(self._zone)
+        wall = local.replace(tzinfo=None, fold=0)
+        last = after.astimezone(timezone.utc).replace(tzinfo=None)  # naive UTC, as instants
+        streams = [self._instants(wall, last, local.utcoffset())]
+        if local.fold == 0 and not self.fixed_time:
+            off0, off1 = self._zone.utcoffset(wall), self._zone.utcoffset(wall.replace(fold=1))
+            if off0 > off1:
+                # The fold's wall times start at the transition (read on the new offset).
+                now = wall - off0
+                change = _gap_end(self._zone, now, now + (off0 - off1), off1)
+                streams.append(self._repeats(change + off1, wall))
+        for fire in heapq.merge(*streams):
+            if fire > last:
+                last = fire
+                yield _as_local(fire, self._zone)
+
+    def _walls(self, start: datetime) -> Iterator[tuple[datetime, timedelta, timedelta]]:
+        """(wall, offset of its first occurrence, offset of its second) for the matching wall
+        times from `start` on (inclusive); the offsets differ only around a DST change."""
         it = copy.copy(self._proto)
-        it.set_current(local, force=True)
-        previous_wall = local.replace(tzinfo=None)
+        it.set_current(start - _SECOND, force=True)
+        utcoffset = self._zone.utcoffset
         while True:
             try:
-                fire: datetime = it.get_next(datetime)
+                w: datetime = it.get_next(datetime)
             except CroniterBadDateError:  # no fire left (the year field is exhausted)
                 return
-            wall = fire.replace(tzinfo=None)
-            # croniter fires a fixed hour twice on a fall-back day; keep the first.
-            if self.fixed_hour and wall <= previous_wall:
+            yield w, utcoffset(w), utcoffset(w.replace(fold=1))
+
+    def _instants(self, start: datetime, after: datetime, after_offset: timedelta) -> Iterator[datetime]:
+        """Real instants (naive UTC, ascending) of the wall times from `start` on: an ordinary
+        wall time is one instant; a repeated one (fall back) is two, of which a fixed-time job
+        takes the first and any other job both; one inside a spring-forward gap does not exist:
+        a fixed-time job fires at the first instant after the gap, any other job skips it.
+        Second occurrences arrive out of wall order, so they wait in a heap (at most one
+        fold's worth) until no earlier instant can follow. Once `after` (naive UTC, at UTC
+        offset `after_offset`) is past the change, a repeated wall time contributes only its
+        second occurrence (the first ones all lie before the change)."""
+        pending: list[datetime] = []
+        last: datetime | None = None
+        for w, off0, off1 in self._walls(start):
+            if off0 == off1:                   # an ordinary wall time
+                first = w - off0
+            elif off0 > off1:                  # repeated (fall back)
+                first = w - off0
+                if first <= after and after_offset == off1:  # past the change: only the second
+                    if self.fixed_time:
+                        continue
+                    first = w - off1
+                elif not self.fixed_time:
+                    heapq.heappush(pending, w - off1)
+            elif self.fixed_time:              # inside a gap: the first instant after it
+                first = _gap_end(self._zone, w - off1, w - off0, off1)
+            else:
                 continue
-            previous_wall = wall
-            yield fire
+            while pending and pending[0] < first:
+                yield heapq.heappop(pending)
+            if last is None or first > last:  # gap walls collapse onto one instant
+                last = first
+                yield first
+        yield from sorted(pending)
+
+    def _repeats(self, low: datetime, high: datetime) -> Iterator[datetime]:
+        """Second occurrences (naive UTC, ascending) of the repeated wall times in [low, high)."""
+        for w, off0, off1 in self._walls(low):
+            if w >= high:
+                return
+            if off0 > off1:
+                yield w - off1
 
     def next_after(self, after: datetime) -> datetime | None:
         """First fire strictly after `after` (the previous scheduled time), in UTC; None if none."""
@@ -284,6 +347,31 @@ class CronSchedule:
 
 
 MEMO_SIZE = 1024
+_ZERO = timedelta(0)
+_SECOND = timedelta(seconds=1)
+
+
+def _as_local(naive_utc: datetime, zone: ZoneInfo) -> datetime:
+    """A naive UTC instant as an aware datetime in `zone` (fold set as Python does)."""
+    return naive_utc.replace(tzinfo=timezone.utc).astimezone(zone)
+
+
+def _gap_end(zone: ZoneInfo, low: datetime, high: datetime, after_offset: timedelta) -> datetime:
+    """The transition instant (naive UTC) in (low, high] where `zone` starts using
+    `after_offset` (the first real instant after a spring-forward gap, or the start of a
+    fall-back fold). Binary search to the second (transitions fall on whole seconds); runs
+    only for wall times next to a DST change."""
+    lo, hi = low, high
+    while hi - lo > _SECOND:
+        mid = lo + (hi - lo) / 2
+        mid = mid.replace(microsecond=0)
+        if mid <= lo:
+            mid = lo + _SECOND
+        if _as_local(mid, zone).utcoffset() == after_offset:
+            hi = mid
+        else:
+            lo = mid
+    return hi
 
 
 @lru_cache(maxsize=4096)

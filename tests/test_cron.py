@@ -183,16 +183,89 @@ def test_fixed_hour_list_fires_each_hour_once_on_fall_back_day() -> None:
     assert got == ["2026-11-01T01:30:00-04:00", "2026-11-01T02:30:00-05:00"]
 
 
-def test_hour_range_follows_elapsed_time_on_fall_back_day() -> None:
-    # Only a number or a list is a fixed hour; a range fires at every real matching instant.
+def test_hour_range_is_fixed_time_and_fires_once_on_fall_back_day() -> None:
+    # Debian cron: neither minute nor hour starts with `*`, so a range is fixed-time too.
     got = fires("0 1-2 * * *", NY, local(NY, 2026, 11, 1), local(NY, 2026, 11, 1, 12))
-    assert got == ["2026-11-01T01:00:00-04:00", "2026-11-01T01:00:00-05:00", "2026-11-01T02:00:00-05:00"]
+    assert got == ["2026-11-01T01:00:00-04:00", "2026-11-01T02:00:00-05:00"]
 
 
-def test_fixed_hour_with_wildcard_minute_runs_the_hour_once_on_fall_back_day() -> None:
+def test_wildcard_minute_in_a_fixed_hour_follows_elapsed_time_on_fall_back_day() -> None:
+    # `* 1 * * *`: the minute field starts with `*`, so (as in Debian cron) the job follows
+    # elapsed time: both real 01:xx hours run, each minute once.
     got = fires("* 1 * * *", NY, local(NY, 2026, 11, 1), local(NY, 2026, 11, 1, 12))
-    assert len(got) == 60
-    assert got[0] == "2026-11-01T01:00:00-04:00" and got[-1] == "2026-11-01T01:59:00-04:00"
+    assert len(got) == 120 and len(set(got)) == 120
+    assert got[0] == "2026-11-01T01:00:00-04:00" and got[59] == "2026-11-01T01:59:00-04:00"
+    assert got[60] == "2026-11-01T01:00:00-05:00" and got[-1] == "2026-11-01T01:59:00-05:00"
+
+
+LORD_HOWE = "Australia/Lord_Howe"  # a 30-minute shift: 02:00 -> 01:30 (April), 02:00 -> 02:30 (October)
+
+
+@pytest.mark.parametrize(("expr", "fixed"), [
+    ("30 2 * * *", True), ("45 1-3 * * *", True), ("0 2,14 * * *", True), ("0/15 1 * * *", True),
+    ("0 0 2 * * *", True), ("*/10 30 2 * * *", True), ("@daily", True),
+    ("*/15 * * * *", False), ("5 * * * *", False), ("* 1 * * *", False), ("0 */2 * * *", False),
+    ("*/20 1-3 * * *", False), ("@hourly", False),
+])
+def test_fixed_time_follows_debian_crons_rule_on_minute_and_hour(expr: str, fixed: bool) -> None:
+    assert CronSchedule(normalize(expr), "UTC").fixed_time is fixed
+
+
+@pytest.mark.parametrize(("tz", "day", "want"), [
+    (NY, (2026, 11, 1), ["2026-11-01T01:45:00-04:00", "2026-11-01T02:45:00-05:00",
+                         "2026-11-01T03:45:00-05:00"]),
+    (BERLIN, (2026, 10, 25), ["2026-10-25T01:45:00+02:00", "2026-10-25T02:45:00+02:00",
+                              "2026-10-25T03:45:00+01:00"]),
+    (LORD_HOWE, (2026, 4, 5), ["2026-04-05T01:45:00+11:00", "2026-04-05T02:45:00+10:30",
+                               "2026-04-05T03:45:00+10:30"]),
+])
+def test_hour_range_job_fires_once_per_wall_time_on_fall_back_day(tz: str, day: tuple[int, int, int],
+                                                                   want: list[str]) -> None:
+    assert fires("45 1-3 * * *", tz, local(tz, *day), local(tz, *day, 12)) == want
+
+
+@pytest.mark.parametrize(("tz", "day", "want"), [
+    # the gap 02:00-03:00 (NY, Berlin): 02:45 fires at the first instant after it
+    (NY, (2026, 3, 8), ["2026-03-08T01:45:00-05:00", "2026-03-08T03:00:00-04:00",
+                        "2026-03-08T03:45:00-04:00"]),
+    (BERLIN, (2026, 3, 29), ["2026-03-29T01:45:00+01:00", "2026-03-29T03:00:00+02:00",
+                             "2026-03-29T03:45:00+02:00"]),
+    # Lord Howe's gap is 02:00-02:30: 02:45 exists
+    (LORD_HOWE, (2026, 10, 4), ["2026-10-04T01:45:00+10:30", "2026-10-04T02:45:00+11:00",
+                                "2026-10-04T03:45:00+11:00"]),
+])
+def test_hour_range_job_on_spring_forward_day(tz: str, day: tuple[int, int, int], want: list[str]) -> None:
+    assert fires("45 1-3 * * *", tz, local(tz, *day), local(tz, *day, 12)) == want
+
+
+def test_fixed_time_job_in_a_half_hour_gap_fires_at_its_end() -> None:
+    got = fires("15 2 * * *", LORD_HOWE, local(LORD_HOWE, 2026, 10, 3, 12), local(LORD_HOWE, 2026, 10, 5, 12))
+    assert got == ["2026-10-04T02:30:00+11:00", "2026-10-05T02:15:00+11:00"]
+
+
+def test_hour_list_job_fires_once_per_wall_time_on_lord_howe_fall_back_day() -> None:
+    got = fires("40 1,2 * * *", LORD_HOWE, local(LORD_HOWE, 2026, 4, 5), local(LORD_HOWE, 2026, 4, 5, 12))
+    assert got == ["2026-04-05T01:40:00+11:00", "2026-04-05T02:40:00+10:30"]
+
+
+@pytest.mark.parametrize("tz", [NY, BERLIN, LORD_HOWE])
+@pytest.mark.parametrize("month", [3, 4, 10, 11])
+@pytest.mark.parametrize("expr", ["5 * * * *", "*/20 1-3 * * *"])
+def test_elapsed_time_jobs_fire_at_each_real_matching_instant_in_change_months(tz: str, month: int,
+                                                                              expr: str) -> None:
+    # Not fixed-time (minute or hour starts with `*`): every real instant whose wall time
+    # matches fires once, none doubled or dropped; wall times inside a gap do not exist.
+    zone = ZoneInfo(tz)
+    start = datetime(2026, month, 1, tzinfo=UTC)
+    end = datetime(2026, month + 1, 1, tzinfo=UTC)
+    minute, hours = (lambda m: m == 5, range(24)) if expr.startswith("5") else (lambda m: m % 20 == 0, range(1, 4))
+    want, t = [], start + timedelta(minutes=1)
+    while t <= end:
+        wall = t.astimezone(zone)
+        if minute(wall.minute) and wall.hour in hours:
+            want.append(t)
+        t += timedelta(minutes=1)
+    assert CronSchedule(normalize(expr), tz).fires_between(start, end, 10_000) == want
 
 
 def test_seconds_level_fixed_hour_job_on_fall_back_day() -> None:
@@ -384,6 +457,6 @@ def test_fires_increase_and_chaining_next_after_gives_fires_between(
         cursor = schedule.next_after(cursor)
         chain.append(cursor)
     assert chain == got
-    if schedule.fixed_hour:  # once per local wall-clock time, even across fall-back
+    if schedule.fixed_time:  # once per local wall-clock time, even across fall-back
         walls = [f.astimezone(ZoneInfo(tz)).replace(tzinfo=None) for f in got]
         assert all(a < b for a, b in zip(walls, walls[1:]))
