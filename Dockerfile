@@ -7,7 +7,8 @@ COPY cronbox ./cronbox
 COPY poller ./poller
 COPY relay ./relay
 COPY sql ./sql
-RUN pip install . && useradd --system --no-create-home cronbox
-USER cronbox
+RUN pip install . && useradd --system --uid 10001 --no-create-home cronbox
+# numeric, so Kubernetes can check runAsNonRoot
+USER 10001
 ENTRYPOINT ["cronbox"]
 CMD ["--help"]

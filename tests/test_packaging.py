@@ -40,6 +40,18 @@ def test_compose_commands_exist_in_the_cli():
     assert used and used <= set(COMMANDS), used - set(COMMANDS)
 
 
+def test_deploy_files_run_commands_that_exist_in_the_cli():
+    deploy = REPO / "deploy"
+    systemd = "\n".join(p.read_text() for p in (deploy / "systemd").glob("*.service"))
+    k8s = "\n".join(p.read_text() for p in (deploy / "kubernetes").glob("*.yaml"))
+    used = set(re.findall(r"ExecStart=\S+/cronbox (\S+)", systemd)) - {"%i"}
+    used |= set(re.findall(r'args: \["([a-z-]+)"', k8s))
+    assert {"migrate", "poller", "relay"} <= used, used
+    assert used <= set(COMMANDS), used - set(COMMANDS)
+    # the template's instances are commands too
+    assert "ExecStart=/opt/cronbox/venv/bin/cronbox %i" in systemd
+
+
 def test_the_wheel_ships_the_sql(tmp_path):
     out = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(REPO)],
                          capture_output=True, text=True, timeout=300)
