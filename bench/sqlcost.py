@@ -1,16 +1,25 @@
 """The SQL cost of each stage of a run, one backend, no Python pipeline in the way.
 
 N one-off jobs due now; then, in one connection with autocommit (a durable commit per call,
-as the processes do): `cronbox.dispatch(batch)` until every future is dispatched, then
-`cronbox.claim_outbox` + `cronbox.ack_outbox` with the worker's answer (`succeeded`) per batch,
-the relay's two transactions. Reports the median microseconds per run of each call and the
-WAL bytes per run of dispatch and ack (exact: LSN distance), over `--reps` repetitions.
+as the processes do), each stage's function in batches until all N runs passed it. Three flows:
 
-This isolates the server's share: a regression in a function's plan (say, a nested loop that
-re-sorts an array on every probe) shows here as a jump in one stage, where the pipeline benches
-only show a lower runs/s.
+    push         dispatch -> claim (claim_outbox) -> ack (ack_outbox with the worker's answer)
+    push_report  dispatch -> claim -> ack (delivered; the worker answered 202) -> complete (complete_runs)
+    pull         dispatch -> claim_runs -> complete (complete_runs)
 
-    python -m bench.sqlcost                 # 20,000 runs, batch 1,000, 3 repetitions
+Per stage and in total, per run: the server time (median over batches), the WAL written
+(exact: LSN distance, split into record bytes and full-page images), the WAL records by kind
+(pg_walinspect: heap inserts, updates, HOT updates, deletes, row locks, and B-tree entries
+inserted: every index entry a stage adds), and the row writes per table (pg_stat_user_tables:
+inserts, updates, HOT updates, deletes; partitions counted under their root). A CHECKPOINT
+starts each flow, so full-page images are those of a first touch after a checkpoint, as in
+production once per checkpoint interval.
+
+This isolates the server's share: a regression in a function's plan shows here as a jump in one
+stage, a change of the write path as a change in its rows, index entries and WAL.
+
+    python -m bench.sqlcost                 # 20,000 runs, batch 1,000, 3 repetitions, every flow
+    python -m bench.sqlcost --flows pull --quick
 """
 
 from __future__ import annotations
@@ -18,77 +27,226 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 from bench.common import Database, base_report, emit, log, parse_args
 from bench.pipeline import load
 from cronbox import db
 
+FLOWS: dict[str, tuple[str, ...]] = {
+    "push": ("dispatch", "claim", "ack"),
+    "push_report": ("dispatch", "claim", "ack", "complete"),
+    "pull": ("dispatch", "claim_runs", "complete"),
+}
+# pg_walinspect record kinds worth naming (per_record => true gives "Rmgr/RECORD").
+HEAP_KINDS = {"Heap/INSERT": "heap_insert", "Heap2/MULTI_INSERT": "heap_multi_insert",
+              "Heap/UPDATE": "heap_update", "Heap/HOT_UPDATE": "heap_hot_update",
+              "Heap/DELETE": "heap_delete", "Heap/LOCK": "heap_lock",
+              "Heap2/PRUNE": "heap_prune"}
+BTREE_INSERTS = ("Btree/INSERT_LEAF", "Btree/INSERT_POST", "Btree/SPLIT_L", "Btree/SPLIT_R")
 
-def wal(conn) -> float:
-    return conn.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8").fetchone()[0]
+
+def lsn(conn) -> str:
+    return conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()[0]
 
 
-def one_rep(database: Database, n: int, batch: int) -> dict[str, Any]:
+def table_writes(conn) -> dict[str, dict[str, int]]:
+    """Cumulative row writes of the cronbox tables (partitions under their root)."""
+    rows = conn.execute(
+        "SELECT coalesce(pg_partition_root(s.relid), s.relid)::regclass::text, "
+        "       sum(n_tup_ins), sum(n_tup_upd), sum(n_tup_hot_upd), sum(n_tup_del) "
+        "FROM pg_stat_user_tables s WHERE s.schemaname = 'cronbox' GROUP BY 1").fetchall()
+    return {name: {"ins": int(i), "upd": int(u), "hot": int(h), "del": int(d)} for name, i, u, h, d in rows}
+
+
+class Meter:
+    """Times one connection's calls and remembers their WAL ranges and row writes per stage."""
+
+    def __init__(self, conn) -> None:
+        self.conn = conn
+        self.times: dict[str, list[float]] = defaultdict(list)
+        self.ranges: dict[str, list[tuple[str, str]]] = defaultdict(list)
+        self.rows: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(int)))
+        self.runs: dict[str, int] = defaultdict(int)
+
+    def __call__(self, stage: str, call: Callable[[], int]) -> int:
+        conn = self.conn
+        conn.execute("SELECT pg_stat_force_next_flush()")  # this backend's counters, flushed when idle
+        before = table_writes(conn)
+        start = lsn(conn)
+        t = time.perf_counter()
+        n = call()
+        elapsed = time.perf_counter() - t
+        end = lsn(conn)
+        conn.execute("SELECT pg_stat_force_next_flush()")
+        after = table_writes(conn)
+        if n:
+            self.times[stage].append(elapsed / n)
+            self.ranges[stage].append((start, end))
+            self.runs[stage] += n
+        for table, counts in after.items():
+            for key, value in counts.items():
+                delta = value - before.get(table, {}).get(key, 0)
+                if delta:
+                    self.rows[stage][table][key] += delta
+        return n
+
+    def wal(self, stage: str) -> dict[str, float]:
+        """WAL of the stage's calls: bytes (records, full-page images) and records by kind."""
+        conn = self.conn
+        last = max(end for _, end in self.ranges[stage])
+        deadline = time.monotonic() + 30
+        while conn.execute("SELECT pg_current_wal_flush_lsn() < %s::pg_lsn", (last,)).fetchone()[0]:
+            if time.monotonic() > deadline:  # asynchronous commit: the WAL writer flushes soon
+                raise SystemExit("WAL not flushed within 30 s")
+            time.sleep(0.05)
+        totals: dict[str, float] = defaultdict(float)
+        for start, end in self.ranges[stage]:
+            if start == end:
+                continue
+            for kind, count, record, fpi in conn.execute(
+                    "SELECT \"resource_manager/record_type\", count, record_size, fpi_size "
+                    "FROM pg_get_wal_stats(%s::pg_lsn, %s::pg_lsn, true)", (start, end)):
+                totals["wal_records"] += count
+                totals["wal_record_bytes"] += record
+                totals["wal_fpi_bytes"] += fpi
+                if kind in HEAP_KINDS:
+                    totals[HEAP_KINDS[kind]] += count
+                if kind in BTREE_INSERTS:
+                    totals["btree_entries"] += count
+        return totals
+
+
+def run_flow(database: Database, flow: str, n: int, batch: int) -> dict[str, Any]:
     load(database, n, None)
     with database.connect() as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
         conn.execute("VACUUM ANALYZE cronbox.job")
         conn.execute("VACUUM ANALYZE cronbox.job_future")
-        times: dict[str, list[float]] = {"dispatch": [], "claim": [], "ack": []}
-        wal_bytes = {"dispatch": 0.0, "ack": 0.0}
-        done = 0
-        while done < n:
-            w, t = wal(conn), time.perf_counter()
-            got = conn.execute("SELECT dispatched FROM cronbox.dispatch(%s)", (batch,)).fetchone()[0]
-            times["dispatch"].append((time.perf_counter() - t) / max(got, 1))
-            wal_bytes["dispatch"] += wal(conn) - w
-            if got == 0:
-                raise SystemExit(f"dispatch stalled at {done} of {n}")
-            done += got
-        acked = 0
-        while True:
-            t = time.perf_counter()
-            ids = [r[0] for r in conn.execute(
-                "SELECT outbox_id FROM cronbox.claim_outbox('sqlcost', %s)", (batch,)).fetchall()]
-            if not ids:
-                break
-            times["claim"].append((time.perf_counter() - t) / len(ids))
-            answers = db.Jsonb([{"outbox_id": i, "state": "succeeded"} for i in ids])
-            w, t = wal(conn), time.perf_counter()
-            acked += conn.execute("SELECT cronbox.ack_outbox('sqlcost', %s, %s)", (ids, answers)).fetchone()[0]
-            times["ack"].append((time.perf_counter() - t) / len(ids))
-            wal_bytes["ack"] += wal(conn) - w
+        conn.execute("CHECKPOINT")
+        meter = Meter(conn)
+        stages = FLOWS[flow]
+        drain(meter, "dispatch", n, lambda: conn.execute(
+            "SELECT dispatched FROM cronbox.dispatch(%s)", (batch,)).fetchone()[0])
+        if flow == "pull":
+            claimed: list[int] = []
+
+            def claim_runs() -> int:
+                ids = [r[0] for r in conn.execute(
+                    "SELECT run_id FROM cronbox.claim_runs('default', 'sqlcost', %s)", (batch,))]
+                claimed.extend(ids)
+                return len(ids)
+            drain(meter, "claim_runs", n, claim_runs)
+            complete_in_batches(meter, conn, claimed, batch)
+        else:
+            claimed_rows: list[tuple[int, int]] = []
+
+            def claim() -> int:
+                rows = conn.execute(
+                    "SELECT outbox_id, run_id FROM cronbox.claim_outbox('sqlcost', %s)", (batch,)).fetchall()
+                claimed_rows.extend(rows)
+                return len(rows)
+            drain(meter, "claim", n, claim)
+            answer = flow == "push"
+            for i in range(0, len(claimed_rows), batch):
+                chunk = claimed_rows[i:i + batch]
+                ids = [o for o, _ in chunk]
+                outcomes = db.Jsonb([{"outbox_id": o, "state": "succeeded"} for o in ids]) if answer else None
+                meter("ack", lambda: conn.execute(
+                    "SELECT cronbox.ack_outbox('sqlcost', %s, %s)", (ids, outcomes)).fetchone()[0])
+            if not answer:
+                complete_in_batches(meter, conn, [r for _, r in claimed_rows], batch)
         ok = conn.execute("SELECT count(*) FROM cronbox.run WHERE state = 'succeeded'").fetchone()[0]
-    return {
-        "us_per_run": {k: round(statistics.median(v) * 1e6, 1) for k, v in times.items()},
-        "wal_bytes_per_run": {k: round(v / n) for k, v in wal_bytes.items()},
-        "acked": acked, "succeeded": ok, "complete": ok == n == acked,
-    }
+        left = conn.execute("SELECT (SELECT count(*) FROM cronbox.outbox) + (SELECT count(*) FROM cronbox.job_future)"
+                            ).fetchone()[0]
+        per_stage = {}
+        for stage in stages:
+            runs = meter.runs[stage] or 1
+            wal = meter.wal(stage)
+            per_stage[stage] = {
+                "runs": meter.runs[stage],
+                "us_per_run": round(statistics.median(meter.times[stage]) * 1e6, 1),
+                "wal_bytes_per_run": round((wal["wal_record_bytes"] + wal["wal_fpi_bytes"]) / runs, 1),
+                "wal_record_bytes_per_run": round(wal["wal_record_bytes"] / runs, 1),
+                "wal_fpi_bytes_per_run": round(wal["wal_fpi_bytes"] / runs, 1),
+                "wal_records_per_run": round(wal["wal_records"] / runs, 2),
+                "btree_entries_per_run": round(wal["btree_entries"] / runs, 2),
+                "heap_records_per_run": {k: round(wal[k] / runs, 2) for k in HEAP_KINDS.values() if wal.get(k)},
+                "row_writes_per_run": {t: {k: round(v / runs, 2) for k, v in c.items()}
+                                       for t, c in sorted(meter.rows[stage].items())},
+            }
+    total = {key: round(sum(s[key] for s in per_stage.values()), 2)
+             for key in ("us_per_run", "wal_bytes_per_run", "wal_record_bytes_per_run", "wal_fpi_bytes_per_run",
+                         "wal_records_per_run", "btree_entries_per_run")}
+    total["row_writes_per_run"] = round(sum(v for s in per_stage.values() for c in s["row_writes_per_run"].values()
+                                            for v in c.values()), 2)
+    return {"stages": per_stage, "total": total, "succeeded": ok, "left_in_queue": left,
+            "complete": ok == n and left == 0 and all(per_stage[s]["runs"] == n for s in stages)}
+
+
+def drain(meter: Meter, stage: str, n: int, call: Callable[[], int]) -> None:
+    done = 0
+    while done < n:
+        got = meter(stage, call)
+        if got == 0:
+            raise SystemExit(f"{stage} stalled at {done} of {n}: the setup did not hold")
+        done += got
+
+
+def complete_in_batches(meter: Meter, conn, run_ids: list[int], batch: int) -> None:
+    for i in range(0, len(run_ids), batch):
+        chunk = run_ids[i:i + batch]
+        meter("complete", lambda: conn.execute(
+            "SELECT count(*) FROM cronbox.complete_runs(%s::bigint[]) WHERE verdict = 'finished'",
+            (chunk,)).fetchone()[0])
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description="cronbox: server cost per run of dispatch, claim and ack")
+    p = argparse.ArgumentParser(description="cronbox: server cost per run of each stage (time, WAL, rows, index entries)")
     p.add_argument("-n", "--runs", type=int, help="runs per repetition (default 20,000; quick 2,000)")
-    p.add_argument("--batch", type=int, default=1000, help="dispatch, claim and ack batch size")
+    p.add_argument("--batch", type=int, default=1000, help="batch size of every stage")
     p.add_argument("--reps", type=int, help="repetitions (default 3; quick 1)")
+    p.add_argument("--flows", default=",".join(FLOWS), help=f"comma-separated, of {', '.join(FLOWS)}")
     args = parse_args(p, argv)
     n = args.runs or (2000 if args.quick else 20_000)
     reps = args.reps or (1 if args.quick else 3)
+    flows = [f.strip() for f in args.flows.split(",") if f.strip()]
+    if unknown := set(flows) - set(FLOWS):
+        p.error(f"--flows: unknown {', '.join(sorted(unknown))}")
     with Database(args, "sqlcost") as database:
         report = base_report("sqlcost", args, database, argv)
-        report.update({"n": n, "batch": args.batch, "reps": reps, "repetitions": []})
-        for i in range(reps):
-            rep = one_rep(database, n, args.batch)
-            log(f"rep {i + 1}/{reps}: us/run {rep['us_per_run']}, WAL B/run {rep['wal_bytes_per_run']}")
-            report["repetitions"].append(rep)
-        report["complete"] = all(r["complete"] for r in report["repetitions"])
-        report["median_us_per_run"] = {
-            k: statistics.median(r["us_per_run"][k] for r in report["repetitions"]) for k in ("dispatch", "claim", "ack")}
+        report.update({"n": n, "batch": args.batch, "reps": reps, "flows": {}})
+        for flow in flows:
+            repetitions = []
+            for i in range(reps):
+                rep = run_flow(database, flow, n, args.batch)
+                log(f"{flow} rep {i + 1}/{reps}: total per run {rep['total']}")
+                repetitions.append(rep)
+            median = {stage: {key: statistics.median(r["stages"][stage][key] for r in repetitions)
+                              for key in ("us_per_run", "wal_bytes_per_run", "wal_record_bytes_per_run",
+                                          "wal_fpi_bytes_per_run", "wal_records_per_run", "btree_entries_per_run")}
+                      for stage in FLOWS[flow]}
+            report["flows"][flow] = {"repetitions": repetitions, "median": median,
+                                     "median_total": {k: statistics.median(r["total"][k] for r in repetitions)
+                                                      for k in repetitions[0]["total"]}}
+        report["complete"] = all(r["complete"] for f in report["flows"].values() for r in f["repetitions"])
     summary = [f"sqlcost: {n} runs x {reps} reps, batch {args.batch}, "
-               f"{'durable' if report['durable'] else 'NOT durable'}",
-               f"  median us per run: {report['median_us_per_run']}",
-               f"  WAL bytes per run (last rep): {report['repetitions'][-1]['wal_bytes_per_run']}",
-               f"  every run succeeded once: {report['complete']}"]
+               f"{'durable' if report['durable'] else 'NOT durable'}; per run, medians"]
+    head = f"  {'flow/stage':22} {'us':>7} {'WAL B':>8} {'rec B':>7} {'FPI B':>7} {'records':>8} {'btree':>6}"
+    summary.append(head)
+    for flow, data in report["flows"].items():
+        for stage, m in list(data["median"].items()) + [("TOTAL", data["median_total"])]:
+            summary.append(f"  {flow + '/' + stage:22} {m['us_per_run']:7.1f} {m['wal_bytes_per_run']:8.1f} "
+                           f"{m['wal_record_bytes_per_run']:7.1f} {m['wal_fpi_bytes_per_run']:7.1f} "
+                           f"{m['wal_records_per_run']:8.2f} {m['btree_entries_per_run']:6.2f}")
+        last = data["repetitions"][-1]["stages"]
+        for stage, s in last.items():
+            rows = ", ".join(f"{t.removeprefix('cronbox.')} " + "/".join(f"{k}{v:g}" for k, v in c.items())
+                             for t, c in s["row_writes_per_run"].items())
+            summary.append(f"    rows {flow}/{stage}: {rows}")
+    summary.append(f"  every run succeeded once, nothing left queued: {report['complete']}")
     emit(args, report, summary)
     return 0 if report["complete"] else 1
 

@@ -117,11 +117,23 @@ def test_soak_quick_samples_rate_table_sizes_and_rss_every_interval(benches):
     assert "throughput_steady" in r["verdicts"] and "cronbox.outbox_bounded" in r["verdicts"]
 
 
-def test_sqlcost_quick_times_each_stage_and_finishes_every_run(benches):
+def test_sqlcost_quick_reports_each_stages_time_wal_rows_and_index_entries(benches):
     rc, r = benches["sqlcost"].result()
     assert rc == 0, r
     assert r["durable"] is True and r["complete"] is True
-    rep = r["repetitions"][0]
-    assert rep["succeeded"] == rep["acked"] == r["n"] == 2000
-    assert all(rep["us_per_run"][k] > 0 for k in ("dispatch", "claim", "ack"))
-    assert rep["wal_bytes_per_run"]["dispatch"] > 0 and rep["wal_bytes_per_run"]["ack"] > 0
+    assert set(r["flows"]) == {"push", "push_report", "pull"}
+    for flow, data in r["flows"].items():
+        rep = data["repetitions"][0]
+        assert rep["succeeded"] == r["n"] == 2000 and rep["left_in_queue"] == 0
+        for stage, s in rep["stages"].items():
+            assert s["runs"] == 2000, (flow, stage)
+            assert s["us_per_run"] > 0 and s["wal_bytes_per_run"] > 0 and s["wal_records_per_run"] > 0
+            assert s["row_writes_per_run"], (flow, stage)
+        # the write path as it stands: dispatch inserts one run and one outbox row per run,
+        # and removes the future; every flow ends with the outbox row deleted
+        dispatch = rep["stages"]["dispatch"]["row_writes_per_run"]
+        assert dispatch["cronbox.run"]["ins"] == dispatch["cronbox.outbox"]["ins"] == 1
+        assert dispatch["cronbox.job_future"]["del"] == 1
+        deleted = sum(s["row_writes_per_run"].get("cronbox.outbox", {}).get("del", 0) for s in rep["stages"].values())
+        assert deleted == 1
+        assert rep["total"]["btree_entries_per_run"] >= 3  # run pkey, outbox pkey, outbox claim index
