@@ -4,6 +4,7 @@ only PostgreSQL itself as the postgres OS user."""
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 from pathlib import Path
@@ -67,26 +68,36 @@ def test_cronbox_dev_runs_the_pipeline_then_ctrl_c_leaves_no_postgres_behind(tmp
 
     def run_once(expect_completed: int) -> str:
         with open(log, "wb") as out:
+            # Its own session, so the SIGINT below goes to its process group as a terminal's
+            # Ctrl-C does (the foreground group), and to nothing else of this test run.
             proc = subprocess.Popen(cronbox_cmd("dev", "--data", str(data), "--cron", "* * * * * *"),
-                                    env=env, stdout=out, stderr=subprocess.STDOUT)
+                                    env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             wait_until(lambda: log.read_text().count("completed") >= expect_completed, timeout=60,
                        what="demo runs completed")
-            proc.send_signal(signal.SIGINT)
+            os.killpg(proc.pid, signal.SIGINT)
             assert proc.wait(30) == 0, log.read_text()
         finally:
             if proc.poll() is None:
                 proc.kill()
         return log.read_text()
 
+    def dsn_of(text: str) -> str:
+        return re.search(r"dsn=(\S+)", text).group(1)
+
     first = run_once(2)
     assert "received" in first and "completed" in first
+    # Ctrl-C is one graceful stop for every process: no child took a second signal.
+    assert "second signal" not in first and "cancelling" not in first, first
+    assert first.count("stopped process=poller") == 1 and first.count("stopped process=relay") == 1, first
+    assert "reused=False" in first
     cluster = Cluster(data)
     assert cluster.pid() is None, "cronbox dev left its postgres running"
     assert not (data / "data" / "postmaster.pid").exists()
-    # The next `cronbox dev` picks up the same data: earlier runs are still there.
+    # The next `cronbox dev` picks up the same data (earlier runs are still there) on the same port.
     second = run_once(1)
-    assert "reused=False" in second  # it started the (stopped) cluster again, on the same folder
+    assert "reused=True" in second and "already_running=False" in second
+    assert dsn_of(second) == dsn_of(first)
     dsn = cluster.start()
     try:
         with db.connect(dsn) as conn:
