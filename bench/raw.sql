@@ -6,6 +6,13 @@
 -- Each stage is a procedure that commits once per batch (durable commits, like the product)
 -- and loops until its upstream is drained; run the three at once from three sessions.
 -- The *_once statements are the same work as pgbench scripts (bench/pgbench/*.sql).
+--
+-- Every statement picks its batch as an array of primary keys (`= ANY (ARRAY(... SKIP LOCKED))`)
+-- so that any plan of it touches the batch's rows only. A join to a picked CTE let PL/pgSQL's
+-- cached generic plan, made while the outbox was nearly empty, become a nested loop scanning
+-- the whole outbox once per picked row: a 137,000-row outbox then took ~25 s per batch, the
+-- "raw stall" of bench.throughput (the callers also run these with plan_cache_mode =
+-- force_custom_plan).
 CREATE SCHEMA IF NOT EXISTS bench_raw;
 
 CREATE OR REPLACE PROCEDURE bench_raw.dispatch_loop(p_batch integer)
@@ -14,15 +21,14 @@ DECLARE
     n integer;
 BEGIN
     LOOP
-        WITH picked AS (
-            SELECT f.future_id FROM cronbox.job_future f
-            WHERE f.due_at <= now()
-            ORDER BY f.due_at, f.priority
-            LIMIT p_batch
-            FOR UPDATE SKIP LOCKED
-        ),
-        gone AS (
-            DELETE FROM cronbox.job_future f USING picked p WHERE f.future_id = p.future_id
+        WITH gone AS (
+            DELETE FROM cronbox.job_future f
+            WHERE f.future_id = ANY (ARRAY(
+                SELECT r.future_id FROM cronbox.job_future r
+                WHERE r.hold IS NULL AND r.due_at <= now()       -- job_future_ready_idx
+                ORDER BY r.priority, r.due_at
+                LIMIT p_batch
+                FOR UPDATE SKIP LOCKED))
             RETURNING f.job_id, f.fire_at, f.due_at, f.attempt
         ),
         fire AS (
@@ -57,15 +63,14 @@ BEGIN
         -- Checked before the claim: if the futures were gone then, every outbox row the
         -- dispatcher wrote is visible to the claim's (later) snapshot.
         upstream_done := NOT EXISTS (SELECT 1 FROM cronbox.job_future);
-        WITH picked AS (
-            SELECT o.outbox_id FROM cronbox.outbox o
-            WHERE o.available_at <= now()
-            ORDER BY o.available_at
-            LIMIT p_batch
-            FOR UPDATE SKIP LOCKED
-        ),
-        gone AS (
-            DELETE FROM cronbox.outbox o USING picked p WHERE o.outbox_id = p.outbox_id
+        WITH gone AS (
+            DELETE FROM cronbox.outbox o
+            WHERE o.outbox_id = ANY (ARRAY(
+                SELECT c.outbox_id FROM cronbox.outbox c
+                WHERE c.available_at <= now()                    -- outbox_claim_idx
+                ORDER BY c.available_at
+                LIMIT p_batch
+                FOR UPDATE SKIP LOCKED))
             RETURNING o.run_id, o.timeout
         )
         UPDATE cronbox.run r SET state = 'delivered', delivered_at = now(), lease_until = now() + g.timeout
@@ -89,15 +94,13 @@ BEGIN
     LOOP
         upstream_done := NOT EXISTS (SELECT 1 FROM cronbox.job_future)
                      AND NOT EXISTS (SELECT 1 FROM cronbox.outbox);
-        WITH picked AS (
-            SELECT r.run_id FROM cronbox.run r
-            WHERE r.state = 'delivered'
-            LIMIT p_batch
-            FOR UPDATE SKIP LOCKED
-        )
         UPDATE cronbox.run r SET state = 'succeeded', finished_at = now(), lease_until = NULL,
                                  started_at = coalesce(r.started_at, now())
-        FROM picked p WHERE r.run_id = p.run_id;
+        WHERE r.run_id = ANY (ARRAY(
+            SELECT d.run_id FROM cronbox.run d
+            WHERE d.state = 'delivered'                          -- run_lease_idx
+            LIMIT p_batch
+            FOR UPDATE SKIP LOCKED));
         GET DIAGNOSTICS n = ROW_COUNT;
         COMMIT;
         EXIT WHEN n = 0 AND upstream_done;

@@ -3,16 +3,24 @@
 run_raw: the three stage procedures of bench/raw.sql at once (a pipeline, like the cronbox
 processes). stages: each stage alone with pgbench (bench/pgbench/*.sql), the raw statement vs
 the cronbox function, to show which stage's SQL costs what.
+
+Alone, `python -m bench.rawlimit` runs the raw pipeline `--reps` times (200,000 rows each) and
+reports each repetition; it fails (exit 1) when a repetition is incomplete or slower than half
+the median (a stall: the figure would not be the limit it claims to be).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import time
 from typing import Any
 
-from bench.common import REPO, Database, per_run, postgres_cpu
+import statistics
+import sys
+
+from bench.common import REPO, Database, base_report, emit, log, parse_args, per_run, postgres_cpu
 from bench.pipeline import load, outcome
 
 def run_raw(database: Database, args: argparse.Namespace, n: int) -> dict[str, Any]:
@@ -21,8 +29,10 @@ def run_raw(database: Database, args: argparse.Namespace, n: int) -> dict[str, A
     base = [psql, "-X", "-q", "-v", "ON_ERROR_STOP=1", *database.libpq_args()]
     pg0, c0 = postgres_cpu(database.postmaster), database.counters()
     t0 = time.monotonic()
+    # Custom plans: a generic plan cached while a table was nearly empty must not outlive it.
+    env = {**os.environ, "PGOPTIONS": "-c plan_cache_mode=force_custom_plan"}
     procs = [subprocess.Popen([*base, "-c", f"CALL bench_raw.{stage}_loop({args.batch})"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
              for stage in ("complete", "deliver", "dispatch")]
     errors = []
     for p in procs:
@@ -79,3 +89,34 @@ def stages(database: Database, args: argparse.Namespace, n: int) -> dict[str, An
         res["serial_rows_per_s"] = round(n / sum(secs), 1) if len(secs) == 3 else None
         out[variant] = res
     return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description="cronbox: the raw SQL limit of the throughput bench, repeated")
+    p.add_argument("-n", "--runs", type=int, help="rows per repetition (default 200,000; quick 20,000)")
+    p.add_argument("--reps", type=int, help="repetitions (default 5; quick 2)")
+    p.add_argument("--batch", type=int, default=1000)
+    args = parse_args(p, argv)
+    n = args.runs or (20_000 if args.quick else 200_000)
+    reps = args.reps or (2 if args.quick else 5)
+    with Database(args, "rawlimit") as database:
+        report = base_report("rawlimit", args, database, argv)
+        install_raw(database)
+        results = []
+        for i in range(reps):
+            res = run_raw(database, args, n)
+            log(f"rep {i + 1}/{reps}: {res['runs_per_s']} runs/s, complete {res['complete_and_unique']}")
+            results.append(res)
+    rates = [r["runs_per_s"] or 0.0 for r in results]
+    median = statistics.median(rates)
+    stalled = [i + 1 for i, r in enumerate(rates) if r < median / 2]
+    complete = all(r["complete_and_unique"] for r in results)
+    report.update({"n": n, "reps": reps, "repetitions": results, "runs_per_s": rates, "median_runs_per_s": median,
+                   "stalled_repetitions": stalled, "complete": complete})
+    emit(args, report, [f"rawlimit: {n} rows x {reps}, batch {args.batch}: median {median} runs/s "
+                        f"(min {min(rates)}, max {max(rates)}); stalled reps {stalled or 'none'}; complete {complete}"])
+    return 0 if complete and not stalled else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

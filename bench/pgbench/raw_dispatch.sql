@@ -1,10 +1,9 @@
 -- raw: move one batch of due futures -> run + outbox (same statement as bench_raw.dispatch_loop)
-WITH picked AS (
-    SELECT f.future_id FROM cronbox.job_future f
-    WHERE f.due_at <= now() ORDER BY f.due_at, f.priority LIMIT :batch FOR UPDATE SKIP LOCKED
-),
-gone AS (
-    DELETE FROM cronbox.job_future f USING picked p WHERE f.future_id = p.future_id
+WITH gone AS (
+    DELETE FROM cronbox.job_future f
+    WHERE f.future_id = ANY (ARRAY(
+        SELECT r.future_id FROM cronbox.job_future r WHERE r.hold IS NULL AND r.due_at <= now()
+        ORDER BY r.priority, r.due_at LIMIT :batch FOR UPDATE SKIP LOCKED))
     RETURNING f.job_id, f.fire_at, f.due_at, f.attempt
 ),
 fire AS (
