@@ -22,6 +22,7 @@ SCRIPTS = {
     "scale": ["--quick"],
     "soak": ["--quick", "--seconds", "10"],
     "sqlcost": ["--quick"],
+    "rawlimit": ["--quick"],
 }
 
 
@@ -137,3 +138,11 @@ def test_sqlcost_quick_reports_each_stages_time_wal_rows_and_index_entries(bench
         deleted = sum(s["row_writes_per_run"].get("cronbox.outbox", {}).get("del", 0) for s in rep["stages"].values())
         assert deleted == 1
         assert rep["total"]["btree_entries_per_run"] >= 3  # run pkey, outbox pkey, outbox claim index
+
+
+def test_rawlimit_quick_repeats_the_raw_pipeline_and_checks_for_stalls(benches):
+    rc, r = benches["rawlimit"].result()
+    assert r["complete"] is True and r["reps"] == 2 and len(r["runs_per_s"]) == 2
+    assert all(rep["complete_and_unique"] for rep in r["repetitions"])
+    # a stalled repetition makes the script fail; the verdict and the exit code agree
+    assert (rc == 0) == (not r["stalled_repetitions"])
