@@ -3,12 +3,18 @@
   1. insert: a sample through cronbox.schedule() (its rate is reported), the rest set-based
      straight into cronbox.job as schedule() would leave them (frontier = next_fire = now);
   2. saturate: a real `cronbox poller` fills the horizon from empty; time to saturate,
-     futures/s, poller CPU per future; then a steady window: fires dispatched/s, poller CPU
-     per fire, fire -> dispatch lag (no relay runs: the outbox just grows);
+     futures/s, poller CPU per future; then a steady window, starting 1 s before a minute
+     boundary (cron fires burst there): fires dispatched/s, poller CPU per fire, fire ->
+     dispatch lag (no relay runs: the outbox just grows); the window is valid only if fires
+     came due in it and >= 95 % of them were dispatched;
   3. dispatch cost vs job_future size: job_future is filled to each size (rows due later,
-     plus a few batches due now) and one cronbox.dispatch(batch) is timed, median of
-     several, with the plans of its statements (auto_explain: ANALYZE, BUFFERS);
+     plus a few batches due now, of jobs with no unfinished run) and one
+     cronbox.dispatch(batch) is timed, median of several, with the plans of its statements
+     (auto_explain: ANALYZE, BUFFERS); valid only if every timed call moved a full batch;
   4. table and index sizes.
+
+A figure whose setup did not hold is reported as such ("setup held: False" and the reasons)
+and the script exits 1: it never prints a number that measured something else.
 
   python -m bench.scale                                  # 1,000,000 schedules; 10k/1M/10M futures
   python -m bench.scale --quick                          # 10,000 schedules; 10k/50k futures
@@ -79,7 +85,10 @@ def insert_schedules(database: Database, n: int, sample: int) -> dict[str, Any]:
                                             frontier, next_fire)
                     SELECT 's' || s.i, s.kind, CASE WHEN s.kind = 'cron' THEN s.expr END, nc.norm,
                            CASE WHEN s.kind = 'every' THEN s.expr::interval END,
-                           CASE WHEN s.kind = 'every' THEN now() + s.expr::interval END,
+                           -- anchors spread over the interval, as schedules made at different
+                           -- times are: interval fires come steadily, not all 5 minutes from now
+                           CASE WHEN s.kind = 'every' THEN now() + s.expr::interval
+                                * ((hashint4(s.i * 31) & 1023) + 1) / 1024.0 END,
                            s.tz, now(), now()
                     FROM ({src}) s
                     LEFT JOIN (SELECT expr, cronbox.normalize_cron(expr) AS norm
@@ -136,6 +145,10 @@ def saturate_and_steady(database: Database, args: argparse.Namespace, logdir: An
             "postgres_cpu_s": round(pg1 - pg0, 2) if pg0 is not None and pg1 is not None else None,
         }
         log(f"saturated in {dt:.1f} s: {made} futures; steady window {steady:.0f} s")
+        # Cron fires come in bursts on minute boundaries: start the window one second before
+        # the next boundary (database clock), so every window holds at least one burst.
+        time.sleep(database.scalar(
+            "SELECT ((59 - extract(epoch FROM now() - date_trunc('minute', now())) + 60) % 60)::float8"))
         c0, pg0 = poller.cpu(), postgres_cpu(database.postmaster)
         w0 = database.scalar("SELECT now()")
         time.sleep(steady)
@@ -147,7 +160,28 @@ def saturate_and_steady(database: Database, args: argparse.Namespace, logdir: An
                 "WHERE dispatched_at >= %s AND state <> 'missed'", (w0,)).fetchall()]
             behind = conn.execute(
                 "SELECT count(*) FROM cronbox.job_future WHERE due_at < now() - interval '1 second'").fetchone()[0]
+            w1 = conn.execute("SELECT now()").fetchone()[0]
+            # Fires that came due in the window, at least 2 s before its end (dispatched or not):
+            # the window measures something only if they were there and went out.
+            due = conn.execute(
+                "SELECT (SELECT count(*) FROM cronbox.run WHERE fire_at >= %(w0)s "
+                "        AND fire_at < %(w1)s - interval '2 seconds' AND state <> 'missed') "
+                "     + (SELECT count(*) FROM cronbox.job_future WHERE due_at >= %(w0)s "
+                "        AND due_at < %(w1)s - interval '2 seconds')", {"w0": w0, "w1": w1}).fetchone()[0]
+            went = conn.execute(
+                "SELECT count(*) FROM cronbox.run WHERE fire_at >= %(w0)s "
+                "AND fire_at < %(w1)s - interval '2 seconds' AND state <> 'missed'", {"w0": w0, "w1": w1}).fetchone()[0]
+            span = conn.execute("SELECT min(fire_at), max(fire_at), min(dispatched_at), max(dispatched_at) "
+                                "FROM cronbox.run WHERE dispatched_at >= %s AND state <> 'missed'", (w0,)).fetchone()
         fires = len(lags)
+        out["steady_setup"] = {
+            "window": [str(w0), str(w1)], "fire_at_span": [str(x) for x in span],
+            "fires_due": due, "of_which_dispatched": went,
+            "held": due > 0 and went >= 0.95 * due,
+            "why": None if due > 0 and went >= 0.95 * due else
+                   ("no fire came due in the window" if due == 0 else
+                    f"only {went} of {due} fires due in the window were dispatched: the poller was behind"),
+        }
         out["steady"] = {
             "seconds": steady, "fires_dispatched": fires, "fires_per_s": round(fires / steady, 1),
             "poller_cpu_s_per_s": round((c1 - c0) / steady, 3),
@@ -165,7 +199,11 @@ def dispatch_cost(database: Database, sizes: list[int], batch: int, reps: int) -
     """Time cronbox.dispatch(batch) with job_future at each size (rows due later + reps batches due now)."""
     results = []
     with database.connect() as conn:
-        conn.execute("TRUNCATE cronbox.job_future, cronbox.outbox")
+        # The steady window left runs unfinished (no relay ran): under overlap 'skip' their jobs'
+        # new fires would be skipped, not dispatched, and the timing would measure less work.
+        conn.execute("TRUNCATE cronbox.job_future")
+        free_jobs(conn)
+        conn.execute("VACUUM ANALYZE cronbox.job")
         njobs = conn.execute("SELECT count(*) FROM cronbox.job").fetchone()[0]
         conn.execute("CREATE TEMP TABLE ids AS SELECT row_number() OVER () - 1 AS k, job_id FROM cronbox.job")
         conn.execute("CREATE INDEX ON ids (k)")
@@ -185,29 +223,41 @@ def dispatch_cost(database: Database, sizes: list[int], batch: int, reps: int) -
                 conn.execute("SET session_replication_role = origin")
                 have += add
                 log(f"job_future filled to {have} rows (+{add} in {time.monotonic() - t0:.1f} s)")
+            free_jobs(conn)  # the previous size's runs would make these jobs busy
             conn.execute("VACUUM ANALYZE cronbox.job_future")
             conn.execute(
                 "INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
                 "SELECT ids.job_id, now() - interval '1 hour' + make_interval(secs => g), now() - interval '1 second' "
                 "FROM generate_series(1, %s::bigint) g JOIN ids ON ids.k = g %% %s", (reps * batch, njobs))
-            times = []
+            times, moved = [], []
             for _ in range(reps - 1):
                 t0 = time.perf_counter()
-                n = conn.execute("SELECT dispatched FROM cronbox.dispatch(%s)", (batch,)).fetchone()[0]
+                n, other = conn.execute("SELECT dispatched, skipped + failed + held FROM cronbox.dispatch(%s)",
+                                        (batch,)).fetchone()
                 times.append(1000 * (time.perf_counter() - t0))
+                moved.append((n, other))
                 if n != batch:
-                    log(f"warning: dispatch moved {n}, not {batch}")
+                    log(f"setup did not hold: dispatch moved {n} (and decided {other} otherwise), not {batch}")
             plans = explain_dispatch(conn, batch)
             results.append({
                 "job_future_rows": have + reps * batch, "batch": batch,
                 "dispatch_ms": {"median": round(statistics.median(times), 2), "min": round(min(times), 2),
                                 "max": round(max(times), 2), "n": len(times)},
                 "per_run_us": round(1000 * statistics.median(times) / batch, 2),
+                "moved": [m for m, _ in moved], "decided_otherwise": [o for _, o in moved],
+                "setup_held": all(m == batch for m, _ in moved),
                 "plans": plans,
                 "sizes": database.table_sizes(["cronbox.job_future"]),
             })
-            conn.execute("TRUNCATE cronbox.outbox")
     return results
+
+
+def free_jobs(conn: psycopg.Connection) -> None:
+    """No unfinished runs: a timed dispatch then moves every due fire (none skipped for
+    overlap). The steady window and each earlier size leave dispatched runs behind (no relay)."""
+    conn.execute("TRUNCATE cronbox.outbox, cronbox.run")
+    conn.execute("UPDATE cronbox.job SET active_runs = 0, last_run_id = NULL, last_run_state = NULL "
+                 "WHERE active_runs <> 0 OR last_run_id IS NOT NULL")
 
 
 def explain_dispatch(conn: psycopg.Connection, batch: int) -> list[dict[str, Any]]:
@@ -271,7 +321,17 @@ def main(argv: list[str] | None = None) -> int:
         report["sizes_end"] = database.table_sizes(TABLES)
         costs = [d["dispatch_ms"]["median"] for d in report["dispatch_cost"]]
         report["dispatch_cost_ratio_largest_to_smallest"] = round(costs[-1] / costs[0], 2) if costs and costs[0] else None
-    report["ok"] = report["steady"]["unsaturated_jobs_at_end"] == 0
+    # Refuse figures whose setup did not hold (they would measure something else).
+    problems = []
+    if report["steady"]["unsaturated_jobs_at_end"]:
+        problems.append(f"{report['steady']['unsaturated_jobs_at_end']} jobs unsaturated at the end")
+    if not report["steady_setup"]["held"]:
+        problems.append(f"steady window: {report['steady_setup']['why']}")
+    for d in report["dispatch_cost"]:
+        if not d["setup_held"]:
+            problems.append(f"dispatch cost at {d['job_future_rows']} futures: moved {d['moved']}, not {d['batch']} each")
+    report["problems"] = problems
+    report["ok"] = not problems
     emit(args, report, summary(report))
     return 0 if report["ok"] else 1
 
@@ -290,6 +350,7 @@ def summary(r: dict[str, Any]) -> list[str]:
         lines.append(f"  dispatch({d['batch']}) at {d['job_future_rows']} futures: median {d['dispatch_ms']['median']} ms "
                      f"({d['per_run_us']} us/run); buffers: "
                      f"{[pl.get('top_buffers') for pl in d['plans']]}")
+    lines.append(f"  setup held: {r['ok']}" + ("" if r["ok"] else " -- NOT VALID: " + "; ".join(r["problems"])))
     lines.append(f"  sizes at end: { {k: round((v['table_bytes'] + v['index_bytes']) / 2**20, 1) for k, v in r['sizes_end'].items()} } MB")
     return lines
 

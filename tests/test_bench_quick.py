@@ -102,7 +102,13 @@ def test_scale_quick_saturates_and_times_dispatch_at_each_future_size(benches):
     for d in r["dispatch_cost"]:
         assert d["dispatch_ms"]["median"] > 0
         assert any("job_future" in p["plan"] and "Buffers" in p["plan"] for p in d["plans"]), d["plans"]
+        # the timed calls did the work they claim: a full batch each, nothing skipped as busy
+        assert d["setup_held"] and set(d["moved"]) == {d["batch"]}, d
     assert r["sizes_end"]["cronbox.job"]["table_bytes"] > 0
+    # the steady window held fires (it starts just before a minute boundary) and says so
+    st = r["steady_setup"]
+    assert st["fires_due"] > 0 and r["steady"]["fires_dispatched"] > 0, st
+    assert r["ok"] == (not r["problems"])
 
 
 def test_soak_quick_samples_rate_table_sizes_and_rss_every_interval(benches):
