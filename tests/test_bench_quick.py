@@ -24,6 +24,11 @@ SCRIPTS = {
     "sqlcost": ["--quick"],
     "rawlimit": ["--quick"],
 }
+try:  # the peer benchmark needs the optional `bench` extra (PgQueuer)
+    import pgqueuer  # noqa: F401
+    SCRIPTS["peers"] = ["--quick"]
+except ImportError:
+    pass
 
 
 class Bench:
@@ -152,3 +157,15 @@ def test_rawlimit_quick_repeats_the_raw_pipeline_and_checks_for_stalls(benches):
     assert all(rep["complete_and_unique"] for rep in r["repetitions"])
     # a stalled repetition makes the script fail; the verdict and the exit code agree
     assert (rc == 0) == (not r["stalled_repetitions"])
+
+
+def test_peers_quick_runs_pgqueuer_and_cronbox_on_one_cluster_and_reports_ratios(benches):
+    if "peers" not in benches:
+        pytest.skip("PgQueuer is not installed (pip install -e '.[bench]')")
+    rc, r = benches["peers"].result()
+    assert rc == 0 and r["complete"] is True, r
+    rep = r["repetitions"][0]
+    for system in ("pgqueuer_b10", "pgqueuer_b100", "cronbox_push", "cronbox_pull"):
+        assert rep[system]["complete"] and rep[system]["runs_per_s"] > 0, (system, rep[system])
+    assert rep["pgqueuer_b100"]["left_in_queue"] == 0 and rep["pgqueuer_b100"]["jobs"] == r["n"]
+    assert r["ratio_push_to_pgq_b100"]["median"] == rep["ratio_push_to_pgq_b100"] > 0

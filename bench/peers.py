@@ -1,0 +1,165 @@
+"""bench/peers: cronbox next to PgQueuer, on the same cluster, interleaved, in one run.
+
+Each repetition runs, one after the other on the same private durable cluster:
+
+  pgqueuer_b10   PgQueuer 1.6 drain: N jobs enqueued first, then --pgq-workers worker
+                 processes (one QueueManager each, asyncpg, a no-op entrypoint) at batch 10
+  pgqueuer_b100  the same at batch 100
+  cronbox_push   N runs due now -> poller dispatch -> relay -> HTTP batches -> the bench worker
+                 answers with the outcome -> completed (bench.throughput's pipeline)
+  cronbox_pull   N runs due now -> poller dispatch -> pull workers claim_runs + complete_runs
+
+Each figure is N divided by the span from the first job taken (run dispatched) to the last one
+done, so start-up and load are not counted for anyone. Ratios are cronbox / PgQueuer batch 100
+per repetition (measured under the same noise), then the median. PgQueuer does less per job
+(no schedule, no history row at dispatch, no HTTP); the comparison is what a user weighing a
+scheduler on PostgreSQL sees. Needs the `bench` extra: `pip install -e '.[bench]'`.
+
+    python -m bench.peers                 # N = 200,000, 3 repetitions
+    python -m bench.peers --quick         # N = 2,000, 1 repetition
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from bench.common import Database, Fleet, base_report, emit, log, parse_args, wait_until, workdir
+from bench.pipeline import reset
+from bench.throughput import run_cronbox, run_pull
+
+PGQ_ENTRYPOINT = "bench"
+
+
+async def _pgq_call(dsn: str, what: str, n: int = 0) -> Any:
+    import asyncpg
+    from pgqueuer.db import AsyncpgDriver
+    from pgqueuer.queries import Queries
+
+    conn = await asyncpg.connect(dsn)
+    try:
+        q = Queries(AsyncpgDriver(conn))
+        if what == "install":
+            if not await q.has_table("pgqueuer"):
+                await q.install()
+            return None
+        if what == "load":
+            await conn.execute("TRUNCATE pgqueuer, pgqueuer_log")
+            for start in range(0, n, 10_000):
+                k = min(10_000, n - start)
+                await q.enqueue([PGQ_ENTRYPOINT] * k, [None] * k, [0] * k)
+            await conn.execute("ANALYZE pgqueuer")
+            return await conn.fetchval("SELECT count(*) FROM pgqueuer")
+        if what == "left":
+            return await conn.fetchval("SELECT count(*) FROM pgqueuer")
+        raise ValueError(what)
+    finally:
+        await conn.close()
+
+
+def pgqueuer_available() -> str | None:
+    try:
+        import asyncpg  # noqa: F401
+        import pgqueuer  # noqa: F401
+    except ImportError as exc:
+        return f"PgQueuer is not installed ({exc.name}): pip install -e '.[bench]'"
+    return None
+
+
+def run_pgqueuer(database: Database, n: int, batch: int, workers: int, logdir: Path) -> dict[str, Any]:
+    loaded = asyncio.run(_pgq_call(database.dsn, "load", n))
+    if loaded != n:
+        return {"error": f"enqueued {loaded}, not {n}"}
+    with Fleet(logdir) as fleet:
+        procs = [fleet.python(f"pgq{batch}_{i}", "bench.pgq_worker", database.dsn, "--batch", str(batch))
+                 for i in range(workers)]
+        wait_until(lambda: all(not p.alive() for p in procs), 120 + n / 200, f"PgQueuer batch {batch} to drain")
+        reports = []
+        for p in procs:
+            lines = [ln for ln in p.tail(20_000).splitlines() if ln.startswith("{")]
+            if p.popen.returncode != 0 or not lines:
+                return {"error": f"{p.name} exited with {p.popen.returncode}: {p.tail(1500)}"}
+            reports.append(json.loads(lines[-1]))
+    left = asyncio.run(_pgq_call(database.dsn, "left"))
+    jobs = sum(r["jobs"] for r in reports)
+    firsts = [r["first"] for r in reports if r["first"]]
+    lasts = [r["last"] for r in reports if r["last"]]
+    span = max(lasts) - min(firsts) if firsts else 0.0
+    return {"jobs": jobs, "left_in_queue": left, "complete": jobs == n and left == 0, "span_s": round(span, 3),
+            "runs_per_s": round(n / span, 1) if span else None, "workers": workers, "batch": batch,
+            "per_worker_jobs": [r["jobs"] for r in reports]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description="cronbox push and pull vs PgQueuer's drain, same cluster, same run")
+    p.add_argument("-n", "--runs", type=int, help="jobs/runs per system per repetition (default 200,000; quick 2,000)")
+    p.add_argument("--reps", type=int, help="repetitions (default 3; quick 1)")
+    p.add_argument("--pgq-workers", type=int, default=5, help="PgQueuer worker processes (default 5)")
+    p.add_argument("--batch", type=int, default=1000, help="cronbox dispatch, relay and pull batch size")
+    p.add_argument("--http-batch", type=int, default=100, help="cronbox messages per HTTP request (default 100)")
+    p.add_argument("--pull-workers", type=int, default=2)
+    args = parse_args(p, argv)
+    args.report_tx = "batch"
+    n = args.runs or (2000 if args.quick else 200_000)
+    reps = args.reps or (1 if args.quick else 3)
+    missing = pgqueuer_available()
+    if missing:
+        print(missing, file=sys.stderr)
+        return 2
+    systems = ("pgqueuer_b10", "pgqueuer_b100", "cronbox_push", "cronbox_pull")
+    with Database(args, "peers") as database, workdir("peers") as logdir:
+        asyncio.run(_pgq_call(database.dsn, "install"))
+        report = base_report("peers", args, database, argv)
+        report.update({"n": n, "reps": reps, "pgq_workers": args.pgq_workers, "batch": args.batch,
+                       "http_batch": args.http_batch, "repetitions": []})
+        for r in range(reps):
+            rep: dict[str, Any] = {}
+            for system in systems:
+                log(f"rep {r + 1}/{reps}: {system}, {n}")
+                t0 = time.monotonic()
+                if system.startswith("pgqueuer"):
+                    rep[system] = run_pgqueuer(database, n, int(system.removeprefix("pgqueuer_b")),
+                                               args.pgq_workers, logdir)
+                elif system == "cronbox_push":
+                    res = run_cronbox(database, args, n, "respond", logdir)
+                    rep[system] = {"runs_per_s": res["runs_per_s"], "complete": res["complete_and_unique"],
+                                   "span_s": res["span_s"], "cpu_ms_per_run": res.get("cpu_ms_per_run")}
+                else:
+                    res = run_pull(database, args, n, logdir)
+                    rep[system] = {"runs_per_s": res.get("runs_per_s"), "complete": res.get("complete_and_unique"),
+                                   "span_s": res.get("span_s"), "error": res.get("error")}
+                    reset(database)
+                log(f"  {rep[system].get('runs_per_s')} per s ({time.monotonic() - t0:.0f} s)")
+            base = rep["pgqueuer_b100"].get("runs_per_s")
+            rep["ratio_push_to_pgq_b100"] = round(rep["cronbox_push"]["runs_per_s"] / base, 3) \
+                if base and rep["cronbox_push"].get("runs_per_s") else None
+            rep["ratio_pull_to_pgq_b100"] = round(rep["cronbox_pull"]["runs_per_s"] / base, 3) \
+                if base and rep["cronbox_pull"].get("runs_per_s") else None
+            report["repetitions"].append(rep)
+    reps_ = report["repetitions"]
+    report["median_per_s"] = {s: statistics.median([x[s]["runs_per_s"] or 0.0 for x in reps_]) for s in systems}
+    for key in ("ratio_push_to_pgq_b100", "ratio_pull_to_pgq_b100"):
+        vals = [x[key] for x in reps_ if x[key] is not None]
+        report[key] = {"median": statistics.median(vals) if vals else None, "all": vals}
+    report["complete"] = all(x[s].get("complete") for x in reps_ for s in systems)
+    med = report["median_per_s"]
+    summary = [f"peers: {n} per system x {reps} reps, {'durable' if report['durable'] else 'NOT durable'}, "
+               f"PgQueuer {args.pgq_workers} workers, cronbox batch {args.batch} / HTTP batch {args.http_batch}",
+               *[f"  {s:14} median {med[s]:>9} per s   all {[x[s]['runs_per_s'] for x in reps_]}" for s in systems],
+               f"  cronbox push / PgQueuer b100: median {report['ratio_push_to_pgq_b100']['median']} "
+               f"{report['ratio_push_to_pgq_b100']['all']} (target >= 2)",
+               f"  cronbox pull / PgQueuer b100: median {report['ratio_pull_to_pgq_b100']['median']} "
+               f"{report['ratio_pull_to_pgq_b100']['all']} (target >= 2)",
+               f"  every job and run done once, nothing left: {report['complete']}"]
+    emit(args, report, summary)
+    return 0 if report["complete"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
