@@ -15,7 +15,7 @@ import orjson
 import psycopg
 from psycopg.types.json import Jsonb, set_json_dumps, set_json_loads  # noqa: F401  (Jsonb re-exported)
 from psycopg_pool import AsyncConnectionPool
-from tenacity import AsyncRetrying, retry_if_exception, stop_after_delay, wait_exponential_jitter
+from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential_jitter
 
 log = logging.getLogger("cronbox.db")
 T = TypeVar("T")
@@ -77,19 +77,6 @@ def _count_db_error() -> None:
     metrics.observe_db_error()
 
 
-# SQLSTATE classes psycopg files under OperationalError that are not the connection's: data
-# errors that happen to map there (54 program limit exceeded) would fail the same way again.
-_NOT_TRANSIENT = {"54"}
-
-
-def transient(exc: BaseException) -> bool:
-    """A connection-level error worth retrying the whole transaction for."""
-    if not isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError)):
-        return False
-    state = getattr(exc, "sqlstate", None)
-    return not (state and state[:2] in _NOT_TRANSIENT)
-
-
 async def retrying(op: Callable[[], Awaitable[T]], *, budget: float, what: str,
                    stop: asyncio.Event | None = None) -> T:
     """Run a whole transaction again on connection errors, bounded by time (they carry no
@@ -99,7 +86,7 @@ async def retrying(op: Callable[[], Awaitable[T]], *, budget: float, what: str,
     if stop is not None:
         give_up = give_up | (lambda _state: stop.is_set())
     async for attempt in AsyncRetrying(
-        retry=retry_if_exception(transient),
+        retry=retry_if_exception_type((psycopg.OperationalError, psycopg.InterfaceError)),
         wait=wait_exponential_jitter(multiplier=0.1, max=5),
         stop=give_up,
         reraise=True,

@@ -50,12 +50,6 @@ RUNS_LOST = Counter("cronbox_runs_lost_total", "Runs the reaper declared lost (l
 DB_ERRORS = Counter("cronbox_db_errors_total", "Database operations that failed with a connection error")
 RECONNECTS = Counter("cronbox_db_reconnects_total", "Reconnections (LISTEN connection) after a loss")
 TICKS = Counter("cronbox_loop_ticks_total", "Iterations of the main loop", ["process"])
-JOBS_QUARANTINED = Counter("cronbox_jobs_quarantined_total",
-                           "Jobs the poller set aside (paused) because it could not process them",
-                           ["stage"])
-LOOP_FAILURES = Counter("cronbox_loop_failures_total",
-                        "Iterations of a process loop that failed with an error other than a lost connection",
-                        ["loop"])
 LAST_TICK = Gauge("cronbox_loop_last_tick_timestamp_seconds", "Unix time of the last loop iteration",
                   ["process"])
 
@@ -130,14 +124,6 @@ def _sink_label(target: str | None) -> str:
 def observe_reaped(lost: int) -> None:
     if lost:
         RUNS_LOST.inc(lost)
-
-
-def observe_quarantine(stage: str) -> None:
-    JOBS_QUARANTINED.labels(stage).inc()
-
-
-def observe_loop_failure(loop: str) -> None:
-    LOOP_FAILURES.labels(loop).inc()
 
 
 def observe_db_error() -> None:

@@ -31,7 +31,6 @@ from cronbox.config import Config
 from cronbox.log import event
 from cronbox.proc import Waker, cancel_quietly, identity, listen
 from cronbox.registry import keep_registered
-from poller.isolate import describe, dispatch_one_by_one, job_fault
 from poller.maintenance import maintenance_loop, reaper_loop
 from poller.saturate import saturate_once
 
@@ -42,31 +41,6 @@ MAINTENANCE_EVERY = 60.0
 # Due futures exist but none could be taken (their jobs are locked by a worker reporting or
 # by schedule()): look again soon rather than at once.
 BUSY_RETRY = 0.02
-UNHEALTHY_AFTER = 3  # consecutive failed iterations of a loop before /healthz says so
-
-
-class LoopHealth:
-    """Consecutive failures of one loop: backoff for the loop, a named check for /healthz."""
-
-    def __init__(self, name: str) -> None:
-        self.name, self.failures, self.last = name, 0, ""
-        metrics.register_health_check(name, self.check)
-
-    def ok(self) -> None:
-        self.failures = 0
-
-    def failed(self, exc: BaseException) -> float:
-        """Record a failure; returns how long to wait before the next try."""
-        self.failures += 1
-        self.last = describe(exc)
-        metrics.observe_loop_failure(self.name)
-        event(log, f"{self.name} failed", level=logging.ERROR, failures=self.failures, error=self.last)
-        return min(30.0, 0.25 * 2 ** min(self.failures, 8))
-
-    def check(self) -> tuple[bool, str]:
-        if self.failures >= UNHEALTHY_AFTER:
-            return False, f"{self.failures} consecutive failures, last: {self.last}"
-        return True, "ok"
 
 
 @dataclasses.dataclass
@@ -81,18 +55,16 @@ async def tick(pool, cfg: Config, limit: int) -> Tick:
     CRONBOX_DISPATCH_LEAD, then early dispatch of what is due within the lead and eligible."""
     lead = cfg.dispatch_lead
     async with pool.connection() as conn:
-        # An infinite due time (a row no check let in) must not break the arithmetic.
         cur = await conn.execute(
-            "SELECT dispatched, skipped, failed, held, CASE WHEN isfinite(next_due) "
-            "       THEN extract(epoch FROM next_due - clock_timestamp())::float8 END "
+            "SELECT dispatched, skipped, failed, held, "
+            "       extract(epoch FROM next_due - clock_timestamp()) "
             "FROM cronbox.dispatch(%s)", (limit,))
         dispatched, skipped, failed, held, wait = await cur.fetchone()
         decided = dispatched + skipped + failed + held
         early = busy = 0
         if lead and decided < limit:
             cur = await conn.execute(
-                "SELECT dispatched, busy, CASE WHEN isfinite(next_due) "
-                "       THEN extract(epoch FROM next_due - clock_timestamp())::float8 END "
+                "SELECT dispatched, busy, extract(epoch FROM next_due - clock_timestamp()) "
                 "FROM cronbox.dispatch_ahead(%s, %s)", (limit - decided, lead))
             early, busy, wait = await cur.fetchone()
     if decided or early:
@@ -111,20 +83,6 @@ async def tick(pool, cfg: Config, limit: int) -> Tick:
         if sleep <= 0 or busy:  # due (or early-eligible) fires whose jobs were locked elsewhere
             sleep = BUSY_RETRY
     return Tick(again=again, sleep=sleep, dispatched=dispatched + early)
-
-
-async def tick_or_isolate(pool, cfg: Config, limit: int) -> Tick:
-    """A tick; if its batch fails because of one job's data, dispatch one fire at a time and
-    quarantine the job of each fire that fails (poller/isolate.py), so the others go out now."""
-    try:
-        return await tick(pool, cfg, limit)
-    except psycopg.Error as exc:
-        if not job_fault(exc):
-            raise
-        event(log, "dispatch batch failed: isolating the job at fault", level=logging.WARNING, error=describe(exc))
-        async with pool.connection() as conn:
-            dispatched, _ = await dispatch_one_by_one(conn, limit, exc)
-        return Tick(again=True, sleep=0.0, dispatched=dispatched)
 
 
 async def saturate(pool, cfg: Config) -> tuple[int, int]:
@@ -166,19 +124,13 @@ async def _unless_stopped(op: Callable[[], Awaitable[T]], what: str, cfg: Config
 
 async def dispatch_loop(pool, cfg: Config, waker: Waker) -> None:
     cap = cfg.dispatch_tick_cap
-    health = LoopHealth("dispatch")
     while not waker.stop.is_set():
         budget = cap
         while not waker.stop.is_set():
             limit = cfg.dispatch_batch if cap == 0 else max(1, min(cfg.dispatch_batch, budget))
-            try:
-                t = await _unless_stopped(lambda: tick_or_isolate(pool, cfg, limit), "poller tick", cfg, waker)
-            except Exception as exc:  # never die: back off, say so in /healthz, try again
-                await waker.sleep(health.failed(exc))
-                break
+            t = await _unless_stopped(lambda: tick(pool, cfg, limit), "poller tick", cfg, waker)
             if t is None:
                 return
-            health.ok()
             metrics.tick("poller")
             budget -= t.dispatched
             if cap and budget <= 0:
@@ -193,16 +145,10 @@ async def dispatch_loop(pool, cfg: Config, waker: Waker) -> None:
 
 async def saturate_loop(pool, cfg: Config, waker: Waker, dispatch_waker: Waker) -> None:
     """Saturation passes until stopped; `waker` shares the process's stop event."""
-    health = LoopHealth("saturation")
     while not waker.stop.is_set():
-        try:
-            done = await _unless_stopped(lambda: saturate(pool, cfg), "saturation", cfg, waker)
-        except Exception as exc:  # never die: back off, say so in /healthz, try again
-            await waker.sleep(health.failed(exc))
-            continue
+        done = await _unless_stopped(lambda: saturate(pool, cfg), "saturation", cfg, waker)
         if done is None:
             return
-        health.ok()
         claimed, futures = done
         if futures:
             dispatch_waker.wake.set()

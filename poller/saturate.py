@@ -19,8 +19,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
-from poller.cron import schedule_for
-from poller.isolate import OutOfRange, announce, describe, job_fault, lenient
+from poller.cron import CronError, schedule_for
 
 MAX_FIRES_PER_JOB = 1000  # per pass; a longer backlog continues in the next pass
 _TINY = timedelta(microseconds=1)
@@ -30,7 +29,7 @@ _TINY = timedelta(microseconds=1)
 class Plan:
     """One pass, as the parallel arrays cronbox.store_fires takes."""
 
-    fire_job: list[int] = dataclasses.field(default_factory=list)  # one element per fire
+    fire_job: list[int] = dataclasses.field(default_factory=list)
     fire_at: list[datetime] = dataclasses.field(default_factory=list)
     missed: list[bool] = dataclasses.field(default_factory=list)
     job: list[int] = dataclasses.field(default_factory=list)
@@ -42,21 +41,6 @@ class Plan:
     def args(self, now: datetime) -> tuple[Any, ...]:
         return (self.fire_job, self.fire_at, self.missed, self.job, self.frontier,
                 self.next_fire, self.finished, self.error, now)
-
-    def one(self, i: int, error: str | None = None) -> Plan:
-        """The i-th job's share of the pass (with `error`: set aside, no fires)."""
-        job = self.job[i]
-        out = Plan(job=[job], frontier=[self.frontier[i]], next_fire=[self.next_fire[i]],
-                   finished=[self.finished[i]], error=[error or self.error[i]])
-        if error is None:
-            for k, fire_job in enumerate(self.fire_job):
-                if fire_job == job:
-                    out.fire_job.append(fire_job)
-                    out.fire_at.append(self.fire_at[k])
-                    out.missed.append(self.missed[k])
-        else:
-            out.frontier, out.next_fire, out.finished = [None], [None], [False]
-        return out
 
 
 def _candidates(job: dict[str, Any], after: datetime | None, until: datetime,
@@ -104,16 +88,9 @@ def _keep(job: dict[str, Any], fire: datetime, following: datetime | None,
     return False  # skip
 
 
-_TIMING = ("anchor", "at", "frontier", "starts_at", "ends_at", "every", "catchup_window")
-
-
 def plan_job(job: dict[str, Any], now: datetime, horizon: timedelta, grace: timedelta,
              out: Plan, max_fires: int = MAX_FIRES_PER_JOB) -> None:
     """Append one job's fires and new frontier to `out`."""
-    for field in _TIMING:
-        if isinstance(job.get(field), OutOfRange):
-            raise ValueError(f"{field} {job[field].text} is outside what the poller can compute "
-                             f"(finite, years 1 to 9999)")
     until = now + horizon
     late_before = now - grace
     starts_at: datetime | None = job["starts_at"]
@@ -153,22 +130,20 @@ def plan_job(job: dict[str, Any], now: datetime, horizon: timedelta, grace: time
 
 def plan(jobs: Sequence[dict[str, Any]], now: datetime, horizon: timedelta, grace: timedelta,
          max_fires: int = MAX_FIRES_PER_JOB) -> Plan:
-    """Compute one pass for the claimed jobs. A job whose fires cannot be computed (a time
-    zone this machine's tzdata lacks, a value out of range, anything that raises) is reported
-    in `error`: store_fires quarantines it, and the other jobs of the pass go on."""
+    """Compute one pass for the claimed jobs. A job whose fires cannot be computed (e.g. a
+    time zone this machine's tzdata lacks) is reported in `error`: store_fires pauses it."""
     out = Plan()
     for job in jobs:
         mark = len(out.fire_job)
         try:
             plan_job(job, now, horizon, grace, out, max_fires)
-        except Exception as exc:  # one job's arithmetic must never stop the pass
-            # plan_job appends the job's own entries last, so only its fires need undoing
+        except (CronError, ValueError, OverflowError) as exc:
             del out.fire_job[mark:], out.fire_at[mark:], out.missed[mark:]
             out.job.append(job["job_id"])
             out.frontier.append(None)
             out.next_fire.append(None)
             out.finished.append(False)
-            out.error.append(f"cannot compute fires: {str(exc) or exc.__class__.__name__}"[:400])
+            out.error.append(str(exc) or exc.__class__.__name__)
     return out
 
 
@@ -178,7 +153,7 @@ async def saturate_once(conn: psycopg.AsyncConnection, *, batch: int, horizon: t
 
     `now` overrides the database clock (tests); by default the transaction's now() is used."""
     async with conn.transaction():
-        cur = lenient(conn.cursor(row_factory=dict_row))
+        cur = conn.cursor(row_factory=dict_row)
         await cur.execute(
             "SELECT * FROM cronbox.claim_saturation(%s, %s, coalesce(%s::timestamptz, now()))",
             (batch, horizon, now))
@@ -187,34 +162,9 @@ async def saturate_once(conn: psycopg.AsyncConnection, *, batch: int, horizon: t
             return 0, 0, 0
         db_now = jobs[0]["now"]
         p = plan(jobs, db_now, horizon, grace)
-        try:
-            async with conn.transaction():  # a savepoint: a failed store leaves the claim intact
-                futures, missed = await _store(cur, p, db_now)
-        except psycopg.Error as exc:
-            if not job_fault(exc):
-                raise
-            # One job's fires break the batch (an overflow in SQL, a constraint): store job by
-            # job, and quarantine each job whose own store still fails.
-            futures = missed = 0
-            for i in range(len(p.job)):
-                try:
-                    async with conn.transaction():
-                        f, m = await _store(cur, p.one(i), db_now)
-                except psycopg.Error as one_exc:
-                    if not job_fault(one_exc):
-                        raise
-                    p.error[i] = f"storing its fires failed: {describe(one_exc)}"
-                    f, m = await _store(cur, p.one(i, p.error[i]), db_now)
-                futures, missed = futures + f, missed + m
-    for job_id, error in zip(p.job, p.error):  # committed: now say so
-        if error is not None:
-            announce(job_id, error, "saturation")
-    return len(jobs), futures, missed
-
-
-async def _store(cur: psycopg.AsyncCursor[Any], p: Plan, now: datetime) -> tuple[int, int]:
-    await cur.execute(
-        "SELECT futures, missed FROM cronbox.store_fires(%s, %s, %s, %s, %s, %s, %s, %s, %s)", p.args(now))
-    row = await cur.fetchone()
-    assert row is not None
-    return row["futures"], row["missed"]
+        await cur.execute(
+            "SELECT futures, missed FROM cronbox.store_fires(%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+            p.args(db_now))
+        row = await cur.fetchone()
+        assert row is not None
+        return len(jobs), row["futures"], row["missed"]

@@ -28,7 +28,7 @@ DECLARE
                                  '|nack.*|reap.*|release_outbox|dead_letter.*'
                                  '|ensure_run_partitions|drop_run_partitions|run_retention'
                                  '|register_process|unregister_process|deregister_process'
-                                 '|heartbeat_process|list_queues|release_holds|reconcile_queue_limits|touch_process|beat_process|process_heartbeat|reap_processes|quarantine_job'
+                                 '|heartbeat_process|list_queues|release_holds|reconcile_queue_limits|touch_process|beat_process|process_heartbeat|reap_processes'
                                  '|metrics_.*)$';
     c_helper   constant text := '^(caller|caller_reads_all|caller_writes_all|run_id_at)$';
     c_internal constant text := '^(new_run_id|run_message|ready_priorities|withdraw_early_runs|normalize_cron|validate_.*|record_change'

@@ -52,29 +52,30 @@ BEGIN
             WHERE f.missed GROUP BY f.job_id
         ) m ON m.job_id = a.job_id
     ),
-    -- Change-log rows for jobs that finish in this pass (read before the update).
+    -- Change-log rows for jobs that finish or break in this pass (read before the update).
     logged AS (
         INSERT INTO cronbox.job_change (job_id, job_name, action, reason, changed_by, changed_at)
-        SELECT j.job_id, j.name, 'finished',
-               CASE WHEN j.kind = 'at' THEN 'one-off fire handled'
+        SELECT j.job_id, j.name,
+               CASE WHEN p.error IS NOT NULL THEN 'paused' ELSE 'finished' END,
+               CASE WHEN p.error IS NOT NULL THEN 'poller cannot compute fires: ' || p.error
+                    WHEN j.kind = 'at' THEN 'one-off fire handled'
                     WHEN p.frontier >= j.ends_at OR j.next_fire > j.ends_at THEN 'ends_at passed'
                     ELSE 'no fire left' END,
                session_user, p_now
         FROM pass p JOIN cronbox.job j ON j.job_id = p.job_id
-        WHERE p.error IS NULL AND p.finished AND j.finished_at IS NULL
+        WHERE p.error IS NOT NULL OR (p.finished AND j.finished_at IS NULL)
     )
     UPDATE cronbox.job j SET
         frontier = coalesce(p.frontier, j.frontier),
         next_fire = p.next_fire,
-        finished_at = CASE WHEN p.finished AND p.error IS NULL THEN coalesce(j.finished_at, p_now) END,
-        missed_count = j.missed_count + p.n_missed
+        finished_at = CASE WHEN p.finished THEN coalesce(j.finished_at, p_now) END,
+        missed_count = j.missed_count + p.n_missed,
+        paused = j.paused OR p.error IS NOT NULL,
+        paused_reason = CASE WHEN p.error IS NOT NULL THEN 'poller cannot compute fires: ' || p.error
+                             ELSE j.paused_reason END,
+        paused_at = CASE WHEN p.error IS NOT NULL THEN p_now ELSE j.paused_at END
     FROM pass p
     WHERE j.job_id = p.job_id;
-    -- Jobs whose fires cannot be computed are quarantined (paused, logged, notified); the
-    -- others of the pass go on.
-    PERFORM cronbox.quarantine_job(a.job_id, a.error)
-    FROM unnest(p_job, p_error) AS a(job_id, error)
-    WHERE a.error IS NOT NULL;
 
     IF v_futures > 0 THEN
         PERFORM pg_notify('cronbox_future', '');
@@ -84,4 +85,4 @@ END
 $$;
 
 COMMENT ON FUNCTION cronbox.store_fires(bigint[], timestamptz[], boolean[], bigint[], timestamptz[], timestamptz[], boolean[], text[], timestamptz) IS
-'Poller: stores a saturation pass computed from cronbox.claim_saturation: futures (idempotent, jitter applied to due_at), dropped fires as missed history rows, each job''s new frontier and next fire, finished jobs, and quarantines (cronbox.quarantine_job) jobs whose fires cannot be computed.';
+'Poller: stores a saturation pass computed from cronbox.claim_saturation: futures (idempotent, jitter applied to due_at), dropped fires as missed history rows, each job''s new frontier and next fire, finished jobs, and pauses jobs whose fires cannot be computed.';
