@@ -27,7 +27,8 @@ from relay.settings import RelaySettings
 
 from .relay_support import Worker, enqueue, notify_row
 
-FAST = RelaySettings(max_attempts=50, backoff=0.05, backoff_max=0.2, http_timeout=2.0, check_every=0.5)
+FAST = RelaySettings(max_attempts=50, backoff=0.05, backoff_max=0.2, http_timeout=2.0, check_every=0.5,
+                     breaker_probe=0.05, breaker_probe_max=0.2)
 
 
 class RunningRelay:
