@@ -8,10 +8,11 @@ database connection while a request is pending: the claim loop goes on for the o
 
 Circuit breaker (per queue): after `breaker` consecutive failed requests (timeout, connection
 error, 408/429/5xx) the lane opens: requests of that queue not yet started are not sent but
-handed back (`cronbox.nack_outbox_unsent`, attempt not counted, claimable again after the
-probe interval), and the relay claims nothing of the queue except one message per probe
-interval (1 s doubling to CRONBOX_RELAY_BREAKER_PROBE_MAX). A probe that succeeds closes the
-breaker and the backlog drains in claim order (due time); one that fails doubles the interval.
+handed back (`cronbox.nack_outbox_unsent`: attempt not counted, back in their place in the
+claim order), and the relay claims nothing of the queue except one message (the oldest) per
+probe interval (1 s doubling to CRONBOX_RELAY_BREAKER_PROBE_MAX). A probe that succeeds
+closes the breaker and the backlog drains in claim order (due time); one that fails doubles
+the interval.
 """
 
 from __future__ import annotations

@@ -246,8 +246,7 @@ class Relay:
             await retrying(lambda: store.ack_outbox(self.pool, self.owner, report),
                            budget=SETTLE_BUDGET, what="relay ack")
         if report.unsent:
-            delay = lane.breaker.interval if lane is not None and lane.breaker.open else 0.0
-            await retrying(lambda: store.nack_outbox_unsent(self.pool, self.owner, report.unsent, delay),
+            await retrying(lambda: store.nack_outbox_unsent(self.pool, self.owner, report.unsent, self.cfg.relay_lease),
                            budget=SETTLE_BUDGET, what="relay hand-back")
         if report.failed:
             retried, dead = await retrying(lambda: store.nack_outbox(self.pool, self.owner, report, self.s),

@@ -59,12 +59,11 @@ async def nack_outbox(pool, owner: str, report: Report, s: RelaySettings) -> tup
     return (int(row[0]), list(row[1])) if row else (0, [])
 
 
-async def nack_outbox_unsent(pool, owner: str, ids: list[int], delay: float) -> int:
-    """Hand back rows that were never sent: claimable again after `delay` seconds, attempt
+async def nack_outbox_unsent(pool, owner: str, ids: list[int], lease: timedelta) -> int:
+    """Hand back rows that were never sent: back in their place in the claim order, attempt
     taken back."""
     async with pool.connection() as conn:
-        cur = await conn.execute("SELECT cronbox.nack_outbox_unsent(%s, %s, %s)",
-                                 (owner, ids, timedelta(seconds=delay)))
+        cur = await conn.execute("SELECT cronbox.nack_outbox_unsent(%s, %s, %s)", (owner, ids, lease))
         row = await cur.fetchone()
     return int(row[0]) if row else 0
 
