@@ -218,12 +218,12 @@ class Relay:
             try:
                 seconds = await self.deliver_on_time(lane, rows, report, claimed_at, probe)
             except asyncio.CancelledError:
-                # Shutdown timeout: settle the sends that finished, hand back the rest (maybe
-                # sent: at least once).
+                # Shutdown timeout: settle the sends that finished, release the rest (maybe
+                # sent, so the attempt stays counted: at least once).
                 done = set(report.ok) | set(report.failed) | set(report.unsent)
-                report.unsent.extend(r.outbox_id for r in rows if r.outbox_id not in done)
+                cut = [r.outbox_id for r in rows if r.outbox_id not in done]
                 with contextlib.suppress(Exception):
-                    await asyncio.shield(self.settle(report, lane))
+                    await asyncio.shield(self._settle_and_release(report, lane, cut))
                 raise
             dead = await self.settle(report, lane)
             metrics.observe_relay_batch(rows, set(report.ok), dead, self.sink_of, seconds)
@@ -233,6 +233,12 @@ class Relay:
             lane.rows -= len(rows)
             self.freed.add(lane.queue)
             self.room.set()
+
+    async def _settle_and_release(self, report: Report, lane: Lane, cut: list[int]) -> None:
+        await self.settle(report, lane)
+        if cut:
+            await db.retrying(lambda: store.release_outbox(self.pool, self.owner, cut, self.cfg.relay_lease),
+                              budget=5, what="release")
 
     async def settle_unroutable(self, rows: list[Row]) -> None:
         report = Report()
