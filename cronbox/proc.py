@@ -1,8 +1,16 @@
-"""What the poller and relay processes share: signals, the stop event, LISTEN wake-ups, sleeps.
+"""What the poller and relay processes share: signals, the stop event, LISTEN wake-ups, sleeps,
+supervised side tasks.
 
 The loop shape: one transaction per tick; go again at once while batches come back full;
 otherwise sleep until the next due time, a NOTIFY, or a jittered poll interval, whichever
-comes first. Sleeps are `wait_for(event.wait(), timeout)` so shutdown interrupts them.
+comes first. The toolkit:
+
+- `Waker.sleep(seconds, also=...)`: until the time passes, a NOTIFY (`wake`), any of `also`,
+  or stop; `pause(stop, seconds)`: until the time passes or stop (True if stopped);
+  `ticks(stop, every)`: `async for _ in ticks(...)` runs a body every `every` seconds until stop.
+- `Supervisor`: side tasks (listener, registry, metrics, checks) and child tasks (a relay's
+  sends) whose crash stops the process with the error logged, never a task whose exception
+  vanishes. `async with Supervisor(waker, "relay") as side: side.spawn(coro, name=...)`.
 """
 
 from __future__ import annotations
@@ -14,7 +22,8 @@ import os
 import random
 import signal
 import socket
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterable
+from typing import Any
 
 import psycopg
 
@@ -36,18 +45,78 @@ class Waker:
         self.stop = asyncio.Event()
         self.wake = asyncio.Event()
 
-    async def sleep(self, seconds: float, *, jitter: float = 0.0) -> None:
+    async def sleep(self, seconds: float, *, jitter: float = 0.0, also: Iterable[asyncio.Event] = ()) -> None:
+        """Until `seconds` (jittered by +-jitter) pass, a wake-up, stop, or any event in `also`
+        is set. Clears `wake` (not the `also` events: their owner does)."""
         if self.stop.is_set():
             return
         seconds = max(0.0, seconds * (1 + random.uniform(-jitter, jitter)))
-        stop_wait = asyncio.ensure_future(self.stop.wait())
-        wake_wait = asyncio.ensure_future(self.wake.wait())
+        waits = [asyncio.ensure_future(e.wait()) for e in (self.stop, self.wake, *also)]
         try:
-            await asyncio.wait({stop_wait, wake_wait}, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            stop_wait.cancel()
-            wake_wait.cancel()
+            for w in waits:
+                w.cancel()
         self.wake.clear()
+
+
+async def pause(stop: asyncio.Event, seconds: float) -> bool:
+    """Sleep up to `seconds`; returns True as soon as `stop` is set (False when time ran out)."""
+    if stop.is_set():
+        return True
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(stop.wait(), max(0.0, seconds))
+    return stop.is_set()
+
+
+async def ticks(stop: asyncio.Event, every: float, *, first: bool = False) -> AsyncIterator[None]:
+    """`async for _ in ticks(stop, 30):` a body every `every` seconds (the first one at once
+    when `first`), until stop; stop interrupts the wait between ticks."""
+    if first and not stop.is_set():
+        yield None
+    while not await pause(stop, every):
+        yield None
+
+
+class Supervisor:
+    """Supervised tasks for one process: an `asyncio.TaskGroup` whose tasks, when one raises,
+    log the error with the task's name and set the stop event, so the process shuts down
+    cleanly (finishing in-flight work) instead of running on half alive; the TaskGroup then
+    cancels the other tasks and raises the error when the `async with` block ends.
+
+    `spawn()` is for side tasks that run as long as the process; `spawn(..., child=True)` for
+    short work the process starts as it goes (a relay's sends): same crash handling, and the
+    task is tracked in `children` until done."""
+
+    def __init__(self, waker: Waker, process: str):
+        self.waker, self.process = waker, process
+        self.children: set[asyncio.Task[Any]] = set()
+        self._group = asyncio.TaskGroup()
+
+    async def __aenter__(self) -> Supervisor:
+        await self._group.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> bool | None:
+        return await self._group.__aexit__(*exc)
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], *, name: str, child: bool = False) -> asyncio.Task[Any]:
+        task = self._group.create_task(self._guard(coro, name), name=name)
+        if child:
+            self.children.add(task)
+            task.add_done_callback(self.children.discard)
+        return task
+
+    async def _guard(self, coro: Coroutine[Any, Any, Any], name: str) -> Any:
+        try:
+            return await coro
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:
+            event(log, "task crashed, stopping the process", level=logging.CRITICAL, process=self.process,
+                  task=name, error=f"{exc.__class__.__name__}: {exc}")
+            self.waker.stop.set()
+            raise
 
 
 def install_signal_handlers(waker: Waker, main_task: asyncio.Task[object], name: str) -> None:

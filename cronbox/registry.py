@@ -12,6 +12,7 @@ import contextlib
 import logging
 import os
 import socket
+from collections.abc import Callable
 from datetime import timedelta
 
 import psycopg
@@ -38,20 +39,29 @@ async def heartbeat(conn: psycopg.AsyncConnection, process_id: int) -> bool:
     return bool(row and row[0])
 
 
+async def touch(conn: psycopg.AsyncConnection, process_id: int, info: dict) -> bool:
+    cur = await conn.execute("SELECT cronbox.touch_process(%s, %s)", (process_id, db.Jsonb(info)))
+    row = await cur.fetchone()
+    return bool(row and row[0])
+
+
 async def deregister(conn: psycopg.AsyncConnection, process_id: int) -> None:
     await conn.execute("SELECT cronbox.deregister_process(%s)", (process_id,))
 
 
 async def keep_registered(pool, kind: str, name: str, stop: asyncio.Event, *,
-                          every: float = 5.0, info: dict | None = None) -> None:
-    """Register, heartbeat every `every` seconds until stop is set (or cancelled), deregister."""
+                          every: float = 5.0, info: dict | Callable[[], dict] | None = None) -> None:
+    """Register, heartbeat every `every` seconds until stop is set (or cancelled), deregister.
+    `info` may be a callable: then each heartbeat also refreshes the info (cronbox.processes)."""
     process_id: int | None = None
     try:
         while not stop.is_set():
             try:
                 async with pool.connection() as conn:
-                    if process_id is None or not await heartbeat(conn, process_id):
-                        process_id = await register(conn, kind, name, every, info)
+                    now_info = info() if callable(info) else info
+                    if process_id is None or not await (
+                            touch(conn, process_id, now_info or {}) if callable(info) else heartbeat(conn, process_id)):
+                        process_id = await register(conn, kind, name, every, now_info)
                         event(log, "registered", level=logging.DEBUG, process=name, process_id=process_id)
             except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                 event(log, "heartbeat failed", level=logging.WARNING, process=name, error=db.explain(exc))

@@ -74,7 +74,26 @@ def collect(dsn: str, limit: int = 50) -> dict[str, Result]:
                 out[section.title] = _read(conn, section, limit)
             except psycopg.errors.InsufficientPrivilege:
                 out[section.title] = Result(None, note="(not permitted for this role)")
+    out["circuit breakers"] = breakers(out.get("processes"))
     return out
+
+
+def breakers(processes: Result | None) -> Result:
+    """Per live relay and queue, the circuit breakers that are open or counting failures (from
+    cronbox.processes.info, refreshed with each relay heartbeat)."""
+    if processes is None or processes.rows is None:
+        return Result(None, note="(needs the processes view)")
+    rows = []
+    for p in processes.rows:
+        info = p.get("info") or {}
+        if p.get("kind") != "relay" or p.get("live") is False or not isinstance(info, dict):
+            continue
+        for queue, b in sorted((info.get("breakers") or {}).items()):
+            if isinstance(b, dict):
+                rows.append({"relay": p.get("name"), "queue": queue, "state": b.get("state"),
+                             "consecutive_failures": b.get("consecutive_failures"),
+                             "probe_every_s": b.get("probe_every_s")})
+    return Result(rows)
 
 
 def _cell(value: Any) -> str:

@@ -1,10 +1,12 @@
 """`cronbox relay`: claim a batch of outbox rows (lease), send, ack in a second transaction.
 
 At least once: a relay that dies between claim and ack leaves leased rows that any relay
-claims again once the lease ends. Claims are serial (one round trip each); sending and
-settling (one ack, at most one nack) of up to CRONBOX_RELAY_INFLIGHT batches overlap. The
-relay wakes on NOTIFY cronbox_outbox and polls as a backstop (and after every reconnect of
-the listener). SIGTERM: stop claiming, finish in-flight sends, hand back unfinished leases,
+claims again once the lease ends. Claims are serial (one round trip each); each claimed batch
+is split per queue and each queue's share is sent and settled (one ack, at most one nack) by
+its lane (relay/lanes.py): per queue up to CRONBOX_RELAY_INFLIGHT batches in flight, its own
+connections, timeouts and circuit breaker, so one slow queue never delays another. The relay
+wakes on NOTIFY cronbox_outbox and polls as a backstop (and after every reconnect of the
+listener). SIGTERM: stop claiming, finish in-flight sends, hand back unfinished leases,
 deregister, exit 0.
 """
 
@@ -14,21 +16,22 @@ import asyncio
 import contextlib
 import logging
 import os
+import random
 import time
 from collections import defaultdict
 
-import aiohttp
 import psycopg
 
 from cronbox import db, metrics
 from cronbox.config import Config, ConfigError
 from cronbox.log import event
-from cronbox.proc import Waker, identity, listen
+from cronbox.proc import Supervisor, Waker, identity, listen, ticks
 from cronbox.registry import keep_registered
 from relay import store
+from relay.lanes import Lane
 from relay.routes import Routes, parse_routes
 from relay.settings import RelaySettings
-from relay.sinks import Report, Row, deliver
+from relay.sinks import Report, Row
 
 log = logging.getLogger("cronbox.relay")
 SETTLE_BUDGET = 600.0  # keep retrying an ack this long; after that the lease brings rows back
@@ -53,9 +56,7 @@ async def check_routes(pool, routes: Routes) -> None:
 
 async def watch_unrouted(pool, routes: Routes, waker: Waker, every: float) -> None:
     """Queues that appear later with no route: their messages stay in the outbox; say so loudly."""
-    while not waker.stop.is_set():
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(waker.stop.wait(), every)
+    async for _ in ticks(waker.stop, every):
         try:
             for queue, n in await store.unrouted_in_outbox(pool, routes):
                 event(log, "queue has no route: its messages wait in the outbox", level=logging.ERROR,
@@ -65,22 +66,36 @@ async def watch_unrouted(pool, routes: Routes, waker: Waker, every: float) -> No
 
 
 class Relay:
-    """One relay process: the claim loop plus the batches in flight."""
+    """One relay process: the claim loop, and per queue a lane (relay/lanes.py) sending what
+    was claimed. A claim takes rows of every queue whose lane has room and whose breaker is
+    closed; the rows are split per queue and each queue's share is sent and settled by a task
+    of its own, so the claim loop never waits for a send, and a slow queue only fills its own
+    lane (then it is left out of the claims until its lane has room again)."""
 
-    def __init__(self, cfg: Config, s: RelaySettings, routes: Routes, pool, session: aiohttp.ClientSession,
-                 owner: str, waker: Waker):
-        self.cfg, self.s, self.routes, self.pool, self.session = cfg, s, routes, pool, session
-        self.owner, self.waker = owner, waker
-        self.include, self.exclude = routes.claim_filter()
-        self.slots = asyncio.Semaphore(s.inflight)
-        self.inflight: set[asyncio.Task[None]] = set()
+    def __init__(self, cfg: Config, s: RelaySettings, routes: Routes, pool, owner: str, waker: Waker,
+                 tasks: Supervisor):
+        self.cfg, self.s, self.routes, self.pool = cfg, s, routes, pool
+        self.owner, self.waker, self.tasks = owner, waker, tasks
+        self.lanes: dict[str, Lane] = {}
+        self.freed: set[str] = set()   # lanes that got room back since the last claim
+        self.room = asyncio.Event()    # set with `freed`
+        self.lease = cfg.relay_lease.total_seconds()
 
-    async def claim(self) -> list[Row]:
+    def lane(self, queue: str) -> Lane | None:
+        lane = self.lanes.get(queue)
+        if lane is None:
+            route = self.routes.target(queue)
+            if route is None or not route.push:
+                return None
+            lane = self.lanes[queue] = Lane(queue, route, self.s, self.cfg.relay_batch, self.lease)
+        return lane
+
+    async def claim(self, limit: int, include: list[str] | None, exclude: list[str] | None) -> list[Row]:
         """One claim, retried while PostgreSQL is away, abandoned on stop (the final release
         sweep hands back anything a cancelled claim may have leased)."""
         claim = asyncio.ensure_future(retrying(
-            lambda: store.claim_outbox(self.pool, self.owner, self.cfg.relay_batch, self.cfg.relay_lease,
-                                       self.include, self.exclude, self.cfg.dispatch_lead),
+            lambda: store.claim_outbox(self.pool, self.owner, limit, self.cfg.relay_lease,
+                                       include, exclude, self.cfg.dispatch_lead),
             budget=3600, what="relay claim"))
         stop = asyncio.ensure_future(self.waker.stop.wait())
         try:
@@ -93,48 +108,102 @@ class Relay:
                     await claim
         return [] if claim.cancelled() else claim.result()
 
+    def hand_out(self, rows: list[Row], probe: bool = False) -> None:
+        """Split claimed rows per queue; each queue's share goes to its lane as one task."""
+        claimed_at = time.monotonic()
+        by_queue: dict[str, list[Row]] = defaultdict(list)
+        for r in rows:
+            by_queue[r.queue].append(r)
+        for queue, group in by_queue.items():
+            lane = self.lane(queue)
+            if lane is None:  # claim_outbox filters these out; here only if routes changed under us
+                self.tasks.spawn(self.settle_unroutable(group), name=f"unroutable:{queue}", child=True)
+                continue
+            lane.rows += len(group)
+            self.tasks.spawn(self.send(lane, group, claimed_at, probe), name=f"send:{queue}", child=True)
+
     async def loop(self) -> None:
+        batch, poll = self.cfg.relay_batch, self.cfg.poll_interval.total_seconds()
+        general, last_general = True, 0.0
         while not self.waker.stop.is_set():
-            await self.slots.acquire()
-            if self.waker.stop.is_set():
-                self.slots.release()
-                break
-            try:
-                rows = await self.claim()
-            except BaseException:
-                self.slots.release()
-                raise
+            again = False
+            if general:
+                # Every queue with room, minus those whose lanes are full or breakers open.
+                include, exclude = self.routes.claim_filter(q for q, lane in self.lanes.items() if lane.blocked)
+                last_general = time.monotonic()
+                if include is None or include:
+                    rows = await self.claim(batch, include, exclude)
+                    self.hand_out(rows)
+                    again = len(rows) >= batch
+            freed = sorted(q for q in self.freed if not self.lanes[q].blocked)
+            self.freed.clear()
+            self.room.clear()
+            if freed and not self.waker.stop.is_set():
+                # Lanes that just got room back: claim for them alone (cheap on the index, and
+                # no scan past the rows of queues that are still blocked).
+                limit = min(batch, sum(self.lanes[q].room() for q in freed))
+                rows = await self.claim(limit, freed, None)
+                self.hand_out(rows)
+                if len(rows) >= limit:
+                    self.freed.update(q for q in freed if not self.lanes[q].blocked)
+            await self.probe()
             metrics.tick("relay")
-            if rows:
-                task = asyncio.create_task(self.send(rows))
-                self.inflight.add(task)
-                task.add_done_callback(self._done)
-            else:
-                self.slots.release()
-            if len(rows) < self.cfg.relay_batch:
-                await self.waker.sleep(self.cfg.poll_interval.total_seconds(), jitter=0.2)
+            if again or self.freed:
+                general = again
+                continue
+            woken = await self.nap(min([poll * random.uniform(0.8, 1.2)] + self.probe_waits()))
+            general = woken or time.monotonic() - last_general >= poll * 0.8
 
-    def _done(self, task: asyncio.Task[None]) -> None:
-        self.inflight.discard(task)
-        self.slots.release()
-        if not task.cancelled() and task.exception() is not None:
-            event(log, "batch failed", level=logging.ERROR, error=db.explain(task.exception()))
+    async def probe(self) -> None:
+        """Open breakers whose probe is due: claim one message of the queue and send it."""
+        now = time.monotonic()
+        for lane in list(self.lanes.values()):
+            if lane.breaker.probe_due(now) and not lane.full and not self.waker.stop.is_set():
+                lane.breaker.probing = True
+                rows = await self.claim(1, [lane.queue], None)
+                if rows:
+                    self.hand_out(rows, probe=True)
+                else:
+                    lane.breaker.no_probe_row()
 
-    async def deliver_on_time(self, rows: list[Row], report: Report) -> float:
+    def probe_waits(self) -> list[float]:
+        now = time.monotonic()
+        return [max(0.0, lane.breaker.next_probe - now) for lane in self.lanes.values()
+                if lane.breaker.open and not lane.breaker.probing]
+
+    async def nap(self, seconds: float) -> bool:
+        """Sleep until a NOTIFY, a lane frees room, stop, or the time passes. Returns False when
+        only freed room ended it (then only the freed lanes need a claim), else True."""
+        if self.waker.wake.is_set():
+            self.waker.wake.clear()
+            return True
+        waits = [asyncio.ensure_future(e.wait()) for e in (self.waker.stop, self.waker.wake, self.room)]
+        try:
+            done, _ = await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+        woken = self.waker.wake.is_set() or not done
+        self.waker.wake.clear()
+        return woken
+
+    async def deliver_on_time(self, lane: Lane, rows: list[Row], report: Report, claimed_at: float,
+                              probe: bool) -> float:
         """Send the rows, those claimed ahead (CRONBOX_DISPATCH_LEAD) at their due time: rows
         due together go out together, each group as soon as its time comes. Returns the send
         time in seconds, from the first group's due time."""
         t0 = time.monotonic()
-        if not any(r[5] > t0 for r in rows):
-            await deliver(self.session, self.routes, rows, report)
+        if not any(r.send_at > t0 for r in rows):
+            await lane.send(rows, report, claimed_at, probe)
             return time.monotonic() - t0
         groups: dict[float, list[Row]] = defaultdict(list)
         for r in rows:
-            groups[round(max(r[5], t0), 3)].append(r)
+            groups[round(max(r.send_at, t0), 3)].append(r)
 
         async def at(send_at: float, group: list[Row]) -> None:
             await asyncio.sleep(max(0.0, send_at - time.monotonic()))
-            await deliver(self.session, self.routes, group, report)
+            # the lease runs from the due time (claim_outbox): count it from there
+            await lane.send(group, report, max(claimed_at, send_at), probe)
 
         await asyncio.gather(*(at(send_at, group) for send_at, group in sorted(groups.items())))
         return max(0.0, time.monotonic() - min(groups))
@@ -143,53 +212,88 @@ class Relay:
         route = self.routes.target(queue)
         return route.kind if route else None
 
-    async def send(self, rows: list[Row]) -> None:
+    async def send(self, lane: Lane, rows: list[Row], claimed_at: float, probe: bool) -> None:
         report = Report()
         try:
-            seconds = await self.deliver_on_time(rows, report)
-        except asyncio.CancelledError:
-            # Shutdown timeout: settle the sends that finished, hand back the rest (maybe sent:
-            # at least once).
-            done = set(report.ok) | set(report.failed)
-            unsent = [r[0] for r in rows if r[0] not in done]
-            with contextlib.suppress(Exception):
-                await asyncio.shield(self._settle_and_release(report, unsent))
-            raise
-        dead = await self.settle(report)
-        metrics.observe_relay_batch(rows, set(report.ok), dead, self.sink_of, seconds)
+            try:
+                seconds = await self.deliver_on_time(lane, rows, report, claimed_at, probe)
+            except asyncio.CancelledError:
+                # Shutdown timeout: settle the sends that finished, release the rest (maybe
+                # sent, so the attempt stays counted: at least once).
+                done = set(report.ok) | set(report.failed) | set(report.unsent)
+                cut = [r.outbox_id for r in rows if r.outbox_id not in done]
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(self._settle_and_release(report, lane, cut))
+                raise
+            dead = await self.settle(report, lane)
+            metrics.observe_relay_batch(rows, set(report.ok), dead, self.sink_of, seconds)
+        finally:
+            if probe and lane.breaker.probing:  # the probe was not sent (lease too short)
+                lane.breaker.no_probe_row()
+            lane.rows -= len(rows)
+            self.freed.add(lane.queue)
+            self.room.set()
 
-    async def _settle_and_release(self, report: Report, unsent: list[int]) -> None:
-        await self.settle(report)
-        if unsent:
-            await self._release(unsent)
+    async def _settle_and_release(self, report: Report, lane: Lane, cut: list[int]) -> None:
+        await self.settle(report, lane)
+        if cut:
+            await db.retrying(lambda: store.release_outbox(self.pool, self.owner, cut, self.cfg.relay_lease),
+                              budget=5, what="release")
 
-    async def _release(self, ids: list[int] | None) -> int:
-        return await db.retrying(lambda: store.release_outbox(self.pool, self.owner, ids, self.cfg.relay_lease), budget=5, what="release")
+    async def settle_unroutable(self, rows: list[Row]) -> None:
+        report = Report()
+        report.fail([r.outbox_id for r in rows], f"queue {rows[0].queue!r} is not pushed by this relay")
+        await self.settle(report, None)
 
-    async def settle(self, report: Report) -> set[int]:
-        """Ack what was delivered, nack what failed; returns the dead-lettered outbox ids."""
+    async def settle(self, report: Report, lane: Lane | None) -> set[int]:
+        """Ack what was delivered, nack what failed, hand back what was never sent; returns
+        the dead-lettered outbox ids."""
         if report.ok:
             await retrying(lambda: store.ack_outbox(self.pool, self.owner, report),
-                              budget=SETTLE_BUDGET, what="relay ack")
+                           budget=SETTLE_BUDGET, what="relay ack")
+        if report.unsent:
+            await retrying(lambda: store.nack_outbox_unsent(self.pool, self.owner, report.unsent, self.cfg.relay_lease),
+                           budget=SETTLE_BUDGET, what="relay hand-back")
         if report.failed:
             retried, dead = await retrying(lambda: store.nack_outbox(self.pool, self.owner, report, self.s),
-                                              budget=SETTLE_BUDGET, what="relay nack")
+                                           budget=SETTLE_BUDGET, what="relay nack")
             event(log, "sends failed", level=logging.ERROR if dead else logging.WARNING,
-                  failed=len(report.failed), retried=retried, dead_lettered=len(dead), first_error=report.errors[0])
+                  queue=lane.queue if lane else None, failed=len(report.failed), retried=retried,
+                  dead_lettered=len(dead), first_error=report.errors[0])
             return set(dead)
         return set()
 
     async def drain(self) -> None:
         """Finish in-flight sends within the shutdown timeout, then hand back what is left."""
-        if self.inflight:
-            _, pending = await asyncio.wait(set(self.inflight), timeout=self.cfg.shutdown_timeout.total_seconds())
+        children = set(self.tasks.children)
+        if children:
+            _, pending = await asyncio.wait(children, timeout=self.cfg.shutdown_timeout.total_seconds())
             for task in pending:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
         with contextlib.suppress(Exception):
-            released = await self._release(None)
+            released = await db.retrying(lambda: store.release_outbox(self.pool, self.owner, None, self.cfg.relay_lease),
+                                         budget=5, what="release")
             if released:
                 event(log, "released leases", process=self.owner, rows=released)
+        for lane in self.lanes.values():
+            await lane.close()
+
+    def breakers(self) -> dict[str, dict[str, object]]:
+        """Per queue with an open breaker (or recent failures): its state, for /healthz,
+        /metrics and the processes view."""
+        out = {}
+        for q, lane in self.lanes.items():
+            if lane.breaker.open or lane.breaker.failures:
+                out[q] = lane.breaker.state()
+        return out
+
+    def health(self) -> tuple[bool, str]:
+        """Open breakers are the sinks' trouble, not the relay's: healthy, with the detail."""
+        open_ = {q: b for q, b in self.breakers().items() if b["state"] == "open"}
+        if not open_:
+            return True, "all closed"
+        return True, "open: " + ", ".join(f"{q} (probe every {b['probe_every_s']}s)" for q, b in sorted(open_.items()))
 
 
 async def run(cfg: Config, waker: Waker, settings: RelaySettings | None = None) -> None:
@@ -203,21 +307,21 @@ async def run(cfg: Config, waker: Waker, settings: RelaySettings | None = None) 
     pool = await db.open_pool(cfg.dsn, min_size=1, max_size=s.inflight + 3, name="relay")
     try:
         await check_routes(pool, routes)
-        timeout = aiohttp.ClientTimeout(total=s.http_timeout, connect=s.http_connect_timeout)
-        connector = aiohttp.TCPConnector(limit=s.http_connections)
-        async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
-            relay = Relay(cfg, s, routes, pool, session, owner, waker)
-            async with asyncio.TaskGroup() as side:
-                side.create_task(listen(cfg.dsn, ("cronbox_outbox",), waker), name="listener")
-                side.create_task(keep_registered(pool, "relay", owner, waker.stop,
-                                                 info={"sinks": routes.describe()}), name="registry")
-                side.create_task(watch_unrouted(pool, routes, waker, s.check_every), name="unrouted")
-                side.create_task(metrics.serve(cfg, pool, "relay", waker.stop), name="metrics")
-                try:
-                    await relay.loop()
-                finally:
-                    waker.stop.set()
-                    await relay.drain()
+        async with Supervisor(waker, owner) as tasks:
+            relay = Relay(cfg, s, routes, pool, owner, waker, tasks)
+            metrics.register_health_check("relay_breakers", relay.health)
+            tasks.spawn(listen(cfg.dsn, ("cronbox_outbox",), waker), name="listener")
+            tasks.spawn(keep_registered(pool, "relay", owner, waker.stop,
+                                        info=lambda: {"sinks": routes.describe(), "breakers": relay.breakers()}),
+                        name="registry")
+            tasks.spawn(watch_unrouted(pool, routes, waker, s.check_every), name="unrouted")
+            tasks.spawn(metrics.serve(cfg, pool, "relay", waker.stop), name="metrics")
+            try:
+                await relay.loop()
+            finally:
+                waker.stop.set()
+                await relay.drain()
     finally:
+        metrics.unregister_health_check("relay_breakers")
         await pool.close()
         event(log, "stopped", process=owner)

@@ -9,9 +9,15 @@ every queue not named. Targets:
     elsewhere                  served by another relay: left in the outbox, not an error
 
 Options (http only): `batch=N` messages per request (default 1: one request per message;
-N > 1 sends a JSON array), `timeout=10s` per request, `secret_env=NAME` the environment
-variable holding the HMAC secret, or `secret_file=/run/secrets/x`. The secret itself never
-appears in CRONBOX_SINKS nor in any log line. Example:
+N > 1 sends a JSON array), `timeout=10s` per request (total), `connect_timeout=2s`,
+`connections=N` concurrent requests per queue on this route, `inflight=N` claimed messages
+per queue being sent at once, `breaker=N` consecutive failed requests that open a queue's
+circuit breaker (0 = never), `secret_env=NAME` the environment variable holding the HMAC
+secret, or `secret_file=/run/secrets/x`. The secret itself never appears in CRONBOX_SINKS
+nor in any log line. Unset options take the relay's defaults (relay/settings.py).
+
+Notifications (queue `cronbox.notifications`) never follow the `*` default: they go where a
+route names that queue, and to the log sink when none does. Example:
 
     CRONBOX_SINKS="default=http://worker:8080/run batch=100 secret_env=WORKER_SECRET;
                    reports=log; ml=postgres; *=http://fallback:8080/run"
@@ -27,8 +33,11 @@ from pathlib import Path
 from cronbox.config import ConfigError, parse_duration
 
 PUSH_KINDS = ("http", "log")
+NOTIFY_QUEUE = "cronbox.notifications"
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MAX_BATCH = 10_000
+MAX_TIMEOUT = 3600.0
+INT_OPTIONS = {"connections": (1, 10_000), "inflight": (1, 1_000_000), "breaker": (0, 1_000_000)}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -38,6 +47,10 @@ class Route:
     url: str | None = None
     batch: int = 1                  # messages per HTTP request; 1 = single mode
     timeout: float | None = None    # per-request total timeout (None: the relay default)
+    connect_timeout: float | None = None  # per-request connect timeout (None: the relay default)
+    connections: int | None = None  # concurrent requests per queue (None: the relay default)
+    inflight: int | None = None     # claimed messages per queue in flight (None: the relay default)
+    breaker: int | None = None      # consecutive failures that open the breaker (0 = off)
     secret_from: str | None = None  # where the secret came from (env:NAME / file:PATH), for logs
     secret: bytes | None = dataclasses.field(default=None, repr=False, compare=False)
 
@@ -50,8 +63,12 @@ class Route:
         parts = [f"{self.queue}={self.url or self.kind}"]
         if self.kind == "http":
             parts.append(f"batch={self.batch}")
-            if self.timeout is not None:
-                parts.append(f"timeout={self.timeout:g}s")
+            for key in ("timeout", "connect_timeout"):
+                if getattr(self, key) is not None:
+                    parts.append(f"{key}={getattr(self, key):g}s")
+            for key in ("connections", "inflight", "breaker"):
+                if getattr(self, key) is not None:
+                    parts.append(f"{key}={getattr(self, key)}")
             if self.secret_from:
                 parts.append(f"secret={self.secret_from}")
         return " ".join(parts)
@@ -63,21 +80,31 @@ class Routes:
     default: Route | None
 
     def target(self, queue: str) -> Route | None:
+        if queue == NOTIFY_QUEUE:
+            return self.by_queue.get(queue, NOTIFY_DEFAULT)
         return self.by_queue.get(queue, self.default)
 
-    def claim_filter(self) -> tuple[list[str] | None, list[str] | None]:
-        """(include, exclude) for cronbox.claim_outbox: the relay never claims pull-mode queues."""
+    def claim_filter(self, blocked: Iterable[str] = ()) -> tuple[list[str] | None, list[str] | None]:
+        """(include, exclude) for cronbox.claim_outbox: the relay never claims pull-mode queues,
+        nor the `blocked` ones (full lanes, open breakers)."""
+        blocked = set(blocked)
+        routed = {**self.by_queue, NOTIFY_QUEUE: self.target(NOTIFY_QUEUE)}
         if self.default is not None and self.default.push:
-            exclude = sorted(q for q, r in self.by_queue.items() if not r.push)
+            exclude = sorted({q for q, r in routed.items() if r is None or not r.push} | blocked)
             return None, exclude or None
-        return sorted(q for q, r in self.by_queue.items() if r.push), None
+        return sorted(q for q, r in routed.items() if r is not None and r.push and q not in blocked), None
 
     def unrouted(self, queues: Iterable[str]) -> list[str]:
         return sorted({q for q in queues if self.target(q) is None})
 
     def describe(self) -> list[str]:
         routes = list(self.by_queue.values()) + ([self.default] if self.default else [])
+        if NOTIFY_QUEUE not in self.by_queue:
+            routes.append(NOTIFY_DEFAULT)
         return [r.describe() for r in routes]
+
+
+NOTIFY_DEFAULT = Route(queue=NOTIFY_QUEUE, kind="log")
 
 
 def _read_secret(queue: str, key: str, value: str, env: Mapping[str, str]) -> tuple[str, bytes]:
@@ -116,17 +143,26 @@ def _route(queue: str, target: str, options: list[str], env: Mapping[str, str]) 
             if not value.isdigit() or not 1 <= int(value) <= MAX_BATCH:
                 raise ConfigError(f"CRONBOX_SINKS: {queue}: batch must be an integer from 1 to {MAX_BATCH}, got {value!r}")
             fields["batch"] = int(value)
-        elif key == "timeout":
-            seconds = parse_duration(f"CRONBOX_SINKS: {queue}: timeout", value).total_seconds()
-            if seconds <= 0:
-                raise ConfigError(f"CRONBOX_SINKS: {queue}: timeout must be positive, got {value!r}")
-            fields["timeout"] = seconds
+        elif key in ("timeout", "connect_timeout"):
+            seconds = parse_duration(f"CRONBOX_SINKS: {queue}: {key}", value).total_seconds()
+            if not 0 < seconds <= MAX_TIMEOUT:
+                raise ConfigError(f"CRONBOX_SINKS: {queue}: {key} must be positive and at most "
+                                  f"{MAX_TIMEOUT:g}s, got {value!r}")
+            fields[key] = seconds
+        elif key in INT_OPTIONS:
+            low, high = INT_OPTIONS[key]
+            if not value.isdigit() or not low <= int(value) <= high:
+                raise ConfigError(f"CRONBOX_SINKS: {queue}: {key} must be an integer from {low} to {high}, got {value!r}")
+            fields[key] = int(value)
         elif key in ("secret_env", "secret_file"):
             if "secret" in fields:
                 raise ConfigError(f"CRONBOX_SINKS: {queue}: give one of secret_env, secret_file")
             fields["secret_from"], fields["secret"] = _read_secret(queue, key, value, env)
         else:
-            raise ConfigError(f"CRONBOX_SINKS: {queue}: unknown option {key!r} (batch, timeout, secret_env, secret_file)")
+            raise ConfigError(f"CRONBOX_SINKS: {queue}: unknown option {key!r} (batch, timeout, connect_timeout, "
+                              "connections, inflight, breaker, secret_env, secret_file)")
+    if "connect_timeout" in fields and "timeout" in fields and fields["connect_timeout"] > fields["timeout"]:  # type: ignore[operator]
+        raise ConfigError(f"CRONBOX_SINKS: {queue}: connect_timeout must not exceed timeout")
     return Route(queue=queue, kind=kind, url=url, **fields)  # type: ignore[arg-type]
 
 

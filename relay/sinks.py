@@ -1,10 +1,11 @@
 """Sinks: send claimed rows to where their queue is routed and record what happened.
 
-A claimed row is a tuple (outbox_id, queue, idempotency_key, body) where body is the message
-as JSON text straight from PostgreSQL: a batch body is the texts joined into a JSON array,
-so messages are never parsed and re-serialised here. Results go into one `Report` per claimed
-batch (parallel lists, no object per message), which the relay turns into one ack and at
-most one nack round trip.
+A claimed row is a `Row` whose body is the message as JSON text straight from PostgreSQL: a
+batch body is the texts joined into a JSON array, so messages are never parsed and
+re-serialised here. Results go into one `Report` per claimed batch of one queue (parallel
+lists, no object per message), which the relay turns into one ack and at most one nack (and
+one hand-back of unsent rows) round trip. Each queue sends through its own lane
+(relay/lanes.py): its own aiohttp session, connection limit and timeouts.
 
 HTTP outcomes: 2xx delivered (the body may carry the run's outcome); 408, 429, 5xx,
 timeouts and connection errors are retried (Retry-After honoured); other 4xx are final
@@ -13,27 +14,33 @@ timeouts and connection errors are retried (Retry-After honoured); other 4xx are
 
 from __future__ import annotations
 
-import asyncio
 import email.utils
 import logging
 import time
-from collections import defaultdict
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import aiohttp
 import orjson
 
 from cronbox.log import event
 from cronbox.signing import HEADER as SIGNATURE_HEADER, sign
-from relay.routes import Route, Routes
+from relay.routes import Route
 
 log = logging.getLogger("cronbox.relay")
 
-# outbox_id, queue, idempotency_key, message JSON text, seconds from fire time to claim (or None),
-# monotonic time before which the row must not be sent (rows claimed ahead of their due time:
-# CRONBOX_DISPATCH_LEAD; 0.0 = send now)
-Row = tuple[int, str, str, str, float | None, float]
+
+
+class Row(NamedTuple):
+    """One claimed outbox row."""
+    outbox_id: int
+    queue: str
+    key: str             # idempotency key (Idempotency-Key header)
+    body: str            # the message, JSON text as PostgreSQL wrote it
+    age: float | None    # seconds from fire time to claim (database clock); None: notification
+    send_at: float       # monotonic time before which it must not be sent (claimed ahead of its
+                         # due time, CRONBOX_DISPATCH_LEAD); 0.0 = send now
+
 OUTCOME_STATES = ("succeeded", "failed")
 RETRY_STATUSES = frozenset({408, 429})
 
@@ -41,7 +48,7 @@ RETRY_STATUSES = frozenset({408, 429})
 class Report:
     """What happened to one claimed batch: acked ids, outcomes, and failures (parallel lists)."""
 
-    __slots__ = ("ok", "outcomes", "failed", "errors", "retryable", "retry_after")
+    __slots__ = ("ok", "outcomes", "failed", "errors", "retryable", "retry_after", "unsent")
 
     def __init__(self) -> None:
         self.ok: list[int] = []
@@ -50,6 +57,7 @@ class Report:
         self.errors: list[str] = []
         self.retryable: list[bool] = []
         self.retry_after: list[float | None] = []
+        self.unsent: list[int] = []  # never sent (breaker open, lease too short): handed back
 
     def fail(self, ids: Sequence[int], error: str, retryable: bool = True, retry_after: float | None = None) -> None:
         n = len(ids)
@@ -139,24 +147,25 @@ def classify(status: int, headers: Any, payload: bytes, ids: Sequence[int], batc
 
 
 async def post(session: aiohttp.ClientSession, route: Route, ids: Sequence[int], body: bytes,
-               key: str | None, batched: bool, report: Report) -> None:
+               key: str | None, batched: bool, report: Report) -> bool:
+    """One request; the result lands in report. Returns whether the sink answered sanely (any
+    status but 408/429/5xx, no timeout or connection error): what the circuit breaker counts."""
     headers = {"Content-Type": "application/json", "User-Agent": "cronbox-relay"}
     if key is not None:
         headers["Idempotency-Key"] = key
     if route.secret:
         headers[SIGNATURE_HEADER] = sign(route.secret, body)
-    kwargs: dict[str, Any] = {}
-    if route.timeout is not None:
-        kwargs["timeout"] = aiohttp.ClientTimeout(total=route.timeout, connect=min(route.timeout, 5.0))
     assert route.url is not None
     try:
-        async with session.post(route.url, data=body, headers=headers, allow_redirects=False, **kwargs) as resp:
+        async with session.post(route.url, data=body, headers=headers, allow_redirects=False) as resp:
             payload = await resp.read()
             classify(resp.status, resp.headers, payload, ids, batched, report)
+            return not (resp.status in RETRY_STATUSES or resp.status >= 500)
     except TimeoutError:
         report.fail(ids, "timeout: no answer within the request timeout")
     except aiohttp.ClientError as exc:
         report.fail(ids, f"{exc.__class__.__name__}: {exc}")
+    return False
 
 
 def send_log(rows: Sequence[Row], report: Report) -> None:
@@ -165,28 +174,3 @@ def send_log(rows: Sequence[Row], report: Report) -> None:
         event(log, "message", run_id=message.get("run_id"), job=message.get("job"), queue=queue,
               idempotency_key=key, message=message)
         report.ok.append(oid)
-
-
-async def deliver(session: aiohttp.ClientSession, routes: Routes, rows: Sequence[Row], report: Report) -> Report:
-    """Send every row to its queue's sink, concurrently; each result lands in report as it comes."""
-    by_queue: dict[str, list[Row]] = defaultdict(list)
-    for row in rows:
-        by_queue[row[1]].append(row)
-    sends = []
-    for queue, group in by_queue.items():
-        route = routes.target(queue)
-        if route is None or not route.push:
-            # claim_outbox filters these out; a row here means the routes changed under us.
-            report.fail([r[0] for r in group], f"queue {queue!r} is not pushed by this relay")
-        elif route.kind == "log":
-            send_log(group, report)
-        elif route.batch == 1:
-            sends += [post(session, route, (r[0],), r[3].encode(), r[2], False, report) for r in group]
-        else:
-            for i in range(0, len(group), route.batch):
-                chunk = group[i:i + route.batch]
-                body = ("[" + ",".join(r[3] for r in chunk) + "]").encode()
-                sends.append(post(session, route, [r[0] for r in chunk], body, None, True, report))
-    if sends:
-        await asyncio.gather(*sends)
-    return report

@@ -6,7 +6,7 @@ import time
 from datetime import timedelta
 
 from cronbox import db
-from relay.routes import Routes
+from relay.routes import NOTIFY_QUEUE, Routes
 from relay.settings import RelaySettings
 from relay.sinks import Report, Row
 
@@ -35,9 +35,9 @@ async def claim_outbox(pool, owner: str, limit: int, lease: timedelta,
         raw = await cur.fetchall()
     received = time.monotonic()
     if not raw or max(r[5] for r in raw) <= 0:
-        return [(*r[:5], 0.0) for r in raw]
+        return [Row(r[0], r[1], r[2], r[3], r[4], 0.0) for r in raw]
     started = received - max(r[6] for r in raw)
-    return [(*r[:5], started + r[5] if r[5] > 0 else 0.0) for r in raw]
+    return [Row(r[0], r[1], r[2], r[3], r[4], started + r[5] if r[5] > 0 else 0.0) for r in raw]
 
 
 async def ack_outbox(pool, owner: str, report: Report) -> int:
@@ -57,6 +57,15 @@ async def nack_outbox(pool, owner: str, report: Report, s: RelaySettings) -> tup
              timedelta(seconds=s.backoff), timedelta(seconds=s.backoff_max)))
         row = await cur.fetchone()
     return (int(row[0]), list(row[1])) if row else (0, [])
+
+
+async def nack_outbox_unsent(pool, owner: str, ids: list[int], lease: timedelta) -> int:
+    """Hand back rows that were never sent: back in their place in the claim order, attempt
+    taken back."""
+    async with pool.connection() as conn:
+        cur = await conn.execute("SELECT cronbox.nack_outbox_unsent(%s, %s, %s)", (owner, ids, lease))
+        row = await cur.fetchone()
+    return int(row[0]) if row else 0
 
 
 async def release_outbox(pool, owner: str, ids: list[int] | None = None, lease: timedelta | None = None) -> int:
@@ -80,5 +89,5 @@ async def unrouted_in_outbox(pool, routes: Routes) -> list[tuple[str, int]]:
     async with pool.connection() as conn:
         cur = await conn.execute(
             "SELECT queue, waiting FROM cronbox.list_queues() WHERE waiting > 0 AND queue <> ALL (%s)",
-            (list(routes.by_queue),))
+            ([*routes.by_queue, NOTIFY_QUEUE],))
         return [(r[0], int(r[1])) for r in await cur.fetchall()]

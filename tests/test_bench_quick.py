@@ -23,6 +23,7 @@ SCRIPTS = {
     "soak": ["--quick", "--seconds", "10"],
     "sqlcost": ["--quick"],
     "rawlimit": ["--quick"],
+    "isolation": ["--quick"],
 }
 try:  # the peer benchmark needs the optional `bench` extra (PgQueuer)
     import pgqueuer  # noqa: F401
@@ -93,6 +94,17 @@ def test_latency_quick_delivers_every_fire_exactly_once_with_percentiles(benches
     lat = r["latency_ms"]
     assert 0 < lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["max"]
     assert r["trigger"].get("available") is False or "latency_ms" in r["trigger"] or "error" in r["trigger"]
+
+
+def test_isolation_quick_measures_b_with_a_healthy_and_hung_in_one_run(benches):
+    rc, r = benches["isolation"].result()
+    assert rc == 0, r
+    for window in ("b_healthy", "b_hung"):
+        assert r[window]["expected"] == 20 * 4 and r[window]["not_arrived"] == 0
+        lat = r[window]["latency_ms"]
+        assert 0 < lat["p50"] <= lat["p99"] <= lat["max"]
+    assert r["p99_ratio_hung_to_healthy"] > 0
+    assert r["a"]["answered_while_healthy"] > 0 and r["a"]["waiting_in_outbox"] > 0  # a really hung
 
 
 def test_scale_quick_saturates_and_times_dispatch_at_each_future_size(benches):

@@ -6,6 +6,7 @@ import os
 import subprocess
 
 import orjson
+import psycopg
 
 from cronbox import db
 
@@ -85,3 +86,25 @@ def test_status_limit_says_there_is_more(fresh_dsn, logins):
             su.execute("SELECT cronbox.schedule(%s, every => '1 hour')", (f"job{i}",))
     out = _status(logins.dsn(fresh_dsn, "admin"), "--limit", "2")
     assert "job1" in out and "job2" not in out and "more than 2" in out
+
+
+def test_status_lists_open_circuit_breakers_reported_by_live_relays(fresh_dsn, logins):
+    with db.connect(fresh_dsn) as su:
+        pid = su.execute("SELECT cronbox.register_process('relay', 'relay:h:1', 'h', 1, 'test', interval '5 seconds', "
+                         "'{}'::jsonb)").fetchone()[0]
+        info = {"sinks": ["*=log"], "breakers": {"billing": {"state": "open", "consecutive_failures": 7,
+                                                             "probe_every_s": 4.0}}}
+        assert su.execute("SELECT cronbox.touch_process(%s, %s)", (pid, db.Jsonb(info))).fetchone()[0] is True
+        for bad in ("[]", "null"):
+            try:
+                su.execute("SELECT cronbox.touch_process(%s, %s::jsonb)", (pid, bad))
+                raise AssertionError("touch_process accepted a non-object info")
+            except psycopg.errors.InvalidParameterValue as exc:
+                assert "p_info" in str(exc)
+                su.rollback()
+    text = _status(logins.dsn(fresh_dsn, "reader"))
+    section = text.split("circuit breakers:\n", 1)[1]
+    assert "billing" in section.splitlines()[1] and "open" in section.splitlines()[1]
+    doc = orjson.loads(_status(logins.dsn(fresh_dsn, "reader"), "--json"))
+    assert doc["circuit_breakers"] == [{"relay": "relay:h:1", "queue": "billing", "state": "open",
+                                        "consecutive_failures": 7, "probe_every_s": 4.0}]

@@ -27,7 +27,8 @@ from relay.settings import RelaySettings
 
 from .relay_support import Worker, enqueue, notify_row
 
-FAST = RelaySettings(max_attempts=50, backoff=0.05, backoff_max=0.2, http_timeout=2.0, check_every=0.5)
+FAST = RelaySettings(max_attempts=50, backoff=0.05, backoff_max=0.2, http_timeout=2.0, check_every=0.5,
+                     breaker_probe=0.05, breaker_probe_max=0.2)
 
 
 class RunningRelay:
@@ -311,3 +312,85 @@ async def test_an_unrouted_queue_at_start_is_a_configuration_error(fresh_dsn):
     relay = RunningRelay(fresh_dsn, "default=log")
     with pytest.raises(ConfigError, match="'orphan' have no route"):
         await asyncio.wait_for(relay.task, 10)
+
+
+async def test_notifications_never_go_to_a_worker_through_the_catch_all_route(fresh_dsn, caplog):
+    worker = await Worker().start()
+    relay = RunningRelay(fresh_dsn, f"*={worker.url}")
+    try:
+        with caplog.at_level(logging.INFO, logger="cronbox.relay"), db.connect(fresh_dsn) as conn:
+            notify_row(conn, "cronbox.notifications", {"event": "schedule_paused", "job": "j", "idempotency_key": "p:1"})
+            runs = enqueue(conn, 3)
+            await eventually(lambda: query_empty(fresh_dsn), what="outbox drained")
+    finally:
+        await relay.stop()
+        await worker.stop()
+    assert sorted(worker.keys()) == sorted(f"{r}:1" for r in runs)
+    assert not any("event" in m for r in worker.received for m in r.messages)  # the worker got runs only
+    logged = [getattr(r, "fields", {}) for r in caplog.records if r.getMessage() == "message"]
+    assert [f["message"]["event"] for f in logged] == ["schedule_paused"]
+
+
+async def test_a_named_notification_route_receives_them(fresh_dsn):
+    worker, hook = await Worker().start(), await Worker().start()
+    relay = RunningRelay(fresh_dsn, f"*={worker.url}; cronbox.notifications={hook.url}")
+    try:
+        with db.connect(fresh_dsn) as conn:
+            notify_row(conn, "cronbox.notifications", {"event": "run_failed", "job": "j", "idempotency_key": "f:1"})
+            await eventually(lambda: query_empty(fresh_dsn), what="outbox drained")
+    finally:
+        await relay.stop()
+        await worker.stop()
+        await hook.stop()
+    assert [m["event"] for r in hook.received for m in r.messages] == ["run_failed"]
+    assert worker.received == []
+
+
+async def _true(value: bool) -> bool:
+    return value
+
+
+async def query_empty(dsn: str) -> bool:
+    return (await query(dsn, "SELECT count(*) FROM cronbox.outbox"))[0][0] == 0
+
+
+async def test_an_open_breaker_shows_in_healthz_metrics_and_processes_then_closes(fresh_dsn):
+    from prometheus_client import REGISTRY
+
+    from cronbox import metrics
+
+    failing = True
+
+    async def answer(request: web.Request, body: bytes) -> web.StreamResponse:
+        return web.Response(status=503 if failing else 202)
+
+    worker = await Worker(answer).start()
+    slow_probe = RelaySettings(max_attempts=1000, backoff=0.05, backoff_max=0.2, http_timeout=2.0,
+                               breaker_failures=3, breaker_probe=0.3, breaker_probe_max=0.6)
+    relay = RunningRelay(fresh_dsn, f"flaky={worker.url}", settings=slow_probe)
+    try:
+        with db.connect(fresh_dsn) as conn:
+            runs = enqueue(conn, 20, queue="flaky")
+
+        async def open_everywhere() -> bool:
+            checks = {name: (ok, detail) for name, ok, detail in metrics.extra_health()}
+            info = await query(fresh_dsn, "SELECT info FROM cronbox.processes WHERE kind = 'relay'")
+            gauge = REGISTRY.get_sample_value("cronbox_relay_breaker_open", {"queue": "flaky"})
+            return (checks.get("relay_breakers", (False, ""))[1].startswith("open: flaky")
+                    and bool(info) and info[0][0].get("breakers", {}).get("flaky", {}).get("state") == "open"
+                    and gauge == 1)
+        await eventually(lambda: _true(REGISTRY.get_sample_value("cronbox_relay_breaker_open", {"queue": "flaky"}) == 1),
+                         what="breaker open")
+        opened, sent_before = time.monotonic(), len(worker.received)
+        await eventually(open_everywhere, what="breaker open in /healthz, processes and /metrics")
+        # open: the queue is probed (one request per >= 0.27 s), not hammered; nothing dead-lettered
+        assert len(worker.received) - sent_before <= (time.monotonic() - opened) / 0.27 + 2
+        assert (await query(fresh_dsn, "SELECT count(*) FROM cronbox.dead_letters")) == [(0,)]
+        failing = False
+        await eventually(lambda: outbox_empty(fresh_dsn), what="backlog drained after recovery")
+        assert REGISTRY.get_sample_value("cronbox_relay_breaker_open", {"queue": "flaky"}) == 0
+        assert {name: detail for name, _, detail in metrics.extra_health()}["relay_breakers"] == "all closed"
+    finally:
+        await relay.stop()
+        await worker.stop()
+    assert {s for s, _ in (await states(fresh_dsn, runs)).values()} == {"delivered"}

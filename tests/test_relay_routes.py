@@ -21,7 +21,7 @@ def test_routes_with_options_and_a_default():
 def test_the_secret_never_appears_in_descriptions_or_reprs():
     r = parse_routes("q=https://w/run secret_env=W_SECRET", {"W_SECRET": "hunter2"})
     assert "hunter2" not in repr(r) and "hunter2" not in str(r.describe())
-    assert r.describe() == ["q=https://w/run batch=1 secret=env:W_SECRET"]
+    assert r.describe() == ["q=https://w/run batch=1 secret=env:W_SECRET", "cronbox.notifications=log"]
 
 
 def test_a_secret_can_come_from_a_file(tmp_path):
@@ -55,8 +55,32 @@ def test_claim_filter_excludes_pull_queues_under_a_push_default():
 
 
 def test_claim_filter_includes_only_push_queues_without_a_push_default():
-    assert parse_routes("a=log; b=http://w; c=postgres").claim_filter() == (["a", "b"], None)
-    assert parse_routes("a=log; *=postgres").claim_filter() == (["a"], None)
+    notes = "cronbox.notifications"  # always pushed: to the log unless a route names it
+    assert parse_routes("a=log; b=http://w; c=postgres").claim_filter() == (["a", "b", notes], None)
+    assert parse_routes("a=log; *=postgres").claim_filter() == (["a", notes], None)
+
+
+def test_claim_filter_leaves_out_blocked_queues():
+    assert parse_routes("*=http://w/run; ml=postgres").claim_filter(["a", "b"]) == (None, ["a", "b", "ml"])
+    assert parse_routes("a=log; b=http://w").claim_filter(["b"]) == (["a", "cronbox.notifications"], None)
+
+
+def test_notifications_never_follow_the_catch_all_route():
+    r = parse_routes("*=http://worker/run")
+    assert r.target("cronbox.notifications").kind == "log"
+    assert r.target("anything").url == "http://worker/run"
+    named = parse_routes("*=http://worker/run; cronbox.notifications=https://hooks/x timeout=2s")
+    assert named.target("cronbox.notifications").url == "https://hooks/x"
+
+
+def test_per_route_timeouts_connections_and_breaker_are_validated():
+    r = parse_routes("a=http://w connect_timeout=500ms timeout=2s connections=3 inflight=50 breaker=0").by_queue["a"]
+    assert (r.connect_timeout, r.timeout, r.connections, r.inflight, r.breaker) == (0.5, 2.0, 3, 50, 0)
+    for bad, word in (("connections=0", "connections"), ("inflight=x", "inflight"), ("timeout=0s", "timeout"),
+                      ("timeout=2h", "timeout"), ("connect_timeout=3s timeout=1s", "connect_timeout"),
+                      ("breaker=-1", "breaker")):
+        with pytest.raises(ConfigError, match=word):
+            parse_routes(f"a=http://w {bad}")
 
 
 def test_unrouted_queues_are_those_with_no_route_and_no_default():
@@ -73,3 +97,6 @@ def test_relay_settings_from_the_environment():
         RelaySettings.from_env({"CRONBOX_RELAY_MAX_ATTEMPTS": "0"})
     with pytest.raises(ConfigError, match="CRONBOX_RELAY_BACKOFF_MAX"):
         RelaySettings.from_env({"CRONBOX_RELAY_BACKOFF": "1m", "CRONBOX_RELAY_BACKOFF_MAX": "1s"})
+    with pytest.raises(ConfigError, match="CRONBOX_RELAY_BREAKER_PROBE_MAX"):
+        RelaySettings.from_env({"CRONBOX_RELAY_BREAKER_PROBE": "1m", "CRONBOX_RELAY_BREAKER_PROBE_MAX": "1s"})
+    assert RelaySettings.from_env({"CRONBOX_RELAY_BREAKER_FAILURES": "0"}).breaker_failures == 0

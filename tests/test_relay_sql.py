@@ -286,3 +286,27 @@ def test_a_process_not_seen_for_three_heartbeats_is_not_live(conn):
 def test_register_process_rejects_a_bad_kind(conn):
     with pytest.raises(psycopg.errors.InvalidParameterValue, match="^kind:"):
         conn.execute("SELECT cronbox.register_process('Relay!', 'x', 'h', 1, 'v')")
+
+
+def test_unsent_rows_are_handed_back_in_their_place_with_the_attempt_taken_back(conn):
+    enqueue(conn, 3, queue="down")
+    before = dict(conn.execute("SELECT outbox_id, available_at FROM cronbox.outbox").fetchall())
+    now = now_of(conn)
+    rows = claim(conn, "r1", now=now)
+    ids = [r[0] for r in rows]
+    assert {r[5] for r in rows} == {1}
+    assert conn.execute("SELECT cronbox.nack_outbox_unsent('r2', %s, %s)", (ids, LEASE)).fetchone()[0] == 0
+    assert conn.execute("SELECT cronbox.nack_outbox_unsent('r1', %s, %s)", (ids[:2], LEASE)).fetchone()[0] == 2
+    back = conn.execute("SELECT outbox_id, attempts, lease_owner, available_at FROM cronbox.outbox "
+                        "WHERE outbox_id = ANY(%s) ORDER BY outbox_id", (ids,)).fetchall()
+    assert [(b[1], b[2]) for b in back[:2]] == [(0, None), (0, None)]
+    # claimable at once, ordered as before the claim (due rows: from the claim time)
+    assert all(b[3] == max(before[b[0]], now) for b in back[:2])
+    assert back[2][1:3] == (1, "r1")  # not named: still leased
+    assert sorted(r[0] for r in claim(conn, "r3", now=now)) == ids[:2]
+
+
+@pytest.mark.parametrize("lease", [None, "0", "-1 second", "2 days"])
+def test_unsent_hand_back_refuses_a_bad_lease(conn, lease):
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="p_lease"):
+        conn.execute("SELECT cronbox.nack_outbox_unsent('r1', ARRAY[1]::bigint[], %s::interval)", (lease,))
