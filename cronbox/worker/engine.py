@@ -1,0 +1,251 @@
+"""The part pull and push mode share: run a handler under its deadline and cancellation,
+heartbeat every running run, and report outcomes in batches.
+
+One `Inflight` per run. `_supervise` awaits the handler (a task for async handlers, the
+thread pool for sync ones); the soft deadline, a heartbeat answering 'cancel', or the end of
+the shutdown timeout set `run.cancelled`, and an async handler that is still running
+`cancel_grace` later is cancelled. A sync handler cannot be interrupted: its run is reported
+at the end of the grace, and its slot stays taken until the thread returns, so the
+concurrency limit is never exceeded. Outcomes go through one reporter task that sends
+everything pending as one `complete_runs` and at most two `fail_runs` calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import psycopg
+from prometheus_client import Counter, Gauge, Histogram
+
+from cronbox import db, metrics
+from cronbox.log import event
+from cronbox.worker.run import Outcome, Run
+from cronbox.worker.settings import WorkerSettings
+
+log = logging.getLogger("cronbox.worker")
+
+RUNS = Counter("cronbox_worker_runs_total", "Runs this worker finished, by queue and outcome "
+               "(succeeded, failed, cancelled, deadline, shutdown)", ["queue", "outcome"])
+LATE = Counter("cronbox_worker_late_reports_total", "Reports for runs that were no longer this worker's "
+               "(lost, cancelled or finished elsewhere): recorded as late, never applied")
+INFLIGHT = Gauge("cronbox_worker_inflight", "Runs being handled now")
+DURATION = Histogram("cronbox_worker_handler_seconds", "Handler duration", ["queue"], buckets=metrics.LAG_BOUNDS)
+REPORT_BUDGET = 120.0  # seconds a report batch is retried on connection errors (the lease rescues the rest)
+
+
+@dataclasses.dataclass(frozen=True)
+class Handler:
+    queue: str
+    fn: Callable[[Run], Any]
+    is_async: bool
+    enforce_deadline: bool = True
+
+
+@dataclasses.dataclass(eq=False)
+class Inflight:
+    run: Run
+    handler: Handler
+    soft_deadline: float | None        # monotonic time of run.deadline
+    beat_every: float
+    next_beat: float
+    reply_sql: bool = True             # False while a push request may still answer with the outcome
+    outcome: Outcome | None = None
+    done: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    call: asyncio.Future[Any] | None = None
+    task: asyncio.Task[None] | None = None
+
+
+class Engine:
+    def __init__(self, settings: WorkerSettings, pool: Any) -> None:
+        self.settings = settings
+        self.pool = pool
+        self.inflight: dict[int, Inflight] = {}
+        self.slot_freed = asyncio.Event()
+        self.threads = ThreadPoolExecutor(settings.threads, thread_name_prefix="cronbox-worker")
+        self._pending: list[tuple[Inflight, Outcome]] = []
+        self._pending_event = asyncio.Event()
+        self._closing = False
+        self._tasks: list[asyncio.Task[None]] = []
+
+    # --- lifecycle -------------------------------------------------------------------------
+    def start_background(self) -> None:
+        self._tasks = [asyncio.create_task(self._heartbeats(), name="worker-heartbeats"),
+                       asyncio.create_task(self._reporter(), name="worker-reporter")]
+
+    async def close(self, timeout: float) -> None:
+        """Wait up to `timeout` for in-flight runs, cancel the rest (reported as retryable
+        failures), flush every report, stop the background tasks."""
+        tasks = [rec.task for rec in self.inflight.values() if rec.task]
+        if tasks:
+            event(log, "finishing in-flight runs", runs=len(tasks), timeout=timeout)
+            await asyncio.wait(tasks, timeout=timeout)
+        left = [rec for rec in self.inflight.values() if rec.task and not rec.task.done()]
+        for rec in left:
+            self.cancel(rec, "shutdown")
+        if left:
+            await asyncio.wait([r.task for r in left if r.task], timeout=self.settings.cancel_grace + 1.0)
+        self._closing = True
+        self._pending_event.set()
+        await asyncio.wait(self._tasks, timeout=REPORT_BUDGET)
+        for t in self._tasks:
+            t.cancel()
+        self.threads.shutdown(wait=False, cancel_futures=True)
+
+    # --- running a handler ------------------------------------------------------------------
+    def start(self, run: Run, handler: Handler, remaining: float | None, *, reply_sql: bool = True) -> Inflight:
+        """Start handling `run`; `remaining` = seconds until its deadline by the database clock."""
+        now = time.monotonic()
+        beat = self.settings.heartbeat if remaining is None else min(self.settings.heartbeat, max(remaining, 0.3) / 3)
+        rec = Inflight(run, handler, None if remaining is None else now + remaining, beat, now + beat, reply_sql)
+        self.inflight[run.run_id] = rec
+        INFLIGHT.inc()
+        rec.task = asyncio.create_task(self._supervise(rec))
+        return rec
+
+    def cancel(self, rec: Inflight, reason: str) -> None:
+        """Set run.cancelled; an async handler still running after the grace is cancelled."""
+        if rec.run.cancelled.is_set():
+            return
+        rec.run.cancel_reason = reason
+        rec.run.cancelled.set()
+        if rec.handler.is_async and rec.call is not None:
+            asyncio.get_running_loop().call_later(self.settings.cancel_grace, rec.call.cancel)
+
+    async def _supervise(self, rec: Inflight) -> None:
+        started = time.monotonic()
+        run, handler = rec.run, rec.handler
+        if handler.is_async:
+            rec.call = asyncio.ensure_future(handler.fn(run))
+        else:
+            rec.call = asyncio.get_running_loop().run_in_executor(self.threads, handler.fn, run)
+        call = rec.call
+        try:
+            timeout = None
+            if handler.enforce_deadline and rec.soft_deadline is not None:
+                timeout = max(0.0, rec.soft_deadline - time.monotonic())
+            await asyncio.wait({call}, timeout=timeout)
+            if not call.done():
+                self.cancel(rec, "deadline")
+            if run.cancelled.is_set() and not call.done():
+                await asyncio.wait({call}, timeout=self.settings.cancel_grace + 0.5)
+            self._finish(rec, self._outcome(rec, call), started)
+            if not call.done():  # a sync handler ignoring run.cancelled: keep its slot until it returns
+                await asyncio.wait({call})
+        finally:
+            if not call.done():
+                call.cancel()
+            if call.done() and not call.cancelled():
+                call.exception()  # retrieved: never "exception was never retrieved"
+            if self.inflight.pop(run.run_id, None) is not None:
+                INFLIGHT.dec()
+            self.slot_freed.set()
+
+    def _outcome(self, rec: Inflight, call: asyncio.Future[Any]) -> Outcome:
+        reason = rec.run.cancel_reason
+        if reason is not None:  # once cancelled, whatever the handler returned is not the outcome
+            return {
+                "deadline": Outcome.failed(f"deadline exceeded: still running at the run's deadline "
+                                           f"{rec.run.deadline.isoformat() if rec.run.deadline else ''}".strip()),
+                "shutdown": Outcome.failed("worker shut down before the run finished"),
+            }.get(reason, Outcome.failed("cancelled", retryable=False))
+        if call.cancelled():
+            return Outcome.failed("handler was cancelled")
+        exc = call.exception()
+        if exc is not None:
+            return Outcome.from_exception(exc)
+        return Outcome.succeeded(call.result())
+
+    def _finish(self, rec: Inflight, outcome: Outcome, started: float) -> None:
+        queue = rec.handler.queue
+        DURATION.labels(queue).observe(time.monotonic() - started)
+        label = rec.run.cancel_reason or outcome.state
+        RUNS.labels(queue, "cancelled" if label == "cancel" else label).inc()
+        rec.outcome = outcome
+        if rec.reply_sql:
+            self._pending.append((rec, outcome))
+            self._pending_event.set()
+        rec.done.set()
+
+    def report_later(self, rec: Inflight) -> None:
+        """Push mode: the HTTP answer went out without the outcome; report it through SQL."""
+        rec.reply_sql = True
+        if rec.outcome is not None:
+            self._pending.append((rec, rec.outcome))
+            self._pending_event.set()
+
+    # --- heartbeats ------------------------------------------------------------------------
+    async def _heartbeats(self) -> None:
+        while not self._closing:
+            now = time.monotonic()
+            due = [r for r in self.inflight.values()
+                   if r.next_beat <= now and r.outcome is None and not r.run.cancelled.is_set()]
+            if due:
+                await self._beat(due)
+            metrics.tick("worker")
+            upcoming = min((r.next_beat for r in self.inflight.values()), default=now + 1.0)
+            await asyncio.sleep(min(1.0, max(0.05, upcoming - time.monotonic())))
+
+    async def _beat(self, due: list[Inflight]) -> None:
+        ids = [r.run.run_id for r in due]
+        try:
+            async with self.pool.connection() as conn:
+                cur = await conn.execute("SELECT id, cronbox.heartbeat(id, %s) FROM unnest(%s::bigint[]) id",
+                                         (self.settings.name, ids))
+                answers = dict(await cur.fetchall())
+        except psycopg.errors.NoDataFound:
+            answers = {i: "cancel" for i in ids}  # a run that no longer exists is not ours
+        except (psycopg.OperationalError, psycopg.InterfaceError, TimeoutError) as exc:
+            event(log, "heartbeat failed, retrying", level=logging.WARNING, runs=len(ids), error=db.explain(exc))
+            for r in due:
+                r.next_beat = time.monotonic() + min(1.0, r.beat_every)
+            return
+        now = time.monotonic()
+        for r in due:
+            r.next_beat = now + r.beat_every
+            if answers.get(r.run.run_id) == "cancel":
+                event(log, "heartbeat answered cancel", run_id=r.run.run_id, job=r.run.job)
+                self.cancel(r, "cancel")
+
+    # --- reports ---------------------------------------------------------------------------
+    async def _reporter(self) -> None:
+        while True:
+            await self._pending_event.wait()
+            self._pending_event.clear()
+            batch, self._pending = self._pending, []
+            if batch:
+                try:
+                    await db.retrying(lambda: self._report(batch), budget=REPORT_BUDGET, what="report runs")
+                except Exception as exc:  # the lease rescues what could not be reported
+                    event(log, "report failed, the lease will rescue these runs", level=logging.ERROR,
+                          runs=len(batch), error=db.explain(exc))
+            if self._closing and not self._pending:
+                return
+
+    async def _report(self, batch: list[tuple[Inflight, Outcome]]) -> None:
+        ok = [(r.run.run_id, o.result) for r, o in batch if o.state == "succeeded"]
+        failed = {flag: [(r.run.run_id, o.error) for r, o in batch if o.state == "failed" and o.retryable is flag]
+                  for flag in (True, False)}
+        verdicts: list[tuple[int, str]] = []
+        async with self.pool.connection() as conn, conn.transaction():
+            if ok:
+                cur = await conn.execute(
+                    "SELECT run_id, verdict FROM cronbox.complete_runs(%s::bigint[], %s::jsonb[])",
+                    ([i for i, _ in ok], [None if r is None else db.Jsonb(r) for _, r in ok]))
+                verdicts += await cur.fetchall()
+            for retryable, rows in failed.items():
+                if rows:
+                    cur = await conn.execute(
+                        "SELECT run_id, verdict FROM cronbox.fail_runs(%s::bigint[], %s::text[], %s)",
+                        ([i for i, _ in rows], [e for _, e in rows], retryable))
+                    verdicts += await cur.fetchall()
+        late = [run_id for run_id, verdict in verdicts if verdict != "finished"]
+        if late:
+            LATE.inc(len(late))
+            event(log, "result dropped: run no longer this worker's", level=logging.INFO,
+                  runs=len(late), run_ids=late[:20])
