@@ -67,11 +67,12 @@ def wait_states(conn: psycopg.Connection, ids: list[int], wanted: set[str], time
         raise
 
 
-def kit(dsn: str, tmp: Path, *, http: bool = False, **env: str) -> tuple[Proc, int | None, Path]:
+def kit(dsn: str, tmp: Path, *, http: bool = False, port: int | None = None,
+        **env: str) -> tuple[Proc, int | None, Path]:
     """`cronbox worker tests.worker_apps:worker` (push mode on a free port with http=True)."""
     log = tmp / f"executions-{free_port()}.log"
     log.touch()
-    port = free_port() if http else None
+    port = (port or free_port()) if http else None
     args = APP + (f" --http {port}" if http else "")
     proc = Proc("worker", dsn, tmp, _args=args, WORKER_TEST_LOG=str(log), **env)
     return proc, port, log
