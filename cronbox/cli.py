@@ -113,7 +113,7 @@ def main(argv: list[str] | None = None) -> int:
             from cronbox.proc import run_until_stopped
 
             return asyncio.run(run_until_stopped(
-                "demo-worker", lambda waker: serve(cfg.dsn, args.host, args.port, waker.stop)))
+                "demo-worker", lambda waker: serve(args.host, args.port, waker.stop, dsn=cfg.dsn or None)))
     except (ConfigError, PgNotFound, ClusterError, MigrateError) as exc:
         print(f"cronbox: {exc}", file=sys.stderr)
         return 1

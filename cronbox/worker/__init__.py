@@ -51,8 +51,9 @@ class Worker:
         return self._settings
 
     def handler(self, queue: str, *, enforce_deadline: bool = True) -> Callable[[F], F]:
-        """Register `fn(run)` for a queue. With enforce_deadline=False the handler may run past
-        the run's deadline for as long as heartbeats keep its lease (long jobs)."""
+        """Register `fn(run)` for a queue ('*': every pushed queue without its own handler).
+        With enforce_deadline=False the handler may run past the run's deadline for as long as
+        heartbeats keep its lease (long jobs)."""
         if not isinstance(queue, str) or not queue:
             raise ValueError("queue: must be a non-empty string")
 

@@ -44,9 +44,10 @@ async def claim(pool: Any, queue: str, name: str, n: int) -> list[tuple[Run, flo
 
 async def run_pull(worker: Worker, waker: Waker, metrics_cfg: Any | None = None) -> None:
     s = worker.settings
-    if not worker.handlers:
-        raise ValueError("the worker has no handlers: decorate functions with @worker.handler(queue)")
-    queues = list(worker.handlers)
+    queues = [q for q in worker.handlers if q != "*"]
+    if not queues:
+        raise ValueError("pull mode needs a handler for a named queue (@worker.handler('emails'); "
+                         "'*' only catches pushed messages of other queues)")
     event(log, "worker starting", mode="pull", queues=",".join(queues), **s.describe())
     pool = await db.open_pool(s.dsn, min_size=1, max_size=4, name="cronbox-worker")
     engine = Engine(s, pool)

@@ -76,7 +76,7 @@ def make_app(worker: Worker, secrets: list[str | bytes] | None) -> web.Applicati
             run = Run.from_message(message)
         except MessageError as exc:
             return {"accepted": False, "error": str(exc), "retryable": False}
-        handler = worker.handlers.get(run.queue)
+        handler = worker.handlers.get(run.queue) or worker.handlers.get("*")
         if handler is None:
             return {"accepted": False, "error": f"queue: no handler for {run.queue!r}", "retryable": False}
         key = run.idempotency_key
