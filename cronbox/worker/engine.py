@@ -57,8 +57,9 @@ class Inflight:
     reply_sql: bool = True             # False while a push request may still answer with the outcome
     outcome: Outcome | None = None
     done: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
-    call: asyncio.Future[Any] | None = None
     task: asyncio.Task[None] | None = None
+    abandon: asyncio.Future[None] | None = None  # sync handlers: set when the grace ran out
+    hard_cancelled: bool = False
 
 
 class Engine:
@@ -72,6 +73,7 @@ class Engine:
         self._pending_event = asyncio.Event()
         self._closing = False
         self._tasks: list[asyncio.Task[None]] = []
+        self._children: dict[tuple[str, str], tuple[Any, Any]] = {}
 
     # --- lifecycle -------------------------------------------------------------------------
     def start_background(self) -> None:
@@ -109,63 +111,93 @@ class Engine:
         return rec
 
     def cancel(self, rec: Inflight, reason: str) -> None:
-        """Set run.cancelled; an async handler still running after the grace is cancelled."""
+        """Set run.cancelled; a handler still running after the grace is cancelled (async) or
+        given up (sync: its run is reported, its thread keeps the slot until it returns)."""
         if rec.run.cancelled.is_set():
             return
         rec.run.cancel_reason = reason
         rec.run.cancelled.set()
-        if rec.handler.is_async and rec.call is not None:
-            asyncio.get_running_loop().call_later(self.settings.cancel_grace, rec.call.cancel)
+        asyncio.get_running_loop().call_later(self.settings.cancel_grace, self._hard_cancel, rec)
+
+    def _hard_cancel(self, rec: Inflight) -> None:
+        if rec.outcome is not None or rec.task is None or rec.task.done():
+            return
+        rec.hard_cancelled = True
+        if rec.handler.is_async:
+            rec.task.cancel()
+        elif rec.abandon is not None and not rec.abandon.done():
+            rec.abandon.set_result(None)
 
     async def _supervise(self, rec: Inflight) -> None:
         started = time.monotonic()
-        run, handler = rec.run, rec.handler
-        if handler.is_async:
-            rec.call = asyncio.ensure_future(handler.fn(run))
-        else:
-            rec.call = asyncio.get_running_loop().run_in_executor(self.threads, handler.fn, run)
-        call = rec.call
+        loop = asyncio.get_running_loop()
+        timer = None
+        if rec.handler.enforce_deadline and rec.soft_deadline is not None:
+            timer = loop.call_later(max(0.0, rec.soft_deadline - started), self.cancel, rec, "deadline")
         try:
-            timeout = None
-            if handler.enforce_deadline and rec.soft_deadline is not None:
-                timeout = max(0.0, rec.soft_deadline - time.monotonic())
-            await asyncio.wait({call}, timeout=timeout)
-            if not call.done():
-                self.cancel(rec, "deadline")
-            if run.cancelled.is_set() and not call.done():
-                await asyncio.wait({call}, timeout=self.settings.cancel_grace + 0.5)
-            self._finish(rec, self._outcome(rec, call), started)
-            if not call.done():  # a sync handler ignoring run.cancelled: keep its slot until it returns
-                await asyncio.wait({call})
+            if rec.handler.is_async:
+                outcome = await self._call_async(rec)
+                self._finish(rec, outcome, started)
+            else:
+                await self._call_sync(rec, loop, started)
         finally:
-            if not call.done():
-                call.cancel()
-            if call.done() and not call.cancelled():
-                call.exception()  # retrieved: never "exception was never retrieved"
-            if self.inflight.pop(run.run_id, None) is not None:
+            if timer is not None:
+                timer.cancel()
+            if self.inflight.pop(rec.run.run_id, None) is not None:
                 INFLIGHT.dec()
             self.slot_freed.set()
 
-    def _outcome(self, rec: Inflight, call: asyncio.Future[Any]) -> Outcome:
+    async def _call_async(self, rec: Inflight) -> Outcome:
+        """The handler awaited in this task: no extra task or future per run."""
+        try:
+            result = await rec.handler.fn(rec.run)
+        except asyncio.CancelledError:
+            if not rec.hard_cancelled:
+                raise  # the process is being torn down, not this run
+            current = asyncio.current_task()
+            if current is not None:
+                current.uncancel()
+            return self._outcome(rec, None, None, cancelled=True)
+        except Exception as exc:
+            return self._outcome(rec, None, exc)
+        return self._outcome(rec, result, None)
+
+    async def _call_sync(self, rec: Inflight, loop: asyncio.AbstractEventLoop, started: float) -> None:
+        call = loop.run_in_executor(self.threads, rec.handler.fn, rec.run)
+        rec.abandon = loop.create_future()
+        await asyncio.wait({call, rec.abandon}, return_when=asyncio.FIRST_COMPLETED)
+        if call.done():
+            exc = call.exception()
+            self._finish(rec, self._outcome(rec, None if exc else call.result(), exc), started)
+            return
+        self._finish(rec, self._outcome(rec, None, None, cancelled=True), started)
+        await asyncio.wait({call})  # a thread cannot be interrupted: keep its slot until it returns
+        call.exception()  # retrieved
+
+    def _outcome(self, rec: Inflight, result: Any, exc: BaseException | None, *, cancelled: bool = False) -> Outcome:
         reason = rec.run.cancel_reason
         if reason is not None:  # once cancelled, whatever the handler returned is not the outcome
-            return {
-                "deadline": Outcome.failed(f"deadline exceeded: still running at the run's deadline "
-                                           f"{rec.run.deadline.isoformat() if rec.run.deadline else ''}".strip()),
-                "shutdown": Outcome.failed("worker shut down before the run finished"),
-            }.get(reason, Outcome.failed("cancelled", retryable=False))
-        if call.cancelled():
+            if reason == "deadline":
+                when = rec.run.deadline.isoformat() if rec.run.deadline else "its deadline"
+                return Outcome.failed(f"deadline exceeded: still running at {when}")
+            if reason == "shutdown":
+                return Outcome.failed("worker shut down before the run finished")
+            return Outcome.failed("cancelled", retryable=False)
+        if cancelled:
             return Outcome.failed("handler was cancelled")
-        exc = call.exception()
         if exc is not None:
             return Outcome.from_exception(exc)
-        return Outcome.succeeded(call.result())
+        return Outcome.succeeded(result)
 
     def _finish(self, rec: Inflight, outcome: Outcome, started: float) -> None:
         queue = rec.handler.queue
-        DURATION.labels(queue).observe(time.monotonic() - started)
         label = rec.run.cancel_reason or outcome.state
-        RUNS.labels(queue, "cancelled" if label == "cancel" else label).inc()
+        key = (queue, "cancelled" if label == "cancel" else label)
+        children = self._children.get(key)
+        if children is None:  # labelled children looked up once, not per run
+            children = self._children[key] = (DURATION.labels(queue), RUNS.labels(*key))
+        children[0].observe(time.monotonic() - started)
+        children[1].inc()
         rec.outcome = outcome
         if rec.reply_sql:
             self._pending.append((rec, outcome))

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("cronbox.worker")
 CLAIM_BUDGET = 60.0  # seconds of connection errors a claim is retried before the process gives up
+COALESCE = 0.005     # longest wait for more free slots before claiming fewer than half a batch
 
 CLAIM_SQL = ("SELECT run_id, job, payload, fire_at, attempt, deadline, idempotency_key,"
              " extract(epoch FROM deadline - now())::float8"
@@ -56,6 +57,7 @@ async def run_pull(worker: Worker, waker: Waker, metrics_cfg: Any | None = None)
     if metrics_cfg is not None:
         side.append(asyncio.create_task(metrics.serve(metrics_cfg, pool, "worker", waker.stop), name="metrics"))
     turn = 0
+    refill = max(1, min(s.batch, s.concurrency) // 2)
     try:
         while not waker.stop.is_set():
             metrics.tick("worker")
@@ -65,6 +67,11 @@ async def run_pull(worker: Worker, waker: Waker, metrics_cfg: Any | None = None)
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(_first(engine.slot_freed, waker.stop), s.poll_interval)
                 continue
+            if free < refill and engine.inflight:
+                # Slots free up one by one as handlers end: give the others a moment (bounded)
+                # so the claim is a batch rather than a run at a time.
+                await asyncio.sleep(COALESCE)
+                free = s.concurrency - len(engine.inflight)
             full = False
             for i in range(len(queues)):
                 queue = queues[(turn + i) % len(queues)]
