@@ -34,7 +34,9 @@ RUNS = Counter("cronbox_worker_runs_total", "Runs this worker finished, by queue
                "(succeeded, failed, cancelled, deadline, shutdown)", ["queue", "outcome"])
 LATE = Counter("cronbox_worker_late_reports_total", "Reports for runs that were no longer this worker's "
                "(lost, cancelled or finished elsewhere): recorded as late, never applied")
-INFLIGHT = Gauge("cronbox_worker_inflight", "Runs being handled now")
+INFLIGHT = Gauge("cronbox_worker_inflight", "Runs being handled now (all workers of this process)")
+_engines: list[Engine] = []
+INFLIGHT.set_function(lambda: sum(len(e.inflight) for e in _engines))
 DURATION = Histogram("cronbox_worker_handler_seconds", "Handler duration", ["queue"], buckets=metrics.LAG_BOUNDS)
 REPORT_BUDGET = 120.0  # seconds a report batch is retried on connection errors (the lease rescues the rest)
 
@@ -47,7 +49,7 @@ class Handler:
     enforce_deadline: bool = True
 
 
-@dataclasses.dataclass(eq=False)
+@dataclasses.dataclass(eq=False, slots=True)
 class Inflight:
     run: Run
     handler: Handler
@@ -56,7 +58,7 @@ class Inflight:
     next_beat: float
     reply_sql: bool = True             # False while a push request may still answer with the outcome
     outcome: Outcome | None = None
-    done: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+    done: asyncio.Event | None = None  # push mode: a request waiting for the outcome
     task: asyncio.Task[None] | None = None
     abandon: asyncio.Future[None] | None = None  # sync handlers: set when the grace ran out
     hard_cancelled: bool = False
@@ -74,6 +76,7 @@ class Engine:
         self._closing = False
         self._tasks: list[asyncio.Task[None]] = []
         self._children: dict[tuple[str, str], tuple[Any, Any]] = {}
+        _engines.append(self)
 
     # --- lifecycle -------------------------------------------------------------------------
     def start_background(self) -> None:
@@ -98,6 +101,8 @@ class Engine:
         for t in self._tasks:
             t.cancel()
         self.threads.shutdown(wait=False, cancel_futures=True)
+        if self in _engines:
+            _engines.remove(self)
 
     # --- running a handler ------------------------------------------------------------------
     def start(self, run: Run, handler: Handler, remaining: float | None, *, reply_sql: bool = True) -> Inflight:
@@ -105,18 +110,18 @@ class Engine:
         now = time.monotonic()
         beat = self.settings.heartbeat if remaining is None else min(self.settings.heartbeat, max(remaining, 0.3) / 3)
         rec = Inflight(run, handler, None if remaining is None else now + remaining, beat, now + beat, reply_sql)
+        if not handler.is_async:
+            run.cancelled  # noqa: B018  (created here, in the loop's thread, before the handler's)
         self.inflight[run.run_id] = rec
-        INFLIGHT.inc()
         rec.task = asyncio.create_task(self._supervise(rec))
         return rec
 
     def cancel(self, rec: Inflight, reason: str) -> None:
         """Set run.cancelled; a handler still running after the grace is cancelled (async) or
         given up (sync: its run is reported, its thread keeps the slot until it returns)."""
-        if rec.run.cancelled.is_set():
+        if rec.run.cancel_reason is not None:
             return
-        rec.run.cancel_reason = reason
-        rec.run.cancelled.set()
+        rec.run._cancel(reason)
         asyncio.get_running_loop().call_later(self.settings.cancel_grace, self._hard_cancel, rec)
 
     def _hard_cancel(self, rec: Inflight) -> None:
@@ -131,9 +136,6 @@ class Engine:
     async def _supervise(self, rec: Inflight) -> None:
         started = time.monotonic()
         loop = asyncio.get_running_loop()
-        timer = None
-        if rec.handler.enforce_deadline and rec.soft_deadline is not None:
-            timer = loop.call_later(max(0.0, rec.soft_deadline - started), self.cancel, rec, "deadline")
         try:
             if rec.handler.is_async:
                 outcome = await self._call_async(rec)
@@ -141,10 +143,7 @@ class Engine:
             else:
                 await self._call_sync(rec, loop, started)
         finally:
-            if timer is not None:
-                timer.cancel()
-            if self.inflight.pop(rec.run.run_id, None) is not None:
-                INFLIGHT.dec()
+            self.inflight.pop(rec.run.run_id, None)
             self.slot_freed.set()
 
     async def _call_async(self, rec: Inflight) -> Outcome:
@@ -202,7 +201,8 @@ class Engine:
         if rec.reply_sql:
             self._pending.append((rec, outcome))
             self._pending_event.set()
-        rec.done.set()
+        if rec.done is not None:
+            rec.done.set()
 
     def report_later(self, rec: Inflight) -> None:
         """Push mode: the HTTP answer went out without the outcome; report it through SQL."""
@@ -213,15 +213,26 @@ class Engine:
 
     # --- heartbeats ------------------------------------------------------------------------
     async def _heartbeats(self) -> None:
+        """Also the deadline clock: one loop for every run, no timer per run."""
         while not self._closing:
             now = time.monotonic()
-            due = [r for r in self.inflight.values()
-                   if r.next_beat <= now and r.outcome is None and not r.run.cancelled.is_set()]
+            upcoming = now + 1.0
+            due = []
+            for r in list(self.inflight.values()):
+                if r.outcome is not None or r.run.cancel_reason is not None:
+                    continue
+                if r.handler.enforce_deadline and r.soft_deadline is not None:
+                    if r.soft_deadline <= now:
+                        self.cancel(r, "deadline")
+                        continue
+                    upcoming = min(upcoming, r.soft_deadline)
+                if r.next_beat <= now:
+                    due.append(r)
+                upcoming = min(upcoming, r.next_beat)
             if due:
                 await self._beat(due)
             metrics.tick("worker")
-            upcoming = min((r.next_beat for r in self.inflight.values()), default=now + 1.0)
-            await asyncio.sleep(min(1.0, max(0.05, upcoming - time.monotonic())))
+            await asyncio.sleep(max(0.02, upcoming - time.monotonic()))
 
     async def _beat(self, due: list[Inflight]) -> None:
         ids = [r.run.run_id for r in due]

@@ -106,6 +106,7 @@ def make_app(worker: Worker, secrets: list[str | bytes] | None) -> web.Applicati
             raise
         remaining = ((run.deadline or lease) - now).total_seconds()
         rec = engine.start(run, handler, remaining, reply_sql=False)
+        rec.done = asyncio.Event()  # before the handler's task first runs
         remember(key, rec)
         return rec
 
@@ -134,7 +135,7 @@ def make_app(worker: Worker, secrets: list[str | bytes] | None) -> web.Applicati
                 results.append({"accepted": False, "error": db.explain(exc), "retryable": True})
         recs = [r for r in results if isinstance(r, Inflight)]
         if recs:
-            waits = [asyncio.ensure_future(r.done.wait()) for r in recs]
+            waits = [asyncio.ensure_future(r.done.wait()) for r in recs if r.done is not None]
             await asyncio.wait(waits, timeout=s.reply_within)
             for w in waits:
                 w.cancel()

@@ -44,8 +44,24 @@ class Run:
     attempt: int
     deadline: datetime | None
     idempotency_key: str
-    cancelled: threading.Event = dataclasses.field(default_factory=threading.Event, repr=False)
     cancel_reason: str | None = dataclasses.field(default=None, repr=False)
+    _event: threading.Event | None = dataclasses.field(default=None, repr=False)
+
+    @property
+    def cancelled(self) -> threading.Event:
+        """Set when the handler should stop (see cancel_reason: cancel, deadline, shutdown).
+        Created on first use (most handlers never look); the kit creates it up front for
+        sync handlers, so the thread and the loop never race to create it."""
+        if self._event is None:
+            self._event = threading.Event()
+            if self.cancel_reason is not None:
+                self._event.set()
+        return self._event
+
+    def _cancel(self, reason: str) -> None:
+        self.cancel_reason = reason
+        if self._event is not None:
+            self._event.set()
 
     @classmethod
     def from_message(cls, m: Any) -> Run:
