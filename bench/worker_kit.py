@@ -1,11 +1,14 @@
 """bench/worker_kit: what the worker kit costs in pull mode, against the hand-written worker.
 
-Each repetition loads N runs due at once (bench/pipeline.py `load`), starts `cronbox poller`
-(sinks `*=postgres`) and W pull workers, and measures runs/s = N / (last finished_at - first
-dispatched_at) by the database clock. Two variants per repetition, in alternating order, on
+Each repetition loads N runs due at once (bench/pipeline.py `load`). Default `--mode drain`:
+`cronbox poller` (sinks `*=postgres`) dispatches them all into the outbox and stops, then W
+pull workers drain it: runs/s = N / (last finished_at - first started_at), the workers'
+span by the database clock, so the poller's dispatch rate does not hide the worker's cost.
+`--mode pipeline`: poller and workers together, runs/s = N / (last finished_at - first
+dispatched_at). Two variants per repetition, in alternating order, on
 the same database: `hand` (bench/pull_worker.py: claim_runs + complete_runs in a loop) and
 `kit` (`cronbox worker bench.kit_worker:worker`, a no-op async handler, concurrency and
-batch = --batch). The headline is kit / hand per repetition (same noise), median over reps.
+batch = --batch). The headline is kit / hand per repetition (same noise), median over reps; the workers' CPU microseconds per run are reported too.
 
   python -m bench.worker_kit                  # N=100,000, 3 repetitions, W=2, batch 1,000
   python -m bench.worker_kit --quick          # N=2,000, 1 repetition
@@ -20,34 +23,51 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import Database, Fleet, base_report, emit, extra_env, log, parse_args, spread, workdir
+from bench.common import Database, Fleet, base_report, emit, extra_env, log, parse_args, spread, wait_until, workdir
 from bench.common import Process, process_env
 from bench.pipeline import load, outcome, wait_done
 
 
+def start_workers(fleet: Fleet, database: Database, args: argparse.Namespace, variant: str, logdir: Path) -> None:
+    for i in range(args.workers):
+        name = f"{variant}{i}"
+        if variant == "hand":
+            fleet.python(name, "bench.pull_worker", database.dsn, "--batch", str(args.batch))
+        else:
+            kit_env = {"CRONBOX_WORKER_CONCURRENCY": str(args.batch), "CRONBOX_WORKER_BATCH": str(args.batch),
+                       "CRONBOX_POLL_INTERVAL": "10ms"}
+            fleet.procs[name] = Process(name, [sys.executable, "-m", "cronbox", "worker", "bench.kit_worker:worker"],
+                                        process_env(database.dsn, kit_env), logdir)
+
+
 def run_variant(database: Database, args: argparse.Namespace, n: int, variant: str, logdir: Path) -> dict[str, Any]:
+    """drain: N runs dispatched first (poller stopped), then the workers alone, timed from the
+    first claim to the last completion; pipeline: poller and workers together, N due at once."""
     env = {"CRONBOX_DISPATCH_BATCH": str(args.batch), "CRONBOX_SINKS": "*=postgres", **extra_env(args)}
-    margin = 2.0 + n / 40000
     with Fleet(logdir) as fleet:
         fleet.cronbox("poller", database.dsn, env)
-        for i in range(args.workers):
-            name = f"{variant}{i}"
-            if variant == "hand":
-                fleet.python(name, "bench.pull_worker", database.dsn, "--batch", str(args.batch))
-            else:
-                kit_env = {"CRONBOX_WORKER_CONCURRENCY": str(args.batch), "CRONBOX_WORKER_BATCH": str(args.batch),
-                           "CRONBOX_POLL_INTERVAL": "10ms"}
-                fleet.procs[name] = Process(name, [sys.executable, "-m", "cronbox", "worker", "bench.kit_worker:worker"],
-                                            process_env(database.dsn, kit_env), logdir)
-        due = load(database, n, margin)
-        while time.time() < due - 0.3:
-            fleet.check_alive()
-            time.sleep(0.05)
+        if args.mode == "drain":
+            load(database, n, None)
+            wait_until(lambda: database.scalar("SELECT count(*) FROM cronbox.outbox") == n
+                       and not database.scalar("SELECT EXISTS (SELECT 1 FROM cronbox.job_future)"),
+                       120 + n / 500, "every run dispatched")
+            fleet.stop("poller")
+            start_workers(fleet, database, args, variant, logdir)
+        else:
+            start_workers(fleet, database, args, variant, logdir)
+            due = load(database, n, 2.0 + n / 40000)
+            while time.time() < due - 0.3:
+                fleet.check_alive()
+                time.sleep(0.05)
         cpu0 = fleet.cpu()
         wait_done(database, n, fleet, timeout=120 + n / 200)
         cpu1 = fleet.cpu()
         res = outcome(database, n)
-        res["worker_cpu_s"] = round(sum(cpu1[k] - cpu0[k] for k in cpu1 if k.startswith(variant)), 2)
+        if args.mode == "drain":  # the workers' span: first claim to last completion
+            span = database.scalar("SELECT extract(epoch FROM max(finished_at) - min(started_at))::float8 FROM cronbox.run")
+            res["span_s"], res["runs_per_s"] = round(span, 3), round(n / span, 1)
+        res["worker_cpu_s"] = round(sum(cpu1[k] - cpu0.get(k, 0.0) for k in cpu1 if k.startswith(variant)), 2)
+        res["worker_cpu_us_per_run"] = round(res["worker_cpu_s"] / n * 1e6, 1)
     return res
 
 
@@ -57,12 +77,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reps", type=int, help="repetitions (default 3; quick 1)")
     p.add_argument("--batch", type=int, default=1000, help="claim batch (and kit concurrency)")
     p.add_argument("--workers", type=int, default=2, help="worker processes per variant")
+    p.add_argument("--mode", choices=("drain", "pipeline"), default="drain",
+                   help="drain: runs dispatched first, workers timed alone (default); pipeline: with the poller")
     args = parse_args(p, argv)
     n = args.runs or (2000 if args.quick else 100_000)
     reps = args.reps or (1 if args.quick else 3)
     with Database(args, "worker_kit") as database, workdir("worker_kit") as logdir:
         report = base_report("worker_kit", args, database, argv)
-        report.update({"n": n, "reps": reps, "batch": args.batch, "workers": args.workers, "reps_detail": []})
+        report.update({"n": n, "reps": reps, "batch": args.batch, "workers": args.workers, "mode": args.mode,
+                       "reps_detail": []})
         ratios: list[float] = []
         per: dict[str, list[float]] = {"hand": [], "kit": []}
         for rep in range(reps):

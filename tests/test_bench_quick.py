@@ -22,6 +22,7 @@ SCRIPTS = {
     "scale": ["--quick"],
     "soak": ["--quick", "--seconds", "10"],
     "sqlcost": ["--quick"],
+    "worker_kit": ["--quick", "-n", "1000"],
 }
 
 
@@ -125,3 +126,14 @@ def test_sqlcost_quick_times_each_stage_and_finishes_every_run(benches):
     assert rep["succeeded"] == rep["acked"] == r["n"] == 2000
     assert all(rep["us_per_run"][k] > 0 for k in ("dispatch", "claim", "ack"))
     assert rep["wal_bytes_per_run"]["dispatch"] > 0 and rep["wal_bytes_per_run"]["ack"] > 0
+
+
+def test_worker_kit_quick_drains_with_both_workers_and_reports_the_ratio(benches):
+    rc, r = benches["worker_kit"].result()
+    assert rc == 0, r
+    assert r["complete_and_unique"] is True and r["mode"] == "drain"
+    rep = r["reps_detail"][0]
+    for variant in ("hand", "kit"):
+        assert rep[variant]["succeeded"] == r["n"] == 1000 and rep[variant]["runs_per_s"] > 0
+        assert rep[variant]["worker_cpu_us_per_run"] > 0
+    assert r["kit_over_hand"]["median"] == pytest.approx(rep["kit"]["runs_per_s"] / rep["hand"]["runs_per_s"], abs=0.001)

@@ -96,3 +96,29 @@ def test_deadline_exceeded_cancels_the_handler_and_fails_the_run(fresh_dsn: str,
             assert conn.execute("SELECT count(*) FROM cronbox.job_future WHERE retry_of = %s",
                                 (ids[0],)).fetchone()[0] == 1, "a deadline miss is retryable"
             proc.terminate()
+
+
+def test_pull_worker_serves_metrics_and_healthz(fresh_dsn: str, tmp_path: Path) -> None:
+    import urllib.request
+
+    from cronbox.pgcluster import free_port
+
+    port = free_port()
+    with autocommit(fresh_dsn) as conn:
+        ids = enqueue(conn, 3, "ok")
+        proc, _, _ = kit(fresh_dsn, tmp_path, CRONBOX_METRICS_PORT=str(port))
+        with proc:
+            wait_states(conn, ids, FINAL, proc=proc)
+
+            def get(path: str) -> tuple[int, str]:
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
+                        return r.status, r.read().decode()
+                except OSError:
+                    return 0, ""
+
+            assert wait_until(lambda: get("/healthz")[0] == 200, 20, "/healthz 200")
+            text = wait_until(lambda: 'cronbox_worker_runs_total{outcome="succeeded",queue="ok"} 3.0' in get("/metrics")[1]
+                              and get("/metrics")[1], 20, "the worker's run counter")
+            assert "cronbox_worker_inflight 0.0" in text and "cronbox_worker_handler_seconds_bucket" in text
+            assert proc.terminate() == 0

@@ -138,3 +138,29 @@ def test_push_sigkill_mid_run_is_rescued_by_the_lease(fresh_dsn: str, tmp_path: 
                 assert [r[1] for r in wait_states(conn, retries, FINAL, proc=proc)] == ["succeeded"] * 3
                 assert proc.terminate() == 0
         assert len(executions(log2)) == 3
+
+
+def test_push_sigterm_finishes_accepted_runs_before_exiting(fresh_dsn: str, tmp_path: Path) -> None:
+    with autocommit(fresh_dsn) as conn:
+        ids = enqueue(conn, 2, "sleep", payload={"seconds": 1.5})
+        proc, port, log = start_kit(fresh_dsn, tmp_path, CRONBOX_WORKER_REPLY_WITHIN="100ms")
+        with proc:
+            for i in ids:
+                body = message(conn, i)
+                assert post(port, body, sign(SECRET, body)) == (202, {"accepted": True})
+            assert proc.terminate(timeout=30) == 0
+        assert [r[1] for r in runs(conn, ids)] == ["succeeded"] * 2, "reported through SQL before exit"
+        assert sorted(executions(log, "done")) == sorted(f"sleep {i}:1" for i in ids)
+
+
+def test_push_cancel_reaches_a_running_handler(fresh_dsn: str, tmp_path: Path) -> None:
+    with autocommit(fresh_dsn) as conn:
+        [run_id] = enqueue(conn, 1, "cooperative", payload={"seconds": 60}, timeout="3 seconds")
+        proc, port, log = start_kit(fresh_dsn, tmp_path, CRONBOX_WORKER_REPLY_WITHIN="100ms")
+        with proc:
+            body = message(conn, run_id)
+            assert post(port, body, sign(SECRET, body)) == (202, {"accepted": True})
+            assert conn.execute("SELECT cronbox.cancel(%s)", (run_id,)).fetchone()[0] == "cancel_requested"
+            assert wait_states(conn, [run_id], FINAL, timeout=15, proc=proc)[0][1] == "cancelled"
+            assert executions(log, "cancelled=True") == [f"cooperative {run_id}:1"]
+            assert proc.terminate() == 0

@@ -73,6 +73,7 @@ class Engine:
         self.threads = ThreadPoolExecutor(settings.threads, thread_name_prefix="cronbox-worker")
         self._pending: list[tuple[Inflight, Outcome]] = []
         self._pending_event = asyncio.Event()
+        self._reporting = 0  # runs in the report being sent now
         self._closing = False
         self._tasks: list[asyncio.Task[None]] = []
         self._children: dict[tuple[str, str], tuple[Any, Any]] = {}
@@ -204,6 +205,12 @@ class Engine:
         if rec.done is not None:
             rec.done.set()
 
+    @property
+    def backlog(self) -> int:
+        """Runs finished but not yet reported: pull mode claims no more while this exceeds the
+        concurrency, so a slow database slows claiming instead of piling up unreported runs."""
+        return len(self._pending) + self._reporting
+
     def report_later(self, rec: Inflight) -> None:
         """Push mode: the HTTP answer went out without the outcome; report it through SQL."""
         rec.reply_sql = True
@@ -261,12 +268,15 @@ class Engine:
             await self._pending_event.wait()
             self._pending_event.clear()
             batch, self._pending = self._pending, []
+            self._reporting = len(batch)
             if batch:
                 try:
                     await db.retrying(lambda: self._report(batch), budget=REPORT_BUDGET, what="report runs")
                 except Exception as exc:  # the lease rescues what could not be reported
                     event(log, "report failed, the lease will rescue these runs", level=logging.ERROR,
                           runs=len(batch), error=db.explain(exc))
+            self._reporting = 0
+            self.slot_freed.set()
             if self._closing and not self._pending:
                 return
 

@@ -62,7 +62,7 @@ async def run_pull(worker: Worker, waker: Waker, metrics_cfg: Any | None = None)
         while not waker.stop.is_set():
             metrics.tick("worker")
             free = s.concurrency - len(engine.inflight)
-            if free <= 0:
+            if free <= 0 or engine.backlog > s.concurrency:
                 engine.slot_freed.clear()
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(_first(engine.slot_freed, waker.stop), s.poll_interval)
