@@ -115,3 +115,8 @@ def test_cronbox_worker_push_mode_without_a_secret_exits_1() -> None:
     out = subprocess.run(cronbox_cmd("worker", "tests.worker_apps:worker", "--http", "1"), capture_output=True,
                          text=True, timeout=60, env={"DATABASE_URL": "postgresql://127.0.0.1:1/none", "PATH": "/usr/bin:/bin"})
     assert out.returncode == 1 and "CRONBOX_WORKER_SECRET" in out.stderr, out.stderr
+
+
+def test_a_result_too_large_fails_the_run_not_retryable() -> None:
+    o = Outcome.succeeded({"blob": "x" * 1_100_000})
+    assert o.state == "failed" and not o.retryable and o.error.startswith("result too large")

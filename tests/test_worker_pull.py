@@ -122,3 +122,18 @@ def test_pull_worker_serves_metrics_and_healthz(fresh_dsn: str, tmp_path: Path) 
                               and get("/metrics")[1], 20, "the worker's run counter")
             assert "cronbox_worker_inflight 0.0" in text and "cronbox_worker_handler_seconds_bucket" in text
             assert proc.terminate() == 0
+
+
+def test_a_result_the_database_refuses_fails_that_run_only(fresh_dsn: str, tmp_path: Path) -> None:
+    with autocommit(fresh_dsn) as conn:
+        bad = enqueue(conn, 2, "nul", max_attempts=3)
+        good = enqueue(conn, 10, "ok")
+        proc, _, _ = kit(fresh_dsn, tmp_path)
+        with proc:
+            rows = {r[0]: r for r in wait_states(conn, bad + good, FINAL, proc=proc)}
+            assert all(rows[i][1] == "succeeded" for i in good), "the rest of the batch is reported"
+            for i in bad:
+                assert rows[i][1] == "failed" and rows[i][4].startswith("report refused by the database")
+            assert conn.execute("SELECT count(*) FROM cronbox.job_future WHERE retry_of = ANY(%s)",
+                                (bad,)).fetchone()[0] == 0, "not retryable: the same result would be refused again"
+            assert proc.terminate() == 0

@@ -80,3 +80,10 @@ def busy(run):
     record(run)
     time.sleep(float(run.payload.get("seconds", 0)))
     return "done"
+
+
+@worker.handler("nul")
+async def nul(run):
+    """A result PostgreSQL refuses (jsonb has no \\u0000)."""
+    record(run)
+    return {"text": "a\x00b"}

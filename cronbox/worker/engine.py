@@ -25,7 +25,7 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from cronbox import db, metrics
 from cronbox.log import event
-from cronbox.worker.run import Outcome, Run
+from cronbox.worker.run import Outcome, Run, bounded
 from cronbox.worker.settings import WorkerSettings
 
 log = logging.getLogger("cronbox.worker")
@@ -270,15 +270,35 @@ class Engine:
             batch, self._pending = self._pending, []
             self._reporting = len(batch)
             if batch:
-                try:
-                    await db.retrying(lambda: self._report(batch), budget=REPORT_BUDGET, what="report runs")
-                except Exception as exc:  # the lease rescues what could not be reported
-                    event(log, "report failed, the lease will rescue these runs", level=logging.ERROR,
-                          runs=len(batch), error=db.explain(exc))
+                await self._report_safely(batch)
             self._reporting = 0
             self.slot_freed.set()
             if self._closing and not self._pending:
                 return
+
+    async def _report_safely(self, batch: list[tuple[Inflight, Outcome]]) -> None:
+        """One batch; if the database refuses it (a value out of its bounds), each run alone,
+        so one bad result never costs the others their report. A run refused even alone is
+        failed (not retryable) with the database's reason."""
+        try:
+            await db.retrying(lambda: self._report(batch), budget=REPORT_BUDGET, what="report runs")
+            return
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            event(log, "report failed, the lease will rescue these runs", level=logging.ERROR,
+                  runs=len(batch), error=db.explain(exc))
+            return
+        except psycopg.Error as exc:
+            if len(batch) == 1:
+                rec, outcome = batch[0]
+                if outcome.state == "failed" and outcome.error.startswith("report refused"):
+                    event(log, "report refused, the lease will rescue the run", level=logging.ERROR,
+                          run_id=rec.run.run_id, error=db.explain(exc))
+                    return
+                why = bounded(f"report refused by the database: {db.explain(exc)}")
+                await self._report_safely([(rec, Outcome.failed(why, retryable=False))])
+                return
+        for item in batch:
+            await self._report_safely([item])
 
     async def _report(self, batch: list[tuple[Inflight, Outcome]]) -> None:
         ok = [(r.run.run_id, o.result) for r, o in batch if o.state == "succeeded"]

@@ -12,6 +12,7 @@ import orjson
 from cronbox.worker.settings import ERROR_LIMIT
 
 TRUNCATED = " ...[truncated]"
+RESULT_LIMIT = 1_000_000  # bytes of JSON a result may take (run history is no blob store)
 
 
 class Fail(Exception):
@@ -110,9 +111,12 @@ class Outcome:
         if result is None:
             return Outcome("succeeded")
         try:
-            orjson.dumps(result)
+            size = len(orjson.dumps(result))
         except TypeError as exc:
             return Outcome("failed", error=bounded(f"result is not JSON: {exc}"), retryable=False)
+        if size > RESULT_LIMIT:
+            return Outcome("failed", error=f"result too large: {size} bytes of JSON (limit {RESULT_LIMIT})",
+                           retryable=False)
         return Outcome("succeeded", result=result)
 
     @staticmethod
