@@ -25,6 +25,7 @@ COMMANDS = {  # one line each in `cronbox --help`, also on an 80-column terminal
     "dev": "private PostgreSQL, poller, relay, demo worker at once",
     "status": "show schedules, queues, dead letters and live processes",
     "demo-worker": "the demo HTTP worker: receives runs, completes them",
+    "worker": "run a cronbox.worker app (module:attr); pull, or push --http",
 }
 
 
@@ -50,6 +51,11 @@ def _parser() -> argparse.ArgumentParser:
         if name == "demo-worker":
             sp.add_argument("--host", default="127.0.0.1")
             sp.add_argument("--port", type=int, default=8080)
+        if name == "worker":
+            sp.add_argument("app", metavar="MODULE:ATTR", help="the cronbox.worker.Worker to run, e.g. myapp.jobs:worker")
+            sp.add_argument("--http", type=int, metavar="PORT", help="push mode: serve the relay on this port")
+            sp.add_argument("--host", default="127.0.0.1", help="push mode: address to bind (default 127.0.0.1)")
+            sp.add_argument("--allow-unsigned", action="store_true", help="push mode: accept requests without a signature")
         if name == "status":
             sp.add_argument("--json", action="store_true", help="machine-readable output")
             sp.add_argument("--limit", type=int, default=50, help="rows per section (default 50)")
@@ -98,12 +104,16 @@ def main(argv: list[str] | None = None) -> int:
             from cronbox.status import show
 
             return show(cfg.dsn, as_json=args.json, limit=args.limit)
+        if args.command == "worker":
+            from cronbox.worker.cli import run_worker
+
+            return run_worker(cfg, args.app, args.http, args.host, args.allow_unsigned)
         if args.command == "demo-worker":
             from cronbox.demo_worker import serve
             from cronbox.proc import run_until_stopped
 
             return asyncio.run(run_until_stopped(
-                "demo-worker", lambda waker: serve(cfg.dsn, args.host, args.port, waker.stop)))
+                "demo-worker", lambda waker: serve(args.host, args.port, waker.stop, dsn=cfg.dsn or None)))
     except (ConfigError, PgNotFound, ClusterError, MigrateError) as exc:
         print(f"cronbox: {exc}", file=sys.stderr)
         return 1

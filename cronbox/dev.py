@@ -19,6 +19,7 @@ import ctypes
 import errno
 import logging
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -106,8 +107,9 @@ def run_dev(cfg: Config, data: Path, cron: str) -> int:
         result = migrate(dsn)
         event(log, "migrated", version=result.version, applied=len(result.applied))
         port = free_port()
-        env = {**os.environ, "DATABASE_URL": dsn,
-               "CRONBOX_SINKS": cfg.sinks or f"*=http://127.0.0.1:{port}/run"}
+        secret = secrets.token_urlsafe(24)  # the relay signs, the demo worker verifies
+        env = {**os.environ, "DATABASE_URL": dsn, "CRONBOX_DEV_WORKER_SECRET": secret,
+               "CRONBOX_SINKS": cfg.sinks or f"*=http://127.0.0.1:{port}/run secret_env=CRONBOX_DEV_WORKER_SECRET"}
         with db.connect(dsn) as conn:
             conn.execute("SELECT cronbox.schedule('demo', cron => %s, payload => %s)",
                          (cron, db.Jsonb({"hello": "from cronbox dev"})))
@@ -116,7 +118,7 @@ def run_dev(cfg: Config, data: Path, cron: str) -> int:
         children = [_spawn("poller", env), _spawn("relay", env)]
         try:
             return asyncio.run(run_until_stopped(
-                "dev", lambda waker: serve(dsn, "127.0.0.1", port, waker.stop)))
+                "dev", lambda waker: serve("127.0.0.1", port, waker.stop, dsn=dsn, secret=secret)))
         finally:
             _stop_children(children, cfg.shutdown_timeout.total_seconds())
     finally:

@@ -24,6 +24,7 @@ SCRIPTS = {
     "sqlcost": ["--quick"],
     "rawlimit": ["--quick"],
     "isolation": ["--quick"],
+    "worker_kit": ["--quick", "-n", "1000"],
 }
 try:  # the peer benchmark needs the optional `bench` extra (PgQueuer)
     import pgqueuer  # noqa: F401
@@ -181,3 +182,14 @@ def test_peers_quick_runs_pgqueuer_and_cronbox_on_one_cluster_and_reports_ratios
         assert rep[system]["complete"] and rep[system]["runs_per_s"] > 0, (system, rep[system])
     assert rep["pgqueuer_b100"]["left_in_queue"] == 0 and rep["pgqueuer_b100"]["jobs"] == r["n"]
     assert r["ratio_push_to_pgq_b100"]["median"] == rep["ratio_push_to_pgq_b100"] > 0
+
+
+def test_worker_kit_quick_drains_with_both_workers_and_reports_the_ratio(benches):
+    rc, r = benches["worker_kit"].result()
+    assert rc == 0, r
+    assert r["complete_and_unique"] is True and r["mode"] == "drain"
+    rep = r["reps_detail"][0]
+    for variant in ("hand", "kit"):
+        assert rep[variant]["succeeded"] == r["n"] == 1000 and rep[variant]["runs_per_s"] > 0
+        assert rep[variant]["worker_cpu_us_per_run"] > 0
+    assert r["kit_over_hand"]["median"] == pytest.approx(rep["kit"]["runs_per_s"] / rep["hand"]["runs_per_s"], abs=0.001)

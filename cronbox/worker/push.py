@@ -1,0 +1,173 @@
+"""Push mode: an aiohttp application the relay POSTs run messages to (docs/worker.md).
+
+Per request: verify the `Cronbox-Signature` over the raw body (stale or forged: 401), parse a
+message or a batch, and per message drop a duplicate (same idempotency key seen by this
+process, or a run the database says is finished, cancelled or someone else's:
+`cronbox.start_run` refuses it), else mark it running (`start_run`) and start its handler.
+Handlers that end within `reply_within` are answered with their outcome, which the relay
+applies in its ack (one step); the others are answered 202 and report through SQL later,
+heartbeating meanwhile. A request over the concurrency limit gets 503 (the relay retries).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any
+
+import orjson
+import psycopg
+from aiohttp import web
+
+from cronbox import db, metrics
+from cronbox.log import event
+from cronbox.proc import cancel_quietly
+from cronbox.signing import HEADER, SignatureError, verify
+from cronbox.worker.engine import Engine, Inflight
+from cronbox.worker.run import MessageError, Run
+
+if TYPE_CHECKING:
+    from cronbox.worker import Worker
+
+log = logging.getLogger("cronbox.worker")
+SEEN = 10_000          # idempotency keys remembered by one process
+MAX_BODY = 64 * 2**20  # a batch of large payloads still fits; the relay's batch=N bounds it too
+ENGINE = web.AppKey("cronbox.worker.engine", Engine)
+METRICS_CFG = web.AppKey("cronbox.worker.metrics_cfg", object)
+
+
+class Busy(Exception):
+    pass
+
+
+def make_app(worker: Worker, secrets: list[str | bytes] | None) -> web.Application:
+    s = worker.settings
+    app = web.Application(client_max_size=MAX_BODY)
+    seen: OrderedDict[str, Inflight | None] = OrderedDict()
+    side: list[asyncio.Task[Any]] = []
+
+    async def on_startup(app: web.Application) -> None:
+        event(log, "worker starting", mode="push", queues=",".join(worker.handlers), **s.describe())
+        pool = await db.open_pool(s.dsn, min_size=1, max_size=max(4, min(s.concurrency, 16)), name="cronbox-worker")
+        app[ENGINE] = Engine(s, pool)
+        app[ENGINE].start_background()
+        cfg = app.get(METRICS_CFG)
+        if cfg is not None:
+            side.append(asyncio.create_task(metrics.serve(cfg, pool, "worker", asyncio.Event())))
+
+    async def on_cleanup(app: web.Application) -> None:
+        engine = app[ENGINE]
+        await engine.close(s.shutdown_timeout)
+        await cancel_quietly(*side)
+        await engine.pool.close()
+        event(log, "worker stopped")
+
+    def remember(key: str, rec: Inflight | None) -> None:
+        seen[key] = rec
+        seen.move_to_end(key)
+        while len(seen) > SEEN:
+            seen.popitem(last=False)
+
+    async def accept(engine: Engine, message: Any) -> dict[str, Any] | Inflight:
+        if isinstance(message, dict) and "run_id" not in message and "event" in message:
+            return {"accepted": True, "ignored": "notification"}
+        try:
+            run = Run.from_message(message)
+        except MessageError as exc:
+            return {"accepted": False, "error": str(exc), "retryable": False}
+        handler = worker.handlers.get(run.queue) or worker.handlers.get("*")
+        if handler is None:
+            return {"accepted": False, "error": f"queue: no handler for {run.queue!r}", "retryable": False}
+        key = run.idempotency_key
+        if key in seen:
+            rec = seen[key]
+            if rec is not None and rec.outcome is not None and not rec.reply_sql:
+                return rec.outcome.answer()  # our answer may not have reached the relay: again
+            if rec is not None:
+                engine.report_later(rec)     # the first request's answer may go nowhere now
+            return {"accepted": True, "duplicate": True}
+        if len(engine.inflight) >= s.concurrency:
+            raise Busy()
+        seen[key] = None  # claimed by this request before the first await
+        try:
+            async with engine.pool.connection() as conn:
+                cur = await conn.execute("SELECT cronbox.start_run(%s, %s), now()", (run.run_id, s.name))
+                lease, now = await cur.fetchone()
+        except psycopg.errors.ObjectNotInPrerequisiteState as exc:
+            event(log, "duplicate dropped", run_id=run.run_id, key=key, reason=str(exc.diag.message_primary))
+            remember(key, None)
+            return {"accepted": True, "duplicate": True}
+        except psycopg.errors.NoDataFound as exc:
+            seen.pop(key, None)
+            return {"accepted": False, "error": str(exc.diag.message_primary), "retryable": False}
+        except BaseException:
+            seen.pop(key, None)
+            raise
+        remaining = ((run.deadline or lease) - now).total_seconds()
+        rec = engine.start(run, handler, remaining, reply_sql=False)
+        rec.done = asyncio.Event()  # before the handler's task first runs
+        remember(key, rec)
+        return rec
+
+    async def receive(request: web.Request) -> web.Response:
+        body = await request.read()
+        if secrets is not None:
+            try:
+                verify(secrets, body, request.headers.get(HEADER), tolerance=s.signature_tolerance)
+            except SignatureError as exc:
+                event(log, "request refused", level=logging.WARNING, reason=str(exc), peer=request.remote)
+                return web.json_response({"error": str(exc)}, status=401)
+        try:
+            doc = orjson.loads(body)
+        except orjson.JSONDecodeError as exc:
+            return web.json_response({"error": f"body is not JSON: {exc}"}, status=400)
+        batched = isinstance(doc, list)
+        messages = doc if batched else [doc]
+        engine = request.app[ENGINE]
+        results: list[Any] = []
+        for m in messages:
+            try:
+                results.append(await accept(engine, m))
+            except Busy:
+                results.append({"accepted": False, "error": "worker busy", "retryable": True})
+            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                results.append({"accepted": False, "error": db.explain(exc), "retryable": True})
+        recs = [r for r in results if isinstance(r, Inflight)]
+        if recs:
+            waits = [asyncio.ensure_future(r.done.wait()) for r in recs if r.done is not None]
+            await asyncio.wait(waits, timeout=s.reply_within)
+            for w in waits:
+                w.cancel()
+        answers = []
+        for r in results:
+            if isinstance(r, Inflight):
+                if r.outcome is not None and not r.reply_sql:
+                    answers.append(r.outcome.answer())
+                else:
+                    engine.report_later(r)
+                    answers.append({"accepted": True})
+            else:
+                answers.append(r)
+        if batched:
+            return web.json_response(answers)
+        a = answers[0]
+        if a.get("accepted") is False:
+            return web.json_response(a, status=503 if a.get("retryable") else 422)
+        return web.json_response(a, status=202 if a == {"accepted": True} else 200)
+
+    async def healthz(request: web.Request) -> web.Response:
+        try:
+            async with asyncio.timeout(5):
+                async with request.app[ENGINE].pool.connection() as conn:
+                    await conn.execute("SELECT 1")
+        except Exception as exc:
+            return web.Response(status=503, text=f"database unreachable: {exc.__class__.__name__}\n")
+        return web.Response(text=f"ok: {len(request.app[ENGINE].inflight)} run(s) in flight\n")
+
+    app.router.add_post("/run", receive)
+    app.router.add_post("/", receive)
+    app.router.add_get("/healthz", healthz)
+    app.on_startup.append(on_startup)
+    app.on_cleanup.append(on_cleanup)
+    return app
