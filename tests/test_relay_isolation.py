@@ -78,7 +78,8 @@ def keys(runs: list[int]) -> set[str]:
 @pytest.mark.parametrize("mode", ["hang", "slow", "error", "refused"])
 def test_a_broken_sink_on_queue_a_never_holds_up_queue_b(fresh_dsn, tmp_path, mode):
     sink = Sink("hang" if mode == "refused" else mode)
-    with ThreadedWorker(sink.answer) as worker:
+    served = ThreadedWorker(sink.answer)
+    with served as worker:
         dead_port = free_port()
         a_url = f"http://127.0.0.1:{dead_port}/run" if mode == "refused" else worker.url
         env = {**ENV, "CRONBOX_SINKS": f"a={a_url}; *={worker.url}"}
@@ -107,7 +108,7 @@ def test_a_broken_sink_on_queue_a_never_holds_up_queue_b(fresh_dsn, tmp_path, mo
             sink.recovered.set()
             if mode == "refused":
                 late = Worker(sink.answer)
-                asyncio.run_coroutine_threadsafe(late.start(dead_port), worker_loop(worker)).result(10)
+                asyncio.run_coroutine_threadsafe(late.start(dead_port), served.loop).result(10)
                 received = lambda: set(worker.keys()) | set(late.keys())  # noqa: E731
             else:
                 received = lambda: set(worker.keys())  # noqa: E731
@@ -117,27 +118,9 @@ def test_a_broken_sink_on_queue_a_never_holds_up_queue_b(fresh_dsn, tmp_path, mo
             assert count(fresh_dsn, "SELECT count(*) FROM cronbox.dead_letters") == 0
             assert relay.terminate() == 0, relay.output
             if mode == "refused":
-                asyncio.run_coroutine_threadsafe(late.stop(), worker_loop(worker)).result(10)
+                asyncio.run_coroutine_threadsafe(late.stop(), served.loop).result(10)
         if mode in ("error", "refused"):
             assert "circuit breaker open" in relay.output
-
-
-def worker_loop(worker: Worker) -> asyncio.AbstractEventLoop:
-    """The event loop the ThreadedWorker serves `worker` on (to start a second server there)."""
-    return _LOOPS[id(worker)]
-
-
-_LOOPS: dict[int, asyncio.AbstractEventLoop] = {}
-_enter = ThreadedWorker.__enter__
-
-
-def _remember_loop(self: ThreadedWorker) -> Worker:
-    w = _enter(self)
-    _LOOPS[id(w)] = self.loop
-    return w
-
-
-ThreadedWorker.__enter__ = _remember_loop  # type: ignore[method-assign]
 
 
 def test_two_relays_and_a_sigkill_during_the_hang_lose_nothing(fresh_dsn, tmp_path):
