@@ -61,7 +61,7 @@ async def test_admin_pauses_and_resumes_and_the_change_log_names_the_role(consol
     assert resp.status == 303, await resp.text()
     assert scalar(dsn, "SELECT paused FROM cronbox.job WHERE name = 'nightly-report'") is True
     assert scalar(dsn, "SELECT changed_by || ' ' || reason FROM cronbox.schedule_changes "
-                       "WHERE job = 'nightly-report' AND action = 'paused'") == f"{logins.name('admin')} db upgrade"
+                       "WHERE job = 'nightly-report' AND action = 'paused'") == f"{logins.name('admin')} db upgrade (web: admin)"
     resp = await client.post("/actions/resume", data={"csrf": token, "name": "nightly-report"}, headers=basic("admin"))
     assert resp.status == 200 and "resumed" in await resp.text()
     assert scalar(dsn, "SELECT paused FROM cronbox.job WHERE name = 'nightly-report'") is False

@@ -36,6 +36,13 @@ def _back(target: str, msg: str) -> web.Response:
     return web.Response(status=303, headers={"Location": f"{target}{sep}{urlencode({'msg': msg})}"})
 
 
+def _signed(request: web.Request, reason: str) -> str:
+    """The change log records the database role; with logins, the reason names the console
+    user too (several users may share a role)."""
+    user = ctx(request).user_name
+    return f"{reason} (web: {user})" if user else reason
+
+
 def _schedule_url(name: str) -> str:
     from urllib.parse import quote
 
@@ -64,12 +71,12 @@ async def act(request: web.Request) -> web.StreamResponse:
             name = _field(form, "name", limit=200)
             back = _schedule_url(name)
             if action == "pause":
-                reason = _field(form, "reason")
+                reason = _signed(request, _field(form, "reason"))
                 ok = await _scalar(request, "SELECT cronbox.pause(name => %(n)s, reason => %(r)s)",
                                    {"n": name, "r": reason})
                 return _back(back, "paused" if ok is not False else "already paused")
             if action == "resume":
-                reason = _field(form, "reason", required=False) or "resumed from the web console"
+                reason = _signed(request, _field(form, "reason", required=False) or "resumed from the web console")
                 ok = await _scalar(request, "SELECT cronbox.resume(name => %(n)s, reason => %(r)s)",
                                    {"n": name, "r": reason})
                 return _back(back, "resumed" if ok is not False else "was not paused")

@@ -242,14 +242,14 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else exc.__class__.__name__
 
 
-def build(settings: WebSettings, pool: AsyncConnectionPool, secret: bytes | None = None) -> web.Application:
+def build(settings: WebSettings, pool: AsyncConnectionPool) -> web.Application:
     from web import actions, pages
 
     app = web.Application(middlewares=[headers_mw, auth_mw, db_mw], client_max_size=2 * 1024 * 1024)
     app[SETTINGS] = settings
     app[POOL] = pool
     app[AUTH] = Authenticator(settings.users)
-    app[SECRET] = secret or secrets.token_bytes(32)
+    app[SECRET] = settings.secret or secrets.token_bytes(32)
     app[TEMPLATES] = make_templates()
     pages.add_routes(app)
     actions.add_routes(app)

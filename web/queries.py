@@ -61,7 +61,9 @@ async def failures_last_hour(conn: AsyncConnection) -> int:
 
 
 async def runs_per_minute(conn: AsyncConnection, hours: int) -> tuple[datetime, list[Row]]:
-    """Finished runs per minute over the last `hours` (by finish time), succeeded vs failed."""
+    """Finished runs per minute over the last `hours` (by finish time), succeeded vs failed.
+    Reads the runs created since an hour before the window (a run_id range: partitions pruned),
+    so its cost follows the runs in the window, not the size of history."""
     start = await one(conn, "SELECT date_trunc('minute', now()) - make_interval(hours => %s) AS t", (hours,))
     assert start is not None
     data = await rows(conn, """
@@ -69,7 +71,7 @@ async def runs_per_minute(conn: AsyncConnection, hours: int) -> tuple[datetime, 
                count(*) FILTER (WHERE state = 'succeeded') AS ok,
                count(*) FILTER (WHERE state IN ('failed', 'lost')) AS bad
         FROM cronbox.runs
-        WHERE run_id >= cronbox.run_id_at(%(t)s - interval '1 day')
+        WHERE run_id >= cronbox.run_id_at(%(t)s - interval '1 hour')
           AND finished_at >= %(t)s AND state IN ('succeeded', 'failed', 'lost')
         GROUP BY 1 ORDER BY 1""", {"t": start["t"]})
     return start["t"], data
@@ -82,11 +84,20 @@ def like_pattern(text: str) -> str:
 
 
 async def schedules(conn: AsyncConnection, q: str, after: str | None, limit: int = PAGE) -> list[Row]:
+    """One page of schedules by name (keyset: name > after); the page is picked first from the
+    plain definitions view (name index, or one pass of the name filter), then only its rows
+    get next fires and run statistics."""
     return await rows(conn, """
+        WITH page AS MATERIALIZED (
+            SELECT d.name FROM cronbox.schedule_definitions d
+            WHERE (%(q)s::text IS NULL OR d.name ILIKE %(pattern)s)
+              AND (%(after)s::text IS NULL OR d.name > %(after)s)
+            ORDER BY d.name LIMIT %(limit)s
+        )
         SELECT s.name, s.expression, s.timezone, s.status, s.paused, s.paused_reason, s.queue,
                s.next_fire, s.last_run_state, s.last_success_at, s.consecutive_failures,
                s.active_runs, s.owner, s.job_id, nf.fires, st.finished, st.succeeded, st.p50, st.p95
-        FROM cronbox.schedules s
+        FROM page JOIN cronbox.schedules s ON s.name = page.name
         LEFT JOIN LATERAL (
             SELECT array_agg(f.fire_at ORDER BY f.fire_at) AS fires
             FROM (SELECT u.fire_at FROM cronbox.upcoming_fires u WHERE u.job_id = s.job_id
@@ -100,9 +111,7 @@ async def schedules(conn: AsyncConnection, q: str, after: str | None, limit: int
             FROM (SELECT x.state, x.duration FROM cronbox.runs x WHERE x.job_id = s.job_id
                   ORDER BY x.run_id DESC LIMIT %(recent)s) r
         ) st ON true
-        WHERE (%(q)s::text IS NULL OR s.name ILIKE %(pattern)s)
-          AND (%(after)s::text IS NULL OR s.name > %(after)s)
-        ORDER BY s.name LIMIT %(limit)s""",
+        ORDER BY s.name""",
         {"q": q or None, "pattern": like_pattern(q or ""), "after": after, "limit": limit + 1,
          "recent": RECENT})
 

@@ -19,6 +19,7 @@ class WebSettings:
     port: int = 8088
     users: dict[str, User] = field(default_factory=dict)
     refresh: int = 5  # seconds between live refreshes (JavaScript only)
+    secret: bytes | None = None  # CSRF token key; None: random per process
 
     @property
     def auth(self) -> bool:
@@ -26,7 +27,7 @@ class WebSettings:
 
     def describe(self) -> dict[str, object]:
         return {"host": self.host, "port": self.port, "auth": "basic" if self.auth else "none (loopback only)",
-                "users": sorted(self.users)}
+                "users": sorted(self.users), "csrf_secret": "set" if self.secret else "random per process"}
 
 
 def is_loopback(host: str) -> bool:
@@ -50,4 +51,8 @@ def from_env(env: Mapping[str, str] | None = None, *, host: str | None = None, p
         raise ConfigError(f"refusing to listen on {host}: set CRONBOX_WEB_USERS (user:hash:dbrole) to require "
                           "logins, or bind 127.0.0.1")
     refresh = env_int(env, "CRONBOX_WEB_REFRESH", 5, minimum=1)
-    return WebSettings(host=host, port=port, users=users, refresh=refresh)
+    secret = env.get("CRONBOX_WEB_SECRET") or None
+    if secret is not None and len(secret) < 32:
+        raise ConfigError("CRONBOX_WEB_SECRET: at least 32 characters (it signs the CSRF tokens)")
+    return WebSettings(host=host, port=port, users=users, refresh=refresh,
+                       secret=secret.encode() if secret else None)
