@@ -85,7 +85,9 @@ class Tab:
         self.page.on("console", lambda m: self.errors.append(f"console {m.type}: {m.text}")
                      if m.type in ("error", "warning") else None)
         self.page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
-        self.page.on("requestfailed", lambda r: self.errors.append(f"request failed: {r.url}"))
+        # a live refresh in flight when the test navigates away is aborted: not an error
+        self.page.on("requestfailed", lambda r: self.errors.append(f"request failed: {r.url} {r.failure}")
+                     if r.failure != "net::ERR_ABORTED" else None)
 
     def go(self, path: str) -> Any:
         resp = self.page.goto(self.base + path)
