@@ -178,3 +178,50 @@ def test_both_hash_schemes_verify():
     for scheme in ("scrypt", "pbkdf2_sha256"):
         h = hash_password("s3cret", scheme=scheme)
         assert verify_password("s3cret", h) and not verify_password("s3cret!", h)
+
+
+class _Explain:
+    """Wraps a connection so the console's queries are EXPLAINed instead of run."""
+
+    def __init__(self, conn):
+        self.conn = conn
+        self.plans: list[str] = []
+
+    async def execute(self, query, params=None):
+        from psycopg import sql as _sql
+
+        prefix = "EXPLAIN (FORMAT JSON) "
+        query = _sql.SQL(prefix) + query if isinstance(query, _sql.Composable) else prefix + query
+        cur = await self.conn.execute(query, params)
+        self.plans.append(str((await cur.fetchone())[0]))
+        return _NoRows()
+
+
+class _NoRows:
+    async def fetchall(self):
+        return []
+
+    async def fetchone(self):
+        return None
+
+
+@pytest.mark.parametrize("filters, index", [
+    # partitions name their copies of run_queue_history_idx, run_trouble_history_idx, ...
+    ({"queue": "q7"}, "_queue_run_id_idx"),
+    ({"state": "failed"}, "_state_run_id_idx"),
+    ({"state": "lost", "queue": "q7"}, "_run_id_idx"),  # either index serves it
+    ({"job_ids": [1]}, "_job_id_run_id_idx"),
+    ({"before": 1 << 62}, "_pkey"),
+])
+async def test_each_runs_filter_is_served_by_an_index(fresh_dsn, filters, index):
+    from web import queries
+
+    async with await db.aconnect(fresh_dsn, autocommit=False) as conn:
+        await conn.execute("SELECT cronbox.ensure_run_partitions(1)")
+        await conn.execute("SET LOCAL enable_seqscan = off")
+        await conn.execute("SET LOCAL enable_sort = off")
+        spy = _Explain(conn)
+        args = {"job_ids": None, "queue": None, "state": None, "since": None, "until": None, "before": None}
+        await queries.runs(spy, **{**args, **filters})  # type: ignore[arg-type]
+        (plan,) = spy.plans
+        assert index in plan and "Seq Scan" not in plan and "'Sort'" not in plan, plan

@@ -179,7 +179,10 @@ async def runs(conn: AsyncConnection, *, job_ids: list[int] | None, queue: str |
                limit: int = PAGE) -> list[Row]:
     conds = [sql.SQL("true")]
     params: dict[str, Any] = {"limit": limit + 1}
-    if job_ids is not None:
+    if job_ids is not None and len(job_ids) == 1:  # the usual case: (job_id, run_id DESC) gives the order
+        conds.append(sql.SQL("job_id = %(job_id)s"))
+        params["job_id"] = job_ids[0]
+    elif job_ids is not None:  # a name re-used after unschedule: several ids
         conds.append(sql.SQL("job_id = ANY(%(job_ids)s)"))
         params["job_ids"] = job_ids
     if queue:
