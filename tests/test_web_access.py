@@ -225,3 +225,16 @@ async def test_each_runs_filter_is_served_by_an_index(fresh_dsn, filters, index)
         await queries.runs(spy, **{**args, **filters})  # type: ignore[arg-type]
         (plan,) = spy.plans
         assert index in plan and "Seq Scan" not in plan and "'Sort'" not in plan, plan
+
+
+def test_cli_refuses_a_public_bind_without_logins_and_hashes_passwords():
+    import subprocess
+
+    from .conftest import cronbox_cmd
+
+    env = {"PATH": "/usr/bin:/bin", "DATABASE_URL": "postgresql://127.0.0.1:1/none"}
+    out = subprocess.run(cronbox_cmd("web", "--host", "0.0.0.0"), capture_output=True, text=True, timeout=60, env=env)
+    assert out.returncode == 1 and out.stderr.count("\n") == 1 and "refusing to listen on 0.0.0.0" in out.stderr
+    out = subprocess.run(cronbox_cmd("web", "--hash-password"), input="pw\n", capture_output=True, text=True,
+                         timeout=60, env=env)
+    assert out.returncode == 0 and verify_password("pw", out.stdout.strip())
