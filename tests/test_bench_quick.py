@@ -22,6 +22,7 @@ SCRIPTS = {
     "scale": ["--quick"],
     "soak": ["--quick", "--seconds", "10"],
     "sqlcost": ["--quick"],
+    "web": ["--quick", "--repeat", "2"],
 }
 
 
@@ -125,3 +126,11 @@ def test_sqlcost_quick_times_each_stage_and_finishes_every_run(benches):
     assert rep["succeeded"] == rep["acked"] == r["n"] == 2000
     assert all(rep["us_per_run"][k] > 0 for k in ("dispatch", "claim", "ack"))
     assert rep["wal_bytes_per_run"]["dispatch"] > 0 and rep["wal_bytes_per_run"]["ack"] > 0
+
+
+def test_web_quick_serves_every_list_page_at_its_size(benches):
+    rc, r = benches["web"].result()
+    assert rc == 0, r
+    assert r["schedules"] == 2000 and r["runs"] == 50000
+    assert {"overview", "schedules", "runs", "runs queue=q7", "runs state=failed", "dead letters"} <= set(r["pages"])
+    assert all(p["median_ms"] > 0 and p["bytes"] > 1000 for p in r["pages"].values())
