@@ -238,3 +238,15 @@ def test_cli_refuses_a_public_bind_without_logins_and_hashes_passwords():
     out = subprocess.run(cronbox_cmd("web", "--hash-password"), input="pw\n", capture_output=True, text=True,
                          timeout=60, env=env)
     assert out.returncode == 0 and verify_password("pw", out.stdout.strip())
+
+
+async def test_start_is_refused_when_a_mapped_role_is_missing(fresh_dsn):
+    from web.main import check_roles
+
+    settings = web_settings.from_env({"CRONBOX_WEB_USERS": f"ops:{hash_password('pw')}:no_such_role_here"})
+    pool = await db.open_pool(fresh_dsn, max_size=1, name="web-test")
+    try:
+        with pytest.raises(ConfigError, match="role 'no_such_role_here' does not exist"):
+            await check_roles(pool, settings)
+    finally:
+        await pool.close()

@@ -20,6 +20,7 @@ class WebSettings:
     users: dict[str, User] = field(default_factory=dict)
     refresh: int = 5  # seconds between live refreshes (JavaScript only)
     secret: bytes | None = None  # CSRF token key; None: random per process
+    pool: int = 4  # database connections
 
     @property
     def auth(self) -> bool:
@@ -55,4 +56,4 @@ def from_env(env: Mapping[str, str] | None = None, *, host: str | None = None, p
     if secret is not None and len(secret) < 32:
         raise ConfigError("CRONBOX_WEB_SECRET: at least 32 characters (it signs the CSRF tokens)")
     return WebSettings(host=host, port=port, users=users, refresh=refresh,
-                       secret=secret.encode() if secret else None)
+                       secret=secret.encode() if secret else None, pool=env_int(env, "CRONBOX_WEB_POOL", 4))
