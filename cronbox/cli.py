@@ -26,6 +26,7 @@ COMMANDS = {  # one line each in `cronbox --help`, also on an 80-column terminal
     "status": "show schedules, queues, dead letters and live processes",
     "demo-worker": "the demo HTTP worker: receives runs, completes them",
     "worker": "run a cronbox.worker app (module:attr); pull, or push --http",
+    "web": "the web console: schedules, runs, queues, dead letters",
 }
 
 
@@ -56,6 +57,11 @@ def _parser() -> argparse.ArgumentParser:
             sp.add_argument("--http", type=int, metavar="PORT", help="push mode: serve the relay on this port")
             sp.add_argument("--host", default="127.0.0.1", help="push mode: address to bind (default 127.0.0.1)")
             sp.add_argument("--allow-unsigned", action="store_true", help="push mode: accept requests without a signature")
+        if name == "web":
+            sp.add_argument("--host", default=None, help="address to bind (default CRONBOX_WEB_HOST or 127.0.0.1)")
+            sp.add_argument("--port", type=int, default=None, help="port (default CRONBOX_WEB_PORT or 8088)")
+            sp.add_argument("--hash-password", action="store_true",
+                            help="read a password from stdin, print a hash for CRONBOX_WEB_USERS, exit")
         if name == "status":
             sp.add_argument("--json", action="store_true", help="machine-readable output")
             sp.add_argument("--limit", type=int, default=50, help="rows per section (default 50)")
@@ -82,8 +88,35 @@ def _run_process(package: str, cfg: Config) -> int:
     return asyncio.run(run_until_stopped(package, lambda waker: module.run(cfg, waker)))
 
 
+def _hash_password() -> int:
+    auth = importlib.import_module("web.auth")
+    if sys.stdin.isatty():
+        import getpass
+
+        password = getpass.getpass("password: ")
+    else:
+        password = sys.stdin.readline().rstrip("\n")
+    print(auth.hash_password(password))
+    return 0
+
+
+def _run_web(cfg: Config, args: argparse.Namespace) -> int:
+    from cronbox.proc import run_until_stopped
+
+    settings = importlib.import_module("web.settings").from_env(host=args.host, port=args.port)
+    module = importlib.import_module("web.main")
+    _check_schema(cfg.dsn)
+    return asyncio.run(run_until_stopped("web", lambda waker: module.run(cfg, waker, settings)))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if getattr(args, "hash_password", False):
+        try:
+            return _hash_password()
+        except ConfigError as exc:
+            print(f"cronbox: {exc}", file=sys.stderr)
+            return 1
     try:
         cfg = Config.from_env()
         logsetup.setup(cfg.log_level, cfg.log_format)
@@ -100,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command in ("poller", "relay"):
             return _run_process(args.command, cfg)
+        if args.command == "web":
+            return _run_web(cfg, args)
         if args.command == "status":
             from cronbox.status import show
 

@@ -1,8 +1,8 @@
 """`cronbox dev`: the whole pipeline in one terminal.
 
 With no DATABASE_URL it starts (or reuses) a private PostgreSQL under ./.cronbox/, migrates,
-starts the demo worker in this process and `cronbox poller` + `cronbox relay` as child
-processes, schedules a demo job, and shows every delivery and completion. Ctrl-C stops the
+starts the demo worker in this process and `cronbox poller` + `cronbox relay` + `cronbox web`
+(the console, on loopback; its URL is printed) as child processes, schedules a demo job, and shows every delivery and completion. Ctrl-C stops the
 children, then the cluster it started (never one it found running already).
 
 The children run in their own process group, so the SIGINT a terminal sends to its foreground
@@ -115,7 +115,11 @@ def run_dev(cfg: Config, data: Path, cron: str) -> int:
                          (cron, db.Jsonb({"hello": "from cronbox dev"})))
         event(log, "scheduled demo job", cron=cron,
               hint="psql then: SELECT * FROM cronbox.runs ORDER BY run_id DESC LIMIT 5")
-        children = [_spawn("poller", env), _spawn("relay", env)]
+        web_port = int(os.environ.get("CRONBOX_WEB_PORT") or free_port())
+        children = [_spawn("poller", env), _spawn("relay", env),
+                    _spawn("web", {**env, "CRONBOX_WEB_HOST": "127.0.0.1", "CRONBOX_WEB_PORT": str(web_port)})]
+        event(log, "web console", url=f"http://127.0.0.1:{web_port}/")
+        print(f"cronbox dev: web console at http://127.0.0.1:{web_port}/", flush=True)
         try:
             return asyncio.run(run_until_stopped(
                 "dev", lambda waker: serve("127.0.0.1", port, waker.stop, dsn=dsn, secret=secret)))

@@ -25,6 +25,7 @@ SCRIPTS = {
     "rawlimit": ["--quick"],
     "isolation": ["--quick"],
     "worker_kit": ["--quick", "-n", "1000"],
+    "web": ["--quick", "--repeat", "2"],
 }
 try:  # the peer benchmark needs the optional `bench` extra (PgQueuer)
     import pgqueuer  # noqa: F401
@@ -193,3 +194,11 @@ def test_worker_kit_quick_drains_with_both_workers_and_reports_the_ratio(benches
         assert rep[variant]["succeeded"] == r["n"] == 1000 and rep[variant]["runs_per_s"] > 0
         assert rep[variant]["worker_cpu_us_per_run"] > 0
     assert r["kit_over_hand"]["median"] == pytest.approx(rep["kit"]["runs_per_s"] / rep["hand"]["runs_per_s"], abs=0.001)
+
+
+def test_web_quick_serves_every_list_page_at_its_size(benches):
+    rc, r = benches["web"].result()
+    assert rc == 0, r
+    assert r["schedules"] == 2000 and r["runs"] == 50000
+    assert {"overview", "schedules", "runs", "runs queue=q7", "runs state=failed", "dead letters"} <= set(r["pages"])
+    assert all(p["median_ms"] > 0 and p["bytes"] > 1000 for p in r["pages"].values())

@@ -29,7 +29,8 @@ def _imports(package: str) -> set[str]:
 
 
 @pytest.mark.parametrize("package, forbidden", [
-    ("poller", {"relay"}), ("relay", {"poller"}), ("cronbox", {"poller", "relay"})])
+    ("poller", {"relay", "web"}), ("relay", {"poller", "web"}), ("web", {"poller", "relay"}),
+    ("cronbox", {"poller", "relay", "web"})])
 def test_layers_do_not_import_across(package, forbidden):
     assert not _imports(package) & forbidden
 
@@ -60,7 +61,11 @@ def test_the_wheel_ships_the_sql(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     for sql in (REPO / "sql").rglob("*.sql"):
         assert f"cronbox/sql/{sql.relative_to(REPO / 'sql')}" in names
-    assert {"poller/main.py", "relay/main.py", "cronbox/cli.py"} <= names
+    assert {"poller/main.py", "relay/main.py", "cronbox/cli.py", "web/main.py"} <= names
+    # the console's templates and static assets ship in the package (nothing from a CDN)
+    for asset in (REPO / "web").rglob("*"):
+        if asset.suffix in (".html", ".css", ".js"):
+            assert f"web/{asset.relative_to(REPO / 'web')}" in names
 
 
 def test_help_lists_every_command_on_one_line_each():

@@ -7,6 +7,7 @@ import os
 import re
 import signal
 import subprocess
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,14 @@ def test_missing_binaries_give_one_clear_line(monkeypatch, tmp_path: Path):
     assert str(err.value) == INSTALL_HINT and "DATABASE_URL" in INSTALL_HINT
 
 
+def _get(url: str) -> str | None:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as resp:
+            return resp.read().decode()
+    except OSError:
+        return None
+
+
 def test_cronbox_dev_runs_the_pipeline_then_ctrl_c_leaves_no_postgres_behind(tmp_path: Path):
     os.chmod(tmp_path, 0o755)
     data = tmp_path / "dev"
@@ -75,6 +84,10 @@ def test_cronbox_dev_runs_the_pipeline_then_ctrl_c_leaves_no_postgres_behind(tmp
         try:
             wait_until(lambda: log.read_text().count("completed") >= expect_completed, timeout=60,
                        what="demo runs completed")
+            # it also serves the web console and prints its URL
+            url = re.search(r"web console at (http://127\.0\.0\.1:\d+/)", log.read_text()).group(1)
+            page = wait_until(lambda: _get(url), timeout=30, what="the web console answering")
+            assert "Overview" in page and "demo" in wait_until(lambda: _get(url + "schedules"), timeout=10)
             os.killpg(proc.pid, signal.SIGINT)
             assert proc.wait(30) == 0, log.read_text()
         finally:

@@ -1,0 +1,8 @@
+-- cronbox.upcoming_fires: fires the poller has materialised and not yet dispatched, per job,
+-- with why a held one waits. The web console's "next fires" list reads it.
+DROP VIEW IF EXISTS cronbox.upcoming_fires;
+CREATE VIEW cronbox.upcoming_fires AS
+SELECT j.name AS job, f.fire_at, f.due_at, f.origin, f.attempt, f.hold, f.hold_until,
+       j.timezone, f.job_id, f.future_id
+FROM cronbox.job_future f JOIN cronbox.job j ON j.job_id = f.job_id;
+COMMENT ON VIEW cronbox.upcoming_fires IS 'Materialised fires not yet dispatched (job, logical fire time, due time, origin, hold reason); the poller keeps them a horizon ahead.';

@@ -1,0 +1,59 @@
+"""Helpers for the web console tests: console users mapped to the test login roles, a
+database with a few schedules, runs and a dead letter, and the console itself."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from cronbox import db
+from web.auth import hash_password
+
+PASSWORD = "console-pw"
+# console user -> login role suffix in tests/roles.py
+CONSOLE_USERS = {"admin": "admin", "reader": "reader", "alice": "alice", "bob": "bob"}
+_HASH = hash_password(PASSWORD)
+
+
+def users_env(logins: Any) -> str:
+    return ",".join(f"{u}:{_HASH}:{logins.name(role)}" for u, role in CONSOLE_USERS.items())
+
+
+def seed(dsn: str, logins: Any) -> dict[str, Any]:
+    """Schedules (one per owner), a dispatched run, a failed run and a dead letter."""
+    out: dict[str, Any] = {}
+    with db.connect(dsn) as conn:
+        for who, name, cron in (("admin", "nightly-report", "30 2 * * *"), ("alice", "alice-job", "*/5 * * * *"),
+                                ("bob", "bob-job", "0 * * * *")):
+            conn.execute(sql.SQL("SET ROLE {}").format(sql.Identifier(logins.name(who))))
+            conn.execute("SELECT cronbox.schedule(%s, cron => %s, timezone => 'Europe/Berlin')", (name, cron))
+            conn.execute("RESET ROLE")
+        conn.execute("SELECT cronbox.schedule('after-report', after => ARRAY['nightly-report'])")
+        conn.execute("SELECT cronbox.trigger('nightly-report', payload => %s)", (db.Jsonb({"note": "<b>hi</b>"}),))
+        conn.execute("SELECT cronbox.trigger('alice-job')")
+        conn.execute("SELECT * FROM cronbox.dispatch(1000)")
+        rows = conn.execute("SELECT run_id, job FROM cronbox.runs ORDER BY run_id").fetchall()
+        out["runs"] = {job: run_id for run_id, job in rows}
+        conn.execute("SELECT cronbox.start_run(%s, 'worker-1')", (out["runs"]["alice-job"],))
+        conn.execute("SELECT cronbox.fail_run(%s, 'boom: <script>alert(1)</script>', false)",
+                     (out["runs"]["alice-job"],))
+        out["dead_letter"] = conn.execute(
+            "INSERT INTO cronbox.dead_letter (outbox_id, run_id, queue, kind, message, timeout, created_at, attempts, last_error) "
+            "VALUES (1, NULL, 'default', 'notification', '{\"job\": \"nightly-report\"}', '5 minutes', now(), 5, "
+            "'HTTP 410 from worker') RETURNING dead_letter_id").fetchone()[0]
+    return out
+
+
+def csrf_from(html: str) -> str:
+    m = re.search(r'name="csrf" value="([0-9a-f]+)"', html)
+    assert m, "no CSRF field on the page"
+    return m.group(1)
+
+
+def scalar(dsn: str, query: str, *params: Any) -> Any:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(query, params).fetchone()
+        return row[0] if row else None

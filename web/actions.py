@@ -1,0 +1,126 @@
+"""POST actions. Each calls one public SQL function in the request's transaction, under the
+user's role: the database's grants and row-level security decide, and the change log records
+the role as who did it. The CSRF check happens before (app.auth_mw). Destructive actions
+(cancel a run, redrive a whole queue or everything) first answer with a confirmation page."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import urlencode
+
+import orjson
+from aiohttp import web
+from psycopg.types.json import Jsonb
+
+from web.app import ctx, error_page, render
+
+MAX_TEXT = 1000
+MAX_PAYLOAD = 1024 * 1024
+
+
+def _field(form: Any, name: str, *, required: bool = True, limit: int = MAX_TEXT) -> str:
+    value = form.get(name, "")
+    if not isinstance(value, str):
+        raise ValueError(f"{name}: expected text")
+    value = value.strip()
+    if required and not value:
+        raise ValueError(f"{name}: required")
+    if len(value) > limit:
+        raise ValueError(f"{name}: at most {limit} characters")
+    return value
+
+
+def _back(target: str, msg: str) -> web.Response:
+    """Post/redirect/get: back to the page the action concerns, with what happened."""
+    sep = "&" if "?" in target else "?"
+    return web.Response(status=303, headers={"Location": f"{target}{sep}{urlencode({'msg': msg})}"})
+
+
+def _signed(request: web.Request, reason: str) -> str:
+    """The change log records the database role; with logins, the reason names the console
+    user too (several users may share a role)."""
+    user = ctx(request).user_name
+    return f"{reason} (web: {user})" if user else reason
+
+
+def _schedule_url(name: str) -> str:
+    from urllib.parse import quote
+
+    return "/schedules/" + quote(name, safe="")
+
+
+async def _scalar(request: web.Request, query: str, params: dict[str, Any]) -> Any:
+    cur = await ctx(request).conn.execute(query, params)
+    row = await cur.fetchone()
+    return next(iter(row.values())) if row else None
+
+
+def _confirm(request: web.Request, form: Any, what: str, back: str) -> web.Response | None:
+    """Destructive actions take two POSTs: the first answers with this page (works without JS)."""
+    if form.get("confirm") == "yes":
+        return None
+    fields = {k: v for k, v in form.items() if k not in ("csrf", "confirm") and isinstance(v, str)}
+    return render(request, "confirm.html", action=request.path, fields=fields, what=what, back=back)
+
+
+async def act(request: web.Request) -> web.StreamResponse:
+    action = request.match_info["action"]
+    form = await request.post()
+    try:
+        if action in ("pause", "resume", "trigger"):
+            name = _field(form, "name", limit=200)
+            back = _schedule_url(name)
+            if action == "pause":
+                reason = _signed(request, _field(form, "reason"))
+                ok = await _scalar(request, "SELECT cronbox.pause(name => %(n)s, reason => %(r)s)",
+                                   {"n": name, "r": reason})
+                return _back(back, "paused" if ok is not False else "already paused")
+            if action == "resume":
+                reason = _signed(request, _field(form, "reason", required=False) or "resumed from the web console")
+                ok = await _scalar(request, "SELECT cronbox.resume(name => %(n)s, reason => %(r)s)",
+                                   {"n": name, "r": reason})
+                return _back(back, "resumed" if ok is not False else "was not paused")
+            raw = _field(form, "payload", required=False, limit=MAX_PAYLOAD)
+            payload = None
+            if raw:
+                try:
+                    payload = orjson.loads(raw)
+                except orjson.JSONDecodeError as exc:
+                    raise ValueError(f"payload: not valid JSON ({exc})") from None
+            run = await _scalar(request, "SELECT cronbox.trigger(name => %(n)s, payload => %(p)s)",
+                                {"n": name, "p": Jsonb(payload) if payload is not None else None})
+            return _back(back, "triggered: a run is due now")
+        if action == "cancel":
+            run_id = _field(form, "run_id", limit=19)
+            if not run_id.isdigit():
+                raise ValueError("run_id: expected a positive integer")
+            if (page := _confirm(request, form, f"Cancel run {run_id}?", f"/runs/{run_id}")) is not None:
+                return page
+            outcome = await _scalar(request, "SELECT cronbox.cancel(run_id => %(id)s)", {"id": int(run_id)})
+            return _back(f"/runs/{run_id}", f"cancel: {outcome}")
+        if action == "redrive":
+            ident = _field(form, "id", required=False, limit=19)
+            queue = _field(form, "queue", required=False, limit=200)
+            everything = form.get("everything") == "yes"
+            if ident:
+                if not ident.isdigit():
+                    raise ValueError("id: expected a positive integer")
+                n = await _scalar(request, "SELECT cronbox.redrive(id => %(id)s)", {"id": int(ident)})
+            elif queue:
+                if (page := _confirm(request, form, f"Redrive every dead letter of queue {queue!r}?", "/dead-letters")) is not None:
+                    return page
+                n = await _scalar(request, "SELECT cronbox.redrive(queue => %(q)s)", {"q": queue})
+            elif everything:
+                if (page := _confirm(request, form, "Redrive ALL dead letters?", "/dead-letters")) is not None:
+                    return page
+                n = await _scalar(request, "SELECT cronbox.redrive(everything => true)", {})
+            else:
+                raise ValueError("redrive: say which dead letters (id, queue or everything)")
+            return _back("/dead-letters", f"redriven: {n}")
+    except ValueError as exc:
+        return error_page(request, 400, "Bad input", str(exc))
+    return error_page(request, 404, "No such action", f"Unknown action {action!r}.")
+
+
+def add_routes(app: web.Application) -> None:
+    app.router.add_post("/actions/{action}", act)

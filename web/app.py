@@ -1,0 +1,257 @@
+"""The aiohttp application: authentication, CSRF, one database transaction per request under
+the user's role, security headers, and template rendering (jinja2, autoescaped)."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import logging
+import secrets
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import jinja2
+import orjson
+import psycopg
+from aiohttp import web
+from psycopg import sql
+from psycopg.rows import dict_row
+from psycopg_pool import AsyncConnectionPool
+
+from cronbox import __version__
+from web import queries
+from web.auth import Authenticator
+from web.settings import WebSettings
+
+log = logging.getLogger("cronbox.web")
+HERE = Path(__file__).parent
+CSRF_COOKIE = "cronbox_csrf"
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+SETTINGS = web.AppKey("settings", WebSettings)
+POOL = web.AppKey("pool", AsyncConnectionPool)
+AUTH = web.AppKey("auth", Authenticator)
+SECRET = web.AppKey("secret", bytes)
+TEMPLATES = web.AppKey("templates", jinja2.Environment)
+
+
+@dataclass
+class Ctx:
+    """What the middlewares learn about a request: who, as which role, its CSRF cookie, its
+    transaction and what the role may do."""
+
+    role: str | None = None
+    user_name: str = ""
+    csrf_cookie: str = ""
+    set_cookie: bool = False
+    conn: Any = None
+    can: dict[str, Any] = field(default_factory=dict)
+
+
+CTX = web.RequestKey("ctx", Ctx)
+
+
+def ctx(request: web.Request) -> Ctx:
+    if CTX not in request:
+        request[CTX] = Ctx()
+    return request[CTX]
+
+HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; "
+                               "frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "same-origin",
+    "X-Frame-Options": "DENY",
+    "Cache-Control": "no-store",
+}
+
+
+def _duration(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, int | float):
+        value = timedelta(seconds=float(value))
+    if not isinstance(value, timedelta):
+        return str(value)
+    s = value.total_seconds()
+    if s < 1:
+        return f"{s * 1000:.0f} ms"
+    if s < 120:
+        return f"{s:.1f} s"
+    if s < 7200:
+        return f"{s / 60:.1f} min"
+    if s < 172800:
+        return f"{s / 3600:.1f} h"
+    return f"{s / 86400:.1f} d"
+
+
+def _ts(value: object, zone: str | None = None) -> str:
+    if not isinstance(value, datetime):
+        return "" if value is None else str(value)
+    if zone:
+        try:
+            from zoneinfo import ZoneInfo
+
+            value = value.astimezone(ZoneInfo(zone))
+            return value.strftime("%Y-%m-%d %H:%M:%S %Z")
+        except (KeyError, ValueError, OSError):
+            pass
+    return value.strftime("%Y-%m-%d %H:%M:%S") + (" UTC" if value.utcoffset() == timedelta(0) else value.strftime(" %z"))
+
+
+def _json(value: object) -> str:
+    if value is None:
+        return "null"
+    return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode()
+
+
+def make_templates() -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"),
+                             autoescape=True, undefined=jinja2.StrictUndefined,
+                             trim_blocks=True, lstrip_blocks=True)
+    env.filters.update(duration=_duration, ts=_ts, json=_json)
+    env.globals["version"] = __version__
+    return env
+
+
+def csrf_token(request: web.Request) -> str:
+    """The form token: HMAC of the browser's CSRF cookie and the user (double submit, bound)."""
+    user = ctx(request).user_name
+    cookie = ctx(request).csrf_cookie
+    return hmac.new(request.app[SECRET], f"{cookie}:{user}".encode(), hashlib.sha256).hexdigest()
+
+
+def render(request: web.Request, template: str, status: int = 200, **values: Any) -> web.Response:
+    env = request.app[TEMPLATES]
+    values.setdefault("live", False)
+    html = env.get_template(template).render(
+        request=request, user=ctx(request).user_name, can=ctx(request).can,
+        csrf=csrf_token(request), msg=request.query.get("msg"),
+        refresh=request.app[SETTINGS].refresh, **values)
+    return web.Response(text=html, status=status, content_type="text/html")
+
+
+def error_page(request: web.Request, status: int, title: str, detail: str) -> web.Response:
+    return render(request, "error.html", status=status, title=title, detail=detail)
+
+
+@web.middleware
+async def headers_mw(request: web.Request, handler: Handler) -> web.StreamResponse:
+    try:
+        resp = await handler(request)
+    except web.HTTPException as exc:
+        resp = exc
+    for k, v in HEADERS.items():
+        resp.headers.setdefault(k, v)
+    if ctx(request).set_cookie:
+        resp.set_cookie(CSRF_COOKIE, ctx(request).csrf_cookie, httponly=True, samesite="Strict", path="/")
+    if isinstance(resp, web.HTTPException):
+        raise resp
+    return resp
+
+
+@web.middleware
+async def auth_mw(request: web.Request, handler: Handler) -> web.StreamResponse:
+    if request.path in ("/healthz",) or request.path.startswith("/static/"):
+        return await handler(request)
+    settings = request.app[SETTINGS]
+    c = ctx(request)
+    if settings.auth:
+        user = request.app[AUTH].check(request.headers.get("Authorization"))
+        if user is None:
+            return web.Response(status=401, text="cronbox console: log in",
+                                headers={"WWW-Authenticate": 'Basic realm="cronbox", charset="UTF-8"'})
+        c.role = user.role
+        c.user_name = user.name
+    cookie = request.cookies.get(CSRF_COOKIE, "")
+    if len(cookie) < 32:
+        cookie = secrets.token_urlsafe(32)
+        c.set_cookie = True
+    c.csrf_cookie = cookie
+    if request.method == "POST":
+        problem = await _csrf_problem(request)
+        if problem:
+            log.warning("csrf check failed: %s (%s %s)", problem, request.method, request.path)
+            return error_page(request, 403, "Request refused", f"Cross-site request check failed: {problem}. "
+                              "Reload the page and submit the form again.")
+    return await handler(request)
+
+
+async def _csrf_problem(request: web.Request) -> str | None:
+    origin = request.headers.get("Origin")
+    if origin and origin != "null":
+        host = origin.split("://", 1)[-1]
+        if host != request.host:
+            return "the form came from another site"
+    if ctx(request).set_cookie:
+        return "no CSRF cookie"
+    form = await request.post()
+    token = form.get("csrf")
+    if not isinstance(token, str) or not hmac.compare_digest(token, csrf_token(request)):
+        return "missing or wrong CSRF token"
+    return None
+
+
+@web.middleware
+async def db_mw(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """One transaction per request, under the user's database role; GETs are read-only."""
+    if request.path in ("/healthz",) or request.path.startswith("/static/"):
+        return await handler(request)
+    async with request.app[POOL].connection() as conn:
+        conn.row_factory = dict_row  # type: ignore[assignment]
+        try:
+            async with conn.transaction():
+                if request.method != "POST":
+                    await conn.execute("SET TRANSACTION READ ONLY")
+                await conn.execute("SET LOCAL statement_timeout = '15s'")
+                c = ctx(request)
+                if c.role:
+                    await conn.execute(sql.SQL("SET LOCAL ROLE {}").format(sql.Identifier(c.role)))
+                c.conn = conn
+                c.can = await queries.abilities(conn)
+                resp = await handler(request)
+                if resp.status >= 400:  # an action that failed writes nothing
+                    raise _Rollback(resp)
+                return resp
+        except _Rollback as rb:
+            return rb.response
+        except psycopg.errors.InsufficientPrivilege as exc:
+            return error_page(request, 403, "Not allowed", f"The database refused: {_first_line(exc)}")
+        except psycopg.errors.QueryCanceled:
+            return error_page(request, 503, "Too slow", "The query took longer than 15 s; narrow the filters.")
+        except (psycopg.errors.RaiseException, psycopg.errors.NoDataFound, psycopg.errors.InvalidParameterValue,
+                psycopg.DataError, psycopg.errors.ObjectNotInPrerequisiteState, psycopg.errors.CheckViolation) as exc:
+            return error_page(request, 400, "Refused", _first_line(exc))
+        except psycopg.errors.InvalidTextRepresentation as exc:
+            return error_page(request, 400, "Bad value", _first_line(exc))
+        except psycopg.Error as exc:
+            log.exception("database error on %s %s", request.method, request.path)
+            return error_page(request, 500, "Database error", _first_line(exc))
+
+
+class _Rollback(Exception):
+    def __init__(self, response: web.StreamResponse):
+        self.response = response
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else exc.__class__.__name__
+
+
+def build(settings: WebSettings, pool: AsyncConnectionPool) -> web.Application:
+    from web import actions, pages
+
+    app = web.Application(middlewares=[headers_mw, auth_mw, db_mw], client_max_size=2 * 1024 * 1024)
+    app[SETTINGS] = settings
+    app[POOL] = pool
+    app[AUTH] = Authenticator(settings.users)
+    app[SECRET] = settings.secret or secrets.token_bytes(32)
+    app[TEMPLATES] = make_templates()
+    pages.add_routes(app)
+    actions.add_routes(app)
+    app.router.add_static("/static/", HERE / "static", name="static", append_version=True)
+    return app

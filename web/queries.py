@@ -1,0 +1,247 @@
+"""The console's SQL: reads go through cronbox's views (row-level security applies to the
+role of the request), actions through the public functions. Lists are keyset-paginated."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from psycopg import AsyncConnection, sql
+
+PAGE = 50
+RECENT = 100  # runs per schedule that success rate and duration percentiles look at
+TROUBLE = ("failed", "lost", "cancelled", "skipped", "missed")
+STATES = ("dispatched", "delivered", "running", "succeeded", *TROUBLE)
+
+Row = dict[str, Any]
+
+
+async def rows(conn: AsyncConnection, query: Any, params: Any = None) -> list[Row]:
+    cur = await conn.execute(query, params)
+    return await cur.fetchall()  # type: ignore[return-value]
+
+
+async def one(conn: AsyncConnection, query: Any, params: Any = None) -> Row | None:
+    cur = await conn.execute(query, params)
+    return await cur.fetchone()  # type: ignore[return-value]
+
+
+async def abilities(conn: AsyncConnection) -> Row:
+    """What the request's role may do: the buttons shown follow the database's grants."""
+    row = await one(conn, """
+        SELECT current_user AS role,
+               EXISTS (SELECT 1 FROM pg_catalog.pg_proc p
+                       WHERE p.pronamespace = 'cronbox'::regnamespace AND p.proname = 'pause'
+                         AND pg_catalog.has_function_privilege(p.oid, 'EXECUTE')) AS manage,
+               EXISTS (SELECT 1 FROM pg_catalog.pg_proc p
+                       WHERE p.pronamespace = 'cronbox'::regnamespace AND p.proname = 'redrive'
+                         AND pg_catalog.has_function_privilege(p.oid, 'EXECUTE')) AS redrive,
+               pg_catalog.has_table_privilege('cronbox.dependencies', 'SELECT') AS see_gates""")
+    assert row is not None
+    return row
+
+
+# -- overview -----------------------------------------------------------------------------
+
+async def queues(conn: AsyncConnection) -> list[Row]:
+    return await rows(conn, "SELECT * FROM cronbox.queues ORDER BY queue")
+
+
+async def processes(conn: AsyncConnection) -> list[Row]:
+    return await rows(conn, """
+        SELECT kind, name, host, pid, version, started_at, last_seen, live, uptime
+        FROM cronbox.processes ORDER BY live DESC, kind, name LIMIT 200""")
+
+
+async def failures_last_hour(conn: AsyncConnection) -> int:
+    row = await one(conn, """
+        SELECT count(*) AS n FROM cronbox.runs
+        WHERE state IN ('failed', 'lost') AND run_id >= cronbox.run_id_at(now() - interval '1 hour')""")
+    return int(row["n"]) if row else 0
+
+
+async def runs_per_minute(conn: AsyncConnection, hours: int) -> tuple[datetime, list[Row]]:
+    """Finished runs per minute over the last `hours` (by finish time), succeeded vs failed.
+    Reads the runs created since an hour before the window (a run_id range: partitions pruned),
+    so its cost follows the runs in the window, not the size of history."""
+    start = await one(conn, "SELECT date_trunc('minute', now()) - make_interval(hours => %s) AS t", (hours,))
+    assert start is not None
+    data = await rows(conn, """
+        SELECT date_trunc('minute', finished_at) AS minute,
+               count(*) FILTER (WHERE state = 'succeeded') AS ok,
+               count(*) FILTER (WHERE state IN ('failed', 'lost')) AS bad
+        FROM cronbox.runs
+        WHERE run_id >= cronbox.run_id_at(%(t)s - interval '1 hour')
+          AND finished_at >= %(t)s AND state IN ('succeeded', 'failed', 'lost')
+        GROUP BY 1 ORDER BY 1""", {"t": start["t"]})
+    return start["t"], data
+
+
+# -- schedules ----------------------------------------------------------------------------
+
+def like_pattern(text: str) -> str:
+    return "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+
+
+async def schedules(conn: AsyncConnection, q: str, after: str | None, limit: int = PAGE) -> list[Row]:
+    """One page of schedules by name (keyset: name > after); the page is picked first from the
+    plain definitions view (name index, or one pass of the name filter), then only its rows
+    get next fires and run statistics."""
+    return await rows(conn, """
+        WITH page AS MATERIALIZED (
+            SELECT d.name FROM cronbox.schedule_definitions d
+            WHERE (%(q)s::text IS NULL OR d.name ILIKE %(pattern)s)
+              AND (%(after)s::text IS NULL OR d.name > %(after)s)
+            ORDER BY d.name LIMIT %(limit)s
+        )
+        SELECT s.name, s.expression, s.timezone, s.status, s.paused, s.paused_reason, s.queue,
+               s.next_fire, s.last_run_state, s.last_success_at, s.consecutive_failures,
+               s.active_runs, s.owner, s.job_id, nf.fires, st.finished, st.succeeded, st.p50, st.p95
+        FROM page JOIN cronbox.schedules s ON s.name = page.name
+        LEFT JOIN LATERAL (
+            SELECT array_agg(f.fire_at ORDER BY f.fire_at) AS fires
+            FROM (SELECT u.fire_at FROM cronbox.upcoming_fires u WHERE u.job_id = s.job_id
+                  ORDER BY u.fire_at LIMIT 3) f
+        ) nf ON true
+        LEFT JOIN LATERAL (
+            SELECT count(*) FILTER (WHERE r.state IN ('succeeded', 'failed', 'lost')) AS finished,
+                   count(*) FILTER (WHERE r.state = 'succeeded') AS succeeded,
+                   percentile_cont(0.5) WITHIN GROUP (ORDER BY r.duration) AS p50,
+                   percentile_cont(0.95) WITHIN GROUP (ORDER BY r.duration) AS p95
+            FROM (SELECT x.state, x.duration FROM cronbox.runs x WHERE x.job_id = s.job_id
+                  ORDER BY x.run_id DESC LIMIT %(recent)s) r
+        ) st ON true
+        ORDER BY s.name""",
+        {"q": q or None, "pattern": like_pattern(q or ""), "after": after, "limit": limit + 1,
+         "recent": RECENT})
+
+
+async def schedule(conn: AsyncConnection, name: str) -> Row | None:
+    return await one(conn, "SELECT * FROM cronbox.schedules WHERE name = %s", (name,))
+
+
+async def definition(conn: AsyncConnection, name: str) -> Row | None:
+    return await one(conn, "SELECT * FROM cronbox.schedule_definitions WHERE name = %s", (name,))
+
+
+async def upcoming(conn: AsyncConnection, job_id: int, n: int) -> list[Row]:
+    return await rows(conn, """
+        SELECT fire_at, due_at, origin, attempt, hold, timezone FROM cronbox.upcoming_fires
+        WHERE job_id = %s ORDER BY fire_at, attempt LIMIT %s""", (job_id, n))
+
+
+async def changes(conn: AsyncConnection, job_id: int, limit: int = 30) -> list[Row]:
+    return await rows(conn, """
+        SELECT changed_at, action, reason, changed_by FROM cronbox.schedule_changes
+        WHERE job_id = %s ORDER BY change_id DESC LIMIT %s""", (job_id, limit))
+
+
+async def edges(conn: AsyncConnection, name: str, see_gates: bool) -> list[Row]:
+    """Upstream and downstream edges of a job, two levels each way."""
+    if see_gates:
+        return await rows(conn, """
+            WITH RECURSIVE up(job, upstream, kind, depth) AS (
+                SELECT job, upstream, kind, 1 FROM cronbox.dependencies WHERE job = %(n)s
+                UNION SELECT d.job, d.upstream, d.kind, up.depth + 1
+                FROM cronbox.dependencies d JOIN up ON d.job = up.upstream WHERE up.depth < 2
+            ), down(job, upstream, kind, depth) AS (
+                SELECT job, upstream, kind, 1 FROM cronbox.dependencies WHERE upstream = %(n)s
+                UNION SELECT d.job, d.upstream, d.kind, down.depth + 1
+                FROM cronbox.dependencies d JOIN down ON d.upstream = down.job WHERE down.depth < 2
+            )
+            SELECT job, upstream, kind, -depth AS level FROM up
+            UNION ALL SELECT job, upstream, kind, depth FROM down LIMIT 200""", {"n": name})
+    # Roles without the gate view (cronbox_user) still see `after` edges of their own jobs.
+    return await rows(conn, """
+        SELECT s.name AS job, a.upstream, 'after' AS kind, -1 AS level
+        FROM cronbox.schedules s CROSS JOIN LATERAL pg_catalog.unnest(
+            pg_catalog.string_to_array(pg_catalog.substr(s.expression, 7), ', ')) AS a(upstream)
+        WHERE s.name = %(n)s AND s.kind = 'after'
+        UNION ALL
+        SELECT s.name, %(n)s, 'after', 1 FROM cronbox.schedules s
+        WHERE s.kind = 'after' AND %(n)s = ANY (pg_catalog.string_to_array(pg_catalog.substr(s.expression, 7), ', '))
+        LIMIT 200""", {"n": name})
+
+
+# -- runs ---------------------------------------------------------------------------------
+
+async def job_ids(conn: AsyncConnection, name: str) -> list[int]:
+    """Ids a job name had (also after unschedule, from the change log)."""
+    found = await rows(conn, """
+        SELECT job_id FROM cronbox.schedules WHERE name = %(n)s
+        UNION SELECT job_id FROM cronbox.schedule_changes WHERE job = %(n)s AND action = 'created'""",
+        {"n": name})
+    return [r["job_id"] for r in found]
+
+
+async def runs(conn: AsyncConnection, *, job_ids: list[int] | None, queue: str | None, state: str | None,
+               since: datetime | None, until: datetime | None, before: int | None,
+               limit: int = PAGE) -> list[Row]:
+    conds = [sql.SQL("true")]
+    params: dict[str, Any] = {"limit": limit + 1}
+    if job_ids is not None and len(job_ids) == 1:  # the usual case: (job_id, run_id DESC) gives the order
+        conds.append(sql.SQL("job_id = %(job_id)s"))
+        params["job_id"] = job_ids[0]
+    elif job_ids is not None:  # a name re-used after unschedule: several ids
+        conds.append(sql.SQL("job_id = ANY(%(job_ids)s)"))
+        params["job_ids"] = job_ids
+    if queue:
+        conds.append(sql.SQL("queue = %(queue)s"))
+        params["queue"] = queue
+    if state:
+        conds.append(sql.SQL("state = %(state)s"))
+        params["state"] = state
+    if since:
+        conds.append(sql.SQL("run_id >= cronbox.run_id_at(%(since)s)"))
+        params["since"] = since
+    if until:
+        conds.append(sql.SQL("run_id < cronbox.run_id_at(%(until)s)"))
+        params["until"] = until
+    if before is not None:
+        conds.append(sql.SQL("run_id < %(before)s"))
+        params["before"] = before
+    query = sql.SQL("""
+        SELECT run_id, job, queue, fire_at, state, attempt, origin, dispatched_at, started_at,
+               finished_at, duration, worker, pg_catalog.left(error, 200) AS error
+        FROM cronbox.runs WHERE {} ORDER BY run_id DESC LIMIT %(limit)s""").format(
+        sql.SQL(" AND ").join(conds))
+    return await rows(conn, query, params)
+
+
+async def run(conn: AsyncConnection, run_id: int) -> Row | None:
+    return await one(conn, "SELECT * FROM cronbox.runs WHERE run_id = %s", (run_id,))
+
+
+async def attempts(conn: AsyncConnection, r: Row) -> list[Row]:
+    """Every attempt of the same fire: walk retry_of up to the first, then later ones."""
+    return await rows(conn, """
+        WITH RECURSIVE chain AS (
+            SELECT run_id, retry_of FROM cronbox.runs WHERE run_id = %(id)s
+            UNION ALL SELECT p.run_id, p.retry_of FROM cronbox.runs p JOIN chain c ON p.run_id = c.retry_of
+        ), first AS (SELECT min(run_id) AS run_id FROM chain)
+        SELECT x.run_id, x.attempt, x.state, x.dispatched_at, x.started_at, x.finished_at, x.duration,
+               x.worker, pg_catalog.left(x.error, 200) AS error
+        FROM cronbox.runs x, first
+        WHERE x.job_id = %(job)s AND x.fire_at = %(fire)s AND x.run_id >= first.run_id
+        ORDER BY x.run_id LIMIT 50""", {"id": r["run_id"], "job": r["job_id"], "fire": r["fire_at"]})
+
+
+async def recent_runs(conn: AsyncConnection, job_id: int, limit: int = 20) -> list[Row]:
+    return await runs(conn, job_ids=[job_id], queue=None, state=None, since=None, until=None,
+                      before=None, limit=limit)
+
+
+# -- dead letters -------------------------------------------------------------------------
+
+async def dead_letters(conn: AsyncConnection, queue: str | None, before: int | None, limit: int = PAGE) -> list[Row]:
+    return await rows(conn, """
+        SELECT dead_letter_id, queue, kind, run_id, job, attempts, pg_catalog.left(last_error, 300) AS last_error,
+               created_at, dead_at
+        FROM cronbox.dead_letters
+        WHERE (%(queue)s::text IS NULL OR queue = %(queue)s)
+          AND (%(before)s::bigint IS NULL OR dead_letter_id < %(before)s)
+        ORDER BY dead_letter_id DESC LIMIT %(limit)s""", {"queue": queue, "before": before, "limit": limit + 1})
+
+
+async def dead_letter_queues(conn: AsyncConnection) -> list[Row]:
+    return await rows(conn, "SELECT queue, count(*) AS n FROM cronbox.dead_letters GROUP BY queue ORDER BY queue")

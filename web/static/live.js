@@ -1,0 +1,31 @@
+// Live refresh: re-fetch this page every few seconds and swap in the new <main>.
+// The pages work without it; it pauses while a form field has focus or the tab is hidden.
+(function () {
+  "use strict";
+  var body = document.body;
+  var seconds = parseInt(body.getAttribute("data-refresh") || "0", 10);
+  var toggle = document.getElementById("live");
+  if (!seconds || !toggle || !window.fetch || !window.DOMParser) { return; }
+  toggle.parentNode.hidden = false;
+  var busy = false;
+  function editing() {
+    var el = document.activeElement;
+    return el && /^(INPUT|SELECT|TEXTAREA|BUTTON)$/.test(el.tagName);
+  }
+  function tick() {
+    if (busy || !toggle.checked || document.hidden || editing()) { return; }
+    busy = true;
+    fetch(window.location.href, { credentials: "same-origin", headers: { "X-Requested-With": "live" } })
+      .then(function (resp) { return resp.ok ? resp.text() : null; })
+      .then(function (html) {
+        if (!html) { return; }
+        var doc = new DOMParser().parseFromString(html, "text/html");
+        var fresh = doc.getElementById("content");
+        var main = document.getElementById("content");
+        if (fresh && main) { main.replaceWith(document.importNode(fresh, true)); }
+      })
+      .catch(function () { /* the next tick tries again */ })
+      .then(function () { busy = false; });
+  }
+  window.setInterval(tick, seconds * 1000);
+})();
