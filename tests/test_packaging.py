@@ -76,3 +76,10 @@ def test_help_lists_every_command_on_one_line_each():
     for name, help_text in COMMANDS.items():
         (line,) = [ln for ln in lines if ln.split()[:1] == [name]]
         assert line.rstrip().endswith(help_text) and len(line) <= 80, line
+
+
+def test_the_image_copies_every_package_the_wheel_ships():
+    dockerfile = (REPO / "Dockerfile").read_text()
+    packages = re.search(r'packages = \[([^\]]*)\]', (REPO / "pyproject.toml").read_text()).group(1)
+    for pkg in re.findall(r'"([a-z_]+)"', packages):
+        assert f"COPY {pkg} ./{pkg}" in dockerfile, pkg
