@@ -38,9 +38,9 @@ class Plan:
     finished: list[bool] = dataclasses.field(default_factory=list)
     error: list[str | None] = dataclasses.field(default_factory=list)
 
-    def args(self, now: datetime) -> tuple[Any, ...]:
+    def args(self) -> tuple[Any, ...]:
         return (self.fire_job, self.fire_at, self.missed, self.job, self.frontier,
-                self.next_fire, self.finished, self.error, now)
+                self.next_fire, self.finished, self.error)
 
 
 def _candidates(job: dict[str, Any], after: datetime | None, until: datetime,
@@ -151,20 +151,27 @@ async def saturate_once(conn: psycopg.AsyncConnection, *, batch: int, horizon: t
                         grace: timedelta, now: datetime | None = None) -> tuple[int, int, int]:
     """One saturation pass in one transaction: (jobs claimed, futures written, fires missed).
 
-    `now` overrides the database clock (tests); by default the transaction's now() is used."""
+    `now` overrides the database clock (tests only): it calls the internal `_at` functions,
+    which only the owner or a superuser may execute; by default the public functions use the
+    transaction's now()."""
     async with conn.transaction():
         cur = conn.cursor(row_factory=dict_row)
-        await cur.execute(
-            "SELECT * FROM cronbox.claim_saturation(%s, %s, coalesce(%s::timestamptz, now()))",
-            (batch, horizon, now))
+        if now is None:
+            await cur.execute("SELECT * FROM cronbox.claim_saturation(%s, %s)", (batch, horizon))
+        else:
+            await cur.execute("SELECT * FROM cronbox.claim_saturation_at(%s, %s, %s)", (batch, horizon, now))
         jobs = await cur.fetchall()
         if not jobs:
             return 0, 0, 0
         db_now = jobs[0]["now"]
         p = plan(jobs, db_now, horizon, grace)
-        await cur.execute(
-            "SELECT futures, missed FROM cronbox.store_fires(%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            p.args(db_now))
+        if now is None:
+            await cur.execute(
+                "SELECT futures, missed FROM cronbox.store_fires(%s, %s, %s, %s, %s, %s, %s, %s)", p.args())
+        else:
+            await cur.execute(
+                "SELECT futures, missed FROM cronbox.store_fires_at(%s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                (*p.args(), db_now))
         row = await cur.fetchone()
         assert row is not None
         return len(jobs), row["futures"], row["missed"]
