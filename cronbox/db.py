@@ -114,7 +114,7 @@ class StartupTimeout(RuntimeError):
 
 async def wait_for_primary(dsn: str, *, timeout: float, what: str, stop: asyncio.Event | None = None) -> bool:
     """At start: wait until a writable primary answers, retrying with jittered exponential
-    backoff (0.2 s up to 5 s) while the database is down, starting up, recovering or reachable
+    backoff (0.2 s up to 2 s) while the database is down, starting up, recovering or reachable
     only as a standby, and saying so in the log with the hosts tried. `timeout` 0 waits
     forever; otherwise StartupTimeout. Returns False when `stop` was set while waiting."""
     global _last_dsn
@@ -149,7 +149,7 @@ async def wait_for_primary(dsn: str, *, timeout: float, what: str, stop: asyncio
                     pass
             else:
                 await asyncio.sleep(sleep)
-            delay = min(5.0, delay * 2) * random.uniform(0.8, 1.2)
+            delay = min(2.0, delay * 2) * random.uniform(0.8, 1.2)
 
 
 async def open_pool(dsn: str, *, min_size: int = 1, max_size: int = 4, name: str = "cronbox") -> AsyncConnectionPool:
@@ -187,7 +187,7 @@ async def retrying(op: Callable[[], Awaitable[T]], *, budget: float, what: str,
         give_up = give_up | (lambda _state: stop.is_set())
     async for attempt in AsyncRetrying(
         retry=retry_if_exception_type((psycopg.OperationalError, psycopg.InterfaceError)),
-        wait=wait_exponential_jitter(multiplier=0.1, max=5),
+        wait=wait_exponential_jitter(initial=0.1, max=2, jitter=0.2),  # a restarted server is back in ~2 s
         stop=give_up,
         reraise=True,
         before_sleep=lambda rs: (_count_db_error(), log.warning(
