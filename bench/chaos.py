@@ -143,6 +143,18 @@ def schedule_jobs(dsn: str, n: int) -> tuple[list[str], float]:
     return names, start.timestamp()
 
 
+# Outbox rows left behind: a message whose run does not exist, or whose run (up to the cutoff)
+# is already final and still not acked after the settle. A final run's row may legitimately
+# wait for a re-send while a lease runs (a relay killed between send and ack, the worker
+# completing the run through SQL meanwhile): the settle waits for those to drain.
+ORPHANS = """
+    SELECT count(*) FROM cronbox.outbox o
+    WHERE o.kind = 'run' AND NOT EXISTS (
+        SELECT 1 FROM cronbox.run r
+        WHERE r.run_id = o.run_id AND (r.state NOT IN ('succeeded', 'failed', 'lost', 'cancelled', 'skipped', 'missed')
+                                       OR r.fire_at > to_timestamp(%s)))"""
+
+
 def settle(dsn: str, cutoff: float, expected: int, children: list[Child], timeout: float) -> float:
     """Keep the fleet running until every fire up to the cutoff has its run and every run up
     to the cutoff is final (or the timeout)."""
@@ -154,7 +166,8 @@ def settle(dsn: str, cutoff: float, expected: int, children: list[Child], timeou
             fired, open_runs = conn.execute(
                 "SELECT count(*) FILTER (WHERE origin = 'schedule'), count(*) FILTER (WHERE state <> ALL(%s))"
                 " FROM cronbox.run WHERE fire_at <= to_timestamp(%s)", (list(FINAL), cutoff)).fetchone()
-        if open_runs == 0 and fired >= expected:
+            unacked = conn.execute(ORPHANS, (cutoff,)).fetchone()[0]
+        if open_runs == 0 and fired >= expected and unacked == 0:
             break
         time.sleep(0.5)
     return time.monotonic() - t0
@@ -195,9 +208,7 @@ def check(dsn: str, names: list[str], start: float, cutoff: float, records: list
                    count(*) FILTER (WHERE lease_until > now())
             FROM cronbox.run WHERE fire_at <= to_timestamp(%s) AND state <> ALL(%s)""",
             (cutoff, list(FINAL))).fetchone()
-        orphans = conn.execute("""
-            SELECT count(*) FROM cronbox.outbox o WHERE o.kind = 'run' AND NOT EXISTS (
-                SELECT 1 FROM cronbox.run r WHERE r.run_id = o.run_id AND r.state = 'dispatched')""").fetchone()[0]
+        orphans = conn.execute(ORPHANS, (cutoff,)).fetchone()[0]
         unrescued = conn.execute("""
             SELECT count(*) FROM cronbox.run r WHERE r.state = 'lost' AND r.attempt < 5
               AND NOT EXISTS (SELECT 1 FROM cronbox.run x WHERE x.retry_of = r.run_id)""").fetchone()[0]
