@@ -73,19 +73,29 @@ def _require_dsn_or_env(cfg: Config) -> None:
         raise ConfigError("DATABASE_URL is not set (nor PGHOST/PGDATABASE); `cronbox dev` starts a private database")
 
 
-def _check_schema(dsn: str) -> None:
-    with db.connect(dsn) as conn:
-        row = conn.execute("SELECT to_regclass('cronbox.schema_version') IS NOT NULL").fetchone()
+async def _check_schema(dsn: str) -> None:
+    async with await db.aconnect(dsn) as conn:
+        row = await (await conn.execute("SELECT to_regclass('cronbox.schema_version') IS NOT NULL")).fetchone()
         if not row or not row[0]:
             raise MigrateError("the cronbox schema is missing: run `cronbox migrate`")
 
 
 def _run_process(package: str, cfg: Config) -> int:
+    """Wait for a writable primary (the database may be down, starting up, recovering or a
+    standby when the process starts: say so and retry with backoff, up to
+    CRONBOX_STARTUP_TIMEOUT if set), check the schema, then run the process body."""
     from cronbox.proc import run_until_stopped
 
     module = importlib.import_module(f"{package}.main")
-    _check_schema(cfg.dsn)
-    return asyncio.run(run_until_stopped(package, lambda waker: module.run(cfg, waker)))
+
+    async def body(waker) -> None:
+        timeout = cfg.startup_timeout.total_seconds()
+        if not await db.wait_for_primary(cfg.dsn, timeout=timeout, what=package, stop=waker.stop):
+            return
+        await db.retrying(lambda: _check_schema(cfg.dsn), budget=timeout or 3600, what="schema check", stop=waker.stop)
+        await module.run(cfg, waker)
+
+    return asyncio.run(run_until_stopped(package, body))
 
 
 def _hash_password() -> int:
@@ -105,7 +115,7 @@ def _run_web(cfg: Config, args: argparse.Namespace) -> int:
 
     settings = importlib.import_module("web.settings").from_env(host=args.host, port=args.port)
     module = importlib.import_module("web.main")
-    _check_schema(cfg.dsn)
+    asyncio.run(_check_schema(cfg.dsn))
     return asyncio.run(run_until_stopped("web", lambda waker: module.run(cfg, waker, settings)))
 
 
@@ -117,9 +127,11 @@ def main(argv: list[str] | None = None) -> int:
         except ConfigError as exc:
             print(f"cronbox: {exc}", file=sys.stderr)
             return 1
+    cfg: Config | None = None
     try:
         cfg = Config.from_env()
         logsetup.setup(cfg.log_level, cfg.log_format)
+        db.configure(connect_timeout=cfg.connect_timeout.total_seconds())
         if args.command == "dev":
             from cronbox.dev import run_dev
 
@@ -149,11 +161,11 @@ def main(argv: list[str] | None = None) -> int:
 
             return asyncio.run(run_until_stopped(
                 "demo-worker", lambda waker: serve(args.host, args.port, waker.stop, dsn=cfg.dsn or None)))
-    except (ConfigError, PgNotFound, ClusterError, MigrateError) as exc:
+    except (ConfigError, PgNotFound, ClusterError, MigrateError, db.StartupTimeout) as exc:
         print(f"cronbox: {exc}", file=sys.stderr)
         return 1
     except (psycopg.Error, OSError) as exc:
-        print(f"cronbox: {db.explain(exc)}", file=sys.stderr)
+        print(f"cronbox: {db.explain(exc, cfg.dsn if cfg is not None else None)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

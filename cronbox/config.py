@@ -151,6 +151,10 @@ class Config:
     metrics_port: int = 0
     metrics_host: str = "127.0.0.1"
     health_stale: timedelta = timedelta(seconds=60)
+    # connections: each attempt bounded (per host of a multi-host DSN); at start, wait for a
+    # writable primary this long (0 = forever)
+    connect_timeout: timedelta = timedelta(seconds=5)
+    startup_timeout: timedelta = timedelta(0)
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
@@ -176,6 +180,8 @@ class Config:
             metrics_port=env_int(env, "CRONBOX_METRICS_PORT", 0, minimum=0),
             metrics_host=env.get("CRONBOX_METRICS_HOST") or "127.0.0.1",
             health_stale=env_duration(env, "CRONBOX_HEALTH_STALE", "60s"),
+            connect_timeout=env_duration(env, "CRONBOX_CONNECT_TIMEOUT", "5s"),
+            startup_timeout=env_duration(env, "CRONBOX_STARTUP_TIMEOUT", "0s", zero_ok=True),
         )
 
     def describe(self) -> dict[str, object]:

@@ -2,12 +2,23 @@
 
 Connections are opened with prepare_threshold=None: they may outlive a migration that
 changes a result type, or sit behind PgBouncer.
+
+Every connection attempt is bounded by time: `connect_timeout` (libpq, per host of a
+multi-host DSN) defaults to CRONBOX_CONNECT_TIMEOUT when neither the DSN nor PGCONNECT_TIMEOUT
+sets it. The processes' connections (pool, listener) also default to
+`target_session_attrs=read-write`, so they never land on (or write to) a standby: with a
+multi-host DSN libpq tries each host in turn and keeps the primary. Errors name the
+host:port(s) that were tried.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
+import os
+import random
+import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -24,14 +35,50 @@ set_json_dumps(orjson.dumps)
 set_json_loads(orjson.loads)
 
 CONNECT_KWARGS = {"autocommit": True, "prepare_threshold": None}
+CONNECT_TIMEOUT = 5.0  # seconds; `configure()` sets it from CRONBOX_CONNECT_TIMEOUT
+
+
+def configure(*, connect_timeout: float) -> None:
+    global CONNECT_TIMEOUT
+    CONNECT_TIMEOUT = connect_timeout
+
+
+def session_dsn(dsn: str, *, write: bool) -> str:
+    """The DSN plus the defaults it does not set itself: a bounded connect_timeout (libpq
+    takes whole seconds, at least 2) and, for `write`, target_session_attrs=read-write.
+    Whatever the DSN or the PG* environment says wins."""
+    info = psycopg.conninfo.conninfo_to_dict(dsn)
+    extra: dict[str, object] = {}
+    if "connect_timeout" not in info and not os.environ.get("PGCONNECT_TIMEOUT"):
+        extra["connect_timeout"] = max(2, math.ceil(CONNECT_TIMEOUT))
+    if write and "target_session_attrs" not in info and not os.environ.get("PGTARGETSESSIONATTRS"):
+        extra["target_session_attrs"] = "read-write"
+    return psycopg.conninfo.make_conninfo(dsn, **extra) if extra else dsn
+
+
+def targets(dsn: str | None) -> str:
+    """The host:port pairs a DSN makes libpq try, for log lines and error messages."""
+    try:
+        info = psycopg.conninfo.conninfo_to_dict(dsn or "")
+    except psycopg.Error:
+        return "(unparsable DSN)"
+    hosts = str(info.get("host") or info.get("hostaddr") or os.environ.get("PGHOST") or "localhost").split(",")
+    ports = str(info.get("port") or os.environ.get("PGPORT") or "5432").split(",")
+    if len(ports) == 1:
+        ports = ports * len(hosts)
+    return ", ".join(f"{h or 'localhost'}:{p or '5432'}" for h, p in zip(hosts, ports, strict=False))
+
+
+_last_dsn: str | None = None  # the process's pool DSN, so retry logs can name the hosts
 
 
 class DatabaseError(RuntimeError):
     """A database problem explained in one line (for the CLI)."""
 
 
-def explain(exc: BaseException) -> str:
-    """One line for an operator: what went wrong talking to PostgreSQL."""
+def explain(exc: BaseException, dsn: str | None = None) -> str:
+    """One line for an operator: what went wrong talking to PostgreSQL (for a connection
+    error: also which host:port(s) were tried)."""
     if isinstance(exc, psycopg.errors.UndefinedFunction | psycopg.errors.InvalidSchemaName) or (
         isinstance(exc, psycopg.errors.UndefinedTable) and "cronbox" in str(exc)
     ):
@@ -43,22 +90,75 @@ def explain(exc: BaseException) -> str:
             if "password authentication failed" in line or "does not exist" in line:
                 msg = line
                 break
-        return f"cannot connect to PostgreSQL: {msg.strip()}"
+        for line in text:  # libpq's own words for what the server said, when it got that far
+            if "FATAL:" in line or "session is read-only" in line or "timeout expired" in line:
+                msg = line.split("failed:", 1)[-1]
+                break
+        tried = dsn or _last_dsn
+        where = f" (tried {targets(tried)})" if tried is not None else ""
+        return f"cannot connect to PostgreSQL: {msg.strip()}{where}"
     return f"{exc.__class__.__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
 
 
-def connect(dsn: str, **kwargs: object) -> psycopg.Connection:
-    return psycopg.connect(dsn, **{**CONNECT_KWARGS, **kwargs})
+def connect(dsn: str, *, write: bool = False, **kwargs: object) -> psycopg.Connection:
+    return psycopg.connect(session_dsn(dsn, write=write), **{**CONNECT_KWARGS, **kwargs})
 
 
-async def aconnect(dsn: str, **kwargs: object) -> psycopg.AsyncConnection:
-    return await psycopg.AsyncConnection.connect(dsn, **{**CONNECT_KWARGS, **kwargs})
+async def aconnect(dsn: str, *, write: bool = True, **kwargs: object) -> psycopg.AsyncConnection:
+    return await psycopg.AsyncConnection.connect(session_dsn(dsn, write=write), **{**CONNECT_KWARGS, **kwargs})
+
+
+class StartupTimeout(RuntimeError):
+    """CRONBOX_STARTUP_TIMEOUT passed without a writable database."""
+
+
+async def wait_for_primary(dsn: str, *, timeout: float, what: str, stop: asyncio.Event | None = None) -> bool:
+    """At start: wait until a writable primary answers, retrying with jittered exponential
+    backoff (0.2 s up to 2 s) while the database is down, starting up, recovering or reachable
+    only as a standby, and saying so in the log with the hosts tried. `timeout` 0 waits
+    forever; otherwise StartupTimeout. Returns False when `stop` was set while waiting."""
+    global _last_dsn
+    _last_dsn = dsn
+    started = time.monotonic()
+    delay = 0.2
+    attempt = 0
+    while True:
+        attempt += 1
+        try:
+            async with await aconnect(dsn) as conn:
+                await conn.execute("SELECT 1")
+            if attempt > 1:
+                log.warning("database reachable, starting", extra={"fields": {
+                    "process": what, "tried": targets(dsn), "waited_s": round(time.monotonic() - started, 1)}})
+            return True
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            waited = time.monotonic() - started
+            if timeout and waited >= timeout:
+                raise StartupTimeout(
+                    f"no writable PostgreSQL after {waited:.0f}s (CRONBOX_STARTUP_TIMEOUT): {explain(exc, dsn)}") from exc
+            sleep = min(delay, timeout - waited) if timeout else delay
+            log.warning("database not ready, waiting", extra={"fields": {
+                "process": what, "tried": targets(dsn), "attempt": attempt, "retry_in_s": round(sleep, 2),
+                "error": explain(exc, dsn)}})
+            _count_db_error()
+            if stop is not None:
+                try:
+                    await asyncio.wait_for(stop.wait(), sleep)
+                    return False
+                except TimeoutError:
+                    pass
+            else:
+                await asyncio.sleep(sleep)
+            delay = min(2.0, delay * 2) * random.uniform(0.8, 1.2)
 
 
 async def open_pool(dsn: str, *, min_size: int = 1, max_size: int = 4, name: str = "cronbox") -> AsyncConnectionPool:
-    """Open the process's one pool explicitly; connections are checked before use."""
+    """Open the process's one pool explicitly; connections are checked before use, go to a
+    writable primary only, and each attempt is bounded by connect_timeout."""
+    global _last_dsn
+    _last_dsn = dsn
     pool = AsyncConnectionPool(
-        dsn,
+        session_dsn(dsn, write=True),
         min_size=min_size,
         max_size=max_size,
         kwargs=dict(CONNECT_KWARGS),
@@ -87,7 +187,7 @@ async def retrying(op: Callable[[], Awaitable[T]], *, budget: float, what: str,
         give_up = give_up | (lambda _state: stop.is_set())
     async for attempt in AsyncRetrying(
         retry=retry_if_exception_type((psycopg.OperationalError, psycopg.InterfaceError)),
-        wait=wait_exponential_jitter(multiplier=0.1, max=5),
+        wait=wait_exponential_jitter(initial=0.1, max=2, jitter=0.2),  # a restarted server is back in ~2 s
         stop=give_up,
         reraise=True,
         before_sleep=lambda rs: (_count_db_error(), log.warning(

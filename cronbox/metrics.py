@@ -27,6 +27,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, Counter, Gauge, His
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
+from cronbox import db
 from cronbox.log import event
 
 log = logging.getLogger("cronbox.metrics")
@@ -233,7 +234,9 @@ async def _healthy(pool: Any, process: str, stale_after: float) -> tuple[bool, s
             async with pool.connection() as conn:
                 await conn.execute("SELECT 1")
     except Exception as exc:  # any failure to reach the database is unhealthy
-        return False, f"database unreachable: {exc.__class__.__name__}"
+        where = db.targets(getattr(pool, "conninfo", None))
+        why = "no connection within the bound" if isinstance(exc, TimeoutError) else db.explain(exc)
+        return False, f"database unreachable ({where}): {why}"
     failing = [f"{name}: {detail}" for name, ok, detail in extra_health() if not ok]
     if failing:
         return False, "; ".join(failing)

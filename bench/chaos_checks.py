@@ -1,0 +1,90 @@
+"""The chaos bench's end checks, from the tables and the workers' delivery records, and the
+recovery time of each fault (see bench/chaos.py and docs/benchmarks.md)."""
+
+from __future__ import annotations
+
+import bisect
+from typing import Any
+
+from bench.common import pct
+from cronbox import db
+
+SLOW_QUEUE = "slow"  # worker answers 202 and completes through SQL: the one that dies mid-run
+FINAL = ("succeeded", "failed", "lost", "cancelled", "skipped", "missed")
+
+# Outbox rows left behind: a message whose run does not exist, or whose run (up to the cutoff)
+# is already final and still not acked after the settle. A final run's row may legitimately
+# wait for a re-send while a lease runs (a relay killed between send and ack, the worker
+# completing the run through SQL meanwhile): the settle waits for those to drain.
+ORPHANS = """
+    SELECT count(*) FROM cronbox.outbox o
+    WHERE o.kind = 'run' AND NOT EXISTS (
+        SELECT 1 FROM cronbox.run r
+        WHERE r.run_id = o.run_id AND (r.state NOT IN ('succeeded', 'failed', 'lost', 'cancelled', 'skipped', 'missed')
+                                       OR r.fire_at > to_timestamp(%s)))"""
+
+
+def check(dsn: str, names: list[str], start: float, cutoff: float, records: list[dict[str, Any]]) -> dict[str, Any]:
+    with db.connect(dsn) as conn:
+        fires = conn.execute("""
+            WITH exp AS (
+                SELECT j.name, g AS fire_at
+                FROM unnest(%(names)s::text[]) j(name),
+                     generate_series(to_timestamp(%(start)s), to_timestamp(%(cutoff)s), interval '1 second') g),
+            got AS (
+                SELECT job_name, fire_at, count(*) AS n, bool_or(state = 'missed') AS missed
+                FROM cronbox.run WHERE origin = 'schedule' GROUP BY 1, 2)
+            SELECT count(*), count(*) FILTER (WHERE got.n IS NULL), count(*) FILTER (WHERE got.n > 1),
+                   count(*) FILTER (WHERE got.missed)
+            FROM exp LEFT JOIN got ON got.job_name = exp.name AND got.fire_at = exp.fire_at""",
+            {"names": names, "start": start, "cutoff": cutoff}).fetchone()
+        states = dict(conn.execute(
+            "SELECT state, count(*) FROM cronbox.run WHERE fire_at <= to_timestamp(%s) GROUP BY 1",
+            (cutoff,)).fetchall())
+        stuck, leased = conn.execute("""
+            SELECT count(*) FILTER (WHERE lease_until IS NULL OR lease_until <= now()),
+                   count(*) FILTER (WHERE lease_until > now())
+            FROM cronbox.run WHERE fire_at <= to_timestamp(%s) AND state <> ALL(%s)""",
+            (cutoff, list(FINAL))).fetchone()
+        orphans = conn.execute(ORPHANS, (cutoff,)).fetchone()[0]
+        unrescued = conn.execute("""
+            SELECT count(*) FROM cronbox.run r WHERE r.state = 'lost' AND r.attempt < 5
+              AND NOT EXISTS (SELECT 1 FROM cronbox.run x WHERE x.retry_of = r.run_id)""").fetchone()[0]
+        succeeded_push = {r[0] for r in conn.execute(
+            "SELECT run_id FROM cronbox.run WHERE state = 'succeeded' AND queue <> %s", (SLOW_QUEUE,)).fetchall()}
+    keys: dict[int, set[str]] = {}
+    owners: dict[str, set[int]] = {}
+    mismatched = 0
+    for r in records:
+        keys.setdefault(r["run_id"], set()).add(r["key"])
+        owners.setdefault(r["key"], set()).add(r["run_id"])
+        mismatched += r["key"] != r["body_key"]
+    per_run = {}
+    for r in records:
+        per_run[r["run_id"]] = per_run.get(r["run_id"], 0) + 1
+    return {
+        "expected_fires": fires[0], "lost": fires[1], "doubled": fires[2], "missed": fires[3],
+        "states": states, "stuck": stuck, "leased": leased, "orphan_outbox_rows": orphans,
+        "lost_runs_not_retried": unrescued,
+        "deliveries": len(records), "runs_delivered_more_than_once": sum(1 for n in per_run.values() if n > 1),
+        "duplicates_with_another_key": sum(1 for k in keys.values() if len(k) > 1),
+        "keys_shared_by_two_runs": sum(1 for r in owners.values() if len(r) > 1),
+        "header_key_differs_from_body": mismatched,
+        "succeeded_without_delivery": len(succeeded_push - set(keys)),
+    }
+
+
+def recovery(faults: list[dict[str, Any]], dispatches: list[float], deliveries: list[float]) -> dict[str, Any]:
+    """Per fault: seconds from the fault (for PostgreSQL also from the server being up again)
+    to the first dispatch and first delivery after it; p50/max per kind."""
+    per_kind: dict[str, dict[str, list[float]]] = {}
+    for f in faults:
+        for label, since in (("", f["t"]), ("_from_up", f.get("up_at"))):
+            if since is None:
+                continue
+            for what, times in (("dispatch", dispatches), ("delivery", deliveries)):
+                i = bisect.bisect_right(times, since)
+                if i < len(times):
+                    per_kind.setdefault(f["kind"], {}).setdefault(what + label, []).append(times[i] - since)
+    return {kind: {k: {"n": len(v), "p50_s": round(pct(v, 50), 3), "max_s": round(max(v), 3)} for k, v in d.items()}
+            for kind, d in per_kind.items()}
