@@ -127,7 +127,7 @@ def test_dispatch_ahead_validates_its_arguments(conn):
     with pytest.raises(psycopg.errors.InvalidParameterValue, match="p_lead: must be zero or more"):
         conn.execute("SELECT * FROM cronbox.dispatch_ahead(10, '-1 second')")
     conn.rollback()
-    with pytest.raises(psycopg.errors.InvalidParameterValue, match="p_limit: must be at least 1"):
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="p_limit: must be between 1 and 100000"):
         conn.execute("SELECT * FROM cronbox.dispatch_ahead(0, '1 second')")
 
 
