@@ -24,7 +24,8 @@ async def serve(dsn: str, settings: WebSettings, stop: asyncio.Event) -> None:
     try:
         await check_roles(pool, settings)
         app = build(settings, pool)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        # SIGTERM: stop within a few seconds even with browsers holding keep-alive connections
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=3.0)
         await runner.setup()
         site = web.TCPSite(runner, settings.host, settings.port)
         await site.start()
@@ -36,6 +37,7 @@ async def serve(dsn: str, settings: WebSettings, stop: asyncio.Event) -> None:
         if runner is not None:
             await runner.cleanup()
         await pool.close()
+        event(log, "web console stopped")
 
 
 async def check_roles(pool: AsyncConnectionPool, settings: WebSettings) -> None:
