@@ -24,14 +24,14 @@ DECLARE
     c_admin    constant text := '^(set_queue_limit|remove_queue_limit|clear_queue_limit'
                                  '|drop_queue_limit|redrive.*)$';
     c_worker   constant text := '^(start_run|heartbeat|complete_runs?|fail_runs?|claim_runs)$';
-    c_process  constant text := '^(claim_saturation|store_fires|dispatch|dispatch_ahead|claim_outbox|ack_outbox'
+    c_process  constant text := '^(claim_saturation|store_fires|quarantine_job|dispatch|dispatch_ahead|claim_outbox|ack_outbox'
                                  '|nack.*|reap.*|release_outbox|dead_letter.*'
                                  '|ensure_run_partitions|drop_run_partitions|run_retention'
                                  '|register_process|unregister_process|deregister_process'
                                  '|heartbeat_process|list_queues|release_holds|reconcile_queue_limits|touch_process|beat_process|process_heartbeat|reap_processes'
                                  '|metrics_.*)$';
     c_helper   constant text := '^(caller|caller_reads_all|caller_writes_all|run_id_at)$';
-    c_internal constant text := '^(new_run_id|run_message|ready_priorities|withdraw_early_runs|normalize_cron|validate_.*|record_change'
+    c_internal constant text := '^(new_run_id|catchup_start|run_message|ready_priorities|withdraw_early_runs|normalize_cron|validate_.*|record_change'
                                  '|check_.*|assert_.*|notify_.*|enqueue_.*|compute_.*|next_.*|schedule_next_.*'
                                  '|finish_runs|find_dependency_cycle|release_job_holds|retry_backoff|lock_job)$';
     c_roles    constant text := 'cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process';

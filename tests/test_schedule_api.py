@@ -213,10 +213,14 @@ async def test_schedules_view_shows_expression_time_zone_status_and_next_fire(ac
     ]
 
 
-async def test_a_job_whose_fires_cannot_be_computed_is_paused_with_the_reason(aconn):
+async def test_a_job_whose_fires_cannot_be_computed_is_quarantined_with_the_reason(aconn):
     await schedule(aconn, name="broken", cron="* * * * *", p_now=T0)
     await aconn.execute("UPDATE cronbox.job SET timezone = 'Nowhere/Land' WHERE name = 'broken'")
     await saturate(aconn, T0)
     reason = await one(aconn, "SELECT paused_reason FROM cronbox.schedules WHERE name = 'broken' AND paused")
-    assert reason.startswith("poller cannot compute fires: cron: unknown time zone")
-    assert (await changes(aconn, "broken"))[-1][0] == "paused"
+    assert reason.startswith('quarantined: cannot compute fires: CronError: cron: unknown time zone "Nowhere/Land"')
+    assert (await changes(aconn, "broken"))[-1][:2] == ("quarantined", reason)
+    assert await one(aconn, "SELECT status FROM cronbox.schedules WHERE name = 'broken'") == "quarantined"
+    note = await one(aconn, "SELECT message FROM cronbox.outbox WHERE kind = 'notification' "
+                            "AND message->>'event' = 'schedule_paused' AND message->>'job' = 'broken'")
+    assert note["reason"] == reason and note["quarantined"] is True
