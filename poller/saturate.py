@@ -160,7 +160,7 @@ async def _fetch_jobs(cur: psycopg.AsyncCursor[Any]) -> tuple[list[dict[str, Any
             if raw is None:
                 raise
             bad.append((int(bytes(raw).decode()), f"cannot read the job row: {describe(exc)}"))
-            cur.scroll(1)
+            await cur.scroll(1)
         else:
             if row is not None:
                 jobs.append(row)

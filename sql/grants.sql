@@ -24,7 +24,7 @@ DECLARE
     c_admin    constant text := '^(set_queue_limit|remove_queue_limit|clear_queue_limit'
                                  '|drop_queue_limit|redrive.*)$';
     c_worker   constant text := '^(start_run|heartbeat|complete_runs?|fail_runs?|claim_runs)$';
-    c_process  constant text := '^(claim_saturation|store_fires|quarantine_job|dispatch|dispatch_ahead|claim_outbox|ack_outbox'
+    c_process  constant text := '^(claim_saturation|store_fires|quarantine_job|due_jobs|dispatch|dispatch_ahead|claim_outbox|ack_outbox'
                                  '|nack.*|reap.*|release_outbox|dead_letter.*'
                                  '|ensure_run_partitions|drop_run_partitions|run_retention'
                                  '|register_process|unregister_process|deregister_process'
