@@ -18,12 +18,13 @@ FAILURES_UNHEALTHY = 3
 class LoopHealth:
     """Consecutive failures of one loop and the last error, for /healthz."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, *, register: bool = True) -> None:
         self.name = name
         self.failures = 0
         self.last_error = ""
         self.failing_since: float | None = None
-        metrics.register_health_check(f"loop:{name}", self.check)
+        if register:
+            metrics.register_health_check(f"loop:{name}", self.check)
 
     def ok(self) -> None:
         self.failures = 0

@@ -34,7 +34,7 @@ from cronbox.proc import Waker, cancel_quietly, identity, listen
 from cronbox.registry import keep_registered
 from poller.maintenance import maintenance_loop, reaper_loop
 from poller.health import LoopHealth
-from poller.quarantine import CONNECTION_ERRORS, bisect, describe, quarantine
+from poller.quarantine import CONNECTION_ERRORS, describe, isolate, quarantine
 from poller.saturate import saturate_once
 
 log = logging.getLogger("cronbox.poller")
@@ -73,7 +73,7 @@ async def _dispatch_isolating(conn, limit: int, grace, cause: BaseException) -> 
             cur = await conn.execute(_DISPATCH, (limit, list(subset), grace))
             return await cur.fetchone()
 
-        done, bad = await bisect(conn, jobs, run)
+        done, bad = await isolate(conn, jobs, run, cause)
         for job_id, error in bad:
             await quarantine(conn, job_id, f"cannot dispatch: {error}", "dispatch")
         cur = await conn.execute("SELECT " + _WAIT + " FROM (SELECT cronbox.next_due() AS next_due) n")
@@ -172,7 +172,8 @@ async def _failed(health: LoopHealth, exc: BaseException, waker: Waker, cfg: Con
     await waker.sleep(min(5.0, max(cfg.poll_interval.total_seconds(), 0.1) * 2 ** min(health.failures, 6)))
 
 
-async def dispatch_loop(pool, cfg: Config, waker: Waker, health: LoopHealth) -> None:
+async def dispatch_loop(pool, cfg: Config, waker: Waker, health: LoopHealth | None = None) -> None:
+    health = health or LoopHealth("dispatch", register=False)
     cap = cfg.dispatch_tick_cap
     while not waker.stop.is_set():
         budget = cap
@@ -198,8 +199,10 @@ async def dispatch_loop(pool, cfg: Config, waker: Waker, health: LoopHealth) -> 
                 break
 
 
-async def saturate_loop(pool, cfg: Config, waker: Waker, dispatch_waker: Waker, health: LoopHealth) -> None:
+async def saturate_loop(pool, cfg: Config, waker: Waker, dispatch_waker: Waker,
+                        health: LoopHealth | None = None) -> None:
     """Saturation passes until stopped; `waker` shares the process's stop event."""
+    health = health or LoopHealth("saturation", register=False)
     while not waker.stop.is_set():
         try:
             done = await _unless_stopped(lambda: saturate(pool, cfg), "saturation", cfg, waker)

@@ -48,7 +48,8 @@ async def maintain_once(pool, retention: timedelta) -> list[str]:
     return dropped
 
 
-async def reaper_loop(pool, waker: Waker, every: timedelta, health: LoopHealth) -> None:
+async def reaper_loop(pool, waker: Waker, every: timedelta, health: LoopHealth | None = None) -> None:
+    health = health or LoopHealth("reaper", register=False)
     while not waker.stop.is_set():
         try:
             lost, released = await db.retrying(lambda: reap_once(pool), budget=60, what="reaper")
@@ -62,7 +63,9 @@ async def reaper_loop(pool, waker: Waker, every: timedelta, health: LoopHealth) 
         await _sleep(waker, every.total_seconds())
 
 
-async def maintenance_loop(pool, waker: Waker, retention: timedelta, every: float, health: LoopHealth) -> None:
+async def maintenance_loop(pool, waker: Waker, retention: timedelta, every: float,
+                           health: LoopHealth | None = None) -> None:
+    health = health or LoopHealth("maintenance", register=False)
     while not waker.stop.is_set():
         try:
             dropped = await db.retrying(lambda: maintain_once(pool, retention), budget=60, what="maintenance")

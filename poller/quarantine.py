@@ -63,6 +63,30 @@ async def quarantine(conn: psycopg.AsyncConnection, job_id: int, error: str, sta
     return done
 
 
+class NotTheJobs(Exception):
+    """The batch fails whatever jobs it holds (the statement itself is broken, the schema is
+    out of date...): nobody is quarantined, the loop reports the failure to /healthz."""
+
+
+async def isolate(conn: psycopg.AsyncConnection, items: Sequence[T],
+                  run: Callable[[Sequence[T]], Awaitable[R]], cause: BaseException
+                  ) -> tuple[list[R], list[tuple[T, str]]]:
+    """After `run(items)` failed with `cause`: first a control run with no item (a failure
+    there is not the jobs' fault: raise NotTheJobs), then `bisect`. When every one of several
+    items fails alone, that is not the jobs' fault either."""
+    try:
+        async with conn.transaction():
+            await run([])
+    except CONNECTION_ERRORS:
+        raise
+    except Exception as exc:
+        raise NotTheJobs(describe(exc)) from cause
+    done, bad = await bisect(conn, items, run)
+    if len(items) > 1 and len(bad) == len(items):
+        raise NotTheJobs(f"every job of the batch fails alone: {bad[0][1]}") from cause
+    return done, bad
+
+
 async def bisect(conn: psycopg.AsyncConnection, items: Sequence[T],
                  run: Callable[[Sequence[T]], Awaitable[R]]) -> tuple[list[R], list[tuple[T, str]]]:
     """Run `run(items)` in a savepoint; on a database or Python error, split and retry each

@@ -30,7 +30,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from poller.fires import CronFires, source
-from poller.quarantine import CONNECTION_ERRORS, bisect, describe, quarantine
+from poller.quarantine import CONNECTION_ERRORS, describe, isolate, quarantine
 
 log = logging.getLogger("cronbox.poller")
 
@@ -203,7 +203,13 @@ async def saturate_once(conn: psycopg.AsyncConnection, *, batch: int, horizon: t
                  [None] * len(p.job), db_now, p.gap_last, p.gap_count, p.gap_exact))).fetchone()
             return row[0], row[1]
 
-        stored, failed = await bisect(conn, parts, store)
+        try:  # the fast path: the whole batch in one statement (in a savepoint)
+            async with conn.transaction():
+                stored, failed = [await store(parts)], []
+        except CONNECTION_ERRORS:
+            raise
+        except Exception as exc:
+            stored, failed = await isolate(conn, parts, store, exc)
         bad += [(part.job[0], f"cannot store fires: {error}") for part, error in failed]
         for job_id, error in bad:
             await quarantine(conn, job_id, error, "saturation")

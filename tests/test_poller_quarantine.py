@@ -5,6 +5,7 @@ end quarantined (paused 'quarantined: <error>', change log, notification, metric
 
 from __future__ import annotations
 
+import urllib.error
 import urllib.request
 
 from cronbox import db
@@ -99,3 +100,32 @@ def test_a_cleanly_stopped_poller_and_relay_deregister_from_processes(fresh_dsn,
         assert kinds() == ["relay"]
         assert relay.terminate() == 0, relay.output
         assert kinds() == []
+
+
+def _healthz(port: int) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def test_healthz_turns_unhealthy_while_a_loop_keeps_failing_and_names_it(fresh_dsn, tmp_path):
+    with db.connect(fresh_dsn) as conn:
+        conn.execute("SELECT cronbox.schedule('canary', every => '1 second', overlap => 'allow')")
+    port = free_port()
+    with Proc("poller", fresh_dsn, tmp_path, CRONBOX_METRICS_PORT=str(port)) as poller:
+        wait_until(lambda: _healthz(port)[0] == 200, what="healthy")
+        with db.connect(fresh_dsn) as conn:  # a broken schema: dispatch fails whatever the jobs
+            conn.execute("ALTER FUNCTION cronbox.dispatch(integer, timestamptz, bigint[], interval) "
+                         "RENAME TO dispatch_gone")
+        status, text = wait_until(lambda: (h := _healthz(port))[0] == 503 and h, timeout=30,
+                                  what="unhealthy")
+        assert "loop:dispatch" in text and "failed" in text, text
+        assert poller.popen.poll() is None, poller.output  # alive, and nobody was quarantined
+        with db.connect(fresh_dsn) as conn:
+            conn.execute("ALTER FUNCTION cronbox.dispatch_gone RENAME TO dispatch")
+            assert conn.execute("SELECT count(*) FROM cronbox.schedules "
+                                "WHERE status = 'quarantined'").fetchone()[0] == 0
+        wait_until(lambda: _healthz(port)[0] == 200, timeout=30, what="healthy again")
+        assert poller.terminate() == 0, poller.output
