@@ -5,8 +5,10 @@
 2. Refuse if the database has a migration newer than this code knows.
 3. Apply each pending `sql/migrations/NNNN_*.sql` in its own transaction, writing its version
    row in that same transaction.
-4. Re-apply `sql/functions/*.sql`, then `sql/views/*.sql`, then `sql/grants.sql` in one
-   transaction, but only if their content digest changed: migrating twice changes nothing.
+4. Re-apply, in one transaction and only if their content digest changed (migrating twice
+   changes nothing): `sql/drop_old_signatures.sql`, then `sql/functions/<folder>/*.sql` folder
+   by folder (internal, helper, admin, worker, process: who may call them, see FUNCTION_FOLDERS),
+   then `sql/views/*.sql`, then `sql/grants.sql`.
 5. Run maintenance that must exist before the first dispatch (today's history partitions).
 """
 
@@ -62,10 +64,29 @@ def migrations(root: Path | None = None) -> list[Migration]:
     return found
 
 
+# sql/functions/ subfolders, grouped by who may execute them, in the order they are applied:
+# bodies first so that the thin public wrappers (LANGUAGE sql) find what they call.
+FUNCTION_FOLDERS = ("internal", "helper", "admin", "worker", "process")
+
+
 def code_files(root: Path | None = None) -> list[Path]:
-    """Re-applied on every migrate, in this order: functions, views, grants."""
+    """Re-applied on every migrate, in this order: old signatures dropped, functions (folder by
+    folder), views, grants. A .sql file directly in functions/ or in an unknown folder is an
+    error: its role decision would be unclear."""
     root = root or sql_root()
-    files = sorted((root / "functions").glob("*.sql")) + sorted((root / "views").glob("*.sql"))
+    functions = root / "functions"
+    stray = sorted(p for p in functions.rglob("*.sql") if p.parent.name not in FUNCTION_FOLDERS
+                   or p.parent.parent != functions)
+    if stray:
+        raise MigrateError(f"SQL function file(s) outside {', '.join(FUNCTION_FOLDERS)}: "
+                           + ", ".join(str(p.relative_to(root)) for p in stray))
+    files: list[Path] = []
+    drops = root / "drop_old_signatures.sql"
+    if drops.exists():
+        files.append(drops)
+    for folder in FUNCTION_FOLDERS:
+        files += sorted((functions / folder).glob("*.sql"))
+    files += sorted((root / "views").glob("*.sql"))
     grants = root / "grants.sql"
     return files + ([grants] if grants.exists() else [])
 
@@ -73,7 +94,7 @@ def code_files(root: Path | None = None) -> list[Path]:
 def code_digest(files: list[Path]) -> str:
     h = hashlib.sha256()
     for path in files:
-        h.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+        h.update(path.parent.name.encode() + b"/" + path.name.encode() + b"\0" + path.read_bytes() + b"\0")
     return h.hexdigest()
 
 
@@ -145,7 +166,7 @@ def _migrate_locked(conn: psycopg.Connection, known: list[Migration], files: lis
                 try:
                     conn.execute(path.read_text())
                 except psycopg.Error as exc:
-                    raise MigrateError(f"{path.name}: {exc}") from exc
+                    raise MigrateError(f"{path.parent.name}/{path.name}: {exc}") from exc
             conn.execute(
                 "INSERT INTO cronbox.schema_code (singleton, digest) VALUES (true, %s) "
                 "ON CONFLICT (singleton) DO UPDATE SET digest = excluded.digest, applied_at = now()",

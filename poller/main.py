@@ -58,7 +58,7 @@ class Tick:
 _WAIT = ("CASE WHEN next_due IS NULL THEN NULL ELSE extract(epoch FROM least(greatest(next_due, "
          "clock_timestamp() - interval '1 day'), clock_timestamp() + interval '1 day') - clock_timestamp()) END")
 _DISPATCH = ("SELECT dispatched, skipped, failed, held, " + _WAIT +
-             " FROM cronbox.dispatch(%s, p_jobs => %s, p_grace => %s)")
+             " FROM cronbox.dispatch(%s, %s, %s)")
 
 
 async def _dispatch_isolating(conn, limit: int, grace, cause: BaseException) -> tuple[int, int, int, int, float | None]:
@@ -76,8 +76,8 @@ async def _dispatch_isolating(conn, limit: int, grace, cause: BaseException) -> 
         done, bad = await isolate(conn, jobs, run, cause)
         for job_id, error in bad:
             await quarantine(conn, job_id, f"cannot dispatch: {error}", "dispatch")
-        cur = await conn.execute("SELECT " + _WAIT + " FROM (SELECT cronbox.next_due() AS next_due) n")
-        wait = (await cur.fetchone())[0]
+    waits = [r[4] for r in done if r[4] is not None]
+    wait = min(waits) if waits else None  # none: sleep the poll interval
     return (sum(r[0] for r in done), sum(r[1] for r in done), sum(r[2] for r in done),
             sum(r[3] for r in done), wait)
 

@@ -171,12 +171,15 @@ async def saturate_once(conn: psycopg.AsyncConnection, *, batch: int, horizon: t
                         grace: timedelta, now: datetime | None = None) -> tuple[int, int, int]:
     """One saturation pass in one transaction: (jobs claimed, futures written, gaps recorded).
 
-    `now` overrides the database clock (tests); by default the transaction's now() is used."""
+    `now` overrides the database clock (tests only): it calls the internal `_at` functions,
+    which only the owner or a superuser may execute; by default the public functions use the
+    transaction's now()."""
     async with conn.transaction():
         cur = conn.cursor(row_factory=dict_row)
-        await cur.execute(
-            "SELECT * FROM cronbox.claim_saturation(%s, %s, coalesce(%s::timestamptz, now()))",
-            (batch, horizon, now))
+        if now is None:
+            await cur.execute("SELECT * FROM cronbox.claim_saturation(%s, %s)", (batch, horizon))
+        else:
+            await cur.execute("SELECT * FROM cronbox.claim_saturation_at(%s, %s, %s)", (batch, horizon, now))
         claimed = cur.rowcount
         jobs, bad = await _fetch_jobs(cur)
         if not jobs and not bad:
@@ -194,13 +197,14 @@ async def saturate_once(conn: psycopg.AsyncConnection, *, batch: int, horizon: t
 
         async def store(batch_parts: Sequence[Plan]) -> tuple[int, int]:
             p = Plan.merge(batch_parts)
-            row = await (await conn.execute(
-                "SELECT futures, missed FROM cronbox.store_fires("
-                "p_fire_job => %s, p_fire_at => %s, p_missed => %s, p_job => %s, p_frontier => %s, "
-                "p_next_fire => %s, p_finished => %s, p_error => %s, p_now => %s, "
-                "p_gap_last => %s, p_gap_count => %s, p_gap_exact => %s)",
-                (p.fire_job, p.fire_at, p.missed, p.job, p.frontier, p.next_fire, p.finished,
-                 [None] * len(p.job), db_now, p.gap_last, p.gap_count, p.gap_exact))).fetchone()
+            args = [p.fire_job, p.fire_at, p.missed, p.job, p.frontier, p.next_fire, p.finished,
+                    [None] * len(p.job), p.gap_last, p.gap_count, p.gap_exact]
+            if now is None:
+                query = "SELECT futures, missed FROM cronbox.store_fires(" + ", ".join(["%s"] * 11) + ")"
+            else:  # tests: the internal body with the chosen clock
+                query = "SELECT futures, missed FROM cronbox.store_fires_at(" + ", ".join(["%s"] * 12) + ")"
+                args.append(db_now)
+            row = await (await conn.execute(query, args)).fetchone()
             return row[0], row[1]
 
         try:  # the fast path: the whole batch in one statement (in a savepoint)

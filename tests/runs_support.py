@@ -1,6 +1,6 @@
-"""Helpers for the runs tests: jobs and futures at chosen times, dispatch and reports with p_now.
+"""Helpers for the runs tests: jobs and futures at chosen times, dispatch and reports at a chosen time.
 
-Time is driven with p_now from T0 (far from the real clock), so nothing depends on when the
+Time is driven with p_now of the internal cronbox.*_at functions from T0 (far from the real clock), so nothing depends on when the
 suite runs. Futures are inserted directly: these tests are about what happens once a fire
 is due, not about saturation.
 """
@@ -24,7 +24,7 @@ def job(conn: psycopg.Connection, name: str, **opts: Any) -> int:
     opts.setdefault("every", timedelta(hours=1))
     args = ", ".join(f"{k} => %({k})s" for k in opts)
     return conn.execute(
-        f"SELECT cronbox.schedule(%(name)s, {args}, p_now => %(now)s)",
+        f"SELECT cronbox.schedule_at(%(name)s, {args}, p_now => %(now)s)",
         {"name": name, "now": T0 - timedelta(days=1), **opts}).fetchone()[0]
 
 
@@ -39,7 +39,7 @@ def future(conn: psycopg.Connection, name: str, fire: float, *, due: float | Non
 
 
 def dispatch(conn: psycopg.Connection, now: float, limit: int = 1000) -> dict[str, Any]:
-    cur = conn.execute("SELECT * FROM cronbox.dispatch(%s, %s)", (limit, at(now)))
+    cur = conn.execute("SELECT * FROM cronbox.dispatch_at(%s, %s)", (limit, at(now)))
     cols = [d.name for d in cur.description]
     return dict(zip(cols, cur.fetchone()))
 
@@ -76,12 +76,12 @@ def futures(conn: psycopg.Connection, name: str) -> list[dict[str, Any]]:
 
 def complete(conn: psycopg.Connection, run_id: int, now: float, result: Any = None) -> str:
     from psycopg.types.json import Jsonb
-    return conn.execute("SELECT cronbox.complete_run(%s, %s, %s)",
+    return conn.execute("SELECT cronbox.complete_run_at(%s, %s, %s)",
                         (run_id, Jsonb(result) if result is not None else None, at(now))).fetchone()[0]
 
 
 def fail(conn: psycopg.Connection, run_id: int, now: float, error: str = "boom", retryable: bool = True) -> str:
-    return conn.execute("SELECT cronbox.fail_run(%s, %s, %s, %s)",
+    return conn.execute("SELECT cronbox.fail_run_at(%s, %s, %s, %s)",
                         (run_id, error, retryable, at(now))).fetchone()[0]
 
 

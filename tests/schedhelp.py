@@ -33,7 +33,9 @@ def utc(*args: int) -> datetime:
 
 
 async def schedule(conn: psycopg.AsyncConnection, **args: Any) -> int:
-    q = sql.SQL("SELECT cronbox.schedule({})").format(
+    """cronbox.schedule(); with p_now, the internal cronbox.schedule_at (the test clock)."""
+    fn = "schedule_at" if "p_now" in args else "schedule"
+    q = sql.SQL("SELECT cronbox.{}({})").format(sql.Identifier(fn),
         sql.SQL(", ").join(sql.SQL("{} => {}").format(sql.Identifier(k), sql.Placeholder(k)) for k in args))
     cur = await conn.execute(q, args)
     return (await cur.fetchone())[0]

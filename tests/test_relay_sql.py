@@ -20,7 +20,7 @@ def claim(conn, owner="r1", limit=100, *, include=None, exclude=None, now=None):
     now = now or conn.execute("SELECT now()").fetchone()[0]
     return conn.execute(
         "SELECT outbox_id, run_id, queue, kind, message, attempts "
-        "FROM cronbox.claim_outbox(%s, %s, %s, %s, %s, %s)", (owner, limit, LEASE, include, exclude, now)).fetchall()
+        "FROM cronbox.claim_outbox_at(%s, %s, %s, %s, %s, p_now => %s)", (owner, limit, LEASE, include, exclude, now)).fetchall()
 
 
 def now_of(conn) -> datetime:
@@ -38,7 +38,7 @@ def active_runs(conn, job):
 
 def nack(conn, owner, ids, errors, *, retryable=None, retry_after=None, max_attempts=10, now=None):
     return conn.execute(
-        "SELECT retried, dead FROM cronbox.nack_outbox(%s, %s, %s, %s, %s::float8[], %s, '1 second', '1 minute', %s)",
+        "SELECT retried, dead FROM cronbox.nack_outbox_at(%s, %s, %s, %s, %s::float8[], %s, '1 second', '1 minute', %s)",
         (owner, ids, errors, retryable, retry_after, max_attempts, now or now_of(conn))).fetchone()
 
 
@@ -262,9 +262,9 @@ def test_release_makes_unsent_leases_claimable_now(conn):
 
 def test_processes_register_heartbeat_and_deregister(conn):
     t0 = datetime(2030, 1, 1, tzinfo=timezone.utc)
-    pid = conn.execute("SELECT cronbox.register_process('relay', 'relay:h:1', 'h', 1, '0.1.0', '5 seconds', "
+    pid = conn.execute("SELECT cronbox.register_process_at('relay', 'relay:h:1', 'h', 1, '0.1.0', '5 seconds', "
                        "'{}', %s)", (t0,)).fetchone()[0]
-    assert conn.execute("SELECT cronbox.heartbeat_process(%s, %s)", (pid, t0 + timedelta(seconds=4))).fetchone()[0]
+    assert conn.execute("SELECT cronbox.heartbeat_process_at(%s, %s)", (pid, t0 + timedelta(seconds=4))).fetchone()[0]
     row = conn.execute("SELECT kind, host, pid, version, started_at, last_seen FROM cronbox.processes "
                        "WHERE process_id = %s", (pid,)).fetchone()
     assert row == ("relay", "h", 1, "0.1.0", t0, t0 + timedelta(seconds=4))
@@ -278,7 +278,7 @@ def test_processes_register_heartbeat_and_deregister(conn):
 
 def test_a_process_not_seen_for_three_heartbeats_is_not_live(conn):
     old = datetime.now(timezone.utc) - timedelta(seconds=16)
-    pid = conn.execute("SELECT cronbox.register_process('poller', 'poller:h:2', 'h', 2, '0.1.0', '5 seconds', "
+    pid = conn.execute("SELECT cronbox.register_process_at('poller', 'poller:h:2', 'h', 2, '0.1.0', '5 seconds', "
                        "'{}', %s)", (old,)).fetchone()[0]
     assert conn.execute("SELECT live FROM cronbox.processes WHERE process_id = %s", (pid,)).fetchone()[0] is False
 

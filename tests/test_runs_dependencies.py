@@ -21,7 +21,7 @@ def run_now(conn, name, now, ok=True) -> int:
 
 
 def after_job(conn, name, upstreams):
-    return conn.execute("SELECT cronbox.schedule(%s, after => %s, p_now => %s)",
+    return conn.execute("SELECT cronbox.schedule_at(%s, after => %s, p_now => %s)",
                         (name, upstreams, T0)).fetchone()[0]
 
 
@@ -65,7 +65,7 @@ def test_fire_past_wait_timeout_fails_with_a_clear_error_and_a_notification(conn
     run_now(conn, "extract", 0)
     future(conn, "load", 7200)  # extract's success is two hours old
     assert dispatch(conn, 7200)["held"] == 1
-    assert conn.execute("SELECT cronbox.release_holds(100, %s)", (at(7800),)).fetchone()[0] == 1
+    assert conn.execute("SELECT cronbox.release_holds_at(100, %s)", (at(7800),)).fetchone()[0] == 1
     assert dispatch(conn, 7800)["failed"] == 1
     [r] = runs(conn, "load")
     assert r["state"] == "failed"

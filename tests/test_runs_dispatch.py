@@ -70,8 +70,8 @@ def test_held_fire_gets_a_second_look_from_the_backstop(conn):
     future(conn, "p", 0)
     dispatch(conn, 1)
     conn.execute("UPDATE cronbox.job SET paused = false WHERE name = 'p'")
-    assert conn.execute("SELECT cronbox.release_holds(100, %s)", (at(30),)).fetchone()[0] == 0
-    assert conn.execute("SELECT cronbox.release_holds(100, %s)", (at(31),)).fetchone()[0] == 1
+    assert conn.execute("SELECT cronbox.release_holds_at(100, %s)", (at(30),)).fetchone()[0] == 0
+    assert conn.execute("SELECT cronbox.release_holds_at(100, %s)", (at(31),)).fetchone()[0] == 1
     assert dispatch(conn, 32)["dispatched"] == 1
 
 
@@ -149,10 +149,10 @@ def test_overlap_cancel_other_asks_the_running_one_to_stop_and_dispatches_the_ne
     future(conn, "co", 0)
     dispatch(conn, 0)
     [old] = active(conn, "co")
-    conn.execute("SELECT cronbox.start_run(%s, 'w1', %s)", (old, at(1)))
+    conn.execute("SELECT cronbox.start_run_at(%s, 'w1', %s)", (old, at(1)))
     future(conn, "co", 60)
     assert dispatch(conn, 60)["dispatched"] == 1
-    assert conn.execute("SELECT cronbox.heartbeat(%s, 'w1', %s)", (old, at(61))).fetchone()[0] == "cancel"
+    assert conn.execute("SELECT cronbox.heartbeat_at(%s, 'w1', %s)", (old, at(61))).fetchone()[0] == "cancel"
     assert fail(conn, old, 62, "stopped on request", retryable=False) == "cancelled"
     assert states(conn, "co") == ["cancelled", "dispatched"]
 

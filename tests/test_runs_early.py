@@ -23,13 +23,13 @@ LEAD = timedelta(seconds=1)
 
 
 def ahead(conn, now: float, lead: timedelta = LEAD, limit: int = 1000) -> int:
-    return conn.execute("SELECT dispatched FROM cronbox.dispatch_ahead(%s, %s, %s)",
+    return conn.execute("SELECT dispatched FROM cronbox.dispatch_ahead_at(%s, %s, %s)",
                         (limit, lead, at(now))).fetchone()[0]
 
 
 def claim(conn, now: float, ahead_by: timedelta = timedelta(0), owner: str = "r1"):
     return conn.execute(
-        "SELECT outbox_id, run_id, available_at, message FROM cronbox.claim_outbox(%s, 100, '30 seconds', "
+        "SELECT outbox_id, run_id, available_at, message FROM cronbox.claim_outbox_at(%s, 100, '30 seconds', "
         "p_now => %s, p_ahead => %s) ORDER BY outbox_id", (owner, at(now), ahead_by)).fetchall()
 
 
@@ -91,7 +91,7 @@ def test_released_early_rows_come_back_at_their_due_time_not_before(conn):
     future(conn, "tick", 10)
     ahead(conn, 9.2)
     [(oid, *_)] = claim(conn, 9.3, LEAD)
-    assert conn.execute("SELECT cronbox.release_outbox('r1', NULL, %s, '30 seconds')", (at(9.4),)).fetchone()[0] == 1
+    assert conn.execute("SELECT cronbox.release_outbox_at('r1', NULL, '30 seconds', %s)", (at(9.4),)).fetchone()[0] == 1
     assert conn.execute("SELECT available_at, lease_owner FROM cronbox.outbox WHERE outbox_id = %s",
                         (oid,)).fetchone() == (at(10), None)
     assert claim(conn, 9.5, owner="r2") == []
@@ -105,14 +105,14 @@ def test_a_change_withdraws_early_runs_no_relay_holds_yet(conn, change):
     future(conn, "tick", 11)
     assert ahead(conn, 9.5, lead=timedelta(seconds=2)) == 2
     [(_held, held_run)] = conn.execute(  # a relay already holds the fire at 10
-        "SELECT outbox_id, run_id FROM cronbox.claim_outbox('r1', 1, '30 seconds', p_now => %s, "
+        "SELECT outbox_id, run_id FROM cronbox.claim_outbox_at('r1', 1, '30 seconds', p_now => %s, "
         "p_ahead => '2 seconds')", (at(9.6),)).fetchall()
     if change == "pause":
-        conn.execute("SELECT cronbox.pause('tick', p_now => %s)", (at(9.7),))
+        conn.execute("SELECT cronbox.pause_at('tick', p_now => %s)", (at(9.7),))
     elif change == "unschedule":
-        conn.execute("SELECT cronbox.unschedule('tick', p_now => %s)", (at(9.7),))
+        conn.execute("SELECT cronbox.unschedule_at('tick', p_now => %s)", (at(9.7),))
     else:
-        conn.execute("SELECT cronbox.schedule('tick', every => '2 hours', overlap => 'allow', p_now => %s)", (at(9.7),))
+        conn.execute("SELECT cronbox.schedule_at('tick', every => '2 hours', overlap => 'allow', p_now => %s)", (at(9.7),))
     rows = dict(conn.execute(
         "SELECT fire_at, (state, error) FROM cronbox.run WHERE job_name = 'tick'").fetchall())
     assert rows[at(10)] == ("dispatched", None)  # held by a relay: sent at its time
@@ -174,7 +174,7 @@ def test_an_eligible_fire_whose_job_is_locked_elsewhere_is_reported_busy(fresh_d
     with db.connect(fresh_dsn) as saturating, db.connect(fresh_dsn) as poller:
         with saturating.transaction():
             saturating.execute("SELECT 1 FROM cronbox.job WHERE name = 'tick' FOR UPDATE")
-            assert poller.execute("SELECT dispatched, busy FROM cronbox.dispatch_ahead(10, '1 second', %s)",
+            assert poller.execute("SELECT dispatched, busy FROM cronbox.dispatch_ahead_at(10, '1 second', %s)",
                                   (at(9.5),)).fetchone() == (0, 1)
-        assert poller.execute("SELECT dispatched, busy FROM cronbox.dispatch_ahead(10, '1 second', %s)",
+        assert poller.execute("SELECT dispatched, busy FROM cronbox.dispatch_ahead_at(10, '1 second', %s)",
                               (at(9.5),)).fetchone() == (1, 0)

@@ -95,7 +95,7 @@ def test_dispatch_uses_the_ready_index_and_never_scans_history(conn):
     job(conn, "hot", overlap="cancel_other")
     for t in range(5):
         future(conn, "hot", t)
-    plans = plans_of(conn, "SELECT * FROM cronbox.dispatch(100, %s)", (at(10),))
+    plans = plans_of(conn, "SELECT * FROM cronbox.dispatch_at(100, %s)", (at(10),))
     seen = scans(plans)
     assert ("job_future", "job_future_ready_idx") in {(rel, idx) for _, rel, idx in seen}
     assert_no_history_scan(seen)
@@ -113,7 +113,7 @@ def test_claim_runs_uses_the_pull_index(conn):
     dispatch(conn, 400)
     conn.execute("ANALYZE cronbox.outbox")
     conn.execute("ANALYZE cronbox.run")
-    plans = plans_of(conn, "SELECT * FROM cronbox.claim_runs('pg', 'w', 10, %s)", (at(401),))
+    plans = plans_of(conn, "SELECT * FROM cronbox.claim_runs_at('pg', 'w', 10, %s)", (at(401),))
     seen = scans(plans)
     assert ("outbox", "outbox_pull_idx") in {(rel, idx) for _, rel, idx in seen}
     assert_no_history_scan(seen)
@@ -128,9 +128,9 @@ def test_reports_and_the_reaper_reach_runs_by_key_or_unfinished_index_only(conn)
     dispatch(conn, 10)
     conn.execute("ANALYZE cronbox.run")
     ids = [r[0] for r in conn.execute("SELECT run_id FROM cronbox.run WHERE state = 'dispatched'")]
-    plans = plans_of(conn, "SELECT * FROM cronbox.complete_runs(%s, NULL, %s)", (ids, at(11)))
+    plans = plans_of(conn, "SELECT * FROM cronbox.complete_runs_at(%s, NULL, %s)", (ids, at(11)))
     assert_no_history_scan(scans(plans))
-    plans = plans_of(conn, "SELECT cronbox.reap_lost(100, %s)", (at(12),))
+    plans = plans_of(conn, "SELECT cronbox.reap_lost_at(100, %s)", (at(12),))
     seen = scans(plans)
     for node, rel, idx in seen:  # the reaper reads only the partial indexes of unfinished runs
         if rel.startswith("run_"):

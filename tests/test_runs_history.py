@@ -25,7 +25,7 @@ def test_every_outcome_is_a_history_row_with_state_attempt_timings_worker_and_er
     future(conn, "h", 0)
     dispatch(conn, 0)
     [rid] = active(conn, "h")
-    conn.execute("SELECT cronbox.start_run(%s, 'w1', now())", (rid,))
+    conn.execute("SELECT cronbox.start_run_at(%s, 'w1', now())", (rid,))
     conn.execute("SELECT cronbox.fail_run(%s, 'exit 3')", (rid,))
     [r] = runs(conn, "h")
     assert (r["state"], r["attempt"], r["worker"], r["error"]) == ("failed", 1, "w1", "exit 3")
@@ -38,13 +38,13 @@ def test_partitions_are_created_ahead_and_whole_days_dropped_after_retention(con
         "SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYYMMDD'), "
         "to_char((now() + interval '9 days') AT TIME ZONE 'UTC', 'YYYYMMDD'), "
         "to_char((now() + interval '12 days') AT TIME ZONE 'UTC', 'YYYYMMDD')").fetchone()
-    conn.execute("SELECT cronbox.ensure_run_partitions(2, now() + interval '10 days')")
+    conn.execute("SELECT cronbox.ensure_run_partitions_at(2, now() + interval '10 days')")
     assert {f"run_{in_9}", f"run_{in_12}"} <= set(partitions(conn))
     job(conn, "old")
     future(conn, "old", 0)
     dispatch(conn, 0)
     dropped = [r[0] for r in conn.execute(
-        "SELECT * FROM cronbox.drop_run_partitions('5 days', now() + interval '10 days')")]
+        "SELECT * FROM cronbox.drop_run_partitions_at('5 days', now() + interval '10 days')")]
     assert f"run_{today}" in dropped and f"run_{in_9}" not in dropped
     assert runs(conn, "old") == []  # its day is past retention: gone with the partition
     assert f"run_{in_12}" in partitions(conn)
@@ -52,7 +52,7 @@ def test_partitions_are_created_ahead_and_whole_days_dropped_after_retention(con
 
 async def test_poller_maintenance_drops_history_past_the_configured_retention(fresh_dsn):
     with db.connect(fresh_dsn) as conn:
-        conn.execute("SELECT cronbox.ensure_run_partitions(0, now() - interval '40 days')")
+        conn.execute("SELECT cronbox.ensure_run_partitions_at(0, now() - interval '40 days')")
         old = conn.execute("SELECT to_char((now() - interval '40 days') AT TIME ZONE 'UTC', 'YYYYMMDD')").fetchone()[0]
         assert f"run_{old}" in partitions(conn)
     pool = await db.open_pool(fresh_dsn, min_size=1, max_size=1)
@@ -98,7 +98,7 @@ def test_poller_loop_respects_the_dispatch_cap_per_wake_up(fresh_dsn):
     from poller.main import dispatch_loop
 
     with db.connect(fresh_dsn) as conn:
-        conn.execute("SELECT cronbox.schedule('cap', every => '1 hour', overlap => 'allow', p_now => now() - interval '1 day')")
+        conn.execute("SELECT cronbox.schedule_at('cap', every => '1 hour', overlap => 'allow', p_now => now() - interval '1 day')")
         conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
                      "SELECT j.job_id, now() - make_interval(secs => g), now() - make_interval(secs => g) "
                      "FROM cronbox.job j, generate_series(1, 25) g")

@@ -39,10 +39,10 @@ def test_resume_releases_held_retries_at_once(conn):
     dispatch(conn, 0)
     (run_id,) = active(conn, "rr")
     fail(conn, run_id, 1)                            # retry due at ~2 s
-    conn.execute("SELECT cronbox.pause('rr', p_now => %s)", (at(1.5),))
+    conn.execute("SELECT cronbox.pause_at('rr', p_now => %s)", (at(1.5),))
     assert dispatch(conn, 5)["dispatched"] == 0      # held while paused
     assert [f["hold"] for f in futures(conn, "rr")] == ["paused"]
-    conn.execute("SELECT cronbox.resume('rr', p_now => %s)", (at(6),))
+    conn.execute("SELECT cronbox.resume_at('rr', p_now => %s)", (at(6),))
     assert [f["hold"] for f in futures(conn, "rr")] == [None]  # ready again without the backstop
     assert dispatch(conn, 6)["dispatched"] == 1
     assert [r["attempt"] for r in runs(conn, "rr")] == [1, 2]
@@ -50,8 +50,8 @@ def test_resume_releases_held_retries_at_once(conn):
 
 def test_trigger_runs_a_paused_job_and_the_schedule_stays_paused(conn):
     job(conn, "tp")
-    conn.execute("SELECT cronbox.pause('tp', p_now => %s)", (at(0),))
-    conn.execute("SELECT cronbox.trigger('tp', p_now => %s)", (at(1),))
+    conn.execute("SELECT cronbox.pause_at('tp', p_now => %s)", (at(0),))
+    conn.execute("SELECT cronbox.trigger_at('tp', p_now => %s)", (at(1),))
     assert dispatch(conn, 1)["dispatched"] == 1
     assert [(r["origin"], r["state"]) for r in runs(conn, "tp")] == [("manual", "dispatched")]
     assert jobrow(conn, "tp")["paused"] is True

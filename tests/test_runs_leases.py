@@ -6,7 +6,7 @@ from .runs_support import active, at, complete, dispatch, future, futures, job, 
 
 
 def reap(conn, now) -> int:
-    return conn.execute("SELECT cronbox.reap_lost(100, %s)", (at(now),)).fetchone()[0]
+    return conn.execute("SELECT cronbox.reap_lost_at(100, %s)", (at(now),)).fetchone()[0]
 
 
 def running(conn, name="l", **opts) -> int:
@@ -15,7 +15,7 @@ def running(conn, name="l", **opts) -> int:
     future(conn, name, 0)
     dispatch(conn, 0)
     [rid] = active(conn, name)
-    conn.execute("SELECT cronbox.start_run(%s, 'w1', %s)", (rid, at(1)))  # lease until at(61)
+    conn.execute("SELECT cronbox.start_run_at(%s, 'w1', %s)", (rid, at(1)))  # lease until at(61)
     return rid
 
 
@@ -27,10 +27,10 @@ def test_expired_lease_is_declared_lost_retried_and_the_old_worker_told_to_cance
     assert r["state"] == "lost" and "lease expired" in r["error"]
     [f] = futures(conn, "l")
     assert (f["attempt"], f["retry_of"]) == (2, old)
-    assert conn.execute("SELECT cronbox.heartbeat(%s, 'w1', %s)", (old, at(63))).fetchone()[0] == "cancel"
+    assert conn.execute("SELECT cronbox.heartbeat_at(%s, 'w1', %s)", (old, at(63))).fetchone()[0] == "cancel"
     dispatch(conn, 70)
     [new] = active(conn, "l")
-    conn.execute("SELECT cronbox.start_run(%s, 'w2', %s)", (new, at(71)))
+    conn.execute("SELECT cronbox.start_run_at(%s, 'w2', %s)", (new, at(71)))
     # the old worker finally reports: kept, but the newer attempt is untouched
     assert complete(conn, old, 75, {"late": True}) == "lost"
     rows = {r["run_id"]: r for r in runs(conn, "l")}
@@ -43,7 +43,7 @@ def test_expired_lease_is_declared_lost_retried_and_the_old_worker_told_to_cance
 def test_heartbeats_keep_a_run_alive_past_its_timeout(conn):
     rid = running(conn)
     for t in (50, 100, 150):
-        assert conn.execute("SELECT cronbox.heartbeat(%s, 'w1', %s)", (rid, at(t))).fetchone()[0] == "continue"
+        assert conn.execute("SELECT cronbox.heartbeat_at(%s, 'w1', %s)", (rid, at(t))).fetchone()[0] == "continue"
         assert reap(conn, t + 59) == 0
     assert reap(conn, 211) == 1
 
@@ -52,11 +52,11 @@ def test_delivered_run_that_never_starts_is_reaped_from_the_relay_lease(conn):
     job(conn, "d", timeout="30 seconds")
     future(conn, "d", 0)
     dispatch(conn, 0)
-    rows = conn.execute("SELECT outbox_id, message FROM cronbox.claim_outbox('relay', 10, '30 seconds', p_now => %s)",
+    rows = conn.execute("SELECT outbox_id, message FROM cronbox.claim_outbox_at('relay', 10, '30 seconds', p_now => %s)",
                         (at(1),)).fetchall()
     [(oid, msg)] = rows
     assert msg["deadline"] is not None  # the soft timeout travels with the message
-    conn.execute("SELECT cronbox.ack_outbox('relay', %s, p_now => %s)", ([oid], at(2)))
+    conn.execute("SELECT cronbox.ack_outbox_at('relay', %s, p_now => %s)", ([oid], at(2)))
     [r] = runs(conn, "d")
     assert (r["state"], r["lease_until"]) == ("delivered", at(32))
     assert reap(conn, 31) == 0 and reap(conn, 33) == 1
@@ -65,7 +65,7 @@ def test_delivered_run_that_never_starts_is_reaped_from_the_relay_lease(conn):
 
 def test_expired_run_asked_to_cancel_ends_cancelled_without_retry(conn):
     rid = running(conn, max_attempts=3)
-    conn.execute("SELECT cronbox.cancel(%s, %s)", (rid, at(2)))
+    conn.execute("SELECT cronbox.cancel_at(%s, %s)", (rid, at(2)))
     assert reap(conn, 62) == 1
     assert runs(conn, "l")[0]["state"] == "cancelled"
     assert futures(conn, "l") == []
@@ -73,7 +73,7 @@ def test_expired_run_asked_to_cancel_ends_cancelled_without_retry(conn):
 
 def test_reaping_is_rechecked_under_lock_so_a_renewed_lease_is_not_lost(conn):
     rid = running(conn)
-    conn.execute("SELECT cronbox.heartbeat(%s, 'w1', %s)", (rid, at(60)))
+    conn.execute("SELECT cronbox.heartbeat_at(%s, 'w1', %s)", (rid, at(60)))
     verdict = conn.execute("SELECT verdict FROM cronbox.finish_runs(%s, 'lost', NULL, NULL, true, %s)",
                            ([rid], at(62))).fetchone()[0]
     assert verdict == "ignored"

@@ -105,8 +105,8 @@ def test_consecutive_failures_and_crashes_are_counted_and_reset_on_success(conn)
     dispatch(conn, 5)
     a, b, c = active(conn, "st")
     fail(conn, a, 6)
-    conn.execute("SELECT cronbox.start_run(%s, 'w', %s)", (b, at(6)))
-    assert conn.execute("SELECT cronbox.reap_lost(10, %s)", (at(40),)).fetchone()[0] == 1
+    conn.execute("SELECT cronbox.start_run_at(%s, 'w', %s)", (b, at(6)))
+    assert conn.execute("SELECT cronbox.reap_lost_at(10, %s)", (at(40),)).fetchone()[0] == 1
     j = jobrow(conn, "st")
     assert (j["consecutive_failures"], j["consecutive_crashes"], j["active_runs"]) == (2, 1, 1)
     complete(conn, c, 41)

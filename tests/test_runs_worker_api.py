@@ -18,9 +18,9 @@ def one_run(conn, name="w", **opts) -> int:
 
 def test_start_heartbeat_complete_walks_the_states_and_extends_the_lease(conn):
     rid = one_run(conn, timeout="60 seconds")
-    deadline = conn.execute("SELECT cronbox.start_run(%s, 'w1', %s)", (rid, at(10))).fetchone()[0]
+    deadline = conn.execute("SELECT cronbox.start_run_at(%s, 'w1', %s)", (rid, at(10))).fetchone()[0]
     assert deadline == at(70)
-    assert conn.execute("SELECT cronbox.heartbeat(%s, 'w1', %s)", (rid, at(50))).fetchone()[0] == "continue"
+    assert conn.execute("SELECT cronbox.heartbeat_at(%s, 'w1', %s)", (rid, at(50))).fetchone()[0] == "continue"
     [r] = runs(conn, "w")
     assert (r["state"], r["worker"], r["lease_until"]) == ("running", "w1", at(110))
     assert complete(conn, rid, 80, {"rows": 3}) == "succeeded"
@@ -33,10 +33,10 @@ def test_start_heartbeat_complete_walks_the_states_and_extends_the_lease(conn):
 
 def test_start_run_is_idempotent_for_the_same_worker_and_refused_for_another(conn):
     rid = one_run(conn)
-    first = conn.execute("SELECT cronbox.start_run(%s, 'w1', %s)", (rid, at(1))).fetchone()[0]
-    assert conn.execute("SELECT cronbox.start_run(%s, 'w1', %s)", (rid, at(2))).fetchone()[0] == first
+    first = conn.execute("SELECT cronbox.start_run_at(%s, 'w1', %s)", (rid, at(1))).fetchone()[0]
+    assert conn.execute("SELECT cronbox.start_run_at(%s, 'w1', %s)", (rid, at(2))).fetchone()[0] == first
     with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState, match="running on worker w1"):
-        conn.execute("SELECT cronbox.start_run(%s, 'w2', %s)", (rid, at(3)))
+        conn.execute("SELECT cronbox.start_run_at(%s, 'w2', %s)", (rid, at(3)))
 
 
 def test_calls_on_an_unknown_run_raise_no_data_found(conn):
@@ -56,17 +56,17 @@ def test_reports_on_a_skipped_run_are_refused(conn):
     with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState, match="skipped, it never ran"), conn.transaction():
         complete(conn, skipped, 2)
     with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState, match="cannot be started"), conn.transaction():
-        conn.execute("SELECT cronbox.start_run(%s, 'w', %s)", (skipped, at(2)))
+        conn.execute("SELECT cronbox.start_run_at(%s, 'w', %s)", (skipped, at(2)))
     with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState, match="nothing to cancel"), conn.transaction():
         conn.execute("SELECT cronbox.cancel(%s)", (skipped,))
 
 
 def test_heartbeat_answers_cancel_to_another_worker_and_after_the_run_finished(conn):
     rid = one_run(conn)
-    conn.execute("SELECT cronbox.start_run(%s, 'w1', %s)", (rid, at(1)))
-    assert conn.execute("SELECT cronbox.heartbeat(%s, 'w2', %s)", (rid, at(2))).fetchone()[0] == "cancel"
+    conn.execute("SELECT cronbox.start_run_at(%s, 'w1', %s)", (rid, at(1)))
+    assert conn.execute("SELECT cronbox.heartbeat_at(%s, 'w2', %s)", (rid, at(2))).fetchone()[0] == "cancel"
     complete(conn, rid, 3)
-    assert conn.execute("SELECT cronbox.heartbeat(%s, 'w1', %s)", (rid, at(4))).fetchone()[0] == "cancel"
+    assert conn.execute("SELECT cronbox.heartbeat_at(%s, 'w1', %s)", (rid, at(4))).fetchone()[0] == "cancel"
 
 
 def test_duplicate_completion_is_kept_as_a_late_report(conn):
@@ -81,19 +81,19 @@ def test_duplicate_completion_is_kept_as_a_late_report(conn):
 
 def test_cancel_of_a_run_still_in_the_outbox_cancels_it_and_withdraws_the_message(conn):
     rid = one_run(conn)
-    assert conn.execute("SELECT cronbox.cancel(%s, %s)", (rid, at(1))).fetchone()[0] == "cancelled"
+    assert conn.execute("SELECT cronbox.cancel_at(%s, %s)", (rid, at(1))).fetchone()[0] == "cancelled"
     assert states(conn, "w") == ["cancelled"]
     assert conn.execute("SELECT count(*) FROM cronbox.outbox WHERE run_id = %s", (rid,)).fetchone()[0] == 0
     assert jobrow(conn, "w")["active_runs"] == 0
     with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState, match="cancelled, it cannot be started"):
-        conn.execute("SELECT cronbox.start_run(%s, 'w', %s)", (rid, at(2)))
+        conn.execute("SELECT cronbox.start_run_at(%s, 'w', %s)", (rid, at(2)))
 
 
 def test_cancel_of_a_running_run_is_requested_then_acknowledged_by_the_worker(conn):
     rid = one_run(conn, max_attempts=3)
-    conn.execute("SELECT cronbox.start_run(%s, 'w1', %s)", (rid, at(1)))
-    assert conn.execute("SELECT cronbox.cancel(%s, %s)", (rid, at(2))).fetchone()[0] == "cancel_requested"
-    assert conn.execute("SELECT cronbox.heartbeat(%s, 'w1', %s)", (rid, at(3))).fetchone()[0] == "cancel"
+    conn.execute("SELECT cronbox.start_run_at(%s, 'w1', %s)", (rid, at(1)))
+    assert conn.execute("SELECT cronbox.cancel_at(%s, %s)", (rid, at(2))).fetchone()[0] == "cancel_requested"
+    assert conn.execute("SELECT cronbox.heartbeat_at(%s, 'w1', %s)", (rid, at(3))).fetchone()[0] == "cancel"
     assert fail(conn, rid, 4, "interrupted") == "cancelled"
     assert states(conn, "w") == ["cancelled"]
     assert conn.execute("SELECT count(*) FROM cronbox.job_future").fetchone()[0] == 0  # no retry of a cancel
@@ -105,8 +105,8 @@ def test_claim_runs_gives_disjoint_runs_with_deadline_and_marks_them_running(con
         future(conn, "pull", t)
     dispatch(conn, 10)
     cols = "run_id, job, attempt, deadline, idempotency_key, message"
-    a = conn.execute(f"SELECT {cols} FROM cronbox.claim_runs('pg', 'wa', 3, %s)", (at(11),)).fetchall()
-    b = conn.execute(f"SELECT {cols} FROM cronbox.claim_runs('pg', 'wb', 3, %s)", (at(11),)).fetchall()
+    a = conn.execute(f"SELECT {cols} FROM cronbox.claim_runs_at('pg', 'wa', 3, %s)", (at(11),)).fetchall()
+    b = conn.execute(f"SELECT {cols} FROM cronbox.claim_runs_at('pg', 'wb', 3, %s)", (at(11),)).fetchall()
     assert len(a) == 3 and len(b) == 2
     assert not {r[0] for r in a} & {r[0] for r in b}
     rid, name, attempt, deadline, key, msg = a[0]
@@ -114,7 +114,7 @@ def test_claim_runs_gives_disjoint_runs_with_deadline_and_marks_them_running(con
     assert msg["deadline"] is not None and msg["run_id"] == rid
     assert {r["worker"] for r in runs(conn, "pull")} == {"wa", "wb"}
     assert set(states(conn, "pull")) == {"running"}
-    assert conn.execute("SELECT count(*) FROM cronbox.claim_runs('pg', 'wc', 3, %s)", (at(12),)).fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM cronbox.claim_runs_at('pg', 'wc', 3, %s)", (at(12),)).fetchone()[0] == 0
 
 
 def test_claim_runs_validates_its_arguments(conn):
@@ -131,7 +131,7 @@ def test_complete_runs_finishes_a_batch_and_reports_each_verdict(conn):
     dispatch(conn, 5)
     ids = active(conn, "batch")
     complete(conn, ids[0], 6)
-    rows = conn.execute("SELECT run_id, state, verdict FROM cronbox.complete_runs(%s, NULL, %s)",
+    rows = conn.execute("SELECT run_id, state, verdict FROM cronbox.complete_runs_at(%s, NULL, %s)",
                         (ids + [7], at(7))).fetchall()
     assert rows == [(ids[0], "succeeded", "late"), (ids[1], "succeeded", "finished"),
                     (ids[2], "succeeded", "finished"), (7, None, "not_found")]

@@ -29,7 +29,7 @@ async def test_same_name_updates_atomically_recomputes_pending_futures_and_keeps
     job_id = await schedule(aconn, name="u", cron="*/10 * * * *", payload='{"v": 1}', p_now=T0)
     await saturate(aconn, T0, horizon=HOUR)
     assert await futures(aconn, "u") == [T0 + k * 10 * MIN for k in range(1, 7)]
-    await one(aconn, "SELECT dispatched FROM cronbox.dispatch(100, %s)", T0 + 10 * MIN)
+    await one(aconn, "SELECT dispatched FROM cronbox.dispatch_at(100, %s)", T0 + 10 * MIN)
 
     again = await schedule(aconn, name="u", cron="*/15 * * * *", payload='{"v": 2}', p_now=T0 + 12 * MIN)
     assert again == job_id
@@ -53,8 +53,8 @@ async def test_an_identical_schedule_call_changes_nothing(aconn):
 async def test_unschedule_removes_job_and_futures_keeps_history_and_logs_it(aconn):
     await schedule(aconn, name="gone", cron="* * * * *", p_now=T0)
     await saturate(aconn, T0, horizon=10 * MIN)
-    await one(aconn, "SELECT dispatched FROM cronbox.dispatch(100, %s)", T0 + MIN)
-    assert await one(aconn, "SELECT cronbox.unschedule('gone', reason => 'retired', p_now => %s)", T0 + 2 * MIN)
+    await one(aconn, "SELECT dispatched FROM cronbox.dispatch_at(100, %s)", T0 + MIN)
+    assert await one(aconn, "SELECT cronbox.unschedule_at('gone', reason => 'retired', p_now => %s)", T0 + 2 * MIN)
     assert await one(aconn, "SELECT count(*) FROM cronbox.job WHERE name = 'gone'") == 0
     assert await one(aconn, "SELECT count(*) FROM cronbox.job_future") == 0
     assert await rows(aconn, "SELECT fire_at FROM cronbox.runs WHERE job = 'gone'") == [T0 + MIN]
@@ -66,14 +66,14 @@ async def test_pause_drops_pending_fires_and_resume_skips_the_fires_inside_the_p
     await schedule(aconn, name="p", cron="* * * * *", p_now=T0)
     await saturate(aconn, T0, horizon=10 * MIN)
     assert len(await futures(aconn, "p")) == 10
-    assert await one(aconn, "SELECT cronbox.pause('p', 'maintenance', p_now => %s)", T0 + 90 * timedelta(seconds=1))
+    assert await one(aconn, "SELECT cronbox.pause_at('p', 'maintenance', p_now => %s)", T0 + 90 * timedelta(seconds=1))
     assert await futures(aconn, "p") == []
     assert await one(aconn, "SELECT status || ':' || paused_reason FROM cronbox.schedules WHERE name = 'p'") \
         == "paused:maintenance"
     assert await saturate(aconn, T0 + 5 * MIN, horizon=10 * MIN) == (0, 0, 0)  # paused: not claimed
     assert await one(aconn, "SELECT cronbox.pause('p')") is False  # already paused
 
-    assert await one(aconn, "SELECT cronbox.resume('p', p_now => %s)", T0 + HOUR)
+    assert await one(aconn, "SELECT cronbox.resume_at('p', p_now => %s)", T0 + HOUR)
     await saturate(aconn, T0 + HOUR, horizon=3 * MIN)
     assert await futures(aconn, "p") == [T0 + HOUR + k * MIN for k in range(1, 4)]
     assert await missed(aconn, "p") == []
@@ -84,8 +84,8 @@ async def test_pause_drops_pending_fires_and_resume_skips_the_fires_inside_the_p
 
 async def test_pause_keeps_manual_runs_waiting_and_unknown_names_raise(aconn):
     await schedule(aconn, name="m", every="1 hour", p_now=T0)
-    await one(aconn, "SELECT cronbox.trigger('m', p_now => %s)", T0)
-    await one(aconn, "SELECT cronbox.pause('m', p_now => %s)", T0)
+    await one(aconn, "SELECT cronbox.trigger_at('m', p_now => %s)", T0)
+    await one(aconn, "SELECT cronbox.pause_at('m', p_now => %s)", T0)
     assert await futures(aconn, "m", origin="manual") == [T0]
     for fn in ("pause", "resume", "trigger"):
         with pytest.raises(psycopg.errors.NoDataFound, match="name: no schedule named 'nope'"):
@@ -96,17 +96,17 @@ async def test_pause_keeps_manual_runs_waiting_and_unknown_names_raise(aconn):
 async def test_pause_and_resume_of_a_one_off_hands_it_to_its_catchup_policy(aconn):
     await schedule(aconn, name="once", at=T0 + 5 * MIN, p_now=T0)
     await saturate(aconn, T0, horizon=10 * MIN)
-    await one(aconn, "SELECT cronbox.pause('once', p_now => %s)", T0 + MIN)
+    await one(aconn, "SELECT cronbox.pause_at('once', p_now => %s)", T0 + MIN)
     assert await futures(aconn, "once") == []
-    await one(aconn, "SELECT cronbox.resume('once', p_now => %s)", T0 + HOUR)
+    await one(aconn, "SELECT cronbox.resume_at('once', p_now => %s)", T0 + HOUR)
     await saturate(aconn, T0 + HOUR)
     assert await futures(aconn, "once") == [T0 + 5 * MIN]  # catchup 'latest': it still runs
 
 
 async def test_trigger_queues_a_manual_fire_due_now_with_its_own_payload(aconn):
     job_id = await schedule(aconn, name="t", cron="0 0 1 1 *", payload='{"a": 1}', p_now=T0)
-    first = await one(aconn, "SELECT cronbox.trigger('t', '{\"b\": 2}', p_now => %s)", T0 + MIN)
-    second = await one(aconn, "SELECT cronbox.trigger('t', p_now => %s)", T0 + MIN)
+    first = await one(aconn, "SELECT cronbox.trigger_at('t', '{\"b\": 2}', p_now => %s)", T0 + MIN)
+    second = await one(aconn, "SELECT cronbox.trigger_at('t', p_now => %s)", T0 + MIN)
     got = await rows(aconn, "SELECT future_id, fire_at, due_at, payload FROM cronbox.job_future "
                             "WHERE job_id = %s AND origin = 'manual' ORDER BY fire_at", job_id)
     assert got == [(first, T0 + MIN, T0 + MIN, {"b": 2}),
@@ -121,9 +121,9 @@ async def test_at_job_fires_once_and_then_reads_finished(aconn):
     await saturate(aconn, T0, horizon=10 * MIN)
     assert await futures(aconn, "at") == [T0 + 5 * MIN]
     assert await one(aconn, "SELECT status FROM cronbox.schedules WHERE name = 'at'") == "active"
-    await one(aconn, "SELECT dispatched FROM cronbox.dispatch(100, %s)", T0 + 5 * MIN)
+    await one(aconn, "SELECT dispatched FROM cronbox.dispatch_at(100, %s)", T0 + 5 * MIN)
     run_id = await one(aconn, "SELECT run_id FROM cronbox.runs WHERE job = 'at'")
-    await one(aconn, "SELECT cronbox.complete_run(%s, NULL, %s)", run_id, T0 + 6 * MIN)
+    await one(aconn, "SELECT cronbox.complete_run_at(%s, NULL, %s)", run_id, T0 + 6 * MIN)
     assert await one(aconn, "SELECT status FROM cronbox.schedules WHERE name = 'at'") == "finished"
     assert await saturate(aconn, T0 + HOUR) == (0, 0, 0)
     assert ("finished", "one-off fire handled") in [c[:2] for c in await changes(aconn, "at")]
@@ -181,7 +181,7 @@ async def test_fixed_delay_next_fire_is_one_interval_after_the_previous_run_fini
     await saturate(aconn, T0, horizon=HOUR)
     assert await futures(aconn, "fd") == [T0 + 10 * MIN]  # one fire at a time
     assert await saturate(aconn, T0 + 5 * MIN, horizon=HOUR) == (0, 0, 0)
-    await one(aconn, "SELECT dispatched FROM cronbox.dispatch(100, %s)", T0 + 10 * MIN)
+    await one(aconn, "SELECT dispatched FROM cronbox.dispatch_at(100, %s)", T0 + 10 * MIN)
     finished = T0 + 10 * MIN + timedelta(seconds=37)
     nxt = await one(aconn, "SELECT cronbox.schedule_next_fixed_delay(%s, %s)", job_id, finished)
     assert nxt == finished + 10 * MIN

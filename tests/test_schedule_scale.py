@@ -51,7 +51,7 @@ def _claim_plan(conn: psycopg.Connection, horizon: str) -> tuple[int, dict[str, 
         conn.execute(f"SET LOCAL auto_explain.{setting} = '{value}'")
     notices: list[str] = []
     conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
-    n = len(conn.execute("SELECT * FROM cronbox.claim_saturation(500, %s, %s)", (horizon, T0)).fetchall())
+    n = len(conn.execute("SELECT * FROM cronbox.claim_saturation_at(500, %s, %s)", (horizon, T0)).fetchall())
     conn.execute("SET LOCAL auto_explain.log_min_duration = '-1'")
     plans = [json.loads(m[m.index("{"):])["Plan"] for m in notices if "{" in m]
     inner = [p for p in plans if any(node.get("Relation Name") == "job" for node in _nodes(p))]
@@ -93,9 +93,9 @@ def test_with_a_million_schedules_an_idle_tick_reads_no_job_and_a_busy_tick_only
 def test_two_claimers_at_once_get_disjoint_jobs(fresh_dsn):
     with db.connect(fresh_dsn) as setup:
         for i in range(20):
-            setup.execute("SELECT cronbox.schedule(%s, every => '1 minute', p_now => %s)", (f"d{i}", T0))
+            setup.execute("SELECT cronbox.schedule_at(%s, every => '1 minute', p_now => %s)", (f"d{i}", T0))
     with db.connect(fresh_dsn, autocommit=False) as a, db.connect(fresh_dsn, autocommit=False) as b:
-        first = {r[0] for r in a.execute("SELECT job_id FROM cronbox.claim_saturation(12, '2 minutes', %s)", (T0,))}
-        second = {r[0] for r in b.execute("SELECT job_id FROM cronbox.claim_saturation(12, '2 minutes', %s)", (T0,))}
+        first = {r[0] for r in a.execute("SELECT job_id FROM cronbox.claim_saturation_at(12, '2 minutes', %s)", (T0,))}
+        second = {r[0] for r in b.execute("SELECT job_id FROM cronbox.claim_saturation_at(12, '2 minutes', %s)", (T0,))}
         assert len(first) == 12 and len(second) == 8
         assert not first & second

@@ -95,7 +95,7 @@ BAD_INPUTS: list[tuple[str, dict[str, object], str, str]] = [
 
 
 def _call(conn: psycopg.Connection, args: dict[str, object]) -> int:
-    q = sql.SQL("SELECT cronbox.schedule({})").format(
+    q = sql.SQL("SELECT cronbox.{}({})").format(sql.Identifier("schedule_at" if "p_now" in args else "schedule"),
         sql.SQL(", ").join(sql.SQL("{} => {}").format(sql.Identifier(k), sql.Placeholder(k)) for k in args))
     return conn.execute(q, args).fetchone()[0]
 

@@ -1,0 +1,57 @@
+-- sql/drop_old_signatures.sql: the one place where superseded function signatures are dropped.
+-- Applied by `cronbox migrate` before the function files, in the same transaction. A changed
+-- parameter list or result type makes a new function under CREATE OR REPLACE, so the old one
+-- must go or calls become ambiguous. IF EXISTS: a fresh database has none of them.
+DROP FUNCTION IF EXISTS cronbox.ack_outbox(text,bigint[],jsonb,timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.add_dependency(text,text,interval,interval,timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.cancel(bigint,timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.claim_outbox(text, integer, interval, text[], text[], timestamptz);
+DROP FUNCTION IF EXISTS cronbox.claim_outbox(text,integer,interval,text[],text[],timestamp with time zone,interval);
+DROP FUNCTION IF EXISTS cronbox.claim_runs(text,text,integer,timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.claim_saturation(integer,interval,timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.complete_run(bigint,jsonb,timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.complete_runs(bigint[],jsonb[],timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.dispatch(integer,timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.dispatch_ahead(integer,interval,timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.drop_run_partitions(interval,timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.ensure_run_partitions(integer,timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.fail_run(bigint,text,boolean,timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.fail_runs(bigint[],text[],boolean,timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.heartbeat(bigint,text,timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.heartbeat_process(bigint,timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.metrics_gauges(timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.nack_outbox(text, bigint[], text[], boolean[], double precision[], integer, interval, interval, timestamptz);
+DROP FUNCTION IF EXISTS cronbox.nack_outbox(text,bigint[],text[],boolean[],double precision[],integer,interval,interval,timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.pause(text,text,boolean,timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.reap_lost(integer,timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.reconcile_queue_limits(text[],timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.redrive(bigint,text,boolean,timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.register_process(text,text,text,integer,text,interval,jsonb,timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.release_holds(integer,timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.release_outbox(text, bigint[], timestamptz);
+DROP FUNCTION IF EXISTS cronbox.release_outbox(text,bigint[],timestamp with time zone,interval);
+DROP FUNCTION IF EXISTS cronbox.remove_dependency(text,text,timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.resume(text,text,timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.schedule(text,text,interval,timestamp with time zone,jsonb,text,text,integer,text,text,integer,interval,interval,interval,text,interval,interval,timestamp with time zone,timestamp with time zone,text[],text,text,timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.set_queue_limit(text,integer,timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.start_run(bigint,text,timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.store_fires(bigint[],timestamp with time zone[],boolean[],bigint[],timestamp with time zone[],timestamp with time zone[],boolean[],text[],timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.trigger(text,jsonb,text,timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.unschedule(text,text,timestamp with time zone);
+-- claim_saturation gained the column catchup_from (0070s, bounded catch-up): same arguments,
+-- new result type, so the old pair is dropped once (only while it lacks the column).
+DO $drop$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_proc p
+               WHERE p.oid = pg_catalog.to_regprocedure('cronbox.claim_saturation_at(integer,interval,timestamp with time zone)')
+                 AND NOT 'catchup_from' = ANY (p.proargnames)) THEN
+        DROP FUNCTION cronbox.claim_saturation_at(integer, interval, timestamp with time zone);
+        DROP FUNCTION IF EXISTS cronbox.claim_saturation(integer, interval);
+    END IF;
+END
+$drop$;
+-- store_fires gained the gap arrays, dispatch p_jobs and p_grace (bounded catch-up, isolation).
+DROP FUNCTION IF EXISTS cronbox.store_fires_at(bigint[],timestamp with time zone[],boolean[],bigint[],timestamp with time zone[],timestamp with time zone[],boolean[],text[],timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.store_fires(bigint[],timestamp with time zone[],boolean[],bigint[],timestamp with time zone[],timestamp with time zone[],boolean[],text[]);
+DROP FUNCTION IF EXISTS cronbox.dispatch_at(integer,timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.dispatch(integer);

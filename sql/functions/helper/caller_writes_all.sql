@@ -1,0 +1,26 @@
+-- cronbox.caller_writes_all(): true when the caller's calls may change any schedule's rows
+-- (through the functions it may call): superuser/BYPASSRLS, cronbox_owner, cronbox_admin,
+-- cronbox_worker, cronbox_process. Evaluated once per statement by the row-security policies.
+CREATE OR REPLACE FUNCTION cronbox.caller_writes_all() RETURNS boolean
+LANGUAGE plpgsql STABLE
+SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_caller name := cronbox.caller();
+BEGIN
+    RETURN coalesce((SELECT r.rolsuper OR r.rolbypassrls FROM pg_catalog.pg_roles r
+                     WHERE r.rolname = v_caller), false)
+        OR pg_catalog.pg_has_role(v_caller, 'cronbox_owner', 'USAGE')
+        OR pg_catalog.pg_has_role(v_caller, 'cronbox_admin', 'USAGE')
+        OR pg_catalog.pg_has_role(v_caller, 'cronbox_worker', 'USAGE')
+        OR pg_catalog.pg_has_role(v_caller, 'cronbox_process', 'USAGE');
+END
+$$;
+
+COMMENT ON FUNCTION cronbox.caller_writes_all() IS
+'True when the caller is not limited to its own schedules: superuser, cronbox_owner, cronbox_admin, cronbox_worker or cronbox_process.';
+
+ALTER FUNCTION cronbox.caller_writes_all() OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.caller_writes_all() FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
+GRANT EXECUTE ON FUNCTION cronbox.caller_writes_all() TO cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

@@ -1,0 +1,54 @@
+-- Internal: the body of cronbox.cancel, with the time as its last parameter p_now. The public
+-- cronbox.cancel passes now(); no cronbox role may execute this one (tests call it as the
+-- owner or a superuser to fix the clock).
+-- cronbox.cancel_at(run_id, p_now): request cancellation of a run. A run still in the outbox
+-- (dispatched) is cancelled at once and its message withdrawn (unless a relay is sending it
+-- right now: the worker's start_run will then refuse it). A delivered or running run is
+-- flagged: its worker's next heartbeat answers 'cancel'; it ends 'cancelled' when the worker
+-- reports or its lease expires. Returns 'cancelled' or 'cancel_requested'. Raises 02000 for
+-- an unknown run, 55000 for a run already final.
+CREATE OR REPLACE FUNCTION cronbox.cancel_at(
+    run_id bigint,
+    p_now timestamptz DEFAULT now()
+) RETURNS text
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_state text;
+    v_verdict text;
+BEGIN
+    SELECT r.state INTO v_state FROM cronbox.run r WHERE r.run_id = cancel_at.run_id;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'run_id: no run %', cancel_at.run_id USING ERRCODE = 'no_data_found';
+    END IF;
+    IF v_state = 'dispatched' THEN
+        SELECT f.state, f.verdict INTO v_state, v_verdict
+        FROM cronbox.finish_runs(ARRAY[cancel_at.run_id], 'cancelled', NULL,
+                                 ARRAY['cancelled before delivery'], false, p_now) f;
+        IF v_verdict = 'finished' THEN
+            DELETE FROM cronbox.outbox o
+            WHERE o.outbox_id IN (SELECT o2.outbox_id FROM cronbox.outbox o2
+                                  WHERE o2.run_id = cancel_at.run_id AND o2.kind = 'run'
+                                  FOR UPDATE SKIP LOCKED);
+            RETURN 'cancelled';
+        END IF;
+    END IF;
+    UPDATE cronbox.run r SET cancel_requested = true
+    WHERE r.run_id = cancel_at.run_id AND r.state IN ('dispatched', 'delivered', 'running')
+    RETURNING r.state INTO v_state;
+    IF FOUND THEN
+        RETURN 'cancel_requested';
+    END IF;
+    SELECT r.state INTO v_state FROM cronbox.run r WHERE r.run_id = cancel_at.run_id;
+    RAISE EXCEPTION 'run_id: run % is %, there is nothing to cancel', cancel_at.run_id, v_state
+        USING ERRCODE = 'object_not_in_prerequisite_state';
+END
+$$;
+
+COMMENT ON FUNCTION cronbox.cancel_at(bigint, timestamp with time zone) IS
+'Internal (no cronbox role may execute it): the body of cronbox.cancel(bigint) with the time as p_now; tests use it to fix the clock. Requests cancellation of a run: cancelled at once while still in the outbox, otherwise flagged so the worker''s heartbeat answers ''cancel''. Returns ''cancelled'' or ''cancel_requested''; raises 55000 for a run already final.';
+
+ALTER FUNCTION cronbox.cancel_at(bigint, timestamp with time zone) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.cancel_at(bigint, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

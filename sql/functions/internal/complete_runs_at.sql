@@ -1,0 +1,26 @@
+-- Internal: the body of cronbox.complete_runs, with the time as its last parameter p_now. The public
+-- cronbox.complete_runs passes now(); no cronbox role may execute this one (tests call it as the
+-- owner or a superuser to fix the clock).
+-- cronbox.complete_runs_at(run_ids, results, p_now): complete_run for a batch in one call
+-- (the relay, when a worker answers with outcomes, and fast workers). Set-based through
+-- cronbox.finish_runs; never raises for one bad id: each row says its verdict (finished,
+-- late, not_reportable, not_found). results, when given, is parallel to run_ids.
+CREATE OR REPLACE FUNCTION cronbox.complete_runs_at(
+    run_ids bigint[],
+    results jsonb[] DEFAULT NULL,
+    p_now timestamptz DEFAULT now()
+) RETURNS TABLE (run_id bigint, state text, verdict text)
+LANGUAGE sql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off  -- short OLTP statements: compiling costs more than running
+AS $$
+    SELECT f.run_id, f.state, f.verdict
+    FROM cronbox.finish_runs(complete_runs_at.run_ids, 'succeeded', complete_runs_at.results, NULL, true, p_now) f
+$$;
+
+COMMENT ON FUNCTION cronbox.complete_runs_at(bigint[], jsonb[], timestamp with time zone) IS
+'Internal (no cronbox role may execute it): the body of cronbox.complete_runs(bigint[], jsonb[]) with the time as p_now; tests use it to fix the clock. Worker/relay: marks a batch of runs succeeded (results parallel to run_ids) in one set-based call. Returns per run its state and verdict (finished, late, not_reportable, not_found).';
+
+ALTER FUNCTION cronbox.complete_runs_at(bigint[], jsonb[], timestamp with time zone) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.complete_runs_at(bigint[], jsonb[], timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

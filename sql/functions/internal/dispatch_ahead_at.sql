@@ -1,0 +1,122 @@
+-- Internal: the body of cronbox.dispatch_ahead, with the time as its last parameter p_now. The public
+-- cronbox.dispatch_ahead passes now(); no cronbox role may execute this one (tests call it as the
+-- owner or a superuser to fix the clock).
+-- cronbox.dispatch_ahead_at(p_limit, p_lead, p_now): the poller's early dispatch (CRONBOX_DISPATCH_LEAD).
+-- Writes run + outbox rows for up to p_limit ready futures due in (p_now, p_now + p_lead] whose
+-- decision cannot change between now and their due time, so that the relay can hold the
+-- messages and send them at the due time itself instead of starting a claim then:
+--   * scheduled fires only (origin 'schedule': not trigger(), retries or after-jobs);
+--   * of unpaused jobs with overlap 'allow' (no earlier run can change the decision), no
+--     upstream dependency (add_dependency: the gate looks at upstream successes) and a queue
+--     without a queue limit (slots are counted when taken).
+-- Everything else waits for cronbox.dispatch at its due time. The outbox row is available at
+-- the future's due time (claim_outbox(p_ahead) lets a relay take it up to p_ahead early and
+-- hold it); the run is dispatched as of its due time. The price: a fire decided early has been
+-- decided: pause(), unschedule() or an update withdraw early runs no relay holds yet
+-- (cronbox.withdraw_early_runs), not those a relay holds (docs/runs.md, "Early dispatch").
+-- Locks as dispatch: futures FOR UPDATE SKIP LOCKED, then their jobs FOR NO KEY UPDATE SKIP
+-- LOCKED.
+CREATE OR REPLACE FUNCTION cronbox.dispatch_ahead_at(
+    p_limit integer,
+    p_lead interval,
+    p_now timestamptz DEFAULT now()
+) RETURNS TABLE (dispatched integer, busy integer, next_due timestamptz)
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off  -- short OLTP statements: compiling costs more than running
+AS $$
+DECLARE
+    v_dispatched integer;
+    v_picked integer;
+BEGIN
+    IF p_limit IS NULL OR p_limit < 1 THEN
+        RAISE EXCEPTION 'p_limit: must be at least 1, got %', p_limit USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_lead IS NULL OR p_lead < interval '0' THEN
+        RAISE EXCEPTION 'p_lead: must be zero or more, got %', p_lead USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    WITH
+    prio(p) AS (SELECT r.p FROM cronbox.ready_priorities() AS r(p)),
+    picked AS MATERIALIZED (
+        SELECT x.*
+        FROM prio CROSS JOIN LATERAL (
+            SELECT f.future_id, f.job_id, f.fire_at, f.due_at, f.priority, f.attempt, f.payload
+            FROM cronbox.job_future f
+            JOIN cronbox.job j ON j.job_id = f.job_id
+            WHERE f.hold IS NULL AND f.priority = prio.p
+              AND f.due_at > p_now AND f.due_at <= p_now + p_lead
+              AND f.origin = 'schedule'
+              AND j.overlap = 'allow' AND NOT j.paused
+              AND NOT EXISTS (SELECT 1 FROM cronbox.job_dependency d WHERE d.job_id = f.job_id)
+              AND NOT EXISTS (SELECT 1 FROM cronbox.queue_limit q WHERE q.queue = j.queue)
+            ORDER BY f.due_at
+            LIMIT p_limit
+            FOR UPDATE OF f SKIP LOCKED
+        ) x
+        LIMIT p_limit
+    ),
+    -- The jobs' latest versions, one poller per job at a time; still eligible.
+    locked_job AS MATERIALIZED (
+        SELECT j.job_id, j.name, j.queue, j.timeout, j.payload
+        FROM cronbox.job j
+        WHERE j.job_id IN (SELECT picked.job_id FROM picked)
+          AND j.overlap = 'allow' AND NOT j.paused
+        FOR NO KEY UPDATE SKIP LOCKED
+    ),
+    fire AS MATERIALIZED (
+        SELECT cronbox.new_run_id() AS run_id, p.future_id, p.job_id, p.fire_at, p.due_at,
+               p.priority, p.attempt, coalesce(p.payload, j.payload) AS message_payload,
+               j.name, j.queue, j.timeout
+        FROM picked p
+        JOIN locked_job j ON j.job_id = p.job_id
+    ),
+    gone AS (
+        DELETE FROM cronbox.job_future f
+        WHERE f.future_id = ANY (ARRAY(SELECT fire.future_id FROM fire))
+    ),
+    new_run AS (
+        INSERT INTO cronbox.run (run_id, job_id, job_name, queue, fire_at, due_at, state, attempt,
+                                 origin, payload, priority, created_at, dispatched_at)
+        SELECT fire.run_id, fire.job_id, fire.name, fire.queue, fire.fire_at, fire.due_at,
+               'dispatched', fire.attempt, 'schedule', fire.message_payload, fire.priority,
+               p_now, fire.due_at
+        FROM fire
+    ),
+    new_message AS (
+        INSERT INTO cronbox.outbox (run_id, queue, kind, message, timeout, created_at, available_at)
+        SELECT fire.run_id, fire.queue, 'run',
+               cronbox.run_message(fire.run_id, fire.name, fire.queue, fire.message_payload,
+                                   fire.fire_at, fire.attempt),
+               fire.timeout, p_now, fire.due_at
+        FROM fire
+    ),
+    job_counts AS (
+        UPDATE cronbox.job j SET
+            active_runs = j.active_runs + c.n_run,
+            last_fire_at = greatest(j.last_fire_at, c.last_fire),
+            last_run_id = greatest(j.last_run_id, c.last_run),
+            last_run_state = CASE WHEN c.last_run >= coalesce(j.last_run_id, 0) THEN 'dispatched'
+                                  ELSE j.last_run_state END
+        FROM (SELECT fire.job_id, count(*) AS n_run, max(fire.fire_at) AS last_fire,
+                     max(fire.run_id) AS last_run
+              FROM fire GROUP BY fire.job_id) c
+        WHERE j.job_id = c.job_id
+    )
+    SELECT (SELECT count(*) FROM fire), (SELECT count(*) FROM picked) INTO v_dispatched, v_picked;
+
+    IF v_dispatched > 0 THEN
+        PERFORM pg_notify('cronbox_outbox', '');
+    END IF;
+    -- busy: eligible fires whose job was locked elsewhere (a saturation pass, a worker's report):
+    -- worth another try soon, before they are due.
+    RETURN QUERY SELECT v_dispatched, v_picked - v_dispatched, cronbox.next_due();
+END
+$$;
+
+COMMENT ON FUNCTION cronbox.dispatch_ahead_at(integer, interval, timestamp with time zone) IS
+'Internal (no cronbox role may execute it): the body of cronbox.dispatch_ahead(integer, interval) with the time as p_now; tests use it to fix the clock. Poller (CRONBOX_DISPATCH_LEAD): writes run + outbox rows, available at their due time, for up to p_limit scheduled fires due within p_lead of jobs whose decision cannot change before then (overlap allow, unpaused, no dependency, no queue limit). Returns the count, the eligible fires skipped because their job was locked elsewhere (busy), and the next due time.';
+
+ALTER FUNCTION cronbox.dispatch_ahead_at(integer, interval, timestamp with time zone) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.dispatch_ahead_at(integer, interval, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

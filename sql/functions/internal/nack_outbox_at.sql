@@ -1,0 +1,109 @@
+-- Internal: the body of cronbox.nack_outbox, with the time as its last parameter p_now. The public
+-- cronbox.nack_outbox passes now(); no cronbox role may execute this one (tests call it as the
+-- owner or a superuser to fix the clock).
+-- cronbox.nack_outbox_at(p_owner, p_ids, p_errors, p_retryable, p_retry_after, p_max_attempts,
+-- p_backoff, p_backoff_max, p_now): the relay reports failed sends, one array slot per row.
+-- Rows still leased to p_owner either wait (available_at = now + exponential backoff from
+-- p_backoff per attempt, capped at p_backoff_max, equal jitter, at least Retry-After) or,
+-- when not retryable or out of attempts, move to cronbox.dead_letter; their runs become
+-- failed with 'undeliverable: <error>' (job.active_runs decremented). Two statements, no loop.
+-- The result type changed (dead_ids added): CREATE OR REPLACE cannot change it, so drop first
+-- (same transaction as the re-create; grants.sql re-grants after every re-apply).
+CREATE OR REPLACE FUNCTION cronbox.nack_outbox_at(
+    p_owner text,
+    p_ids bigint[],
+    p_errors text[],
+    p_retryable boolean[] DEFAULT NULL,
+    p_retry_after double precision[] DEFAULT NULL,
+    p_max_attempts integer DEFAULT 10,
+    p_backoff interval DEFAULT '1 second',
+    p_backoff_max interval DEFAULT '10 minutes',
+    p_now timestamptz DEFAULT now()
+) RETURNS TABLE (retried integer, dead integer, dead_ids bigint[])
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off  -- short OLTP statements: compiling costs more than running
+AS $$
+DECLARE
+    v_retried integer;
+    v_dead integer;
+    v_dead_ids bigint[];
+    v_runs bigint[];
+    v_errors text[];
+BEGIN
+    IF p_max_attempts IS NULL OR p_max_attempts < 1 THEN
+        RAISE EXCEPTION 'p_max_attempts: must be at least 1, got %', p_max_attempts
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_backoff IS NULL OR p_backoff <= interval '0' OR p_backoff_max IS NULL OR p_backoff_max < p_backoff THEN
+        RAISE EXCEPTION 'p_backoff: must be positive and at most p_backoff_max, got % and %', p_backoff, p_backoff_max
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF cardinality(p_errors) IS DISTINCT FROM cardinality(p_ids) THEN
+        RAISE EXCEPTION 'p_errors: expected one error per id (%), got %', cardinality(p_ids), cardinality(p_errors)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    WITH failed AS (
+        -- unnest pads the shorter optional arrays with NULL (= retryable, no Retry-After)
+        SELECT f.outbox_id, f.error, f.retryable, f.retry_after
+        FROM unnest(p_ids, p_errors, p_retryable, p_retry_after) AS f(outbox_id, error, retryable, retry_after)
+        WHERE f.outbox_id IS NOT NULL
+    ),
+    mine AS (
+        SELECT o.outbox_id, o.attempts, f.error, f.retry_after,
+               (f.retryable IS FALSE OR o.attempts >= p_max_attempts) AS give_up
+        FROM cronbox.outbox o JOIN failed f ON f.outbox_id = o.outbox_id
+        WHERE o.lease_owner = p_owner
+    ),
+    retried AS (
+        UPDATE cronbox.outbox o SET
+            available_at = p_now + greatest(
+                least(p_backoff * power(2, least(m.attempts - 1, 30)), p_backoff_max) * (0.5 + random() * 0.5),
+                CASE WHEN m.retry_after IS NOT NULL  -- greatest/least skip NULLs
+                     THEN make_interval(secs => least(m.retry_after, 86400)) END),
+            lease_owner = NULL,
+            last_error = m.error
+        FROM mine m
+        WHERE o.outbox_id = m.outbox_id AND NOT m.give_up AND o.lease_owner = p_owner
+        RETURNING o.outbox_id
+    ),
+    buried AS (
+        DELETE FROM cronbox.outbox o USING mine m
+        WHERE o.outbox_id = m.outbox_id AND m.give_up AND o.lease_owner = p_owner
+        RETURNING o.*, m.error
+    ),
+    moved AS (
+        INSERT INTO cronbox.dead_letter (outbox_id, run_id, queue, kind, message, timeout, created_at,
+                                         attempts, last_error, lease_owner, dead_at)
+        SELECT b.outbox_id, b.run_id, b.queue, b.kind, b.message, b.timeout, b.created_at,
+               b.attempts, b.error, b.lease_owner, p_now
+        FROM buried b
+        RETURNING outbox_id, run_id, last_error
+    )
+    SELECT (SELECT count(*) FROM retried)::integer, count(*)::integer,
+           coalesce(array_agg(mv.outbox_id), '{}'),
+           array_agg(mv.run_id) FILTER (WHERE mv.run_id IS NOT NULL),
+           array_agg(mv.last_error) FILTER (WHERE mv.run_id IS NOT NULL)
+      INTO v_retried, v_dead, v_dead_ids, v_runs, v_errors
+    FROM moved mv;
+
+    IF v_runs IS NOT NULL THEN
+        -- dispatched -> failed (undeliverable) through the run side's one finishing path, so
+        -- the failure streak, on_error, notifications and held fires follow as for any final
+        -- failure. Not retryable: delivery itself was already retried; redrive() re-sends.
+        PERFORM cronbox.finish_runs(v_runs, 'failed', NULL,
+            ARRAY(SELECT 'undeliverable: ' || coalesce(e.error, 'unknown error')
+                  FROM unnest(v_errors) WITH ORDINALITY AS e(error, n) ORDER BY e.n),
+            false, p_now);
+    END IF;
+    RETURN QUERY SELECT v_retried, v_dead, v_dead_ids;
+END
+$$;
+
+COMMENT ON FUNCTION cronbox.nack_outbox_at(text, bigint[], text[], boolean[], double precision[], integer, interval, interval, timestamp with time zone) IS
+'Internal (no cronbox role may execute it): the body of cronbox.nack_outbox(text, bigint[], text[], boolean[], double precision[], integer, interval, interval) with the time as p_now; tests use it to fix the clock. Relay: records failed sends of rows leased to p_owner. Retryable rows wait for exponential backoff with jitter (at least Retry-After); non-retryable rows and rows out of attempts move to cronbox.dead_letter and their runs become failed (undeliverable). Returns (retried, dead, dead_ids).';
+
+ALTER FUNCTION cronbox.nack_outbox_at(text, bigint[], text[], boolean[], double precision[], integer, interval, interval, timestamp with time zone) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.nack_outbox_at(text, bigint[], text[], boolean[], double precision[], integer, interval, interval, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

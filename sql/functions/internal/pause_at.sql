@@ -1,0 +1,60 @@
+-- Internal: the body of cronbox.pause, with the time as its last parameter p_now. The public
+-- cronbox.pause passes now(); no cronbox role may execute this one (tests call it as the
+-- owner or a superuser to fix the clock).
+-- cronbox.pause_at(name, reason, after_failure, p_now): stops a job from firing. Under the job's
+-- row lock it deletes the pending scheduled futures (first attempts of regular fires) and marks
+-- the job paused; the saturation index skips paused jobs. Retry and manual futures stay, held
+-- by dispatch until resume. Fires that fall inside the pause are not run and not recorded.
+-- Returns false if the job was already paused (nothing written). Unknown name: P0002.
+CREATE OR REPLACE FUNCTION cronbox.pause_at(
+    name          text,
+    reason        text DEFAULT 'paused by operator',
+    after_failure boolean DEFAULT false,
+    p_now         timestamptz DEFAULT now()
+) RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job cronbox.job;
+    v_first timestamptz;
+BEGIN
+    v_job := cronbox.lock_job(pause_at.name);
+    IF v_job.paused THEN
+        RETURN false;
+    END IF;
+    -- Fires already written by early dispatch and not yet claimed by a relay are cancelled.
+    PERFORM cronbox.withdraw_early_runs(v_job.job_id, 'cancelled: paused before its fire time', p_now);
+    -- Rewind the frontier before the deleted fires, so a one-off whose future is dropped
+    -- here is not taken as done (resume() decides what happens to it).
+    WITH gone AS (
+        DELETE FROM cronbox.job_future f
+        WHERE f.job_id = v_job.job_id AND f.origin = 'schedule' AND f.attempt = 1
+        RETURNING f.fire_at
+    )
+    SELECT min(g.fire_at) INTO v_first FROM gone g;
+    UPDATE cronbox.job j SET
+        frontier = CASE WHEN v_first IS NULL THEN j.frontier
+                        ELSE least(j.frontier, v_first - interval '1 microsecond') END,
+        next_fire = CASE WHEN v_first IS NULL THEN j.next_fire
+                         ELSE least(j.next_fire, v_first) END,
+        finished_at = CASE WHEN v_first IS NULL THEN j.finished_at END,
+        paused = true,
+        paused_reason = coalesce(pause_at.reason, 'paused by operator'),
+        paused_at = p_now,
+        updated_at = p_now
+    WHERE j.job_id = v_job.job_id;
+    PERFORM cronbox.record_change(v_job.job_id, v_job.name,
+                                  CASE WHEN pause_at.after_failure THEN 'paused_after_failure' ELSE 'paused' END,
+                                  coalesce(pause_at.reason, 'paused by operator'), p_now);
+    PERFORM pg_notify('cronbox_schedule', v_job.job_id::text);
+    RETURN true;
+END
+$$;
+
+COMMENT ON FUNCTION cronbox.pause_at(text, text, boolean, timestamp with time zone) IS
+'Internal (no cronbox role may execute it): the body of cronbox.pause(text, text, boolean) with the time as p_now; tests use it to fix the clock. Pauses a job: its pending scheduled futures are deleted atomically and no new ones are made; fires inside the pause are skipped (not run, not recorded). after_failure => true logs it as paused_after_failure. Returns false if already paused.';
+
+ALTER FUNCTION cronbox.pause_at(text, text, boolean, timestamp with time zone) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.pause_at(text, text, boolean, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

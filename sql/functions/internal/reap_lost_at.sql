@@ -1,0 +1,47 @@
+-- Internal: the body of cronbox.reap_lost, with the time as its last parameter p_now. The public
+-- cronbox.reap_lost passes now(); no cronbox role may execute this one (tests call it as the
+-- owner or a superuser to fix the clock).
+-- cronbox.reap_lost_at(p_limit, p_now): the poller's reaper. Runs delivered or running whose
+-- lease expired (no heartbeat or report within the job's timeout) are declared lost (a
+-- crash; cancelled if cancellation was requested) and retried per the job's policy, through
+-- cronbox.finish_runs. Candidates come from run_lease_idx without locks (finish_runs locks
+-- jobs before runs, the order dispatch relies on) and are re-checked under lock, so two
+-- reapers never double-count a run. Returns how many runs were declared lost or cancelled.
+CREATE OR REPLACE FUNCTION cronbox.reap_lost_at(
+    p_limit integer DEFAULT 1000,
+    p_now timestamptz DEFAULT now()
+) RETURNS integer
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+-- Row estimates through CTEs are rough; JIT compiling this short statement costs more than it runs.
+SET jit = off
+AS $$
+DECLARE
+    v_ids bigint[];
+    v_errors text[];
+    v_n integer;
+BEGIN
+    SELECT array_agg(x.run_id), array_agg(x.error) INTO v_ids, v_errors
+    FROM (SELECT r.run_id,
+                 format('lost: lease expired at %s (no heartbeat or report within the timeout)',
+                        r.lease_until) AS error
+          FROM cronbox.run r
+          WHERE r.state IN ('delivered', 'running') AND r.lease_until < p_now
+          ORDER BY r.lease_until
+          LIMIT p_limit) x;
+    IF v_ids IS NULL THEN
+        RETURN 0;
+    END IF;
+    SELECT count(*) INTO v_n
+    FROM cronbox.finish_runs(v_ids, 'lost', NULL, v_errors, true, p_now) f
+    WHERE f.verdict = 'finished';
+    RETURN v_n;
+END
+$$;
+
+COMMENT ON FUNCTION cronbox.reap_lost_at(integer, timestamp with time zone) IS
+'Internal (no cronbox role may execute it): the body of cronbox.reap_lost(integer) with the time as p_now; tests use it to fix the clock. Poller: declares up to p_limit runs whose lease expired lost (or cancelled when asked to) and applies the retry policy. Returns the count.';
+
+ALTER FUNCTION cronbox.reap_lost_at(integer, timestamp with time zone) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.reap_lost_at(integer, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

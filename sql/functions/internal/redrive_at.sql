@@ -1,0 +1,69 @@
+-- Internal: the body of cronbox.redrive, with the time as its last parameter p_now. The public
+-- cronbox.redrive passes now(); no cronbox role may execute this one (tests call it as the
+-- owner or a superuser to fix the clock).
+-- cronbox.redrive_at(id, queue, everything, p_now): puts dead letters back into the outbox
+-- (attempts reset, claimable now) and wakes the relays. Choose rows by dead_letter id, by
+-- queue, or everything => true; id and queue combine with AND. A run that was marked
+-- 'undeliverable' goes back to dispatched (job.active_runs follows). One statement per table.
+-- Returns the number of messages put back.
+CREATE OR REPLACE FUNCTION cronbox.redrive_at(
+    id bigint DEFAULT NULL,
+    queue text DEFAULT NULL,
+    everything boolean DEFAULT false,
+    p_now timestamptz DEFAULT now()
+) RETURNS integer
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_count integer;
+    v_runs bigint[];
+BEGIN
+    IF redrive_at.id IS NULL AND redrive_at.queue IS NULL AND NOT coalesce(redrive_at.everything, false) THEN
+        RAISE EXCEPTION 'redrive: say which dead letters: id => ..., queue => ... or everything => true'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    WITH gone AS (
+        DELETE FROM cronbox.dead_letter d
+        WHERE (redrive_at.id IS NULL OR d.dead_letter_id = redrive_at.id)
+          AND (redrive_at.queue IS NULL OR d.queue = redrive_at.queue)
+        RETURNING d.*
+    ),
+    back AS (
+        INSERT INTO cronbox.outbox (run_id, queue, kind, message, timeout, created_at, available_at,
+                                    attempts, last_error)
+        SELECT g.run_id, g.queue, g.kind, g.message, g.timeout, g.created_at, p_now,
+               0, 'redriven after: ' || coalesce(g.last_error, '?')
+        FROM gone g
+        ORDER BY g.dead_letter_id
+        RETURNING run_id
+    )
+    SELECT count(*)::integer, array_agg(b.run_id) FILTER (WHERE b.run_id IS NOT NULL)
+      INTO v_count, v_runs
+    FROM back b;
+
+    IF v_runs IS NOT NULL THEN
+        -- failed (undeliverable) -> dispatched: the run is in flight again.
+        WITH revived AS (
+            UPDATE cronbox.run r SET state = 'dispatched', error = NULL, finished_at = NULL
+            WHERE r.run_id = ANY (v_runs) AND r.state = 'failed' AND r.error LIKE 'undeliverable:%'
+            RETURNING r.job_id
+        )
+        UPDATE cronbox.job j SET active_runs = j.active_runs + c.n
+        FROM (SELECT v.job_id, count(*)::integer AS n FROM revived v GROUP BY v.job_id) c
+        WHERE j.job_id = c.job_id;
+    END IF;
+    IF v_count > 0 THEN
+        PERFORM pg_notify('cronbox_outbox', '');
+    END IF;
+    RETURN v_count;
+END
+$$;
+
+COMMENT ON FUNCTION cronbox.redrive_at(bigint, text, boolean, timestamp with time zone) IS
+'Internal (no cronbox role may execute it): the body of cronbox.redrive(bigint, text, boolean) with the time as p_now; tests use it to fix the clock. Puts dead letters back into the outbox (attempts reset): by id, by queue, or everything => true. Runs marked undeliverable go back to dispatched. Returns the count.';
+
+ALTER FUNCTION cronbox.redrive_at(bigint, text, boolean, timestamp with time zone) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.redrive_at(bigint, text, boolean, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

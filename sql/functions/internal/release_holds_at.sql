@@ -1,0 +1,40 @@
+-- Internal: the body of cronbox.release_holds, with the time as its last parameter p_now. The public
+-- cronbox.release_holds passes now(); no cronbox role may execute this one (tests call it as the
+-- owner or a superuser to fix the clock).
+-- cronbox.release_holds_at(p_limit, p_now): the backstop for held futures. Each hold carries a
+-- time for a second look (hold_until: at most 30 s after it was set, a dependency's
+-- wait_timeout sooner); this releases those due, so dispatch decides again (and a dependency
+-- past its timeout fails). Precise wake-ups (a run finishing, an upstream succeeding,
+-- resume) happen where those events are written; this bounds any miss. job_future_recheck_idx.
+CREATE OR REPLACE FUNCTION cronbox.release_holds_at(
+    p_limit integer DEFAULT 10000,
+    p_now timestamptz DEFAULT now()
+) RETURNS integer
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off  -- short OLTP statements: compiling costs more than running
+AS $$
+DECLARE
+    v_n integer;
+BEGIN
+    UPDATE cronbox.job_future f SET hold = NULL, hold_queue = NULL, hold_until = NULL
+    WHERE f.future_id IN (
+        SELECT h.future_id FROM cronbox.job_future h
+        WHERE h.hold IS NOT NULL AND h.hold_until <= p_now
+        ORDER BY h.hold_until
+        LIMIT p_limit
+        FOR UPDATE SKIP LOCKED);
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    IF v_n > 0 THEN
+        PERFORM pg_notify('cronbox_future', '');
+    END IF;
+    RETURN v_n;
+END
+$$;
+
+COMMENT ON FUNCTION cronbox.release_holds_at(integer, timestamp with time zone) IS
+'Internal (no cronbox role may execute it): the body of cronbox.release_holds(integer) with the time as p_now; tests use it to fix the clock. Poller backstop: releases held futures whose second-look time has come, so dispatch decides again. Returns the count.';
+
+ALTER FUNCTION cronbox.release_holds_at(integer, timestamp with time zone) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.release_holds_at(integer, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

@@ -1,0 +1,30 @@
+-- cronbox.release_job_holds(p_job_id, p_now): makes every held future of one job ready again
+-- so the next dispatch decides afresh. Called by cronbox.resume (a paused job's fires go at
+-- once) and cronbox.remove_dependency. Locks the job's held futures (job_future_held_idx).
+-- Idempotent. Returns the number released.
+CREATE OR REPLACE FUNCTION cronbox.release_job_holds(
+    p_job_id bigint,
+    p_now timestamptz DEFAULT now()
+) RETURNS integer
+LANGUAGE plpgsql
+SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_n integer;
+BEGIN
+    UPDATE cronbox.job_future f SET hold = NULL, hold_queue = NULL, hold_until = NULL
+    WHERE f.job_id = p_job_id AND f.hold IS NOT NULL;
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    IF v_n > 0 THEN
+        PERFORM pg_notify('cronbox_future', '');
+    END IF;
+    RETURN v_n;
+END
+$$;
+
+COMMENT ON FUNCTION cronbox.release_job_holds(bigint,timestamp with time zone) IS
+'Makes all held futures of a job ready again (resume, remove_dependency); dispatch decides afresh. Returns the count.';
+
+ALTER FUNCTION cronbox.release_job_holds(bigint,timestamp with time zone) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.release_job_holds(bigint,timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

@@ -1,0 +1,44 @@
+-- Internal: the body of cronbox.remove_dependency, with the time as its last parameter p_now. The public
+-- cronbox.remove_dependency passes now(); no cronbox role may execute this one (tests call it as the
+-- owner or a superuser to fix the clock).
+-- cronbox.remove_dependency_at(job, upstream): removes a gate added with add_dependency; fires
+-- of job waiting on it are released at once. Takes the dependency advisory lock. Returns
+-- whether a gate was removed; raises 22023 for an unknown schedule name.
+CREATE OR REPLACE FUNCTION cronbox.remove_dependency_at(
+    job text,
+    upstream text,
+    p_now timestamptz DEFAULT now()
+) RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job_id bigint;
+BEGIN
+    PERFORM pg_advisory_xact_lock(hashtext('cronbox.dependencies'));
+    SELECT j.job_id INTO v_job_id FROM cronbox.job j WHERE j.name = remove_dependency_at.job;
+    IF v_job_id IS NULL THEN
+        RAISE EXCEPTION 'job: no schedule named %', quote_literal(remove_dependency_at.job)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    DELETE FROM cronbox.job_dependency d
+    USING cronbox.job u
+    WHERE d.job_id = v_job_id AND u.job_id = d.upstream_id AND u.name = remove_dependency_at.upstream;
+    IF NOT FOUND THEN
+        RETURN false;
+    END IF;
+    PERFORM cronbox.record_change(v_job_id, remove_dependency_at.job, 'updated',
+        format('no longer waits for %s', remove_dependency_at.upstream), p_now);
+    UPDATE cronbox.job_future f SET hold = NULL, hold_until = NULL
+    WHERE f.job_id = v_job_id AND f.hold = 'dependency';
+    PERFORM pg_notify('cronbox_future', '');
+    RETURN true;
+END
+$$;
+
+COMMENT ON FUNCTION cronbox.remove_dependency_at(text, text, timestamp with time zone) IS
+'Internal (no cronbox role may execute it): the body of cronbox.remove_dependency(text, text) with the time as p_now; tests use it to fix the clock. Removes the gate of job on upstream (add_dependency) and releases fires waiting on it. Returns whether a gate was removed.';
+
+ALTER FUNCTION cronbox.remove_dependency_at(text, text, timestamp with time zone) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.remove_dependency_at(text, text, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

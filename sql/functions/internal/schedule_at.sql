@@ -1,0 +1,227 @@
+-- Internal: the body of cronbox.schedule, with the time as its last parameter p_now. The public
+-- cronbox.schedule passes now(); no cronbox role may execute this one (tests call it as the
+-- owner or a superuser to fix the clock).
+-- cronbox.schedule_at(name, cron | every | at | after, options...): create or update a job.
+-- Validates every argument before writing anything (cronbox.validate_schedule_args). The same
+-- name again updates the definition in place under the job's row lock: pending scheduled
+-- futures after p_now are deleted and the frontier is set so the poller recomputes them from
+-- the new definition in its next pass; history and the change log are kept. An identical call
+-- is a no-op (nothing written, no change-log row). Returns the job id.
+CREATE OR REPLACE FUNCTION cronbox.schedule_at(
+    name            text,
+    cron            text        DEFAULT NULL,
+    every           interval    DEFAULT NULL,
+    at              timestamptz DEFAULT NULL,
+    payload         jsonb       DEFAULT '{}',
+    queue           text        DEFAULT 'default',
+    timezone        text        DEFAULT 'UTC',
+    priority        integer     DEFAULT 0,
+    overlap         text        DEFAULT 'skip',
+    on_error        text        DEFAULT 'retry_schedule',
+    max_attempts    integer     DEFAULT 1,
+    retry_delay     interval    DEFAULT '10 seconds',
+    retry_max_delay interval    DEFAULT '1 hour',
+    timeout         interval    DEFAULT '5 minutes',
+    catchup         text        DEFAULT 'latest',
+    catchup_window  interval    DEFAULT '1 day',
+    jitter          interval    DEFAULT '0',
+    starts_at       timestamptz DEFAULT NULL,
+    ends_at         timestamptz DEFAULT NULL,
+    after           text[]      DEFAULT NULL,
+    every_mode      text        DEFAULT 'fixed_rate',
+    reason          text        DEFAULT NULL,
+    p_now           timestamptz DEFAULT now()
+) RETURNS bigint
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_kind text;
+    v_cron text;
+    v_new cronbox.job;        -- the definition asked for (timing columns computed below)
+    v_old cronbox.job;
+    v_pending timestamptz;    -- fixed delay: the deleted pending fire, kept when `every` is unchanged
+    v_job_id bigint;
+    v_missing text;
+    v_cycle text;
+BEGIN
+    PERFORM cronbox.validate_schedule_args(
+        schedule_at.name, schedule_at.cron, schedule_at.every, schedule_at.at, schedule_at.payload,
+        schedule_at.queue, schedule_at.timezone, schedule_at.priority, schedule_at.overlap,
+        schedule_at.on_error, schedule_at.max_attempts, schedule_at.retry_delay,
+        schedule_at.retry_max_delay, schedule_at.timeout, schedule_at.catchup,
+        schedule_at.catchup_window, schedule_at.jitter, schedule_at.starts_at, schedule_at.ends_at,
+        schedule_at.after, schedule_at.every_mode);
+    IF length(schedule_at.reason) > 1000 THEN
+        RAISE EXCEPTION 'reason: must be at most 1000 characters, got %', length(schedule_at.reason)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
+    v_kind := CASE WHEN schedule_at.cron IS NOT NULL THEN 'cron'
+                   WHEN schedule_at.every IS NOT NULL THEN 'every'
+                   WHEN schedule_at.at IS NOT NULL THEN 'at'
+                   ELSE 'after' END;
+    IF v_kind = 'after' THEN
+        -- Upstreams must exist (and be visible to the caller); serialise with add_dependency
+        -- so two concurrent changes cannot close a cycle between them.
+        PERFORM pg_advisory_xact_lock(hashtext('cronbox.dependencies'));
+        SELECT string_agg(quote_literal(u.name), ', ') INTO v_missing
+        FROM unnest(schedule_at.after) AS u(name)
+        WHERE NOT EXISTS (SELECT 1 FROM cronbox.job j WHERE j.name = u.name);
+        IF v_missing IS NOT NULL THEN
+            RAISE EXCEPTION 'after: no schedule named %', v_missing
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    END IF;
+    IF v_kind = 'cron' THEN
+        v_cron := cronbox.normalize_cron(schedule_at.cron);
+    END IF;
+
+    SELECT * INTO v_old FROM cronbox.job j WHERE j.name = schedule_at.name FOR UPDATE;
+
+    -- An identical call changes nothing (config-as-code may re-apply the same definition).
+    IF v_old.job_id IS NOT NULL
+       AND (v_old.kind, v_old.cron, v_old.every, v_old.every_mode, v_old.at, v_old.after,
+            v_old.timezone, v_old.payload, v_old.queue, v_old.priority, v_old.overlap,
+            v_old.on_error, v_old.max_attempts, v_old.retry_delay, v_old.retry_max_delay,
+            v_old.timeout, v_old.catchup, v_old.catchup_window, v_old.jitter, v_old.starts_at,
+            v_old.ends_at)
+           IS NOT DISTINCT FROM
+           (v_kind, schedule_at.cron, schedule_at.every, schedule_at.every_mode, schedule_at.at, schedule_at.after,
+            schedule_at.timezone, schedule_at.payload, schedule_at.queue, schedule_at.priority, schedule_at.overlap,
+            schedule_at.on_error, schedule_at.max_attempts, schedule_at.retry_delay, schedule_at.retry_max_delay,
+            schedule_at.timeout, schedule_at.catchup, schedule_at.catchup_window, schedule_at.jitter,
+            schedule_at.starts_at, schedule_at.ends_at) THEN
+        RETURN v_old.job_id;
+    END IF;
+
+    IF v_old.job_id IS NOT NULL THEN
+        -- Pending fires of the old definition go; the poller recomputes them. Fires already
+        -- due (<= p_now) stay: they belonged to the old definition's past. Retries and manual
+        -- runs are not the schedule's to drop.
+        WITH gone AS (
+            DELETE FROM cronbox.job_future f
+            WHERE f.job_id = v_old.job_id AND f.origin = 'schedule' AND f.attempt = 1
+              AND f.fire_at > p_now
+            RETURNING f.fire_at
+        )
+        SELECT min(g.fire_at) INTO v_pending FROM gone g;
+        -- Fires of the old definition already written by early dispatch, unclaimed: cancelled.
+        PERFORM cronbox.withdraw_early_runs(v_old.job_id, 'cancelled: schedule updated before its fire time', p_now);
+    END IF;
+
+    -- Where saturation starts: the poller materialises fires strictly after the frontier.
+    v_new.frontier := CASE
+        WHEN v_kind = 'after' THEN NULL
+        -- A one-off: consider its time unless it is the same time that was already handled.
+        WHEN v_kind = 'at' THEN
+            CASE WHEN v_old.kind = 'at' AND v_old.at = schedule_at.at THEN v_old.frontier
+                 ELSE least(schedule_at.at, p_now) - interval '1 microsecond' END
+        -- Fixed delay: the single next fire is the anchor itself.
+        WHEN v_kind = 'every' AND schedule_at.every_mode = 'fixed_delay' THEN NULL
+        -- A start in the future: nothing before it.
+        WHEN schedule_at.starts_at > p_now THEN schedule_at.starts_at - interval '1 microsecond'
+        -- An update never re-fires what was handled before p_now; fires the poller has not
+        -- reached yet stay catch-up candidates under the new definition.
+        WHEN v_old.kind IN ('cron', 'every') AND v_old.every_mode = 'fixed_rate'
+             AND v_old.frontier IS NOT NULL THEN least(v_old.frontier, p_now)
+        WHEN v_old.job_id IS NOT NULL THEN p_now
+        -- A new job with a past start looks back at most catchup_window (older fires predate it).
+        WHEN schedule_at.starts_at IS NOT NULL
+            THEN greatest(schedule_at.starts_at, cronbox.catchup_start(p_now, schedule_at.catchup_window)) - interval '1 microsecond'
+        ELSE p_now END;
+
+    -- every: fixed rate fires at anchor + k*every; fixed delay's next fire is the anchor.
+    IF v_kind = 'every' AND schedule_at.every_mode = 'fixed_rate' THEN
+        v_new.anchor := CASE
+            WHEN schedule_at.starts_at IS NOT NULL THEN schedule_at.starts_at
+            WHEN v_old.kind = 'every' AND v_old.every_mode = 'fixed_rate'
+                 AND v_old.every = schedule_at.every AND v_old.starts_at IS NULL THEN v_old.anchor
+            ELSE date_trunc('second', p_now) + schedule_at.every END;
+    ELSIF v_kind = 'every' THEN
+        v_new.anchor := CASE
+            WHEN schedule_at.starts_at >= p_now THEN schedule_at.starts_at
+            WHEN schedule_at.starts_at IS NOT NULL
+                 AND schedule_at.starts_at IS DISTINCT FROM v_old.starts_at THEN date_trunc('second', p_now)
+            WHEN v_old.kind = 'every' AND v_old.every_mode = 'fixed_delay' AND v_old.every = schedule_at.every
+                THEN coalesce(v_pending, v_old.next_fire,
+                              CASE WHEN v_old.active_runs > 0 THEN NULL
+                                   ELSE date_trunc('second', p_now) + schedule_at.every END)
+            ELSE date_trunc('second', p_now) + schedule_at.every END;
+        v_new.frontier := v_new.anchor - interval '1 microsecond';
+    END IF;
+
+    -- A lower bound of the first fire after the frontier (exact for at / fixed delay); the
+    -- poller computes the exact one. NULL: nothing to materialise.
+    v_new.next_fire := CASE
+        WHEN v_kind = 'after' THEN NULL
+        WHEN v_kind = 'at' THEN CASE WHEN schedule_at.at > v_new.frontier THEN schedule_at.at END
+        WHEN v_kind = 'every' AND schedule_at.every_mode = 'fixed_delay' THEN v_new.anchor
+        ELSE v_new.frontier END;
+    IF v_new.next_fire > schedule_at.ends_at THEN
+        v_new.next_fire := NULL;
+    END IF;
+    -- Finished: nothing left to fire (a one-off already handled, or ends_at passed).
+    v_new.finished_at := CASE
+        WHEN v_new.next_fire IS NULL AND (v_kind = 'at' OR v_new.frontier >= schedule_at.ends_at)
+            THEN coalesce(v_old.finished_at, p_now) END;
+
+    IF v_old.job_id IS NULL THEN
+        INSERT INTO cronbox.job AS j (
+            name, kind, cron, cron_normalized, every, every_mode, anchor, at, after, timezone,
+            payload, queue, priority, overlap, on_error, max_attempts, retry_delay,
+            retry_max_delay, timeout, catchup, catchup_window, jitter, starts_at, ends_at,
+            frontier, next_fire, finished_at, created_at, updated_at)
+        VALUES (
+            schedule_at.name, v_kind, schedule_at.cron, v_cron, schedule_at.every,
+            schedule_at.every_mode, v_new.anchor, schedule_at.at, schedule_at.after, schedule_at.timezone,
+            schedule_at.payload, schedule_at.queue, schedule_at.priority, schedule_at.overlap,
+            schedule_at.on_error, schedule_at.max_attempts, schedule_at.retry_delay,
+            schedule_at.retry_max_delay, schedule_at.timeout, schedule_at.catchup,
+            schedule_at.catchup_window, schedule_at.jitter, schedule_at.starts_at, schedule_at.ends_at,
+            v_new.frontier, v_new.next_fire, v_new.finished_at, p_now, p_now)
+        RETURNING j.job_id INTO v_job_id;
+        PERFORM cronbox.record_change(v_job_id, schedule_at.name, 'created',
+                                      coalesce(schedule_at.reason, 'created'), p_now);
+    ELSE
+        v_job_id := v_old.job_id;
+        UPDATE cronbox.job j SET
+            kind = v_kind, cron = schedule_at.cron, cron_normalized = v_cron,
+            every = schedule_at.every, every_mode = schedule_at.every_mode, anchor = v_new.anchor,
+            at = schedule_at.at, after = schedule_at.after, timezone = schedule_at.timezone,
+            payload = schedule_at.payload, queue = schedule_at.queue, priority = schedule_at.priority,
+            overlap = schedule_at.overlap, on_error = schedule_at.on_error,
+            max_attempts = schedule_at.max_attempts, retry_delay = schedule_at.retry_delay,
+            retry_max_delay = schedule_at.retry_max_delay, timeout = schedule_at.timeout,
+            catchup = schedule_at.catchup, catchup_window = schedule_at.catchup_window,
+            jitter = schedule_at.jitter, starts_at = schedule_at.starts_at, ends_at = schedule_at.ends_at,
+            frontier = v_new.frontier,
+            next_fire = v_new.next_fire,
+            finished_at = v_new.finished_at,
+            definition_version = j.definition_version + 1,
+            updated_at = p_now
+        WHERE j.job_id = v_job_id;
+        PERFORM cronbox.record_change(v_job_id, schedule_at.name, 'updated',
+                                      coalesce(schedule_at.reason, 'updated'), p_now);
+    END IF;
+    IF v_kind = 'after' THEN
+        -- A cycle can only close through existing jobs; the error aborts the whole statement.
+        v_cycle := cronbox.find_dependency_cycle(v_job_id, ARRAY(
+            SELECT j.job_id FROM cronbox.job j WHERE j.name = ANY (schedule_at.after)));
+        IF v_cycle IS NOT NULL THEN
+            RAISE EXCEPTION 'after: % waiting for % would make a cycle: %', quote_literal(schedule_at.name),
+                array_to_string(schedule_at.after, ', '), v_cycle
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    END IF;
+    PERFORM pg_notify('cronbox_schedule', v_job_id::text);
+    RETURN v_job_id;
+END
+$$;
+
+COMMENT ON FUNCTION cronbox.schedule_at(text, text, interval, timestamp with time zone, jsonb, text, text, integer, text, text, integer, interval, interval, interval, text, interval, interval, timestamp with time zone, timestamp with time zone, text[], text, text, timestamp with time zone) IS
+'Internal (no cronbox role may execute it): the body of cronbox.schedule(text, text, interval, timestamp with time zone, jsonb, text, text, integer, text, text, integer, interval, interval, interval, text, interval, interval, timestamp with time zone, timestamp with time zone, text[], text, text) with the time as p_now; tests use it to fix the clock. Creates or updates (same name) a job; returns its id. Exactly one of cron, every, at, after. Every argument is validated before anything is written (SQLSTATE 22004/22023, message starting with the field name). An update deletes the pending scheduled futures and lets the poller recompute them in the same way, atomically; history and the change log (cronbox.schedule_changes) are kept. An identical call is a no-op. See docs/schedules.md.';
+
+ALTER FUNCTION cronbox.schedule_at(text, text, interval, timestamp with time zone, jsonb, text, text, integer, text, text, integer, interval, interval, interval, text, interval, interval, timestamp with time zone, timestamp with time zone, text[], text, text, timestamp with time zone) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.schedule_at(text, text, interval, timestamp with time zone, jsonb, text, text, integer, text, text, integer, interval, interval, interval, text, interval, interval, timestamp with time zone, timestamp with time zone, text[], text, text, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

@@ -1,0 +1,55 @@
+-- Internal: the body of cronbox.start_run, with the time as its last parameter p_now. The public
+-- cronbox.start_run passes now(); no cronbox role may execute this one (tests call it as the
+-- owner or a superuser to fix the clock).
+-- cronbox.start_run_at(run_id, worker, p_now): optional; a worker says it started the run.
+-- Locks the run row only; dispatched/delivered -> running, records the worker and renews the
+-- lease (the job's timeout from now). Repeating it from the same worker returns the lease.
+-- Raises 02000 for an unknown run, 55000 if the run is finished or asked to cancel.
+CREATE OR REPLACE FUNCTION cronbox.start_run_at(
+    run_id bigint,
+    worker text,
+    p_now timestamptz DEFAULT now()
+) RETURNS timestamptz
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off  -- short OLTP statements: compiling costs more than running
+AS $$
+DECLARE
+    v_run cronbox.run;
+    v_deadline timestamptz;
+BEGIN
+    IF start_run_at.worker IS NULL OR start_run_at.worker = '' THEN
+        RAISE EXCEPTION 'worker: must name the worker' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    SELECT * INTO v_run FROM cronbox.run r WHERE r.run_id = start_run_at.run_id FOR UPDATE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'run_id: no run %', start_run_at.run_id USING ERRCODE = 'no_data_found';
+    END IF;
+    IF v_run.state = 'running' AND v_run.worker = start_run_at.worker AND NOT v_run.cancel_requested THEN
+        RETURN v_run.lease_until;
+    END IF;
+    IF v_run.state NOT IN ('dispatched', 'delivered') THEN
+        RAISE EXCEPTION 'run_id: run % is %, it cannot be started', v_run.run_id,
+            v_run.state || CASE WHEN v_run.state = 'running' THEN format(' on worker %s', v_run.worker) ELSE '' END
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    IF v_run.cancel_requested THEN
+        RAISE EXCEPTION 'run_id: run % was asked to cancel, it cannot be started', v_run.run_id
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+    v_deadline := p_now + coalesce((SELECT j.timeout FROM cronbox.job j WHERE j.job_id = v_run.job_id),
+                                   interval '5 minutes');
+    UPDATE cronbox.run r SET
+        state = 'running', started_at = p_now, worker = start_run_at.worker,
+        delivered_at = coalesce(r.delivered_at, p_now), lease_until = v_deadline
+    WHERE r.run_id = v_run.run_id;
+    RETURN v_deadline;
+END
+$$;
+
+COMMENT ON FUNCTION cronbox.start_run_at(bigint, text, timestamp with time zone) IS
+'Internal (no cronbox role may execute it): the body of cronbox.start_run(bigint, text) with the time as p_now; tests use it to fix the clock. Worker (optional): marks a dispatched or delivered run running on worker and renews its lease (the job''s timeout); returns the deadline. Idempotent for the same worker; raises 55000 for a finished run or one asked to cancel.';
+
+ALTER FUNCTION cronbox.start_run_at(bigint, text, timestamp with time zone) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.start_run_at(bigint, text, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

@@ -1,0 +1,61 @@
+-- Internal: the body of cronbox.trigger, with the time as its last parameter p_now. The public
+-- cronbox.trigger passes now(); no cronbox role may execute this one (tests call it as the
+-- owner or a superuser to fix the clock).
+-- cronbox.trigger_at(name, payload, reason, p_now): run a job now, outside its schedule. Inserts
+-- one manual future due at p_now (payload, when given, replaces the job's for this run only);
+-- the schedule's own fires are unchanged. Overlap and retry policies apply as for any fire;
+-- dispatch holds it while the job is paused. Returns the future id. Unknown name: P0002.
+CREATE OR REPLACE FUNCTION cronbox.trigger_at(
+    name    text,
+    payload jsonb DEFAULT NULL,
+    reason  text DEFAULT 'triggered by operator',
+    p_now   timestamptz DEFAULT now()
+) RETURNS bigint
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job cronbox.job;
+    v_fire_at timestamptz;
+    v_future_id bigint;
+BEGIN
+    IF trigger_at.name IS NULL THEN
+        RAISE EXCEPTION 'name: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF trigger_at.payload IS NOT NULL AND jsonb_typeof(trigger_at.payload) <> 'object' THEN
+        RAISE EXCEPTION 'payload: must be a JSON object, got %', jsonb_typeof(trigger_at.payload)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF octet_length(trigger_at.payload::text) > 65536 THEN
+        RAISE EXCEPTION 'payload: must be at most 65536 bytes as JSON text, got %', octet_length(trigger_at.payload::text)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- Share lock: concurrent triggers of one job may proceed, schedule()/unschedule() wait.
+    SELECT * INTO v_job FROM cronbox.job j WHERE j.name = trigger_at.name FOR SHARE;
+    IF NOT FOUND THEN
+        RAISE EXCEPTION 'name: no schedule named %', quote_literal(trigger_at.name) USING ERRCODE = 'no_data_found';
+    END IF;
+    -- (job, fire_at, attempt, origin) is unique: two triggers at the same instant get
+    -- fire times one microsecond apart.
+    v_fire_at := p_now;
+    LOOP
+        INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority, origin, payload)
+        VALUES (v_job.job_id, v_fire_at, p_now, v_job.priority, 'manual', trigger_at.payload)
+        ON CONFLICT ON CONSTRAINT job_future_fire_unique DO NOTHING
+        RETURNING future_id INTO v_future_id;
+        EXIT WHEN v_future_id IS NOT NULL;
+        v_fire_at := v_fire_at + interval '1 microsecond';
+    END LOOP;
+    PERFORM cronbox.record_change(v_job.job_id, v_job.name, 'triggered',
+                                  coalesce(trigger_at.reason, 'triggered by operator'), p_now);
+    PERFORM pg_notify('cronbox_schedule', v_job.job_id::text);
+    RETURN v_future_id;
+END
+$$;
+
+COMMENT ON FUNCTION cronbox.trigger_at(text, jsonb, text, timestamp with time zone) IS
+'Internal (no cronbox role may execute it): the body of cronbox.trigger(text, jsonb, text) with the time as p_now; tests use it to fix the clock. Runs a job now, outside its schedule: inserts a manual future due at once (payload, when given, is used for this run only). The run shows in cronbox.runs with origin manual. Returns the future id.';
+
+ALTER FUNCTION cronbox.trigger_at(text, jsonb, text, timestamp with time zone) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.trigger_at(text, jsonb, text, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

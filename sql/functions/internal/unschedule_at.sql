@@ -1,0 +1,41 @@
+-- Internal: the body of cronbox.unschedule, with the time as its last parameter p_now. The public
+-- cronbox.unschedule passes now(); no cronbox role may execute this one (tests call it as the
+-- owner or a superuser to fix the clock).
+-- cronbox.unschedule_at(name, reason, p_now): removes a job and its pending futures (ON DELETE
+-- CASCADE); run history and the change log stay (they have no foreign key to the job).
+-- Takes the job's row lock, so it waits for a poller's saturation pass on that job to commit.
+-- Returns false (and writes nothing) when no job has that name: safe to call twice.
+CREATE OR REPLACE FUNCTION cronbox.unschedule_at(
+    name   text,
+    reason text DEFAULT 'unscheduled by operator',
+    p_now  timestamptz DEFAULT now()
+) RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job_id bigint;
+BEGIN
+    IF unschedule_at.name IS NULL THEN
+        RAISE EXCEPTION 'name: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    SELECT j.job_id INTO v_job_id FROM cronbox.job j WHERE j.name = unschedule_at.name FOR UPDATE;
+    IF v_job_id IS NULL THEN
+        RETURN false;
+    END IF;
+    -- Fires already written by early dispatch and not yet claimed by a relay are cancelled.
+    PERFORM cronbox.withdraw_early_runs(v_job_id, 'cancelled: unscheduled before its fire time', p_now);
+    DELETE FROM cronbox.job j WHERE j.job_id = v_job_id;
+    PERFORM cronbox.record_change(v_job_id, unschedule_at.name, 'unscheduled',
+                                  coalesce(unschedule_at.reason, 'unscheduled by operator'), p_now);
+    PERFORM pg_notify('cronbox_schedule', v_job_id::text);
+    RETURN true;
+END
+$$;
+
+COMMENT ON FUNCTION cronbox.unschedule_at(text, text, timestamp with time zone) IS
+'Internal (no cronbox role may execute it): the body of cronbox.unschedule(text, text) with the time as p_now; tests use it to fix the clock. Removes the job and its pending futures atomically; run history and the change log stay. Returns false if no job has that name.';
+
+ALTER FUNCTION cronbox.unschedule_at(text, text, timestamp with time zone) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.unschedule_at(text, text, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

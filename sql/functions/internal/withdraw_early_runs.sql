@@ -1,0 +1,48 @@
+-- cronbox.withdraw_early_runs(p_job_id, p_reason, p_now): pause(), unschedule() and a schedule
+-- update reach the fires already written by early dispatch (CRONBOX_DISPATCH_LEAD): runs still
+-- waiting for their due time whose message no relay has claimed yet are cancelled (error =
+-- p_reason) and their messages deleted. A message a relay already holds is not recalled: it is
+-- sent at its time (docs/runs.md, "Early dispatch"). Call with the job locked. Returns the
+-- number withdrawn.
+CREATE OR REPLACE FUNCTION cronbox.withdraw_early_runs(
+    p_job_id bigint,
+    p_reason text,
+    p_now timestamptz DEFAULT now()
+) RETURNS integer
+LANGUAGE plpgsql
+SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_early bigint[];
+    v_ids bigint[];
+BEGIN
+    -- The job's runs dispatched as of a time still to come (run_active_job_idx); usually none,
+    -- and then the outbox (no index on run_id) is not read at all.
+    SELECT array_agg(r.run_id) INTO v_early
+    FROM cronbox.run r
+    WHERE r.job_id = p_job_id AND r.state = 'dispatched' AND r.dispatched_at > p_now;
+    IF v_early IS NULL THEN
+        RETURN 0;
+    END IF;
+    WITH early AS (
+        DELETE FROM cronbox.outbox o
+        WHERE o.kind = 'run' AND o.lease_owner IS NULL AND o.available_at > p_now
+          AND o.run_id = ANY (v_early)
+        RETURNING o.run_id
+    )
+    SELECT array_agg(early.run_id ORDER BY early.run_id) INTO v_ids FROM early;
+    IF v_ids IS NULL THEN
+        RETURN 0;
+    END IF;
+    PERFORM cronbox.finish_runs(v_ids, 'cancelled', NULL,
+                                array_fill(p_reason, ARRAY[cardinality(v_ids)]), false, p_now);
+    RETURN cardinality(v_ids);
+END
+$$;
+
+COMMENT ON FUNCTION cronbox.withdraw_early_runs(bigint,text,timestamp with time zone) IS
+'Internal: cancels a job''s early-dispatched runs whose message no relay holds yet (pause, unschedule, schedule update). Returns the count.';
+
+ALTER FUNCTION cronbox.withdraw_early_runs(bigint,text,timestamp with time zone) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.withdraw_early_runs(bigint,text,timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

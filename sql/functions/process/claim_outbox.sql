@@ -1,0 +1,32 @@
+-- cronbox.claim_outbox(p_owner, p_limit, p_lease, p_queues, p_exclude): the relay's
+-- claim. Leases up to p_limit available outbox rows (oldest first) to p_owner for p_lease by
+-- pushing available_at to the lease end; FOR UPDATE SKIP LOCKED on outbox_claim_idx, so
+-- relays get disjoint rows. p_queues (NULL = all) / p_exclude (NULL = none) keep pull-mode
+-- queues out. A relay that dies leaves rows that come back when the lease ends.
+-- Counts the attempt; returns the messages with their deadline (now + timeout) filled in.
+-- p_ahead (CRONBOX_DISPATCH_LEAD) also takes rows that become available within p_ahead
+-- (written early by cronbox.dispatch_ahead): the relay holds them until available_at, which
+-- is returned, and the lease runs from then.
+-- Thin wrapper: the body is cronbox.claim_outbox_at (internal/claim_outbox_at.sql), called with now().
+CREATE OR REPLACE FUNCTION cronbox.claim_outbox(
+    p_owner text,
+    p_limit integer,
+    p_lease interval DEFAULT '00:00:30'::interval,
+    p_queues text[] DEFAULT NULL::text[],
+    p_exclude text[] DEFAULT NULL::text[],
+    p_ahead interval DEFAULT '00:00:00'::interval
+) RETURNS TABLE(outbox_id bigint, run_id bigint, queue text, kind text, message jsonb, attempts integer, available_at timestamp with time zone)
+LANGUAGE sql VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+    SELECT * FROM cronbox.claim_outbox_at($1, $2, $3, $4, $5, $6, now())
+$$;
+
+COMMENT ON FUNCTION cronbox.claim_outbox(text, integer, interval, text[], text[], interval) IS
+'Relay: leases up to p_limit outbox rows available by now + p_ahead (SKIP LOCKED, outbox_claim_idx) for p_lease from their available time, only queues in p_queues (NULL = all) and not in p_exclude, and returns the messages, deadline included, and when each is due. Unacked rows come back when the lease ends: at least once.';
+
+ALTER FUNCTION cronbox.claim_outbox(text, integer, interval, text[], text[], interval) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.claim_outbox(text, integer, interval, text[], text[], interval) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
+GRANT EXECUTE ON FUNCTION cronbox.claim_outbox(text, integer, interval, text[], text[], interval) TO cronbox_process;

@@ -1,0 +1,25 @@
+-- cronbox.claim_saturation(p_limit, p_horizon): locks up to p_limit unpaused jobs that
+-- have less than half the horizon materialised (next_fire <= now() + p_horizon/2) and returns
+-- what the poller needs to compute their fires up to now() + p_horizon. FOR UPDATE SKIP LOCKED
+-- on job_saturate_idx: concurrent pollers get disjoint jobs, and an idle tick reads no row.
+-- The columns come from the locked row version itself, never from an older snapshot. Call
+-- cronbox.store_fires in the same transaction: schedule()/pause() wait for the pair to commit.
+-- Thin wrapper: the body is cronbox.claim_saturation_at (internal/claim_saturation_at.sql), called with now().
+CREATE OR REPLACE FUNCTION cronbox.claim_saturation(
+    p_limit integer,
+    p_horizon interval
+) RETURNS TABLE(job_id bigint, kind text, cron_normalized text, every interval, every_mode text, anchor timestamp with time zone, at timestamp with time zone, timezone text, frontier timestamp with time zone, catchup text, catchup_window interval, starts_at timestamp with time zone, ends_at timestamp with time zone, now timestamp with time zone, catchup_from timestamp with time zone)
+LANGUAGE sql VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+    SELECT * FROM cronbox.claim_saturation_at($1, $2, now())
+$$;
+
+COMMENT ON FUNCTION cronbox.claim_saturation(integer, interval) IS
+'Poller: locks (SKIP LOCKED, job_saturate_idx) up to p_limit unpaused jobs with less than half of p_horizon materialised and returns their schedules; follow with cronbox.store_fires in the same transaction.';
+
+ALTER FUNCTION cronbox.claim_saturation(integer, interval) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.claim_saturation(integer, interval) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
+GRANT EXECUTE ON FUNCTION cronbox.claim_saturation(integer, interval) TO cronbox_process;

@@ -1,0 +1,34 @@
+-- cronbox.dispatch_ahead(p_limit, p_lead): the poller's early dispatch (CRONBOX_DISPATCH_LEAD).
+-- Writes run + outbox rows for up to p_limit ready futures due in (now(), now() + p_lead] whose
+-- decision cannot change between now and their due time, so that the relay can hold the
+-- messages and send them at the due time itself instead of starting a claim then:
+--   * scheduled fires only (origin 'schedule': not trigger(), retries or after-jobs);
+--   * of unpaused jobs with overlap 'allow' (no earlier run can change the decision), no
+--     upstream dependency (add_dependency: the gate looks at upstream successes) and a queue
+--     without a queue limit (slots are counted when taken).
+-- Everything else waits for cronbox.dispatch at its due time. The outbox row is available at
+-- the future's due time (claim_outbox(p_ahead) lets a relay take it up to p_ahead early and
+-- hold it); the run is dispatched as of its due time. The price: a fire decided early has been
+-- decided: pause(), unschedule() or an update withdraw early runs no relay holds yet
+-- (cronbox.withdraw_early_runs), not those a relay holds (docs/runs.md, "Early dispatch").
+-- Locks as dispatch: futures FOR UPDATE SKIP LOCKED, then their jobs FOR NO KEY UPDATE SKIP
+-- LOCKED.
+-- Thin wrapper: the body is cronbox.dispatch_ahead_at (internal/dispatch_ahead_at.sql), called with now().
+CREATE OR REPLACE FUNCTION cronbox.dispatch_ahead(
+    p_limit integer,
+    p_lead interval
+) RETURNS TABLE(dispatched integer, busy integer, next_due timestamp with time zone)
+LANGUAGE sql VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+    SELECT * FROM cronbox.dispatch_ahead_at($1, $2, now())
+$$;
+
+COMMENT ON FUNCTION cronbox.dispatch_ahead(integer, interval) IS
+'Poller (CRONBOX_DISPATCH_LEAD): writes run + outbox rows, available at their due time, for up to p_limit scheduled fires due within p_lead of jobs whose decision cannot change before then (overlap allow, unpaused, no dependency, no queue limit). Returns the count, the eligible fires skipped because their job was locked elsewhere (busy), and the next due time.';
+
+ALTER FUNCTION cronbox.dispatch_ahead(integer, interval) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.dispatch_ahead(integer, interval) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
+GRANT EXECUTE ON FUNCTION cronbox.dispatch_ahead(integer, interval) TO cronbox_process;

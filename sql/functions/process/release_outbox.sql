@@ -1,0 +1,26 @@
+-- cronbox.release_outbox(p_owner, p_ids): a relay hands back leases it will not
+-- finish (shutdown): rows still leased to p_owner (p_ids, or all of them when NULL) become
+-- claimable now instead of when the lease ends. Row locks only; the no-ids form scans the
+-- small outbox (shutdown only). Idempotent. Returns the number released. p_lease (the
+-- relay's lease) keeps a row claimed ahead of its due time (CRONBOX_DISPATCH_LEAD) from
+-- becoming claimable before that time: the claim set available_at = greatest(due, then) + lease.
+-- Thin wrapper: the body is cronbox.release_outbox_at (internal/release_outbox_at.sql), called with now().
+CREATE OR REPLACE FUNCTION cronbox.release_outbox(
+    p_owner text,
+    p_ids bigint[] DEFAULT NULL::bigint[],
+    p_lease interval DEFAULT NULL::interval
+) RETURNS integer
+LANGUAGE sql VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+AS $$
+    SELECT cronbox.release_outbox_at($1, $2, $3, now())
+$$;
+
+COMMENT ON FUNCTION cronbox.release_outbox(text, bigint[], interval) IS
+'Relay: makes rows still leased to p_owner (p_ids, or all when NULL) claimable now (or, given the lease, at their due time if that is later); used at shutdown for sends that will not happen. Returns the count.';
+
+ALTER FUNCTION cronbox.release_outbox(text, bigint[], interval) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.release_outbox(text, bigint[], interval) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
+GRANT EXECUTE ON FUNCTION cronbox.release_outbox(text, bigint[], interval) TO cronbox_process;

@@ -1,0 +1,26 @@
+-- cronbox.claim_runs(queue, worker, n): pull mode, for workers that talk to PostgreSQL
+-- instead of receiving pushes (queues routed to the `postgres` sink). Takes up to n
+-- available run messages of the queue, oldest first, FOR UPDATE SKIP LOCKED on
+-- outbox_pull_idx (claimers get disjoint runs), deletes them and marks their runs running on
+-- worker with a lease of the job's timeout. Returns the messages, deadline included.
+-- Thin wrapper: the body is cronbox.claim_runs_at (internal/claim_runs_at.sql), called with now().
+CREATE OR REPLACE FUNCTION cronbox.claim_runs(
+    queue text,
+    worker text,
+    n integer DEFAULT 1
+) RETURNS TABLE(run_id bigint, job text, payload jsonb, fire_at timestamp with time zone, attempt integer, deadline timestamp with time zone, idempotency_key text, message jsonb)
+LANGUAGE sql VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+SET plan_cache_mode = force_generic_plan
+AS $$
+    SELECT * FROM cronbox.claim_runs_at($1, $2, $3, now())
+$$;
+
+COMMENT ON FUNCTION cronbox.claim_runs(text, text, integer) IS
+'Pull-mode worker: claims up to n available runs of a queue (SKIP LOCKED: claimers get disjoint runs), marks them running on worker with a lease of the job''s timeout, returns the messages with their deadline.';
+
+ALTER FUNCTION cronbox.claim_runs(text, text, integer) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.claim_runs(text, text, integer) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
+GRANT EXECUTE ON FUNCTION cronbox.claim_runs(text, text, integer) TO cronbox_worker;

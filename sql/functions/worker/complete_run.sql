@@ -1,0 +1,23 @@
+-- cronbox.complete_run(run_id, result): a worker reports success.
+-- Allowed from dispatched/delivered/running (cronbox.finish_runs does the work: job
+-- bookkeeping, after-jobs, releases). A report for a run already final (lost and retried,
+-- cancelled, a duplicate) is kept in late_report and changes nothing else; the run's state is
+-- returned so the worker can tell. Raises 02000 for an unknown run, 55000 for a skipped/missed one.
+-- Thin wrapper: the body is cronbox.complete_run_at (internal/complete_run_at.sql), called with now().
+CREATE OR REPLACE FUNCTION cronbox.complete_run(
+    run_id bigint,
+    result jsonb DEFAULT NULL::jsonb
+) RETURNS text
+LANGUAGE sql VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT cronbox.complete_run_at($1, $2, now())
+$$;
+
+COMMENT ON FUNCTION cronbox.complete_run(bigint, jsonb) IS
+'Worker: marks a run succeeded with an optional result. A late report for a run already final (e.g. lost and retried) is recorded in late_report and never overwrites it. Returns the run''s state.';
+
+ALTER FUNCTION cronbox.complete_run(bigint, jsonb) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.complete_run(bigint, jsonb) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
+GRANT EXECUTE ON FUNCTION cronbox.complete_run(bigint, jsonb) TO cronbox_worker;

@@ -1,0 +1,24 @@
+-- cronbox.fail_run(run_id, error, retryable): a worker reports failure.
+-- Allowed from dispatched/delivered/running (cronbox.finish_runs does the work): the run
+-- becomes failed (cancelled if cancellation was requested), a retry is scheduled while
+-- attempts remain (retryable => false skips them), then on_error applies. A late report is
+-- kept in late_report only. Raises 02000 for an unknown run, 55000 for a skipped/missed one.
+-- Thin wrapper: the body is cronbox.fail_run_at (internal/fail_run_at.sql), called with now().
+CREATE OR REPLACE FUNCTION cronbox.fail_run(
+    run_id bigint,
+    error text,
+    retryable boolean DEFAULT true
+) RETURNS text
+LANGUAGE sql VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    SELECT cronbox.fail_run_at($1, $2, $3, now())
+$$;
+
+COMMENT ON FUNCTION cronbox.fail_run(bigint, text, boolean) IS
+'Worker: marks a run failed with an error text; retried (as a new attempt) while attempts remain unless retryable => false, then the job''s on_error applies. A late report for a final run is recorded in late_report only. Returns the run''s state.';
+
+ALTER FUNCTION cronbox.fail_run(bigint, text, boolean) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.fail_run(bigint, text, boolean) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
+GRANT EXECUTE ON FUNCTION cronbox.fail_run(bigint, text, boolean) TO cronbox_worker;
