@@ -54,4 +54,5 @@ $drop$;
 DROP FUNCTION IF EXISTS cronbox.store_fires_at(bigint[],timestamp with time zone[],boolean[],bigint[],timestamp with time zone[],timestamp with time zone[],boolean[],text[],timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.store_fires(bigint[],timestamp with time zone[],boolean[],bigint[],timestamp with time zone[],timestamp with time zone[],boolean[],text[]);
 DROP FUNCTION IF EXISTS cronbox.dispatch_at(integer,timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.dispatch_at(integer,timestamp with time zone,bigint[],interval);
 DROP FUNCTION IF EXISTS cronbox.dispatch(integer);

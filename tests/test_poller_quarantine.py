@@ -108,6 +108,8 @@ def _healthz(port: int) -> tuple[int, str]:
             return resp.status, resp.read().decode()
     except urllib.error.HTTPError as exc:
         return exc.code, exc.read().decode()
+    except urllib.error.URLError as exc:  # not listening yet
+        return 0, str(exc)
 
 
 def test_healthz_turns_unhealthy_while_a_loop_keeps_failing_and_names_it(fresh_dsn, tmp_path):

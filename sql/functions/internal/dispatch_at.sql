@@ -1,4 +1,4 @@
--- Internal: the body of cronbox.dispatch, with the time as its parameter p_now. The public
+-- Internal: the body of cronbox.dispatch, with the time as its last parameter p_now. The public
 -- cronbox.dispatch passes now(); no cronbox role may execute this one (tests call it as the
 -- owner or a superuser to fix the clock).
 -- cronbox.dispatch_at(p_limit, p_now): decides, in one statement, what happens to up to p_limit
@@ -13,9 +13,9 @@
 -- never 'overlap: skipped'. NULL: no such check.
 CREATE OR REPLACE FUNCTION cronbox.dispatch_at(
     p_limit integer DEFAULT 1000,
-    p_now timestamptz DEFAULT now(),
     p_jobs bigint[] DEFAULT NULL,
-    p_grace interval DEFAULT NULL
+    p_grace interval DEFAULT NULL,
+    p_now timestamptz DEFAULT now()
 ) RETURNS TABLE (dispatched integer, skipped integer, failed integer, held integer, next_due timestamptz)
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -266,8 +266,8 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION cronbox.dispatch_at(integer, timestamp with time zone, bigint[], interval) IS
+COMMENT ON FUNCTION cronbox.dispatch_at(integer, bigint[], interval, timestamp with time zone) IS
 'Internal (no cronbox role may execute it): the body of cronbox.dispatch(integer, bigint[], interval) with the time as p_now; tests use it to fix the clock. Poller: decides for up to p_limit due ready futures, lower priority first (paused -> held; dependency gate; overlap policy; queue limit) and writes run + outbox rows, skipped/failed runs or holds, in one statement (SKIP LOCKED; safe with many pollers). p_jobs restricts it to those jobs; with p_grace, late scheduled fires superseded by a newer due fire of their job are recorded missed (catch-up), not skipped. Returns the counts and the next due time.';
 
-ALTER FUNCTION cronbox.dispatch_at(integer, timestamp with time zone, bigint[], interval) OWNER TO cronbox_owner;
-REVOKE ALL ON FUNCTION cronbox.dispatch_at(integer, timestamp with time zone, bigint[], interval) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
+ALTER FUNCTION cronbox.dispatch_at(integer, bigint[], interval, timestamp with time zone) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.dispatch_at(integer, bigint[], interval, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

@@ -19,7 +19,7 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
-    SELECT * FROM cronbox.dispatch_at($1, now(), $2, $3)
+    SELECT * FROM cronbox.dispatch_at($1, $2, $3, now())
 $$;
 
 COMMENT ON FUNCTION cronbox.dispatch(integer, bigint[], interval) IS
