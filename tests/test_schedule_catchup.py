@@ -8,7 +8,9 @@ from datetime import timedelta
 
 import pytest
 
-from .schedhelp import aconn, futures, missed, one, saturate, schedule, utc  # noqa: F401
+from poller.saturate import CATCHUP_MAX
+
+from .schedhelp import aconn, futures, gaps, missed, one, saturate, schedule, utc  # noqa: F401
 
 T0 = utc(2030, 1, 1, 0, 0)
 MIN = timedelta(minutes=1)
@@ -89,3 +91,39 @@ async def test_a_clock_jumping_back_neither_refires_nor_drops(aconn):
     await saturate(aconn, T0 + 8 * MIN, horizon=10 * MIN)
     assert await futures(aconn, "j") == minutes(*range(1, 19))
     assert await missed(aconn, "j") == []
+
+
+async def test_a_one_second_schedule_down_ten_years_writes_one_gap_row_and_a_bounded_backlog(aconn):
+    start = T0 - timedelta(days=3650)
+    await schedule(aconn, name="ten", every="1 second", starts_at=start, catchup="all",
+                   catchup_window="1 day", p_now=start)
+    claimed, futures_written, gaps_written = await saturate(aconn, T0, horizon=2 * MIN)
+    assert gaps_written == 1
+    (first, last, n), = await gaps(aconn, "ten")
+    kept = await futures(aconn, "ten")
+    # 'all' replays at most CATCHUP_MAX (1,000) late fires: the most recent ones
+    assert kept[0] == T0 - 30 * SEC - CATCHUP_MAX * SEC and first == start and last == kept[0] - SEC
+    assert n == int((last - first).total_seconds()) + 1
+    assert kept == [kept[0] + k * SEC for k in range(len(kept))] and kept[-1] == T0 + 2 * MIN
+    assert await one(aconn, "SELECT count(*) FROM cronbox.runs WHERE job = 'ten'") == 1
+    assert await one(aconn, "SELECT missed_count FROM cronbox.schedules WHERE name = 'ten'") == n
+
+
+async def test_the_catchup_window_counts_calendar_months(aconn):
+    t = utc(2030, 3, 31, 12, 0)
+    start = t - timedelta(days=90)
+    await schedule(aconn, name="m", every="1 day", starts_at=start, catchup="all",
+                   catchup_window="1 month", p_now=start)
+    await saturate(aconn, t, horizon=MIN)
+    # 31 March minus one calendar month is 28 February (30 days would be 1 March)
+    assert (await futures(aconn, "m"))[0] == utc(2030, 2, 28, 12, 0)
+
+
+async def test_the_catchup_window_is_24_hours_a_day_across_dst(aconn):
+    t = utc(2030, 3, 31, 12, 0)  # Europe/Paris sprang forward at 01:00 UTC that day
+    await schedule(aconn, name="d", cron="0 * * * *", timezone="Europe/Paris", catchup="all",
+                   catchup_window="1 day", p_now=t - timedelta(days=3))
+    await saturate(aconn, t, horizon=MIN)
+    assert (await futures(aconn, "d"))[0] == t - timedelta(hours=24)
+    (first, last, n), = await gaps(aconn, "d")
+    assert first == t - timedelta(hours=71) and last == t - timedelta(hours=25) and n == 47
