@@ -127,3 +127,16 @@ async def test_the_catchup_window_is_24_hours_a_day_across_dst(aconn):
     assert (await futures(aconn, "d"))[0] == t - timedelta(hours=24)
     (first, last, n), = await gaps(aconn, "d")
     assert first == t - timedelta(hours=71) and last == t - timedelta(hours=25) and n == 47
+
+
+async def test_materialised_fires_missed_while_the_poller_was_down_are_missed_not_overlap_skipped(aconn):
+    await schedule(aconn, name="o", cron="* * * * *", p_now=T0)  # overlap skip, catchup latest
+    await saturate(aconn, T0, horizon=5 * MIN)
+    # the poller comes back at T0+5m30s: fires T0+1m .. T0+5m are all due at once
+    await one(aconn, "SELECT dispatched FROM cronbox.dispatch_at(100, p_grace => '30 seconds', p_now => %s)",
+              T0 + 5 * MIN + 30 * SEC)
+    got = await one(aconn, "SELECT array_agg(state || ':' || left(error, 7) ORDER BY fire_at) FROM cronbox.runs "
+                           "WHERE job = 'o' AND state IN ('missed', 'skipped')")
+    assert got == ["missed:missed:"] * 4
+    assert await one(aconn, "SELECT fire_at FROM cronbox.runs WHERE job = 'o' AND state = 'dispatched'") == T0 + 5 * MIN
+    assert await one(aconn, "SELECT missed_count FROM cronbox.schedules WHERE name = 'o'") == 4
