@@ -129,11 +129,11 @@ def test_cycle_through_an_after_list_is_rejected(conn):
 
 def test_add_dependency_validates_names_and_intervals(conn):
     job(conn, "a")
-    cases = [(("a", "a"), "upstream: 'a' cannot wait for itself"),
-             (("a", "nope"), "upstream: no schedule named 'nope'"),
-             (("nope", "a"), "job: no schedule named 'nope'")]
-    for args, message in cases:
-        with pytest.raises(psycopg.errors.InvalidParameterValue, match=message), conn.transaction():
+    cases = [(("a", "a"), "upstream: 'a' cannot wait for itself", psycopg.errors.InvalidParameterValue),
+             (("a", "nope"), "upstream: no schedule named 'nope'", psycopg.errors.NoDataFound),
+             (("nope", "a"), "job: no schedule named 'nope'", psycopg.errors.NoDataFound)]
+    for args, message, error in cases:
+        with pytest.raises(error, match=message), conn.transaction():
             dep(conn, *args)
     job(conn, "b")
     with pytest.raises(psycopg.errors.InvalidParameterValue, match="wait_timeout: must be a positive"), conn.transaction():

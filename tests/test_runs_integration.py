@@ -59,7 +59,7 @@ def test_trigger_runs_a_paused_job_and_the_schedule_stays_paused(conn):
 
 def test_after_jobs_must_name_existing_upstreams_and_never_close_a_cycle(conn):
     job(conn, "extract")
-    with pytest.raises(psycopg.errors.InvalidParameterValue, match=r"^after: no schedule named 'nope'"), \
+    with pytest.raises(psycopg.errors.NoDataFound, match=r"^after: no schedule named 'nope'"), \
             conn.transaction():
         conn.execute("SELECT cronbox.schedule('load', after => ARRAY['extract', 'nope'])")
     conn.execute("SELECT cronbox.schedule('transform', after => ARRAY['extract'])")

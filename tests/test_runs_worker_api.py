@@ -118,7 +118,7 @@ def test_claim_runs_gives_disjoint_runs_with_deadline_and_marks_them_running(con
 
 
 def test_claim_runs_validates_its_arguments(conn):
-    with pytest.raises(psycopg.errors.InvalidParameterValue, match="n: must be at least 1"), conn.transaction():
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="n: must be between 1 and 1000"), conn.transaction():
         conn.execute("SELECT * FROM cronbox.claim_runs('q', 'w', 0)")
     with pytest.raises(psycopg.errors.NullValueNotAllowed, match="worker"), conn.transaction():
         conn.execute("SELECT * FROM cronbox.claim_runs('q', NULL, 1)")

@@ -2,7 +2,7 @@
 -- (dispatched) is cancelled at once and its message withdrawn (unless a relay is sending it
 -- right now: the worker's start_run will then refuse it). A delivered or running run is
 -- flagged: its worker's next heartbeat answers 'cancel'; it ends 'cancelled' when the worker
--- reports or its lease expires. Returns 'cancelled' or 'cancel_requested'. Raises 02000 for
+-- reports or its lease expires. Returns 'cancelled' or 'cancel_requested'. Raises P0002 for
 -- an unknown run, 55000 for a run already final.
 -- Thin wrapper: the body is cronbox.cancel_at (internal/cancel_at.sql), called with now().
 CREATE OR REPLACE FUNCTION cronbox.cancel(

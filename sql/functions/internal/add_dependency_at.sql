@@ -35,16 +35,20 @@ BEGIN
         RAISE EXCEPTION 'wait_timeout: must be a positive interval, got %', add_dependency_at.wait_timeout
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    PERFORM cronbox.assert_job_name('job', add_dependency_at.job);
+    PERFORM cronbox.assert_job_name('upstream', add_dependency_at.upstream);
+    PERFORM cronbox.assert_at_most('within', add_dependency_at.within, interval '366 days');
+    PERFORM cronbox.assert_at_most('wait_timeout', add_dependency_at.wait_timeout, interval '366 days');
     PERFORM pg_advisory_xact_lock(hashtext('cronbox.dependencies'));
     SELECT j.job_id INTO v_job_id FROM cronbox.job j WHERE j.name = add_dependency_at.job;
     IF v_job_id IS NULL THEN
         RAISE EXCEPTION 'job: no schedule named %', quote_literal(add_dependency_at.job)
-            USING ERRCODE = 'invalid_parameter_value';
+            USING ERRCODE = 'no_data_found';
     END IF;
     SELECT j.job_id INTO v_up_id FROM cronbox.job j WHERE j.name = add_dependency_at.upstream;
     IF v_up_id IS NULL THEN
         RAISE EXCEPTION 'upstream: no schedule named %', quote_literal(add_dependency_at.upstream)
-            USING ERRCODE = 'invalid_parameter_value';
+            USING ERRCODE = 'no_data_found';
     END IF;
     IF v_up_id = v_job_id THEN
         RAISE EXCEPTION 'upstream: % cannot wait for itself', quote_literal(add_dependency_at.job)

@@ -5,7 +5,7 @@
 -- (dispatched) is cancelled at once and its message withdrawn (unless a relay is sending it
 -- right now: the worker's start_run will then refuse it). A delivered or running run is
 -- flagged: its worker's next heartbeat answers 'cancel'; it ends 'cancelled' when the worker
--- reports or its lease expires. Returns 'cancelled' or 'cancel_requested'. Raises 02000 for
+-- reports or its lease expires. Returns 'cancelled' or 'cancel_requested'. Raises P0002 for
 -- an unknown run, 55000 for a run already final.
 CREATE OR REPLACE FUNCTION cronbox.cancel_at(
     run_id bigint,
@@ -19,6 +19,9 @@ DECLARE
     v_state text;
     v_verdict text;
 BEGIN
+    IF cancel_at.run_id IS NULL THEN
+        RAISE EXCEPTION 'run_id: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
     SELECT r.state INTO v_state FROM cronbox.run r WHERE r.run_id = cancel_at.run_id;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'run_id: no run %', cancel_at.run_id USING ERRCODE = 'no_data_found';

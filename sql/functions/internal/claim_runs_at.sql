@@ -30,6 +30,15 @@ DECLARE
     v_timeout_of jsonb;
     v_message_of jsonb;
 BEGIN
+    PERFORM cronbox.assert_worker(claim_runs_at.worker);
+    IF claim_runs_at.n IS NULL OR claim_runs_at.n NOT BETWEEN 1 AND 1000 THEN
+        RAISE EXCEPTION 'n: must be between 1 and 1000, got %', coalesce(claim_runs_at.n::text, 'NULL')
+            USING ERRCODE = CASE WHEN claim_runs_at.n IS NULL THEN 'null_value_not_allowed' ELSE 'invalid_parameter_value' END;
+    END IF;
+    IF length(claim_runs_at.queue) > 100 THEN
+        RAISE EXCEPTION 'queue: must be at most 100 characters, got %', length(claim_runs_at.queue)
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     IF claim_runs_at.queue IS NULL OR claim_runs_at.queue = '' THEN
         RAISE EXCEPTION 'queue: must name a queue' USING ERRCODE = 'null_value_not_allowed';
     END IF;

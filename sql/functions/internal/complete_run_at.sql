@@ -5,7 +5,7 @@
 -- Allowed from dispatched/delivered/running (cronbox.finish_runs does the work: job
 -- bookkeeping, after-jobs, releases). A report for a run already final (lost and retried,
 -- cancelled, a duplicate) is kept in late_report and changes nothing else; the run's state is
--- returned so the worker can tell. Raises 02000 for an unknown run, 55000 for a skipped/missed one.
+-- returned so the worker can tell. Raises P0002 for an unknown run, 55000 for a skipped/missed one.
 CREATE OR REPLACE FUNCTION cronbox.complete_run_at(
     run_id bigint,
     result jsonb DEFAULT NULL,
@@ -19,6 +19,13 @@ DECLARE
     v_state text;
     v_verdict text;
 BEGIN
+    IF complete_run_at.run_id IS NULL THEN
+        RAISE EXCEPTION 'run_id: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF octet_length(complete_run_at.result::text) > cronbox.max_result_bytes() THEN
+        RAISE EXCEPTION 'result: must be at most % bytes as JSON text (cronbox.max_result_bytes), got %',
+            cronbox.max_result_bytes(), octet_length(complete_run_at.result::text) USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     SELECT f.state, f.verdict INTO v_state, v_verdict
     FROM cronbox.finish_runs(ARRAY[complete_run_at.run_id], 'succeeded',
                              ARRAY[complete_run_at.result], NULL, true, p_now) f;

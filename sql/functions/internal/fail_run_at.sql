@@ -5,7 +5,7 @@
 -- Allowed from dispatched/delivered/running (cronbox.finish_runs does the work): the run
 -- becomes failed (cancelled if cancellation was requested), a retry is scheduled while
 -- attempts remain (retryable => false skips them), then on_error applies. A late report is
--- kept in late_report only. Raises 02000 for an unknown run, 55000 for a skipped/missed one.
+-- kept in late_report only. Raises P0002 for an unknown run, 55000 for a skipped/missed one.
 CREATE OR REPLACE FUNCTION cronbox.fail_run_at(
     run_id bigint,
     error text,
@@ -20,6 +20,9 @@ DECLARE
     v_state text;
     v_verdict text;
 BEGIN
+    IF fail_run_at.run_id IS NULL THEN
+        RAISE EXCEPTION 'run_id: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
     IF fail_run_at.retryable IS NULL THEN
         RAISE EXCEPTION 'retryable: must be true or false' USING ERRCODE = 'null_value_not_allowed';
     END IF;

@@ -47,6 +47,11 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
+    -- Error texts are kept, never refused for their size: cut to 4000 characters with a marker.
+    IF p_errors IS NOT NULL THEN
+        p_errors := ARRAY(SELECT cronbox.clip_text(e.t, 4000) FROM unnest(p_errors) WITH ORDINALITY AS e(t, i) ORDER BY e.i);
+    END IF;
+
     -- Bounds of the run ids: a range condition prunes run partitions in every plan (a generic
     -- plan cannot prune on = ANY of an array parameter), and joins key on it, never on the array
     -- (an = ANY in a nested loop's inner index scan is re-sorted on every probe: quadratic).

@@ -5,7 +5,7 @@
 -- now + the job's timeout and returns 'continue'; returns 'cancel' (lease untouched) when
 -- cancellation was requested, or the run is no longer this worker's (lost, timed out,
 -- superseded, finished, or started by another worker). Locks the run row only.
--- Raises 02000 for an unknown run.
+-- Raises P0002 for an unknown run.
 CREATE OR REPLACE FUNCTION cronbox.heartbeat_at(
     run_id bigint,
     worker text DEFAULT NULL,
@@ -19,6 +19,10 @@ AS $$
 DECLARE
     v_found boolean;
 BEGIN
+    IF heartbeat_at.run_id IS NULL THEN
+        RAISE EXCEPTION 'run_id: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    PERFORM cronbox.assert_worker(heartbeat_at.worker);
     UPDATE cronbox.run r SET
         lease_until = p_now + coalesce((SELECT j.timeout FROM cronbox.job j WHERE j.job_id = r.job_id),
                                        interval '5 minutes')
@@ -38,7 +42,7 @@ END
 $$;
 
 COMMENT ON FUNCTION cronbox.heartbeat_at(bigint, text, timestamp with time zone) IS
-'Internal (no cronbox role may execute it): the body of cronbox.heartbeat(bigint, text) with the time as p_now; tests use it to fix the clock. Worker: extends the run''s lease by the job''s timeout and returns ''continue''; returns ''cancel'' when cancellation was requested or the run is no longer this worker''s (lost, finished, superseded). Raises 02000 for an unknown run.';
+'Internal (no cronbox role may execute it): the body of cronbox.heartbeat(bigint, text) with the time as p_now; tests use it to fix the clock. Worker: extends the run''s lease by the job''s timeout and returns ''continue''; returns ''cancel'' when cancellation was requested or the run is no longer this worker''s (lost, finished, superseded). Raises P0002 for an unknown run.';
 
 ALTER FUNCTION cronbox.heartbeat_at(bigint, text, timestamp with time zone) OWNER TO cronbox_owner;
 REVOKE ALL ON FUNCTION cronbox.heartbeat_at(bigint, text, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

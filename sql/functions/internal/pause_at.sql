@@ -20,6 +20,8 @@ DECLARE
     v_job cronbox.job;
     v_first timestamptz;
 BEGIN
+    PERFORM cronbox.assert_job_name('name', pause_at.name);
+    PERFORM cronbox.assert_reason(pause_at.reason);
     v_job := cronbox.lock_job(pause_at.name);
     IF v_job.paused THEN
         RETURN false;

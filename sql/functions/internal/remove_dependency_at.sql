@@ -16,6 +16,8 @@ AS $$
 DECLARE
     v_job_id bigint;
 BEGIN
+    PERFORM cronbox.assert_job_name('job', remove_dependency_at.job);
+    PERFORM cronbox.assert_job_name('upstream', remove_dependency_at.upstream);
     PERFORM pg_advisory_xact_lock(hashtext('cronbox.dependencies'));
     SELECT j.job_id INTO v_job_id FROM cronbox.job j WHERE j.name = remove_dependency_at.job;
     IF v_job_id IS NULL THEN

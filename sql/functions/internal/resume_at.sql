@@ -19,6 +19,8 @@ DECLARE
     v_job cronbox.job;
     v_anchor timestamptz;
 BEGIN
+    PERFORM cronbox.assert_job_name('name', resume_at.name);
+    PERFORM cronbox.assert_reason(resume_at.reason);
     v_job := cronbox.lock_job(resume_at.name);
     IF NOT v_job.paused THEN
         RETURN false;

@@ -57,6 +57,12 @@ BEGIN
         RAISE EXCEPTION 'reason: must be at most 1000 characters, got %', length(schedule_at.reason)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    -- A one-off before the catch-up window would only ever be recorded as missed.
+    IF schedule_at.at < p_now - schedule_at.catchup_window THEN
+        RAISE EXCEPTION 'at: % is before the catch-up window (catchup_window %, from %): it would never fire',
+            schedule_at.at, schedule_at.catchup_window, p_now - schedule_at.catchup_window
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
 
     v_kind := CASE WHEN schedule_at.cron IS NOT NULL THEN 'cron'
                    WHEN schedule_at.every IS NOT NULL THEN 'every'
@@ -71,7 +77,7 @@ BEGIN
         WHERE NOT EXISTS (SELECT 1 FROM cronbox.job j WHERE j.name = u.name);
         IF v_missing IS NOT NULL THEN
             RAISE EXCEPTION 'after: no schedule named %', v_missing
-                USING ERRCODE = 'invalid_parameter_value';
+                USING ERRCODE = 'no_data_found';
         END IF;
     END IF;
     IF v_kind = 'cron' THEN

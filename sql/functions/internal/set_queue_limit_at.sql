@@ -18,6 +18,14 @@ AS $$
 DECLARE
     v_running integer;
 BEGIN
+    IF set_queue_limit_at.queue !~ '^[A-Za-z0-9][A-Za-z0-9_.:-]{0,99}$' THEN
+        RAISE EXCEPTION 'queue: must be 1 to 100 characters of letters, digits, _ . : - (starting with a letter or digit), got %',
+            quote_literal(left(set_queue_limit_at.queue, 120)) USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF set_queue_limit_at.max_running > 100000 THEN
+        RAISE EXCEPTION 'max_running: must be at most 100000 (NULL removes the limit), got %', set_queue_limit_at.max_running
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     IF set_queue_limit_at.queue IS NULL OR set_queue_limit_at.queue = '' THEN
         RAISE EXCEPTION 'queue: must name a queue' USING ERRCODE = 'null_value_not_allowed';
     END IF;

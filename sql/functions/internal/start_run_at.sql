@@ -4,7 +4,7 @@
 -- cronbox.start_run_at(run_id, worker, p_now): optional; a worker says it started the run.
 -- Locks the run row only; dispatched/delivered -> running, records the worker and renews the
 -- lease (the job's timeout from now). Repeating it from the same worker returns the lease.
--- Raises 02000 for an unknown run, 55000 if the run is finished or asked to cancel.
+-- Raises P0002 for an unknown run, 55000 if the run is finished or asked to cancel.
 CREATE OR REPLACE FUNCTION cronbox.start_run_at(
     run_id bigint,
     worker text,
@@ -19,6 +19,10 @@ DECLARE
     v_run cronbox.run;
     v_deadline timestamptz;
 BEGIN
+    IF start_run_at.run_id IS NULL THEN
+        RAISE EXCEPTION 'run_id: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    PERFORM cronbox.assert_worker(start_run_at.worker);
     IF start_run_at.worker IS NULL OR start_run_at.worker = '' THEN
         RAISE EXCEPTION 'worker: must name the worker' USING ERRCODE = 'null_value_not_allowed';
     END IF;

@@ -20,6 +20,8 @@ DECLARE
     v_fire_at timestamptz;
     v_future_id bigint;
 BEGIN
+    PERFORM cronbox.assert_job_name('name', trigger_at.name);
+    PERFORM cronbox.assert_reason(trigger_at.reason);
     IF trigger_at.name IS NULL THEN
         RAISE EXCEPTION 'name: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
@@ -27,9 +29,9 @@ BEGIN
         RAISE EXCEPTION 'payload: must be a JSON object, got %', jsonb_typeof(trigger_at.payload)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF octet_length(trigger_at.payload::text) > 65536 THEN
-        RAISE EXCEPTION 'payload: must be at most 65536 bytes as JSON text, got %', octet_length(trigger_at.payload::text)
-            USING ERRCODE = 'invalid_parameter_value';
+    IF octet_length(trigger_at.payload::text) > cronbox.max_payload_bytes() THEN
+        RAISE EXCEPTION 'payload: must be at most % bytes as JSON text (cronbox.max_payload_bytes), got %',
+            cronbox.max_payload_bytes(), octet_length(trigger_at.payload::text) USING ERRCODE = 'invalid_parameter_value';
     END IF;
     -- Share lock: concurrent triggers of one job may proceed, schedule()/unschedule() wait.
     SELECT * INTO v_job FROM cronbox.job j WHERE j.name = trigger_at.name FOR SHARE;

@@ -17,6 +17,8 @@ AS $$
 DECLARE
     v_job_id bigint;
 BEGIN
+    PERFORM cronbox.assert_job_name('name', unschedule_at.name);
+    PERFORM cronbox.assert_reason(unschedule_at.reason);
     IF unschedule_at.name IS NULL THEN
         RAISE EXCEPTION 'name: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;

@@ -21,7 +21,7 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
-    SELECT * FROM cronbox.claim_outbox_at($1, $2, $3, $4, $5, $6, now())
+    SELECT * FROM cronbox.claim_outbox_at($1, cronbox.checked_limit('p_limit', $2, 100000), $3, $4, $5, $6, now())
 $$;
 
 COMMENT ON FUNCTION cronbox.claim_outbox(text, integer, interval, text[], text[], interval) IS

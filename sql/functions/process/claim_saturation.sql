@@ -14,7 +14,7 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
-    SELECT * FROM cronbox.claim_saturation_at($1, $2, now())
+    SELECT * FROM cronbox.claim_saturation_at(cronbox.checked_limit('p_limit', $1, 100000), $2, now())
 $$;
 
 COMMENT ON FUNCTION cronbox.claim_saturation(integer, interval) IS

@@ -19,7 +19,7 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
-    SELECT * FROM cronbox.dispatch_at($1, $2, $3, now())
+    SELECT * FROM cronbox.dispatch_at(cronbox.checked_limit('p_limit', $1, 100000), $2, $3, now())
 $$;
 
 COMMENT ON FUNCTION cronbox.dispatch(integer, bigint[], interval) IS

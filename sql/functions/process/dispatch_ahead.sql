@@ -23,7 +23,7 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
-    SELECT * FROM cronbox.dispatch_ahead_at($1, $2, now())
+    SELECT * FROM cronbox.dispatch_ahead_at(cronbox.checked_limit('p_limit', $1, 100000), $2, now())
 $$;
 
 COMMENT ON FUNCTION cronbox.dispatch_ahead(integer, interval) IS

@@ -13,7 +13,7 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
-    SELECT cronbox.reap_lost_at($1, now())
+    SELECT cronbox.reap_lost_at(cronbox.checked_limit('p_limit', $1, 100000), now())
 $$;
 
 COMMENT ON FUNCTION cronbox.reap_lost(integer) IS

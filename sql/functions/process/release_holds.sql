@@ -12,7 +12,7 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
-    SELECT cronbox.release_holds_at($1, now())
+    SELECT cronbox.release_holds_at(cronbox.checked_limit('p_limit', $1, 100000), now())
 $$;
 
 COMMENT ON FUNCTION cronbox.release_holds(integer) IS

@@ -2,7 +2,7 @@
 -- Allowed from dispatched/delivered/running (cronbox.finish_runs does the work: job
 -- bookkeeping, after-jobs, releases). A report for a run already final (lost and retried,
 -- cancelled, a duplicate) is kept in late_report and changes nothing else; the run's state is
--- returned so the worker can tell. Raises 02000 for an unknown run, 55000 for a skipped/missed one.
+-- returned so the worker can tell. Raises P0002 for an unknown run, 55000 for a skipped/missed one.
 -- Thin wrapper: the body is cronbox.complete_run_at (internal/complete_run_at.sql), called with now().
 CREATE OR REPLACE FUNCTION cronbox.complete_run(
     run_id bigint,

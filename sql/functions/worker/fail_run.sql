@@ -2,7 +2,7 @@
 -- Allowed from dispatched/delivered/running (cronbox.finish_runs does the work): the run
 -- becomes failed (cancelled if cancellation was requested), a retry is scheduled while
 -- attempts remain (retryable => false skips them), then on_error applies. A late report is
--- kept in late_report only. Raises 02000 for an unknown run, 55000 for a skipped/missed one.
+-- kept in late_report only. Raises P0002 for an unknown run, 55000 for a skipped/missed one.
 -- Thin wrapper: the body is cronbox.fail_run_at (internal/fail_run_at.sql), called with now().
 CREATE OR REPLACE FUNCTION cronbox.fail_run(
     run_id bigint,

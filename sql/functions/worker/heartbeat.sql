@@ -2,7 +2,7 @@
 -- now + the job's timeout and returns 'continue'; returns 'cancel' (lease untouched) when
 -- cancellation was requested, or the run is no longer this worker's (lost, timed out,
 -- superseded, finished, or started by another worker). Locks the run row only.
--- Raises 02000 for an unknown run.
+-- Raises P0002 for an unknown run.
 -- Thin wrapper: the body is cronbox.heartbeat_at (internal/heartbeat_at.sql), called with now().
 CREATE OR REPLACE FUNCTION cronbox.heartbeat(
     run_id bigint,
@@ -17,7 +17,7 @@ AS $$
 $$;
 
 COMMENT ON FUNCTION cronbox.heartbeat(bigint, text) IS
-'Worker: extends the run''s lease by the job''s timeout and returns ''continue''; returns ''cancel'' when cancellation was requested or the run is no longer this worker''s (lost, finished, superseded). Raises 02000 for an unknown run.';
+'Worker: extends the run''s lease by the job''s timeout and returns ''continue''; returns ''cancel'' when cancellation was requested or the run is no longer this worker''s (lost, finished, superseded). Raises P0002 for an unknown run.';
 
 ALTER FUNCTION cronbox.heartbeat(bigint, text) OWNER TO cronbox_owner;
 REVOKE ALL ON FUNCTION cronbox.heartbeat(bigint, text) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

@@ -1,7 +1,7 @@
 -- cronbox.start_run(run_id, worker): optional; a worker says it started the run.
 -- Locks the run row only; dispatched/delivered -> running, records the worker and renews the
 -- lease (the job's timeout from now). Repeating it from the same worker returns the lease.
--- Raises 02000 for an unknown run, 55000 if the run is finished or asked to cancel.
+-- Raises P0002 for an unknown run, 55000 if the run is finished or asked to cancel.
 -- Thin wrapper: the body is cronbox.start_run_at (internal/start_run_at.sql), called with now().
 CREATE OR REPLACE FUNCTION cronbox.start_run(
     run_id bigint,

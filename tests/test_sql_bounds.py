@@ -1,0 +1,59 @@
+"""Bounds that are not refusals: a worker's error text is kept but cut with a marker, the
+size limits follow the operator's settings within a fixed ceiling, and the cases issue 12
+reported by hand each get their clear error."""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from .runs_support import active, dispatch, future, job
+
+
+def _one_run(conn, name: str) -> int:
+    job(conn, name)
+    future(conn, name, 0)
+    dispatch(conn, 0)
+    [rid] = active(conn, name)
+    return rid
+
+
+def test_a_ten_megabyte_error_is_kept_cut_with_a_marker(conn):
+    rid = _one_run(conn, "big-error")
+    conn.execute("SELECT cronbox.fail_run(%s, %s, false)", (rid, "E" * 10_000_000))
+    error = conn.execute("SELECT error FROM cronbox.run WHERE run_id = %s", (rid,)).fetchone()[0]
+    assert len(error) <= 4000
+    assert error.startswith("EEEE") and error.endswith("[truncated by cronbox: 10000000 characters in all]")
+
+
+def test_payload_limit_follows_the_setting_within_the_ceiling(conn):
+    big = '{"a": "' + "x" * 70_000 + '"}'
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match=r"^payload: must be at most 65536 bytes"), \
+            conn.transaction():
+        conn.execute("SELECT cronbox.schedule('p', every => '1 hour', payload => %s::jsonb)", (big,))
+    conn.execute("SET LOCAL cronbox.max_payload_bytes = '100000'")
+    conn.execute("SELECT cronbox.schedule('p', every => '1 hour', payload => %s::jsonb)", (big,))
+    conn.execute("SET LOCAL cronbox.max_payload_bytes = '999999999'")  # clamped to 16 MiB
+    assert conn.execute("SELECT cronbox.max_payload_bytes()").fetchone()[0] == 16 * 1024 * 1024
+
+
+@pytest.mark.parametrize("call, message", [
+    ("cronbox.schedule('x', every => '100000000 days')", "every: must be at most 366 days"),
+    ("cronbox.schedule('x', at => '4713-01-01 BC')", "at: must be a finite time from 1970-01-01"),
+    ("cronbox.schedule('x', at => 'infinity')", "at: must be a finite time"),
+    ("cronbox.schedule('x', cron => '0 0 31 2 *')", "cron: no listed month has day 31"),
+    ("cronbox.schedule('x', cron => '0 0 0 1 1 * 2020,2021')", "cron: every year listed"),
+    ("cronbox.schedule('x', at => now() - interval '2 days')", "at: .* is before the catch-up window"),
+    ("cronbox.schedule('x', every => '1 hour', queue => 'cronbox.notifications')", "queue: queue names starting with"),
+    ("cronbox.schedule('cronbox.x', every => '1 hour')", "name: names starting with"),
+    ("cronbox.schedule('x', every => '1 hour', timeout => '100000000 days')", "timeout: must be at most 30 days"),
+    ("cronbox.set_queue_limit('a b;c', 1)", "queue: must be 1 to 100 characters"),
+    ("cronbox.complete_runs(ARRAY[1, 2]::bigint[], ARRAY['{}'::jsonb])", "results: must have one element per run_id"),
+    ("cronbox.fail_runs(ARRAY[1]::bigint[], ARRAY['x'], NULL)", "retryable: must be true or false"),
+    ("cronbox.fail_runs(ARRAY[1, NULL]::bigint[], ARRAY['x', 'y'])", "run_ids: must not contain NULL"),
+    ("cronbox.dispatch(-1)", "p_limit: must be between 1 and 100000"),
+])
+def test_reported_bad_calls_get_a_clear_error(conn, call, message):
+    with pytest.raises(psycopg.Error, match=f"^{message}") as err:
+        conn.execute(f"SELECT * FROM {call}")
+    assert err.value.sqlstate in ("22004", "22023")
