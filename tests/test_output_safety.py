@@ -39,7 +39,7 @@ def test_status_escapes_worker_and_operator_text_and_lists_quarantined_jobs(fres
         conn.execute("SELECT cronbox.schedule('ok', every => '1 hour')")
         conn.execute("SELECT cronbox.schedule('bad', every => '1 hour')")
         stored = HOSTILE.replace("\x00", "")  # PostgreSQL text cannot hold NUL
-        conn.execute("SELECT cronbox.pause('ok', %s)", (stored + "y" * 5000,))
+        conn.execute("SELECT cronbox.pause('ok', %s)", (stored + "y" * 900,))
         job_id = conn.execute("SELECT job_id FROM cronbox.job WHERE name = 'bad'").fetchone()[0]
         conn.execute("SELECT cronbox.quarantine_job(%s, %s)", (job_id, stored))
     out = _run(fresh_dsn, "status")
