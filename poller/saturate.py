@@ -100,6 +100,10 @@ def plan_job(job: dict[str, Any], now: datetime, horizon: timedelta, grace: time
         out.job.append(job_id), out.frontier.append(frontier)
         out.next_fire.append(None), out.finished.append(False)
         return out
+    if kind == "after":  # fired by its upstream jobs, nothing to materialise
+        out.job.append(job_id), out.frontier.append(frontier)
+        out.next_fire.append(None), out.finished.append(False)
+        return out
     src = source(job)
     after = frontier
     if starts_at is not None and (after is None or after < starts_at - _TINY):
