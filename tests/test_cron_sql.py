@@ -13,7 +13,7 @@ from psycopg import errors
 from poller.cron import CronError, normalize
 from tests.cron_cases import INVALID, VALID
 
-SQL_FILE = Path(__file__).resolve().parents[1] / "sql" / "functions" / "normalize_cron.sql"
+SQL_FILE = Path(__file__).resolve().parents[1] / "sql" / "functions" / "internal" / "normalize_cron.sql"
 
 
 def sql_normalize(conn: psycopg.Connection, expr: str | None) -> str:

@@ -77,15 +77,15 @@ def test_describe_shows_the_effective_configuration_without_secrets():
     assert shown["metrics_port"] == 9100 and shown["health_stale"] == "60s"
 
 
-def test_migrate_refuses_a_function_without_a_role_class(pg, tmp_path: Path):
+def test_migrate_refuses_a_function_without_an_explicit_grant_decision(pg, tmp_path: Path):
     root = tmp_path / "sql"
     shutil.copytree(sql_root(), root)
-    (root / "functions" / "frobnicate.sql").write_text(
+    (root / "functions" / "internal" / "frobnicate.sql").write_text(
         "CREATE OR REPLACE FUNCTION cronbox.frobnicate() RETURNS int LANGUAGE sql "
         "SET search_path = pg_catalog, pg_temp AS $$ SELECT 1 $$;\n")
     dsn = pg.create_db("cronbox_unclassified")
     try:
-        with pytest.raises(MigrateError, match=r"no role class for function\(s\) cronbox.frobnicate\(\)"):
+        with pytest.raises(MigrateError, match=r"without an explicit decision: cronbox.frobnicate\(\): no REVOKE"):
             migrate(dsn, root)
         with db.connect(dsn) as conn:  # the code transaction rolled back as a whole
             assert conn.execute("SELECT to_regprocedure('cronbox.frobnicate()')").fetchone()[0] is None
