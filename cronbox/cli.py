@@ -13,6 +13,7 @@ from pathlib import Path
 
 import psycopg
 
+from cronbox.text import printable
 from cronbox import __version__, db, log as logsetup
 from cronbox.config import Config, ConfigError
 from cronbox.migrate import MigrateError, migrate
@@ -162,10 +163,10 @@ def main(argv: list[str] | None = None) -> int:
             return asyncio.run(run_until_stopped(
                 "demo-worker", lambda waker: serve(args.host, args.port, waker.stop, dsn=cfg.dsn or None)))
     except (ConfigError, PgNotFound, ClusterError, MigrateError, db.StartupTimeout) as exc:
-        print(f"cronbox: {exc}", file=sys.stderr)
+        print(f"cronbox: {printable(exc, 2000)}", file=sys.stderr)
         return 1
     except (psycopg.Error, OSError) as exc:
-        print(f"cronbox: {db.explain(exc, cfg.dsn if cfg is not None else None)}", file=sys.stderr)
+        print(f"cronbox: {printable(db.explain(exc, cfg.dsn if cfg is not None else None), 2000)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

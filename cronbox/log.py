@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import sys
 from collections.abc import Iterable
 from datetime import datetime, timezone
@@ -20,6 +21,7 @@ from datetime import datetime, timezone
 import orjson
 
 from cronbox.config import redact, secret_values
+from cronbox.text import printable
 
 _secrets: list[str] = []
 
@@ -51,15 +53,31 @@ class _JsonFormatter(logging.Formatter):
         doc.update(getattr(record, "fields", {}) or {})
         if record.exc_info:
             doc["exc"] = self.formatException(record.exc_info)
-        return mask(orjson.dumps(doc, default=str).decode())
+        try:
+            line = orjson.dumps(doc, default=str).decode()
+        except TypeError:  # a lone surrogate in some text: still one valid JSON line
+            line = orjson.dumps({k: _json_safe(v) for k, v in doc.items()}, default=str).decode()
+        # orjson leaves DEL, C1 controls, line/paragraph separators and bidi controls raw:
+        # escape them (valid JSON) so a line stays one line and inert on a terminal.
+        return mask(_JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", line))
+
+
+_JSON_UNSAFE = re.compile("[\x7f-\x9f\u2028\u2029\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]")
+
+
+def _json_safe(value: object) -> object:
+    if isinstance(value, str):
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return value if isinstance(value, int | float | bool | None) else _json_safe(str(value))
 
 
 class _TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         ts = datetime.fromtimestamp(record.created, timezone.utc).strftime("%H:%M:%S.%f")[:-3]
         fields = getattr(record, "fields", {}) or {}
-        tail = "".join(f" {k}={v}" for k, v in fields.items())
-        line = f"{ts} {record.levelname.lower():<7} {record.name}: {record.getMessage()}{tail}"
+        # Values may hold what users and workers wrote: no control character reaches the terminal.
+        tail = "".join(f" {k}={printable(v)}" for k, v in fields.items())
+        line = f"{ts} {record.levelname.lower():<7} {record.name}: {printable(record.getMessage())}{tail}"
         if record.exc_info:
             line += "\n" + self.formatException(record.exc_info)
         return mask(line)

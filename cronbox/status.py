@@ -21,6 +21,7 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from cronbox import db
+from cronbox.text import printable
 
 MAX_CELL = 48
 
@@ -31,12 +32,16 @@ class Section:
     view: str
     columns: tuple[str, ...] | None  # preferred columns, in order (None: every column)
     order: str | None = None
+    where: str | None = None  # a fixed filter (SQL text, no user input)
 
 
 SECTIONS = (
     Section("schedules", "schedules",
-            ("name", "expression", "timezone", "queue", "paused", "next_fire", "last_run_state",
+            ("name", "expression", "timezone", "queue", "status", "next_fire", "last_run_state",
              "last_success_at", "consecutive_failures", "consecutive_crashes", "active_runs"), "name"),
+    # Jobs the poller set aside because it could not process them (docs/operations.md).
+    Section("quarantined", "schedules", ("name", "paused_at", "paused_reason"), "name",
+            where="status = 'quarantined'"),
     Section("queues", "queues", None, "queue"),
     Section("dead letters", "dead_letters", None, None),
     Section("processes", "processes", None, None),
@@ -59,6 +64,10 @@ def _read(conn: psycopg.Connection, section: Section, limit: int) -> Result:
     cols = [c for c in section.columns if c in have] if section.columns else have
     query = sql.SQL("SELECT {} FROM cronbox.{}").format(
         sql.SQL(", ").join(sql.Identifier(c) for c in cols), sql.Identifier(section.view))
+    if section.where:
+        if "status" not in have:
+            return Result([], note=None)
+        query += sql.SQL(" WHERE " + section.where)
     if section.order and section.order in have:
         query += sql.SQL(" ORDER BY {}").format(sql.Identifier(section.order))
     query += sql.SQL(" LIMIT {}").format(sql.Literal(limit + 1))
@@ -109,8 +118,8 @@ def _cell(value: Any) -> str:
         text = orjson.dumps(value).decode()
     else:
         text = str(value)
-    text = " ".join(text.split())  # one line per row, whatever the data holds
-    return text if len(text) <= MAX_CELL else text[: MAX_CELL - 3] + "..."
+    # One line per row, and nothing a user or worker wrote reaches the terminal raw.
+    return printable(" ".join(text.split()), MAX_CELL)
 
 
 def _duration(value: timedelta) -> str:

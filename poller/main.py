@@ -19,6 +19,7 @@ earlier), and otherwise sleeps until a NOTIFY or the poll interval.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
@@ -32,6 +33,8 @@ from cronbox.log import event
 from cronbox.proc import Waker, cancel_quietly, identity, listen
 from cronbox.registry import keep_registered
 from poller.maintenance import maintenance_loop, reaper_loop
+from poller.health import LoopHealth
+from poller.quarantine import CONNECTION_ERRORS, describe, isolate, quarantine
 from poller.saturate import saturate_once
 
 log = logging.getLogger("cronbox.poller")
@@ -50,23 +53,62 @@ class Tick:
     dispatched: int
 
 
+# The sleep until the next due time, computed where the timestamps are and clamped to a day:
+# a future due at 'infinity' (written before inputs were bounded) must not break the tick.
+_WAIT = ("CASE WHEN next_due IS NULL THEN NULL ELSE extract(epoch FROM least(greatest(next_due, "
+         "clock_timestamp() - interval '1 day'), clock_timestamp() + interval '1 day') - clock_timestamp()) END")
+_DISPATCH = ("SELECT dispatched, skipped, failed, held, " + _WAIT +
+             " FROM cronbox.dispatch(%s, %s, %s)")
+
+
+async def _dispatch_isolating(conn, limit: int, grace, cause: BaseException) -> tuple[int, int, int, int, float | None]:
+    """The batch failed: find the job(s) at fault by bisecting the due jobs (each half in its
+    own savepoint), quarantine them, and commit what the others dispatched, in one transaction."""
+    event(log, "dispatch batch failed, isolating", level=logging.WARNING, error=describe(cause))
+    async with conn.transaction():
+        cur = await conn.execute("SELECT cronbox.due_jobs(%s)", (limit,))
+        jobs = [r[0] for r in await cur.fetchall()]
+
+        async def run(subset):
+            cur = await conn.execute(_DISPATCH, (limit, list(subset), grace))
+            return await cur.fetchone()
+
+        done, bad = await isolate(conn, jobs, run, cause)
+        for job_id, error in bad:
+            await quarantine(conn, job_id, f"cannot dispatch: {error}", "dispatch")
+    waits = [r[4] for r in done if r[4] is not None]
+    wait = min(waits) if waits else None  # none: sleep the poll interval
+    return (sum(r[0] for r in done), sum(r[1] for r in done), sum(r[2] for r in done),
+            sum(r[3] for r in done), wait)
+
+
 async def tick(pool, cfg: Config, limit: int) -> Tick:
     """One dispatch batch of at most `limit` due futures (saturation is the other loop's); with
-    CRONBOX_DISPATCH_LEAD, then early dispatch of what is due within the lead and eligible."""
+    CRONBOX_DISPATCH_LEAD, then early dispatch of what is due within the lead and eligible.
+    A batch that fails (whatever the row) is retried without the job(s) at fault, which are
+    quarantined: the other jobs go out in the same tick."""
     lead = cfg.dispatch_lead
+    grace = cfg.misfire_grace
     async with pool.connection() as conn:
-        cur = await conn.execute(
-            "SELECT dispatched, skipped, failed, held, "
-            "       extract(epoch FROM next_due - clock_timestamp()) "
-            "FROM cronbox.dispatch(%s)", (limit,))
-        dispatched, skipped, failed, held, wait = await cur.fetchone()
+        try:
+            cur = await conn.execute(_DISPATCH, (limit, None, grace))
+            dispatched, skipped, failed, held, wait = await cur.fetchone()
+        except CONNECTION_ERRORS:
+            raise
+        except Exception as exc:
+            dispatched, skipped, failed, held, wait = await _dispatch_isolating(conn, limit, grace, exc)
         decided = dispatched + skipped + failed + held
         early = busy = 0
         if lead and decided < limit:
-            cur = await conn.execute(
-                "SELECT dispatched, busy, extract(epoch FROM next_due - clock_timestamp()) "
-                "FROM cronbox.dispatch_ahead(%s, %s)", (limit - decided, lead))
-            early, busy, wait = await cur.fetchone()
+            try:
+                cur = await conn.execute(
+                    "SELECT dispatched, busy, " + _WAIT + " FROM cronbox.dispatch_ahead(%s, %s)",
+                    (limit - decided, lead))
+                early, busy, wait = await cur.fetchone()
+            except CONNECTION_ERRORS:
+                raise
+            except Exception as exc:  # early dispatch is an optimisation: due fires go at their time
+                event(log, "early dispatch failed", level=logging.WARNING, error=describe(exc))
     if decided or early:
         event(log, "dispatched", level=logging.DEBUG, runs=dispatched, skipped=skipped,
               failed=failed, held=held, early=early)
@@ -122,15 +164,29 @@ async def _unless_stopped(op: Callable[[], Awaitable[T]], what: str, cfg: Config
         raise
 
 
-async def dispatch_loop(pool, cfg: Config, waker: Waker) -> None:
+async def _failed(health: LoopHealth, exc: BaseException, waker: Waker, cfg: Config) -> None:
+    """A round failed with something other than a lost connection (retried inside): log it,
+    count it for /healthz, back off (up to 5 s) and go on: a loop never dies of one error."""
+    health.failed(describe(exc))
+    event(log, f"{health.name} failed", level=logging.ERROR, error=describe(exc), failures=health.failures)
+    await waker.sleep(min(5.0, max(cfg.poll_interval.total_seconds(), 0.1) * 2 ** min(health.failures, 6)))
+
+
+async def dispatch_loop(pool, cfg: Config, waker: Waker, health: LoopHealth | None = None) -> None:
+    health = health or LoopHealth("dispatch", register=False)
     cap = cfg.dispatch_tick_cap
     while not waker.stop.is_set():
         budget = cap
         while not waker.stop.is_set():
             limit = cfg.dispatch_batch if cap == 0 else max(1, min(cfg.dispatch_batch, budget))
-            t = await _unless_stopped(lambda: tick(pool, cfg, limit), "poller tick", cfg, waker)
+            try:
+                t = await _unless_stopped(lambda: tick(pool, cfg, limit), "poller tick", cfg, waker)
+            except Exception as exc:
+                await _failed(health, exc, waker, cfg)
+                break
             if t is None:
                 return
+            health.ok()
             metrics.tick("poller")
             budget -= t.dispatched
             if cap and budget <= 0:
@@ -143,12 +199,19 @@ async def dispatch_loop(pool, cfg: Config, waker: Waker) -> None:
                 break
 
 
-async def saturate_loop(pool, cfg: Config, waker: Waker, dispatch_waker: Waker) -> None:
+async def saturate_loop(pool, cfg: Config, waker: Waker, dispatch_waker: Waker,
+                        health: LoopHealth | None = None) -> None:
     """Saturation passes until stopped; `waker` shares the process's stop event."""
+    health = health or LoopHealth("saturation", register=False)
     while not waker.stop.is_set():
-        done = await _unless_stopped(lambda: saturate(pool, cfg), "saturation", cfg, waker)
+        try:
+            done = await _unless_stopped(lambda: saturate(pool, cfg), "saturation", cfg, waker)
+        except Exception as exc:
+            await _failed(health, exc, waker, cfg)
+            continue
         if done is None:
             return
+        health.ok()
         claimed, futures = done
         if futures:
             dispatch_waker.wake.set()
@@ -162,19 +225,28 @@ async def run(cfg: Config, waker: Waker) -> None:
     pool = await db.open_pool(cfg.dsn, min_size=2, max_size=5, name="poller")
     saturation = Waker()
     saturation.stop = waker.stop  # one stop for the process; a wake-up event per loop
+    health = {n: LoopHealth(n) for n in ("dispatch", "saturation", "reaper", "maintenance")}
+    registry = asyncio.create_task(keep_registered(pool, "poller", name, waker.stop), name="registry")
     side = [
         asyncio.create_task(listen(cfg.dsn, ("cronbox_schedule", "cronbox_future"), waker,
                                    on_connect=saturation.wake.set, on_notify=saturation.wake.set),
                             name="listener"),
-        asyncio.create_task(saturate_loop(pool, cfg, saturation, waker), name="saturation"),
-        asyncio.create_task(reaper_loop(pool, waker, cfg.reap_interval), name="reaper"),
-        asyncio.create_task(maintenance_loop(pool, waker, cfg.retention, MAINTENANCE_EVERY), name="maintenance"),
+        asyncio.create_task(saturate_loop(pool, cfg, saturation, waker, health["saturation"]), name="saturation"),
+        asyncio.create_task(reaper_loop(pool, waker, cfg.reap_interval, health["reaper"]), name="reaper"),
+        asyncio.create_task(maintenance_loop(pool, waker, cfg.retention, MAINTENANCE_EVERY, health["maintenance"]),
+                            name="maintenance"),
         asyncio.create_task(metrics.serve(cfg, pool, "poller", waker.stop), name="metrics"),
-        asyncio.create_task(keep_registered(pool, "poller", name, waker.stop), name="registry"),
     ]
     try:
-        await dispatch_loop(pool, cfg, waker)
+        await dispatch_loop(pool, cfg, waker, health["dispatch"])
     finally:
-        await cancel_quietly(*side)
+        # A clean stop deregisters: the registry task sees the stop and removes this process
+        # from cronbox.processes itself; it is cancelled only if that takes too long.
+        waker.stop.set()
+        with contextlib.suppress(Exception):
+            await asyncio.wait({registry}, timeout=5)
+        await cancel_quietly(*side, registry)
+        for h in health.values():
+            h.close()
         await pool.close()
         event(log, "stopped", process=name)

@@ -14,6 +14,7 @@ from datetime import timedelta
 from cronbox import db, metrics
 from cronbox.log import event
 from cronbox.proc import Waker
+from poller.health import LoopHealth
 
 log = logging.getLogger("cronbox.poller")
 
@@ -47,26 +48,33 @@ async def maintain_once(pool, retention: timedelta) -> list[str]:
     return dropped
 
 
-async def reaper_loop(pool, waker: Waker, every: timedelta) -> None:
+async def reaper_loop(pool, waker: Waker, every: timedelta, health: LoopHealth | None = None) -> None:
+    health = health or LoopHealth("reaper", register=False)
     while not waker.stop.is_set():
         try:
             lost, released = await db.retrying(lambda: reap_once(pool), budget=60, what="reaper")
             metrics.observe_reaped(lost)
             if lost or released:
                 event(log, "reaped", lost=lost, holds_released=released)
+            health.ok()
         except Exception as exc:  # the reaper must never stop dispatching
+            health.failed(db.explain(exc))
             event(log, "reaper failed", level=logging.ERROR, error=db.explain(exc))
         await _sleep(waker, every.total_seconds())
 
 
-async def maintenance_loop(pool, waker: Waker, retention: timedelta, every: float) -> None:
+async def maintenance_loop(pool, waker: Waker, retention: timedelta, every: float,
+                           health: LoopHealth | None = None) -> None:
+    health = health or LoopHealth("maintenance", register=False)
     while not waker.stop.is_set():
         try:
             dropped = await db.retrying(lambda: maintain_once(pool, retention), budget=60, what="maintenance")
             if dropped:
                 event(log, "history partitions dropped", partitions=",".join(dropped),
                       retention=f"{retention.total_seconds():g}s")
+            health.ok()
         except Exception as exc:
+            health.failed(db.explain(exc))
             event(log, "maintenance failed", level=logging.ERROR, error=db.explain(exc))
         await _sleep(waker, every)
 

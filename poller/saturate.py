@@ -1,155 +1,179 @@
 """Saturation: keep every active job's fires materialised up to the horizon.
 
 One pass = one transaction: `cronbox.claim_saturation` locks a batch of jobs with less than
-half the horizon materialised (SKIP LOCKED: pollers get disjoint jobs), `plan()` computes
-their fires from each job's frontier (the previous *scheduled* time, never the clock) up to
-now + horizon, and `cronbox.store_fires` writes them set-based. Fires older than
-now - misfire grace are late: the job's catch-up policy sorts them into futures and `missed`
-history rows. Everything here is pure arithmetic on what the database returned; the only
-clock is the database's (`now` comes back from the claim).
+half the horizon materialised (SKIP LOCKED: pollers get disjoint jobs), `plan_job()` computes
+each job's fires from its frontier (the previous *scheduled* time, never the clock) up to
+now + horizon, and `cronbox.store_fires` writes them set-based. Everything here is arithmetic
+on what the database returned; the only clock is the database's (`now` and the catch-up
+window start come back from the claim).
+
+Catch-up is bounded: fires older than now - misfire grace are late, and the job's policy
+decides from where fires are replayed (skip: none; latest: the most recent late fire; all:
+those inside catchup_window, at most CATCHUP_MAX, the most recent). The late fires before
+that point are not walked one by one: they become ONE `missed` run row (first fire, last
+fire, count), whatever the length of the gap.
+
+Isolation: a job whose row cannot be read, whose fires cannot be computed, or whose fires
+make store_fires fail is quarantined (poller/quarantine.py) and the pass goes on with the
+others in the same transaction.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Sequence
+import logging
+from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
 from psycopg.rows import dict_row
 
-from poller.cron import CronError, schedule_for
+from poller.fires import CronFires, source
+from poller.quarantine import CONNECTION_ERRORS, describe, isolate, quarantine
 
-MAX_FIRES_PER_JOB = 1000  # per pass; a longer backlog continues in the next pass
+log = logging.getLogger("cronbox.poller")
+
+MAX_FIRES_PER_JOB = 1000  # futures per job per pass; a longer run continues in the next pass
+CATCHUP_MAX = 1000        # catchup => 'all' replays at most this many late fires per gap
+CRON_COUNT_MAX = 10000    # late cron fires walked to count a gap; beyond, the count is "at least"
 _TINY = timedelta(microseconds=1)
 
 
 @dataclasses.dataclass
 class Plan:
-    """One pass, as the parallel arrays cronbox.store_fires takes."""
+    """One pass (or one job's part of it), as the parallel arrays cronbox.store_fires takes.
+    Per fire: job, fire_at, missed; a missed entry is a gap: fire_at is its first fire,
+    gap_last its last and gap_count how many (a lower bound when gap_exact is False)."""
 
     fire_job: list[int] = dataclasses.field(default_factory=list)
     fire_at: list[datetime] = dataclasses.field(default_factory=list)
     missed: list[bool] = dataclasses.field(default_factory=list)
+    gap_last: list[datetime | None] = dataclasses.field(default_factory=list)
+    gap_count: list[int | None] = dataclasses.field(default_factory=list)
+    gap_exact: list[bool | None] = dataclasses.field(default_factory=list)
     job: list[int] = dataclasses.field(default_factory=list)
     frontier: list[datetime | None] = dataclasses.field(default_factory=list)
     next_fire: list[datetime | None] = dataclasses.field(default_factory=list)
     finished: list[bool] = dataclasses.field(default_factory=list)
-    error: list[str | None] = dataclasses.field(default_factory=list)
 
-    def args(self) -> tuple[Any, ...]:
-        return (self.fire_job, self.fire_at, self.missed, self.job, self.frontier,
-                self.next_fire, self.finished, self.error)
+    def add_fire(self, job_id: int, fire: datetime) -> None:
+        self.fire_job.append(job_id), self.fire_at.append(fire), self.missed.append(False)
+        self.gap_last.append(None), self.gap_count.append(None), self.gap_exact.append(None)
 
+    def add_gap(self, job_id: int, first: datetime, last: datetime, count: int, exact: bool) -> None:
+        self.fire_job.append(job_id), self.fire_at.append(first), self.missed.append(True)
+        self.gap_last.append(last), self.gap_count.append(count), self.gap_exact.append(exact)
 
-def _candidates(job: dict[str, Any], after: datetime | None, until: datetime,
-                limit: int) -> Iterator[datetime]:
-    """Fires strictly after `after`, oldest first; stops at most one fire past `until`."""
-    kind = job["kind"]
-    if kind == "at":
-        if after is None or job["at"] > after:
-            yield job["at"]
-        return
-    if kind == "every" and job["every_mode"] == "fixed_delay":
-        # One fire at a time: the next comes from cronbox.schedule_next_fixed_delay.
-        if job["anchor"] is not None and (after is None or job["anchor"] > after):
-            yield job["anchor"]
-        return
-    if kind == "every":
-        anchor: datetime = job["anchor"]
-        step: timedelta = job["every"]
-        k = 0 if after is None or after < anchor else (after - anchor) // step + 1
-        while True:
-            fire = anchor + k * step
-            yield fire
-            if fire > until:
-                return
-            k += 1
-    if kind == "cron":
-        sched = schedule_for(job["cron_normalized"], job["timezone"])
-        assert after is not None, "cron jobs always have a frontier"
-        fires, following = sched.window(after, until, limit)
-        yield from fires
-        if len(fires) < limit and following is not None:
-            yield following
-
-
-def _keep(job: dict[str, Any], fire: datetime, following: datetime | None,
-          now: datetime, late_before: datetime) -> bool:
-    """Catch-up policy for one fire: True = materialise it, False = record it missed."""
-    if fire >= late_before or (job["kind"] == "every" and job["every_mode"] == "fixed_delay"):
-        return True
-    policy = job["catchup"]
-    if policy == "all":
-        return fire >= now - job["catchup_window"]
-    if policy == "latest":  # only the most recent late fire runs
-        return following is None or following >= late_before
-    return False  # skip
+    @staticmethod
+    def merge(parts: Sequence[Plan]) -> Plan:
+        out = Plan()
+        for p in parts:
+            for f in dataclasses.fields(Plan):
+                getattr(out, f.name).extend(getattr(p, f.name))
+        return out
 
 
 def plan_job(job: dict[str, Any], now: datetime, horizon: timedelta, grace: timedelta,
-             out: Plan, max_fires: int = MAX_FIRES_PER_JOB) -> None:
-    """Append one job's fires and new frontier to `out`."""
+             max_fires: int = MAX_FIRES_PER_JOB) -> Plan:
+    """One job's fires, missed gap and new frontier. Raises on anything it cannot compute."""
+    out = Plan()
+    job_id = job["job_id"]
     until = now + horizon
     late_before = now - grace
+    kind = job["kind"]
     starts_at: datetime | None = job["starts_at"]
     ends_at: datetime | None = job["ends_at"]
     frontier: datetime | None = job["frontier"]
+    fixed_delay = kind == "every" and job["every_mode"] == "fixed_delay"
+    if fixed_delay:
+        # One fire at a time: the next comes from cronbox.schedule_next_fixed_delay.
+        anchor = job["anchor"]
+        if anchor is not None and (frontier is None or anchor > frontier):
+            if anchor > until:
+                out.job.append(job_id), out.frontier.append(frontier)
+                out.next_fire.append(anchor), out.finished.append(False)
+                return out
+            if ends_at is None or anchor <= ends_at:
+                out.add_fire(job_id, anchor)
+                frontier = anchor
+        out.job.append(job_id), out.frontier.append(frontier)
+        out.next_fire.append(None), out.finished.append(False)
+        return out
+    if kind == "after":  # fired by its upstream jobs, nothing to materialise
+        out.job.append(job_id), out.frontier.append(frontier)
+        out.next_fire.append(None), out.finished.append(False)
+        return out
+    src = source(job)
     after = frontier
-    if starts_at is not None and job["kind"] == "cron" and (after is None or after < starts_at - _TINY):
-        after = starts_at - _TINY  # never iterate through fires before the start
-    fires: list[datetime] = []
+    if starts_at is not None and (after is None or after < starts_at - _TINY):
+        after = starts_at - _TINY  # never a fire before the start
+    stop = late_before if ends_at is None else min(late_before, ends_at + _TINY)
+    # 1. The late fires the policy drops become one gap row; nothing before `replay_from` runs.
+    policy = job["catchup"]
+    replay_from: datetime | None = None
+    if policy == "latest":
+        replay_from = src.prev(stop, 1)
+    elif policy == "all":
+        window_start = job["catchup_from"]  # now - catchup_window, computed by the database
+        nth = src.prev(stop, CATCHUP_MAX)
+        replay_from = max(window_start, nth) if nth is not None else window_start
+    if replay_from is None or replay_from > stop:
+        replay_from = stop
+    count, last, exact = src.span(after, replay_from, CRON_COUNT_MAX)
+    if count:
+        first = next(iter(src.iterate(after)))
+        out.add_gap(job_id, first, last, count, exact)
+        after = last
+        frontier = last
+    # 2. Fires from there up to the horizon (at most max_fires), as futures.
+    finished = True
     next_fire: datetime | None = None
-    # Finished = no fire is left ever: the expression ran out or ends_at was passed. A fixed
-    # delay job whose one fire is handled is not finished: it waits for its run to end.
-    finished = not (job["kind"] == "every" and job["every_mode"] == "fixed_delay")
-    for fire in _candidates(job, after, until, max_fires + 1):
+    n = 0
+    if isinstance(src, CronFires):  # memoised per (frontier, until): jobs sharing an expression share it
+        fires, following = src.sched.window(after, until, max_fires + 1)
+        candidates = list(fires) + ([following] if following is not None else [])
+    else:
+        candidates = src.iterate(after)
+    for fire in candidates:
         if ends_at is not None and fire > ends_at:
-            finished = True
             break
-        if fire > until or len(fires) >= max_fires:
+        if fire > until or n >= max_fires:
             next_fire, finished = fire, False
             break
-        if starts_at is not None and fire < starts_at:
-            frontier = fire
-            continue
-        fires.append(fire)
-    for i, fire in enumerate(fires):
-        following = fires[i + 1] if i + 1 < len(fires) else next_fire
-        out.fire_job.append(job["job_id"])
-        out.fire_at.append(fire)
-        out.missed.append(not _keep(job, fire, following, now, late_before))
+        out.add_fire(job_id, fire)
         frontier = fire
-    out.job.append(job["job_id"])
-    out.frontier.append(frontier)
-    out.next_fire.append(next_fire)
-    out.finished.append(finished)
-    out.error.append(None)
-
-
-def plan(jobs: Sequence[dict[str, Any]], now: datetime, horizon: timedelta, grace: timedelta,
-         max_fires: int = MAX_FIRES_PER_JOB) -> Plan:
-    """Compute one pass for the claimed jobs. A job whose fires cannot be computed (e.g. a
-    time zone this machine's tzdata lacks) is reported in `error`: store_fires pauses it."""
-    out = Plan()
-    for job in jobs:
-        mark = len(out.fire_job)
-        try:
-            plan_job(job, now, horizon, grace, out, max_fires)
-        except (CronError, ValueError, OverflowError) as exc:
-            del out.fire_job[mark:], out.fire_at[mark:], out.missed[mark:]
-            out.job.append(job["job_id"])
-            out.frontier.append(None)
-            out.next_fire.append(None)
-            out.finished.append(False)
-            out.error.append(str(exc) or exc.__class__.__name__)
+        n += 1
+    out.job.append(job_id), out.frontier.append(frontier)
+    out.next_fire.append(next_fire), out.finished.append(finished)
     return out
+
+
+async def _fetch_jobs(cur: psycopg.AsyncCursor[Any]) -> tuple[list[dict[str, Any]], list[tuple[int, str]]]:
+    """The claimed rows; a row psycopg cannot load (a BC date, a value out of Python's range)
+    is reported by job id (read raw from the result) instead of failing the pass."""
+    jobs: list[dict[str, Any]] = []
+    bad: list[tuple[int, str]] = []
+    for pos in range(cur.rowcount):
+        try:
+            row = await cur.fetchone()  # does not advance past a row it cannot load
+        except CONNECTION_ERRORS:
+            raise
+        except Exception as exc:
+            raw = cur.pgresult.get_value(pos, 0) if cur.pgresult is not None else None
+            if raw is None:
+                raise
+            bad.append((int(bytes(raw).decode()), f"cannot read the job row: {describe(exc)}"))
+            await cur.scroll(1)
+        else:
+            if row is not None:
+                jobs.append(row)
+    return jobs, bad
 
 
 async def saturate_once(conn: psycopg.AsyncConnection, *, batch: int, horizon: timedelta,
                         grace: timedelta, now: datetime | None = None) -> tuple[int, int, int]:
-    """One saturation pass in one transaction: (jobs claimed, futures written, fires missed).
+    """One saturation pass in one transaction: (jobs claimed, futures written, gaps recorded).
 
     `now` overrides the database clock (tests only): it calls the internal `_at` functions,
     which only the owner or a superuser may execute; by default the public functions use the
@@ -160,18 +184,41 @@ async def saturate_once(conn: psycopg.AsyncConnection, *, batch: int, horizon: t
             await cur.execute("SELECT * FROM cronbox.claim_saturation(%s, %s)", (batch, horizon))
         else:
             await cur.execute("SELECT * FROM cronbox.claim_saturation_at(%s, %s, %s)", (batch, horizon, now))
-        jobs = await cur.fetchall()
-        if not jobs:
+        claimed = cur.rowcount
+        jobs, bad = await _fetch_jobs(cur)
+        if not jobs and not bad:
             return 0, 0, 0
-        db_now = jobs[0]["now"]
-        p = plan(jobs, db_now, horizon, grace)
-        if now is None:
-            await cur.execute(
-                "SELECT futures, missed FROM cronbox.store_fires(%s, %s, %s, %s, %s, %s, %s, %s)", p.args())
+        if jobs:
+            db_now = jobs[0]["now"]
         else:
-            await cur.execute(
-                "SELECT futures, missed FROM cronbox.store_fires_at(%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                (*p.args(), db_now))
-        row = await cur.fetchone()
-        assert row is not None
-        return len(jobs), row["futures"], row["missed"]
+            db_now = (await (await conn.execute("SELECT coalesce(%s::timestamptz, now())", (now,))).fetchone())[0]
+        parts: list[Plan] = []
+        for job in jobs:
+            try:
+                parts.append(plan_job(job, db_now, horizon, grace))
+            except Exception as exc:  # whatever the row holds, the others go on
+                bad.append((job["job_id"], f"cannot compute fires: {describe(exc)}"))
+
+        async def store(batch_parts: Sequence[Plan]) -> tuple[int, int]:
+            p = Plan.merge(batch_parts)
+            args = [p.fire_job, p.fire_at, p.missed, p.job, p.frontier, p.next_fire, p.finished,
+                    [None] * len(p.job), p.gap_last, p.gap_count, p.gap_exact]
+            if now is None:
+                query = "SELECT futures, missed FROM cronbox.store_fires(" + ", ".join(["%s"] * 11) + ")"
+            else:  # tests: the internal body with the chosen clock
+                query = "SELECT futures, missed FROM cronbox.store_fires_at(" + ", ".join(["%s"] * 12) + ")"
+                args.append(db_now)
+            row = await (await conn.execute(query, args)).fetchone()
+            return row[0], row[1]
+
+        try:  # the fast path: the whole batch in one statement (in a savepoint)
+            async with conn.transaction():
+                stored, failed = [await store(parts)], []
+        except CONNECTION_ERRORS:
+            raise
+        except Exception as exc:
+            stored, failed = await isolate(conn, parts, store, exc)
+        bad += [(part.job[0], f"cannot store fires: {error}") for part, error in failed]
+        for job_id, error in bad:
+            await quarantine(conn, job_id, error, "saturation")
+        return claimed, sum(s[0] for s in stored), sum(s[1] for s in stored)

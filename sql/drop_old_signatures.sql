@@ -38,3 +38,21 @@ DROP FUNCTION IF EXISTS cronbox.start_run(bigint,text,timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.store_fires(bigint[],timestamp with time zone[],boolean[],bigint[],timestamp with time zone[],timestamp with time zone[],boolean[],text[],timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.trigger(text,jsonb,text,timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.unschedule(text,text,timestamp with time zone);
+-- claim_saturation gained the column catchup_from (0070s, bounded catch-up): same arguments,
+-- new result type, so the old pair is dropped once (only while it lacks the column).
+DO $drop$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_proc p
+               WHERE p.oid = pg_catalog.to_regprocedure('cronbox.claim_saturation_at(integer,interval,timestamp with time zone)')
+                 AND NOT 'catchup_from' = ANY (p.proargnames)) THEN
+        DROP FUNCTION cronbox.claim_saturation_at(integer, interval, timestamp with time zone);
+        DROP FUNCTION IF EXISTS cronbox.claim_saturation(integer, interval);
+    END IF;
+END
+$drop$;
+-- store_fires gained the gap arrays, dispatch p_jobs and p_grace (bounded catch-up, isolation).
+DROP FUNCTION IF EXISTS cronbox.store_fires_at(bigint[],timestamp with time zone[],boolean[],bigint[],timestamp with time zone[],timestamp with time zone[],boolean[],text[],timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.store_fires(bigint[],timestamp with time zone[],boolean[],bigint[],timestamp with time zone[],timestamp with time zone[],boolean[],text[]);
+DROP FUNCTION IF EXISTS cronbox.dispatch_at(integer,timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.dispatch_at(integer,timestamp with time zone,bigint[],interval);
+DROP FUNCTION IF EXISTS cronbox.dispatch(integer);

@@ -39,7 +39,7 @@ def future(conn: psycopg.Connection, name: str, fire: float, *, due: float | Non
 
 
 def dispatch(conn: psycopg.Connection, now: float, limit: int = 1000) -> dict[str, Any]:
-    cur = conn.execute("SELECT * FROM cronbox.dispatch_at(%s, %s)", (limit, at(now)))
+    cur = conn.execute("SELECT * FROM cronbox.dispatch_at(%s, p_now => %s)", (limit, at(now)))
     cols = [d.name for d in cur.description]
     return dict(zip(cols, cur.fetchone()))
 

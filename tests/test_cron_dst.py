@@ -111,3 +111,21 @@ def test_fires_around_each_2026_dst_change_match_the_oracle(tz: str, index: int,
 
 def test_every_zone_has_changes_in_2026() -> None:
     assert all(len(transitions(tz)) >= 2 for tz in ZONES)
+
+
+@pytest.mark.parametrize(("tz", "index", "expr"), CASES[::3])
+def test_counting_back_agrees_with_the_forward_walk_around_each_change(tz: str, index: int, expr: str) -> None:
+    # Catch-up asks for "the n-th fire before `before`" (CronFires.prev): it must name a fire the
+    # forward walk makes, never croniter's own idea of a repeated or skipped wall time.
+    from poller.fires import CronFires
+
+    change = transitions(tz)[index]
+    src = CronFires(normalize(expr), tz)
+    forward = oracle(expr, tz, change - timedelta(hours=30), change + timedelta(hours=8))
+    for before in (change - timedelta(minutes=50), change + timedelta(minutes=10), change + timedelta(minutes=70),
+                   change + timedelta(hours=4)):
+        earlier = [f for f in forward if f < before]
+        for n in (1, 2, 5):
+            want = earlier[-n] if len(earlier) >= n else None
+            if want is not None and want > change - timedelta(hours=29):
+                assert src.prev(before, n) == want, (before, n)

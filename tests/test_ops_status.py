@@ -60,7 +60,8 @@ def test_status_json_is_complete_and_machine_readable(fresh_dsn, logins):
         su.execute("SELECT cronbox.schedule(%s, every => '1 hour')", (name,))
     doc = orjson.loads(_status(logins.dsn(fresh_dsn, "reader"), "--json"))
     assert [s["name"] for s in doc["schedules"]] == [name]  # not shortened
-    assert doc["schedules"][0]["paused"] is False
+    assert doc["schedules"][0]["status"] == "active"  # active, paused, quarantined, finished, waiting
+    assert doc["quarantined"] == []
     views = _existing_views(fresh_dsn)
     for title, view in OPTIONAL_VIEWS.items():
         key = title.replace(" ", "_")

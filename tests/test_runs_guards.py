@@ -95,7 +95,7 @@ def test_dispatch_uses_the_ready_index_and_never_scans_history(conn):
     job(conn, "hot", overlap="cancel_other")
     for t in range(5):
         future(conn, "hot", t)
-    plans = plans_of(conn, "SELECT * FROM cronbox.dispatch_at(100, %s)", (at(10),))
+    plans = plans_of(conn, "SELECT * FROM cronbox.dispatch_at(100, p_now => %s)", (at(10),))
     seen = scans(plans)
     assert ("job_future", "job_future_ready_idx") in {(rel, idx) for _, rel, idx in seen}
     assert_no_history_scan(seen)

@@ -29,7 +29,7 @@ async def test_same_name_updates_atomically_recomputes_pending_futures_and_keeps
     job_id = await schedule(aconn, name="u", cron="*/10 * * * *", payload='{"v": 1}', p_now=T0)
     await saturate(aconn, T0, horizon=HOUR)
     assert await futures(aconn, "u") == [T0 + k * 10 * MIN for k in range(1, 7)]
-    await one(aconn, "SELECT dispatched FROM cronbox.dispatch_at(100, %s)", T0 + 10 * MIN)
+    await one(aconn, "SELECT dispatched FROM cronbox.dispatch_at(100, p_now => %s)", T0 + 10 * MIN)
 
     again = await schedule(aconn, name="u", cron="*/15 * * * *", payload='{"v": 2}', p_now=T0 + 12 * MIN)
     assert again == job_id
@@ -53,7 +53,7 @@ async def test_an_identical_schedule_call_changes_nothing(aconn):
 async def test_unschedule_removes_job_and_futures_keeps_history_and_logs_it(aconn):
     await schedule(aconn, name="gone", cron="* * * * *", p_now=T0)
     await saturate(aconn, T0, horizon=10 * MIN)
-    await one(aconn, "SELECT dispatched FROM cronbox.dispatch_at(100, %s)", T0 + MIN)
+    await one(aconn, "SELECT dispatched FROM cronbox.dispatch_at(100, p_now => %s)", T0 + MIN)
     assert await one(aconn, "SELECT cronbox.unschedule_at('gone', reason => 'retired', p_now => %s)", T0 + 2 * MIN)
     assert await one(aconn, "SELECT count(*) FROM cronbox.job WHERE name = 'gone'") == 0
     assert await one(aconn, "SELECT count(*) FROM cronbox.job_future") == 0
@@ -121,7 +121,7 @@ async def test_at_job_fires_once_and_then_reads_finished(aconn):
     await saturate(aconn, T0, horizon=10 * MIN)
     assert await futures(aconn, "at") == [T0 + 5 * MIN]
     assert await one(aconn, "SELECT status FROM cronbox.schedules WHERE name = 'at'") == "active"
-    await one(aconn, "SELECT dispatched FROM cronbox.dispatch_at(100, %s)", T0 + 5 * MIN)
+    await one(aconn, "SELECT dispatched FROM cronbox.dispatch_at(100, p_now => %s)", T0 + 5 * MIN)
     run_id = await one(aconn, "SELECT run_id FROM cronbox.runs WHERE job = 'at'")
     await one(aconn, "SELECT cronbox.complete_run_at(%s, NULL, %s)", run_id, T0 + 6 * MIN)
     assert await one(aconn, "SELECT status FROM cronbox.schedules WHERE name = 'at'") == "finished"
@@ -181,7 +181,7 @@ async def test_fixed_delay_next_fire_is_one_interval_after_the_previous_run_fini
     await saturate(aconn, T0, horizon=HOUR)
     assert await futures(aconn, "fd") == [T0 + 10 * MIN]  # one fire at a time
     assert await saturate(aconn, T0 + 5 * MIN, horizon=HOUR) == (0, 0, 0)
-    await one(aconn, "SELECT dispatched FROM cronbox.dispatch_at(100, %s)", T0 + 10 * MIN)
+    await one(aconn, "SELECT dispatched FROM cronbox.dispatch_at(100, p_now => %s)", T0 + 10 * MIN)
     finished = T0 + 10 * MIN + timedelta(seconds=37)
     nxt = await one(aconn, "SELECT cronbox.schedule_next_fixed_delay(%s, %s)", job_id, finished)
     assert nxt == finished + 10 * MIN
@@ -213,10 +213,14 @@ async def test_schedules_view_shows_expression_time_zone_status_and_next_fire(ac
     ]
 
 
-async def test_a_job_whose_fires_cannot_be_computed_is_paused_with_the_reason(aconn):
+async def test_a_job_whose_fires_cannot_be_computed_is_quarantined_with_the_reason(aconn):
     await schedule(aconn, name="broken", cron="* * * * *", p_now=T0)
     await aconn.execute("UPDATE cronbox.job SET timezone = 'Nowhere/Land' WHERE name = 'broken'")
     await saturate(aconn, T0)
     reason = await one(aconn, "SELECT paused_reason FROM cronbox.schedules WHERE name = 'broken' AND paused")
-    assert reason.startswith("poller cannot compute fires: cron: unknown time zone")
-    assert (await changes(aconn, "broken"))[-1][0] == "paused"
+    assert reason.startswith('quarantined: cannot compute fires: CronError: cron: unknown time zone "Nowhere/Land"')
+    assert (await changes(aconn, "broken"))[-1][:2] == ("quarantined", reason)
+    assert await one(aconn, "SELECT status FROM cronbox.schedules WHERE name = 'broken'") == "quarantined"
+    note = await one(aconn, "SELECT message FROM cronbox.outbox WHERE kind = 'notification' "
+                            "AND message->>'event' = 'schedule_paused' AND message->>'job' = 'broken'")
+    assert note["reason"] == reason and note["quarantined"] is True

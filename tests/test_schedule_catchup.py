@@ -1,6 +1,6 @@
 """Catch-up: fires the poller finds in the past (it was down, the schedule started in the
 past, the clock jumped) are sorted by the job's policy; each dropped fire is a `missed`
-history row, counted per job. "The poller was down" = saturation passes at a later p_now."""
+history row per gap (first fire, last fire, count), counted per job. "The poller was down" = saturation passes at a later p_now."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ from datetime import timedelta
 
 import pytest
 
-from .schedhelp import aconn, futures, missed, one, saturate, schedule, utc  # noqa: F401
+from poller.saturate import CATCHUP_MAX
+
+from .schedhelp import aconn, futures, gaps, missed, one, saturate, schedule, utc  # noqa: F401
 
 T0 = utc(2030, 1, 1, 0, 0)
 MIN = timedelta(minutes=1)
@@ -35,18 +37,19 @@ async def test_fires_missed_while_the_poller_was_down_follow_the_catchup_policy(
     assert await missed(aconn, "c") == minutes(*want_missed)
     assert await futures(aconn, "c") == minutes(*want_futures)
     assert await one(aconn, "SELECT missed_count FROM cronbox.schedules WHERE name = 'c'") == len(want_missed)
+    # one row for the whole gap, saying how many fires and which policy
     assert await one(aconn, "SELECT count(*) FROM cronbox.runs WHERE job = 'c' AND state = 'missed' "
-                            "AND error = %s", f"missed: catch-up policy {catchup}") == len(want_missed)
+                            "AND error LIKE %s", f"missed: {len(want_missed)} fires from % by catch-up policy {catchup}") == 1
 
 
-async def test_a_backlog_longer_than_one_pass_is_handled_completely_without_gaps(aconn):
+async def test_a_long_backlog_is_one_gap_row_written_in_one_pass_without_holes(aconn):
     await schedule(aconn, name="b", every="1 second", starts_at=T0, catchup="skip", p_now=T0)
     await saturate(aconn, T0, horizon=2 * MIN)
     claimed, _, dropped = await saturate(aconn, T0 + HOUR, horizon=2 * MIN)
-    assert claimed >= 4  # 3,600 fires at 1,000 per job per pass
+    assert claimed == 1  # the late fires are counted, not walked
     lost = await missed(aconn, "b")
     kept = await futures(aconn, "b")
-    assert dropped == len(lost) == 3570 - 121  # T0+121s .. T0+3569s were late
+    assert dropped == 1 and len(lost) == 3570 - 121  # T0+121s .. T0+3569s were late
     assert sorted(lost + kept) == [T0 + k * SEC for k in range(3600 + 121)]
 
 
@@ -88,3 +91,52 @@ async def test_a_clock_jumping_back_neither_refires_nor_drops(aconn):
     await saturate(aconn, T0 + 8 * MIN, horizon=10 * MIN)
     assert await futures(aconn, "j") == minutes(*range(1, 19))
     assert await missed(aconn, "j") == []
+
+
+async def test_a_one_second_schedule_down_ten_years_writes_one_gap_row_and_a_bounded_backlog(aconn):
+    start = T0 - timedelta(days=3650)
+    await schedule(aconn, name="ten", every="1 second", starts_at=start, catchup="all",
+                   catchup_window="1 day", p_now=start)
+    claimed, futures_written, gaps_written = await saturate(aconn, T0, horizon=2 * MIN)
+    assert gaps_written == 1
+    (first, last, n), = await gaps(aconn, "ten")
+    kept = await futures(aconn, "ten")
+    # 'all' replays at most CATCHUP_MAX (1,000) late fires: the most recent ones
+    assert kept[0] == T0 - 30 * SEC - CATCHUP_MAX * SEC and first == start and last == kept[0] - SEC
+    assert n == int((last - first).total_seconds()) + 1
+    assert kept == [kept[0] + k * SEC for k in range(len(kept))] and kept[-1] == T0 + 2 * MIN
+    assert await one(aconn, "SELECT count(*) FROM cronbox.runs WHERE job = 'ten'") == 1
+    assert await one(aconn, "SELECT missed_count FROM cronbox.schedules WHERE name = 'ten'") == n
+
+
+async def test_the_catchup_window_counts_calendar_months(aconn):
+    t = utc(2030, 3, 31, 12, 0)
+    start = t - timedelta(days=90)
+    await schedule(aconn, name="m", every="1 day", starts_at=start, catchup="all",
+                   catchup_window="1 month", p_now=start)
+    await saturate(aconn, t, horizon=MIN)
+    # 31 March minus one calendar month is 28 February (30 days would be 1 March)
+    assert (await futures(aconn, "m"))[0] == utc(2030, 2, 28, 12, 0)
+
+
+async def test_the_catchup_window_is_24_hours_a_day_across_dst(aconn):
+    t = utc(2030, 3, 31, 12, 0)  # Europe/Paris sprang forward at 01:00 UTC that day
+    await schedule(aconn, name="d", cron="0 * * * *", timezone="Europe/Paris", catchup="all",
+                   catchup_window="1 day", p_now=t - timedelta(days=3))
+    await saturate(aconn, t, horizon=MIN)
+    assert (await futures(aconn, "d"))[0] == t - timedelta(hours=24)
+    (first, last, n), = await gaps(aconn, "d")
+    assert first == t - timedelta(hours=71) and last == t - timedelta(hours=25) and n == 47
+
+
+async def test_materialised_fires_missed_while_the_poller_was_down_are_missed_not_overlap_skipped(aconn):
+    await schedule(aconn, name="o", cron="* * * * *", p_now=T0)  # overlap skip, catchup latest
+    await saturate(aconn, T0, horizon=5 * MIN)
+    # the poller comes back at T0+5m30s: fires T0+1m .. T0+5m are all due at once
+    await one(aconn, "SELECT dispatched FROM cronbox.dispatch_at(100, p_grace => '30 seconds', p_now => %s)",
+              T0 + 5 * MIN + 30 * SEC)
+    got = await one(aconn, "SELECT array_agg(state || ':' || left(error, 7) ORDER BY fire_at) FROM cronbox.runs "
+                           "WHERE job = 'o' AND state IN ('missed', 'skipped')")
+    assert got == ["missed:missed:"] * 4
+    assert await one(aconn, "SELECT fire_at FROM cronbox.runs WHERE job = 'o' AND state = 'dispatched'") == T0 + 5 * MIN
+    assert await one(aconn, "SELECT missed_count FROM cronbox.schedules WHERE name = 'o'") == 4

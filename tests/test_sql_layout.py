@@ -23,7 +23,7 @@ ROLES = ("cronbox_admin", "cronbox_user", "cronbox_worker", "cronbox_reader", "c
 TIME_DATA = {
     "schedule": {"at", "starts_at", "ends_at"},
     "run_id_at": {"p_ts"},
-    "store_fires": {"p_fire_at", "p_frontier", "p_next_fire"},
+    "store_fires": {"p_fire_at", "p_frontier", "p_next_fire", "p_gap_last"},
 }
 FOLDER_ROLES = {
     "internal": set(),
@@ -87,7 +87,7 @@ def test_each_role_that_tries_to_pass_a_time_is_refused(fresh_dsn, logins, who):
             ("SELECT cronbox.trigger_at('t', p_now => 'infinity')", "42501"),
             ("SELECT cronbox.heartbeat_at(1, 'w', NULL)", "42501"),
             ("SELECT cronbox.complete_run_at(1, NULL, NULL)", "42501"),
-            ("SELECT * FROM cronbox.dispatch_at(10, now() + interval '1 day')", "42501"),
+            ("SELECT * FROM cronbox.dispatch_at(10, p_now => now() + interval '1 day')", "42501"),
             ("SELECT * FROM cronbox.claim_outbox_at('r', 10, p_now => NULL)", "42501"),
             # the public functions have no time parameter at all
             ("SELECT cronbox.trigger('t', p_now => 'infinity')", "42883"),

@@ -7,6 +7,8 @@ SELECT r.run_id, r.job_name AS job, r.queue, r.fire_at, r.state, r.attempt, r.or
        coalesce(r.delivered_at, r.dispatched_at) - r.fire_at AS lag,
        r.lease_until, r.worker, r.cancel_requested, r.error, r.result, r.retry_of,
        r.late_report, r.run_id::text || ':' || r.attempt::text AS idempotency_key,
-       r.payload, r.job_id
+       r.payload, r.job_id,
+       -- state 'missed': one row per gap; fire_at is its first fire
+       r.missed_fires, r.missed_last_at
 FROM cronbox.run r;
-COMMENT ON VIEW cronbox.runs IS 'Run history: one row per attempt, with its state, timings, worker and error; late_report holds a report that arrived after the run was final.';
+COMMENT ON VIEW cronbox.runs IS 'Run history: one row per attempt, with its state, timings, worker and error; late_report holds a report that arrived after the run was final; a missed row stands for a gap of missed_fires fires from fire_at to missed_last_at.';

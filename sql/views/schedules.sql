@@ -1,5 +1,6 @@
 -- cronbox.schedules: one row per job for psql: what, when, and how it has been going.
--- status: active | paused | finished (nothing left to fire, nothing pending or running)
+-- status: active | paused | quarantined (paused by the poller: it could not process the job)
+--         | finished (nothing left to fire, nothing pending or running)
 --         | waiting (an `after` job: fired by its upstream jobs).
 -- next_fire: the earliest pending future; else, for an active job the poller has not
 -- materialised yet, the frontier bound it will start from.
@@ -13,7 +14,8 @@ SELECT j.name, j.kind,
                    ELSE 'after ' || array_to_string(j.after, ', ') END AS expression,
        j.cron_normalized,
        j.timezone,
-       CASE WHEN j.paused THEN 'paused'
+       CASE WHEN j.paused AND j.paused_reason LIKE 'quarantined: %' THEN 'quarantined'
+            WHEN j.paused THEN 'paused'
             WHEN j.finished_at IS NOT NULL AND j.active_runs = 0 AND f.next_fire IS NULL THEN 'finished'
             WHEN j.kind = 'after' THEN 'waiting'
             ELSE 'active' END AS status,
@@ -30,4 +32,4 @@ LEFT JOIN LATERAL (
     SELECT min(fu.fire_at) AS next_fire, count(*) AS pending
     FROM cronbox.job_future fu WHERE fu.job_id = j.job_id
 ) f ON true;
-COMMENT ON VIEW cronbox.schedules IS 'Schedules: expression, time zone, status (active, paused, finished, waiting), next fire, pending futures, last run state and success, failure and crash streaks, active runs, missed fires.';
+COMMENT ON VIEW cronbox.schedules IS 'Schedules: expression, time zone, status (active, paused, quarantined, finished, waiting), next fire, pending futures, last run state and success, failure and crash streaks, active runs, missed fires.';

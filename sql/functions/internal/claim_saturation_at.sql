@@ -7,6 +7,8 @@
 -- on job_saturate_idx: concurrent pollers get disjoint jobs, and an idle tick reads no row.
 -- The columns come from the locked row version itself, never from an older snapshot. Call
 -- cronbox.store_fires in the same transaction: schedule()/pause() wait for the pair to commit.
+-- catchup_from: start of the catch-up window (cronbox.catchup_start), computed here so the
+-- poller and schedule() count months and days by one rule.
 CREATE OR REPLACE FUNCTION cronbox.claim_saturation_at(
     p_limit integer,
     p_horizon interval,
@@ -14,7 +16,8 @@ CREATE OR REPLACE FUNCTION cronbox.claim_saturation_at(
 ) RETURNS TABLE (
     job_id bigint, kind text, cron_normalized text, every interval, every_mode text,
     anchor timestamptz, at timestamptz, timezone text, frontier timestamptz, catchup text,
-    catchup_window interval, starts_at timestamptz, ends_at timestamptz, now timestamptz
+    catchup_window interval, starts_at timestamptz, ends_at timestamptz, now timestamptz,
+    catchup_from timestamptz
 )
 LANGUAGE sql
 SECURITY DEFINER
@@ -22,7 +25,8 @@ SET search_path = pg_catalog, pg_temp
 SET jit = off  -- short OLTP statements: compiling costs more than running
 AS $$
     SELECT j.job_id, j.kind, j.cron_normalized, j.every, j.every_mode, j.anchor, j.at,
-           j.timezone, j.frontier, j.catchup, j.catchup_window, j.starts_at, j.ends_at, p_now
+           j.timezone, j.frontier, j.catchup, j.catchup_window, j.starts_at, j.ends_at, p_now,
+           cronbox.catchup_start(p_now, j.catchup_window)
     FROM cronbox.job j
     WHERE j.next_fire IS NOT NULL AND NOT j.paused
       AND j.next_fire <= p_now + p_horizon / 2

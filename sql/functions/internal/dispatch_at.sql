@@ -7,8 +7,14 @@
 -- exactly once whatever crashes. Locks: futures FOR UPDATE SKIP LOCKED (job_future_ready_idx,
 -- walked priority by priority), their jobs FOR NO KEY UPDATE SKIP LOCKED (a job busy elsewhere
 -- waits for the next call), then the queue_limit rows concerned. Any number of pollers may call it.
+-- p_jobs: only futures of these jobs (the poller isolating a job that makes a batch fail).
+-- p_grace: a scheduled fire due more than p_grace ago with a newer fire of its job in the same
+-- batch was missed (the poller was down or behind): recorded 'missed' unless catchup = 'all',
+-- never 'overlap: skipped'. NULL: no such check.
 CREATE OR REPLACE FUNCTION cronbox.dispatch_at(
     p_limit integer DEFAULT 1000,
+    p_jobs bigint[] DEFAULT NULL,
+    p_grace interval DEFAULT NULL,
     p_now timestamptz DEFAULT now()
 ) RETURNS TABLE (dispatched integer, skipped integer, failed integer, held integer, next_due timestamptz)
 LANGUAGE plpgsql
@@ -39,6 +45,7 @@ BEGIN
                    f.payload, f.retry_of
             FROM cronbox.job_future f
             WHERE f.hold IS NULL AND f.priority = prio.p AND f.due_at <= p_now
+              AND (p_jobs IS NULL OR f.job_id = ANY (p_jobs))
             ORDER BY f.due_at
             LIMIT p_limit
             FOR UPDATE SKIP LOCKED
@@ -48,14 +55,14 @@ BEGIN
     -- Decisions are made on the jobs' latest versions, one poller per job at a time.
     locked_job AS MATERIALIZED (
         SELECT j.job_id, j.name, j.queue, j.paused, j.overlap, j.timeout, j.active_runs,
-               j.last_fire_at, j.payload
+               j.last_fire_at, j.payload, j.catchup
         FROM cronbox.job j
         WHERE j.job_id IN (SELECT picked.job_id FROM picked)
         FOR NO KEY UPDATE SKIP LOCKED
     ),
     -- Paused job, then the dependency gate (upstreams without a recent enough success).
     gate AS MATERIALIZED (
-        SELECT p.*, j.name, j.queue, j.overlap, j.timeout, j.active_runs,
+        SELECT p.*, j.name, j.queue, j.overlap, j.timeout, j.active_runs, j.catchup,
                coalesce(p.payload, j.payload) AS message_payload,
                g.waiting, g.timeout_at,
                CASE WHEN j.paused AND p.origin <> 'manual' THEN 'hold_paused'  -- trigger() runs anyway
@@ -76,16 +83,26 @@ BEGIN
     ),
     -- The overlap policy, over the job's unfinished runs and the job's other futures in
     -- this batch (nth: order of fire; cancel_other keeps only the newest).
-    proceed AS (
+    -- Late scheduled fires with a newer fire of the same job due in this batch: the poller
+    -- was not there at their time; the catch-up policy (not overlap) decides: missed.
+    late AS (
         SELECT g.*,
-               row_number() OVER (PARTITION BY g.job_id ORDER BY g.fire_at, g.attempt, g.future_id) AS nth,
-               count(*) OVER (PARTITION BY g.job_id) AS batch_n
+               (g.catchup <> 'all' AND g.origin = 'schedule' AND g.attempt = 1
+                AND p_grace IS NOT NULL AND g.due_at < p_now - p_grace
+                AND g.fire_at < max(g.fire_at) OVER (PARTITION BY g.job_id)) AS late_missed
         FROM gate g
         WHERE g.pre IS NULL
+    ),
+    proceed AS (
+        SELECT l.*,
+               row_number() OVER (PARTITION BY l.job_id, l.late_missed ORDER BY l.fire_at, l.attempt, l.future_id) AS nth,
+               count(*) OVER (PARTITION BY l.job_id, l.late_missed) AS batch_n
+        FROM late l
     ),
     wish AS (
         SELECT p.*,
                CASE
+                   WHEN p.late_missed THEN 'miss'
                    WHEN p.overlap = 'allow' THEN 'run'
                    WHEN p.overlap = 'cancel_other' THEN CASE WHEN p.nth = p.batch_n THEN 'run' ELSE 'supersede' END
                    WHEN p.active_runs = 0 AND p.nth = 1 THEN 'run'
@@ -122,7 +139,7 @@ BEGIN
     outcome AS MATERIALIZED (
         SELECT pl.future_id, pl.job_id, pl.name, pl.queue, pl.fire_at, pl.due_at, pl.priority,
                pl.attempt, pl.origin, pl.retry_of, pl.message_payload, pl.timeout, pl.overlap,
-               pl.active_runs, NULL::text AS waiting, NULL::timestamptz AS timeout_at,
+               pl.active_runs, pl.catchup, NULL::text AS waiting, NULL::timestamptz AS timeout_at,
                CASE WHEN pl.placed IN ('skip', 'supersede', 'hold_overlap')
                          AND bool_or(pl.placed = 'hold_queue') OVER (PARTITION BY pl.job_id)
                     THEN 'hold_queue' ELSE pl.placed END AS act
@@ -130,14 +147,14 @@ BEGIN
         UNION ALL
         SELECT g.future_id, g.job_id, g.name, g.queue, g.fire_at, g.due_at, g.priority,
                g.attempt, g.origin, g.retry_of, g.message_payload, g.timeout, g.overlap,
-               g.active_runs, g.waiting, g.timeout_at, g.pre
+               g.active_runs, g.catchup, g.waiting, g.timeout_at, g.pre
         FROM gate g
         WHERE g.pre IS NOT NULL
     ),
     fire AS MATERIALIZED (
         SELECT cronbox.new_run_id() AS run_id, o.*
         FROM outcome o
-        WHERE o.act IN ('run', 'skip', 'supersede', 'fail_dependency')
+        WHERE o.act IN ('run', 'skip', 'supersede', 'fail_dependency', 'miss')
     ),
     -- = ANY (ARRAY(...)): primary-key probes whatever the CTE row estimates say.
     gone AS (
@@ -159,10 +176,10 @@ BEGIN
     new_run AS (
         INSERT INTO cronbox.run (run_id, job_id, job_name, queue, fire_at, due_at, state, attempt,
                                  origin, retry_of, payload, priority, created_at, dispatched_at,
-                                 finished_at, error)
+                                 finished_at, error, missed_fires, missed_last_at)
         SELECT fire.run_id, fire.job_id, fire.name, fire.queue, fire.fire_at, fire.due_at,
                CASE fire.act WHEN 'run' THEN 'dispatched' WHEN 'fail_dependency' THEN 'failed'
-                             ELSE 'skipped' END,
+                             WHEN 'miss' THEN 'missed' ELSE 'skipped' END,
                fire.attempt, fire.origin, fire.retry_of, fire.message_payload, fire.priority,
                p_now,
                CASE WHEN fire.act = 'run' THEN p_now END,
@@ -173,7 +190,12 @@ BEGIN
                    WHEN 'fail_dependency' THEN format(
                        'dependency: no recent enough success of %s after waiting %s (wait_timeout)',
                        fire.waiting, p_now - fire.due_at)
-               END
+                   WHEN 'miss' THEN format(
+                       'missed: the poller was not running at the fire time, a newer fire of this job is due (catch-up policy %s)',
+                       fire.catchup)
+               END,
+               CASE WHEN fire.act = 'miss' THEN 1 END,
+               CASE WHEN fire.act = 'miss' THEN fire.fire_at END
         FROM fire
     ),
     new_message AS (
@@ -210,8 +232,10 @@ BEGIN
                                 ELSE j.last_fire_at END,
             last_run_id = coalesce(c.last_run, j.last_run_id),
             last_run_state = coalesce(c.last_state, j.last_run_state),
-            consecutive_failures = j.consecutive_failures + c.n_failed
+            consecutive_failures = j.consecutive_failures + c.n_failed,
+            missed_count = j.missed_count + c.n_missed
         FROM (SELECT fire.job_id,
+                     count(*) FILTER (WHERE fire.act = 'miss') AS n_missed,
                      count(*) FILTER (WHERE fire.act = 'run') AS n_run,
                      count(*) FILTER (WHERE fire.act = 'fail_dependency') AS n_failed,
                      max(fire.fire_at) FILTER (WHERE fire.act = 'run') AS last_fire,
@@ -221,7 +245,7 @@ BEGIN
                           FILTER (WHERE fire.act IN ('run', 'fail_dependency')))[1] AS last_state
               FROM fire GROUP BY fire.job_id) c
         WHERE j.job_id = ANY (ARRAY(SELECT fire.job_id FROM fire))
-          AND j.job_id = c.job_id AND (c.n_run > 0 OR c.n_failed > 0)
+          AND j.job_id = c.job_id AND (c.n_run > 0 OR c.n_failed > 0 OR c.n_missed > 0)
     ),
     queue_counts AS (
         UPDATE cronbox.queue_limit q SET running = q.running + c.n, updated_at = p_now
@@ -229,7 +253,7 @@ BEGIN
         WHERE q.queue = c.queue
     )
     SELECT count(*) FILTER (WHERE o.act = 'run'),
-           count(*) FILTER (WHERE o.act IN ('skip', 'supersede')),
+           count(*) FILTER (WHERE o.act IN ('skip', 'supersede', 'miss')),
            count(*) FILTER (WHERE o.act = 'fail_dependency'),
            count(*) FILTER (WHERE o.act LIKE 'hold\_%')
       INTO v_dispatched, v_skipped, v_failed, v_held
@@ -242,8 +266,8 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION cronbox.dispatch_at(integer, timestamp with time zone) IS
-'Internal (no cronbox role may execute it): the body of cronbox.dispatch(integer) with the time as p_now; tests use it to fix the clock. Poller: decides for up to p_limit due ready futures, lower priority first (paused -> held; dependency gate; overlap policy; queue limit) and writes run + outbox rows, skipped/failed runs or holds, in one statement (SKIP LOCKED; safe with many pollers). Returns the counts and the next due time.';
+COMMENT ON FUNCTION cronbox.dispatch_at(integer, bigint[], interval, timestamp with time zone) IS
+'Internal (no cronbox role may execute it): the body of cronbox.dispatch(integer, bigint[], interval) with the time as p_now; tests use it to fix the clock. Poller: decides for up to p_limit due ready futures, lower priority first (paused -> held; dependency gate; overlap policy; queue limit) and writes run + outbox rows, skipped/failed runs or holds, in one statement (SKIP LOCKED; safe with many pollers). p_jobs restricts it to those jobs; with p_grace, late scheduled fires superseded by a newer due fire of their job are recorded missed (catch-up), not skipped. Returns the counts and the next due time.';
 
-ALTER FUNCTION cronbox.dispatch_at(integer, timestamp with time zone) OWNER TO cronbox_owner;
-REVOKE ALL ON FUNCTION cronbox.dispatch_at(integer, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
+ALTER FUNCTION cronbox.dispatch_at(integer, bigint[], interval, timestamp with time zone) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.dispatch_at(integer, bigint[], interval, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

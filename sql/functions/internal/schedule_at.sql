@@ -135,7 +135,7 @@ BEGIN
         WHEN v_old.job_id IS NOT NULL THEN p_now
         -- A new job with a past start looks back at most catchup_window (older fires predate it).
         WHEN schedule_at.starts_at IS NOT NULL
-            THEN greatest(schedule_at.starts_at, p_now - schedule_at.catchup_window) - interval '1 microsecond'
+            THEN greatest(schedule_at.starts_at, cronbox.catchup_start(p_now, schedule_at.catchup_window)) - interval '1 microsecond'
         ELSE p_now END;
 
     -- every: fixed rate fires at anchor + k*every; fixed delay's next fire is the anchor.

@@ -8,7 +8,7 @@
 CREATE OR REPLACE FUNCTION cronbox.claim_saturation(
     p_limit integer,
     p_horizon interval
-) RETURNS TABLE(job_id bigint, kind text, cron_normalized text, every interval, every_mode text, anchor timestamp with time zone, at timestamp with time zone, timezone text, frontier timestamp with time zone, catchup text, catchup_window interval, starts_at timestamp with time zone, ends_at timestamp with time zone, now timestamp with time zone)
+) RETURNS TABLE(job_id bigint, kind text, cron_normalized text, every interval, every_mode text, anchor timestamp with time zone, at timestamp with time zone, timezone text, frontier timestamp with time zone, catchup text, catchup_window interval, starts_at timestamp with time zone, ends_at timestamp with time zone, now timestamp with time zone, catchup_from timestamp with time zone)
 LANGUAGE sql VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp

@@ -5,20 +5,26 @@
 -- walked priority by priority), their jobs FOR NO KEY UPDATE SKIP LOCKED (a job busy elsewhere
 -- waits for the next call), then the queue_limit rows concerned. Any number of pollers may call it.
 -- Thin wrapper: the body is cronbox.dispatch_at (internal/dispatch_at.sql), called with now().
+-- p_jobs: only futures of these jobs (the poller isolating a job that makes a batch fail).
+-- p_grace: a scheduled fire due more than p_grace ago with a newer fire of its job in the same
+-- batch was missed (the poller was down or behind): recorded 'missed' unless catchup = 'all',
+-- never 'overlap: skipped'. NULL: no such check.
 CREATE OR REPLACE FUNCTION cronbox.dispatch(
-    p_limit integer DEFAULT 1000
+    p_limit integer DEFAULT 1000,
+    p_jobs bigint[] DEFAULT NULL,
+    p_grace interval DEFAULT NULL
 ) RETURNS TABLE(dispatched integer, skipped integer, failed integer, held integer, next_due timestamp with time zone)
 LANGUAGE sql VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
-    SELECT * FROM cronbox.dispatch_at(cronbox.checked_limit('p_limit', $1, 100000), now())
+    SELECT * FROM cronbox.dispatch_at(cronbox.checked_limit('p_limit', $1, 100000), $2, $3, now())
 $$;
 
-COMMENT ON FUNCTION cronbox.dispatch(integer) IS
-'Poller: decides for up to p_limit due ready futures, lower priority first (paused -> held; dependency gate; overlap policy; queue limit) and writes run + outbox rows, skipped/failed runs or holds, in one statement (SKIP LOCKED; safe with many pollers). Returns the counts and the next due time.';
+COMMENT ON FUNCTION cronbox.dispatch(integer, bigint[], interval) IS
+'Poller: decides for up to p_limit due ready futures, lower priority first (paused -> held; dependency gate; overlap policy; queue limit) and writes run + outbox rows, skipped/failed runs or holds, in one statement (SKIP LOCKED; safe with many pollers). p_jobs restricts it to those jobs; with p_grace, late scheduled fires superseded by a newer due fire of their job are recorded missed (catch-up), not skipped. Returns the counts and the next due time.';
 
-ALTER FUNCTION cronbox.dispatch(integer) OWNER TO cronbox_owner;
-REVOKE ALL ON FUNCTION cronbox.dispatch(integer) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
-GRANT EXECUTE ON FUNCTION cronbox.dispatch(integer) TO cronbox_process;
+ALTER FUNCTION cronbox.dispatch(integer, bigint[], interval) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.dispatch(integer, bigint[], interval) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
+GRANT EXECUTE ON FUNCTION cronbox.dispatch(integer, bigint[], interval) TO cronbox_process;

@@ -1,0 +1,68 @@
+-- cronbox.quarantine_job(job_id, error): the poller could not process this job (its fires
+-- cannot be computed, or its row makes a saturation or dispatch batch fail), so it sets the
+-- job aside and carries on with the others. Under the job's row lock: paused with reason
+-- 'quarantined: <error>', pending scheduled futures deleted (frontier rewound as pause()
+-- does), other ready futures (manual, retries) held until resume; change-log action
+-- 'quarantined'; a schedule_paused notification through the outbox. resume() undoes it.
+-- Returns false when the job no longer exists or is already paused (nothing written).
+CREATE OR REPLACE FUNCTION cronbox.quarantine_job(
+    p_job_id bigint,
+    p_error  text
+) RETURNS boolean
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_name text;
+    v_paused boolean;
+    v_first timestamptz;
+    v_reason text;
+BEGIN
+    SELECT j.name, j.paused INTO v_name, v_paused
+    FROM cronbox.job j WHERE j.job_id = p_job_id FOR UPDATE;
+    IF NOT FOUND OR v_paused THEN
+        RETURN false;
+    END IF;
+    -- Bounded, so a huge error text is not copied into the job, the log and the outbox.
+    v_reason := 'quarantined: ' || coalesce(left(p_error, 1000), 'unknown error');
+    WITH gone AS (
+        DELETE FROM cronbox.job_future f
+        WHERE f.job_id = p_job_id AND f.origin = 'schedule' AND f.attempt = 1
+        RETURNING f.fire_at
+    )
+    SELECT min(g.fire_at) INTO v_first FROM gone g;
+    -- Manual and retry futures wait for resume (release_job_holds), never for the backstop.
+    UPDATE cronbox.job_future f SET hold = 'paused', held_since = now(), hold_until = 'infinity'
+    WHERE f.job_id = p_job_id AND f.hold IS NULL;
+    UPDATE cronbox.job j SET
+        frontier = CASE WHEN v_first IS NULL OR NOT isfinite(v_first) THEN j.frontier
+                        ELSE least(j.frontier, v_first - interval '1 microsecond') END,
+        next_fire = CASE WHEN v_first IS NULL OR NOT isfinite(v_first) THEN j.next_fire
+                         ELSE least(j.next_fire, v_first) END,
+        paused = true,
+        paused_reason = v_reason,
+        paused_at = now(),
+        updated_at = now()
+    WHERE j.job_id = p_job_id;
+    INSERT INTO cronbox.job_change (job_id, job_name, action, reason, changed_by, changed_at)
+    VALUES (p_job_id, v_name, 'quarantined', v_reason, cronbox.caller(), now());
+    INSERT INTO cronbox.outbox (run_id, queue, kind, message, created_at, available_at)
+    VALUES (NULL, 'cronbox.notifications', 'notification',
+            jsonb_build_object('event', 'schedule_paused', 'job', v_name, 'reason', v_reason,
+                               'quarantined', true, 'at', now(),
+                               'idempotency_key', 'schedule_paused:' || p_job_id || ':'
+                                                  || extract(epoch FROM now())::text),
+            now(), now());
+    PERFORM pg_notify('cronbox_outbox', '');
+    PERFORM pg_notify('cronbox_schedule', p_job_id::text);
+    RETURN true;
+END
+$$;
+
+COMMENT ON FUNCTION cronbox.quarantine_job(bigint, text) IS
+'Poller: sets aside a job it cannot process: paused with reason ''quarantined: <error>'' (error cut at 1000 characters), scheduled futures dropped, other futures held until resume, change-log action quarantined, a schedule_paused notification. resume() undoes it. Returns false if the job is gone or already paused.';
+
+ALTER FUNCTION cronbox.quarantine_job(bigint, text) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.quarantine_job(bigint, text) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
+GRANT EXECUTE ON FUNCTION cronbox.quarantine_job(bigint, text) TO cronbox_process;
