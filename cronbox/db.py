@@ -187,7 +187,7 @@ async def retrying(op: Callable[[], Awaitable[T]], *, budget: float, what: str,
         give_up = give_up | (lambda _state: stop.is_set())
     async for attempt in AsyncRetrying(
         retry=retry_if_exception_type((psycopg.OperationalError, psycopg.InterfaceError)),
-        wait=wait_exponential_jitter(initial=0.1, max=2, jitter=0.2),  # a restarted server is back in ~2 s
+        wait=wait_exponential_jitter(multiplier=0.1, max=2, jitter=0.2),  # a restarted server is back in ~2 s
         stop=give_up,
         reraise=True,
         before_sleep=lambda rs: (_count_db_error(), log.warning(
