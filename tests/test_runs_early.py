@@ -124,8 +124,14 @@ def test_a_change_withdraws_early_runs_no_relay_holds_yet(conn, change):
 
 
 def test_dispatch_ahead_validates_its_arguments(conn):
-    with pytest.raises(psycopg.errors.InvalidParameterValue, match="p_lead: must be zero or more"):
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="p_lead: must be between 0 and 1 hour"):
         conn.execute("SELECT * FROM cronbox.dispatch_ahead(10, '-1 second')")
+    conn.rollback()
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="p_lead: must be between 0 and 1 hour"):
+        conn.execute("SELECT * FROM cronbox.dispatch_ahead(10, '178000000 years')")  # once: 22008
+    conn.rollback()
+    with pytest.raises(psycopg.errors.NullValueNotAllowed, match="p_lead: must not be NULL"):
+        conn.execute("SELECT * FROM cronbox.dispatch_ahead(10, NULL)")
     conn.rollback()
     with pytest.raises(psycopg.errors.InvalidParameterValue, match="p_limit: must be between 1 and 100000"):
         conn.execute("SELECT * FROM cronbox.dispatch_ahead(0, '1 second')")

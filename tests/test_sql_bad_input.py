@@ -57,12 +57,25 @@ FUNCTIONS = [
     ("dispatch", [("p_limit", "integer")], PROCESS),
     ("reap_lost", [("p_limit", "integer")], PROCESS),
     ("release_holds", [("p_limit", "integer")], PROCESS),
+    ("dispatch_ahead", [("p_limit", "integer"), ("p_lead", "interval")], PROCESS),
+    ("claim_saturation", [("p_limit", "integer"), ("p_horizon", "interval")], PROCESS),
+    ("claim_outbox", [("p_owner", "text"), ("p_limit", "integer"), ("p_lease", "interval"),
+                      ("p_queues", "text[]"), ("p_exclude", "text[]"), ("p_ahead", "interval")], PROCESS),
+    ("release_outbox", [("p_owner", "text"), ("p_ids", "bigint[]"), ("p_lease", "interval")], PROCESS),
+    ("ack_outbox", [("p_owner", "text"), ("p_ids", "bigint[]"), ("p_outcomes", "jsonb")], PROCESS),
+    ("nack_outbox_unsent", [("p_owner", "text"), ("p_ids", "bigint[]"), ("p_lease", "interval")], PROCESS),
+    ("quarantine_job", [("p_job_id", "bigint"), ("p_error", "text")], PROCESS),
+    ("ensure_run_partitions", [("p_days_ahead", "integer")], PROCESS),
+    ("drop_run_partitions", [("p_retention", "interval")], PROCESS),
+    ("reconcile_queue_limits", [("p_queues", "text[]")], PROCESS),
 ]
 
 # How many leading parameters have no default (pg_proc.pronargs - pronargdefaults).
 REQUIRED = {"add_dependency": 2, "cancel": 1, "claim_runs": 2, "complete_run": 1, "complete_runs": 1,
             "fail_run": 2, "fail_runs": 2, "heartbeat": 1, "pause": 1, "remove_dependency": 2, "resume": 1,
-            "schedule": 1, "set_queue_limit": 2, "start_run": 2, "trigger": 1, "unschedule": 1}
+            "schedule": 1, "set_queue_limit": 2, "start_run": 2, "trigger": 1, "unschedule": 1,
+            "dispatch_ahead": 2, "claim_saturation": 2, "claim_outbox": 2, "release_outbox": 1,
+            "ack_outbox": 2, "nack_outbox_unsent": 3, "quarantine_job": 2}
 
 STRINGS = st.one_of(
     st.sampled_from(["", " ", "ok", "a b;c", "x'; DROP TABLE cronbox.job; --", "cronbox.notifications",
@@ -125,7 +138,7 @@ def test_generated_bad_calls_fail_cleanly_or_are_harmless_and_the_canary_still_f
         setup.execute("SELECT cronbox.schedule('other', every => '1 hour')")
     conn = psycopg.connect(fresh_dsn, autocommit=True, prepare_threshold=None)
 
-    @settings(max_examples=350, derandomize=True, deadline=None, database=None,
+    @settings(max_examples=500, derandomize=True, deadline=None, database=None,
               suppress_health_check=list(HealthCheck))
     @given(calls())
     def one(call):

@@ -33,8 +33,11 @@ BEGIN
     IF p_limit IS NULL OR p_limit < 1 THEN
         RAISE EXCEPTION 'p_limit: must be at least 1, got %', p_limit USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_lead IS NULL OR p_lead < interval '0' THEN
-        RAISE EXCEPTION 'p_lead: must be zero or more, got %', p_lead USING ERRCODE = 'invalid_parameter_value';
+    IF p_lead IS NULL THEN
+        RAISE EXCEPTION 'p_lead: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_lead < interval '0' OR p_lead > interval '1 hour' THEN
+        RAISE EXCEPTION 'p_lead: must be between 0 and 1 hour, got %', p_lead USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
     WITH

@@ -13,13 +13,17 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_cutoff date := ((p_now - p_retention) AT TIME ZONE 'UTC')::date;
+    v_cutoff date;
     v_name text;
 BEGIN
-    IF p_retention IS NULL OR p_retention <= interval '0' THEN
-        RAISE EXCEPTION 'retention: must be a positive interval, got %', p_retention
+    IF p_retention IS NULL THEN
+        RAISE EXCEPTION 'p_retention: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF p_retention <= interval '0' OR p_retention > interval '100 years' THEN
+        RAISE EXCEPTION 'p_retention: must be a positive interval of at most 100 years, got %', p_retention
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    v_cutoff := ((p_now - p_retention) AT TIME ZONE 'UTC')::date;
     PERFORM pg_advisory_xact_lock(hashtext('cronbox.run_partitions'));
     FOR v_name IN
         SELECT c.relname

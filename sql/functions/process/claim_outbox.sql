@@ -7,6 +7,7 @@
 -- p_ahead (CRONBOX_DISPATCH_LEAD) also takes rows that become available within p_ahead
 -- (written early by cronbox.dispatch_ahead): the relay holds them until available_at, which
 -- is returned, and the lease runs from then.
+-- Bounds: p_limit 1..100,000, p_lease 1 s..1 day, p_ahead 0..1 hour.
 -- Thin wrapper: the body is cronbox.claim_outbox_at (internal/claim_outbox_at.sql), called with now().
 CREATE OR REPLACE FUNCTION cronbox.claim_outbox(
     p_owner text,
@@ -21,7 +22,9 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
-    SELECT * FROM cronbox.claim_outbox_at($1, cronbox.checked_limit('p_limit', $2, 100000), $3, $4, $5, $6, now())
+    SELECT * FROM cronbox.claim_outbox_at($1, cronbox.checked_limit('p_limit', $2, 100000),
+        cronbox.checked_interval('p_lease', $3, interval '1 second', interval '1 day'), $4, $5,
+        cronbox.checked_interval('p_ahead', $6, interval '0', interval '1 hour'), now())
 $$;
 
 COMMENT ON FUNCTION cronbox.claim_outbox(text, integer, interval, text[], text[], interval) IS

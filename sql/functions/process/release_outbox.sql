@@ -4,6 +4,7 @@
 -- small outbox (shutdown only). Idempotent. Returns the number released. p_lease (the
 -- relay's lease) keeps a row claimed ahead of its due time (CRONBOX_DISPATCH_LEAD) from
 -- becoming claimable before that time: the claim set available_at = greatest(due, then) + lease.
+-- Bounds: p_lease NULL or 0..1 day.
 -- Thin wrapper: the body is cronbox.release_outbox_at (internal/release_outbox_at.sql), called with now().
 CREATE OR REPLACE FUNCTION cronbox.release_outbox(
     p_owner text,
@@ -15,7 +16,8 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
-    SELECT cronbox.release_outbox_at($1, $2, $3, now())
+    SELECT cronbox.release_outbox_at($1, $2,
+        cronbox.checked_interval('p_lease', $3, interval '0', interval '1 day', true), now())
 $$;
 
 COMMENT ON FUNCTION cronbox.release_outbox(text, bigint[], interval) IS
