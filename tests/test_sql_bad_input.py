@@ -54,7 +54,9 @@ FUNCTIONS = [
     ("complete_runs", [("run_ids", "bigint[]"), ("results", "jsonb[]")], WORKER),
     ("fail_runs", [("run_ids", "bigint[]"), ("errors", "text[]"), ("retryable", "boolean")], WORKER),
     ("claim_runs", [("queue", "text"), ("worker", "text"), ("n", "integer")], WORKER),
-    ("dispatch", [("p_limit", "integer")], PROCESS),
+    ("dispatch", [("p_limit", "integer"), ("p_jobs", "bigint[]"), ("p_grace", "interval")], PROCESS),
+    ("due_jobs", [("p_limit", "integer")], PROCESS),
+    ("touch_process", [("p_process_id", "bigint"), ("p_info", "jsonb")], PROCESS),
     ("reap_lost", [("p_limit", "integer")], PROCESS),
     ("release_holds", [("p_limit", "integer")], PROCESS),
     ("dispatch_ahead", [("p_limit", "integer"), ("p_lead", "interval")], PROCESS),
@@ -75,7 +77,7 @@ REQUIRED = {"add_dependency": 2, "cancel": 1, "claim_runs": 2, "complete_run": 1
             "fail_run": 2, "fail_runs": 2, "heartbeat": 1, "pause": 1, "remove_dependency": 2, "resume": 1,
             "schedule": 1, "set_queue_limit": 2, "start_run": 2, "trigger": 1, "unschedule": 1,
             "dispatch_ahead": 2, "claim_saturation": 2, "claim_outbox": 2, "release_outbox": 1,
-            "ack_outbox": 2, "nack_outbox_unsent": 3, "quarantine_job": 2}
+            "ack_outbox": 2, "nack_outbox_unsent": 3, "quarantine_job": 2, "due_jobs": 1, "touch_process": 2}
 
 STRINGS = st.one_of(
     st.sampled_from(["", " ", "ok", "a b;c", "x'; DROP TABLE cronbox.job; --", "cronbox.notifications",

@@ -16,21 +16,9 @@ SET search_path = pg_catalog, pg_temp
 SET jit = off  -- short OLTP statements: compiling costs more than running
 AS $$
 BEGIN
-    IF complete_runs_at.run_ids IS NULL THEN
-        RAISE EXCEPTION 'run_ids: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF cardinality(complete_runs_at.run_ids) > 10000 THEN
-        RAISE EXCEPTION 'run_ids: must hold at most 10000 runs, got %', cardinality(complete_runs_at.run_ids)
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF array_position(complete_runs_at.run_ids, NULL) IS NOT NULL THEN
-        RAISE EXCEPTION 'run_ids: must not contain NULL' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF complete_runs_at.results IS NOT NULL AND coalesce(array_length(complete_runs_at.results, 1), 0) <> coalesce(array_length(complete_runs_at.run_ids, 1), 0) THEN
-        RAISE EXCEPTION 'results: must have one element per run_id (% run_ids, % results)',
-            coalesce(array_length(complete_runs_at.run_ids, 1), 0), coalesce(array_length(complete_runs_at.results, 1), 0)
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    -- run_ids checked; results, when given, has one element per run id
+    PERFORM cronbox.assert_run_ids(complete_runs_at.run_ids, CASE WHEN complete_runs_at.results IS NOT NULL THEN 'results' END,
+                                   array_length(complete_runs_at.results, 1));
     IF EXISTS (SELECT 1 FROM unnest(complete_runs_at.results) r(v) WHERE octet_length(r.v::text) > cronbox.max_result_bytes()) THEN
         RAISE EXCEPTION 'results: each must be at most % bytes as JSON text (cronbox.max_result_bytes)', cronbox.max_result_bytes()
             USING ERRCODE = 'invalid_parameter_value';

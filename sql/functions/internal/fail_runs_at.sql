@@ -16,21 +16,9 @@ SET search_path = pg_catalog, pg_temp
 SET jit = off  -- short OLTP statements: compiling costs more than running
 AS $$
 BEGIN
-    IF fail_runs_at.run_ids IS NULL THEN
-        RAISE EXCEPTION 'run_ids: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF cardinality(fail_runs_at.run_ids) > 10000 THEN
-        RAISE EXCEPTION 'run_ids: must hold at most 10000 runs, got %', cardinality(fail_runs_at.run_ids)
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    IF array_position(fail_runs_at.run_ids, NULL) IS NOT NULL THEN
-        RAISE EXCEPTION 'run_ids: must not contain NULL' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
-    IF fail_runs_at.errors IS NOT NULL AND coalesce(array_length(fail_runs_at.errors, 1), 0) <> coalesce(array_length(fail_runs_at.run_ids, 1), 0) THEN
-        RAISE EXCEPTION 'errors: must have one element per run_id (% run_ids, % errors)',
-            coalesce(array_length(fail_runs_at.run_ids, 1), 0), coalesce(array_length(fail_runs_at.errors, 1), 0)
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
+    -- run_ids checked; errors, when given, has one element per run id
+    PERFORM cronbox.assert_run_ids(fail_runs_at.run_ids, CASE WHEN fail_runs_at.errors IS NOT NULL THEN 'errors' END,
+                                   array_length(fail_runs_at.errors, 1));
     IF fail_runs_at.errors IS NULL THEN
         RAISE EXCEPTION 'errors: must not be NULL (one error text per run_id)' USING ERRCODE = 'null_value_not_allowed';
     END IF;

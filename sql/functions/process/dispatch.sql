@@ -19,7 +19,8 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
-    SELECT * FROM cronbox.dispatch_at(cronbox.checked_limit('p_limit', $1, 100000), $2, $3, now())
+    SELECT * FROM cronbox.dispatch_at(cronbox.checked_limit('p_limit', $1, 100000), $2,
+        cronbox.checked_interval('p_grace', $3, interval '0', interval '366 days', true), now())
 $$;
 
 COMMENT ON FUNCTION cronbox.dispatch(integer, bigint[], interval) IS

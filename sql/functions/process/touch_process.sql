@@ -11,7 +11,10 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    IF p_info IS NULL OR jsonb_typeof(p_info) <> 'object' OR octet_length(p_info::text) > 65536 THEN
+    IF p_info IS NULL THEN
+        RAISE EXCEPTION 'p_info: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
+    IF jsonb_typeof(p_info) <> 'object' OR octet_length(p_info::text) > 65536 THEN
         RAISE EXCEPTION 'p_info: must be a JSON object of at most 64 kB'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
