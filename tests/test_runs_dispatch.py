@@ -222,3 +222,34 @@ def test_set_queue_limit_rejects_a_cap_below_one(conn, value):
 def test_dispatch_rejects_a_batch_below_one(conn):
     with pytest.raises(psycopg.errors.InvalidParameterValue, match="p_limit"):
         conn.execute("SELECT * FROM cronbox.dispatch(0)")
+
+
+def test_skip_dispatches_only_after_the_previous_run_committed_its_end_timestamps_are_transaction_starts(fresh_dsn):
+    """overlap 'skip': the next run is dispatched only once the previous run's end has
+    committed (dispatch decides under the job's row lock, SKIP LOCKED). Timestamps are each
+    transaction's start (now()): a dispatch transaction that began before the finishing one
+    records a dispatched_at before the previous finished_at (docs/runs.md, Overlap)."""
+    import psycopg
+
+    with psycopg.connect(fresh_dsn, autocommit=True) as setup:
+        setup.execute("SELECT cronbox.schedule_at('sk', every => '1 hour', overlap => 'skip', "
+                      "p_now => now() - interval '1 day')")
+        setup.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) SELECT job_id, now() - interval '2 seconds', "
+                      "now() - interval '2 seconds' FROM cronbox.job WHERE name = 'sk'")
+        assert setup.execute("SELECT dispatched FROM cronbox.dispatch(10)").fetchone()[0] == 1
+        first = setup.execute("SELECT run_id FROM cronbox.run WHERE state = 'dispatched'").fetchone()[0]
+        setup.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) SELECT job_id, now() - interval '1 second', "
+                      "now() - interval '1 second' FROM cronbox.job WHERE name = 'sk'")
+    with psycopg.connect(fresh_dsn) as poller, psycopg.connect(fresh_dsn) as worker:
+        poller_started = poller.execute("SELECT now()").fetchone()[0]  # the poller's transaction begins
+        worker.execute("SELECT cronbox.complete_run(%s)", (first,))  # holds the job's lock, not committed
+        # the job is busy (locked): nothing is decided, the fire waits
+        assert poller.execute("SELECT dispatched, skipped FROM cronbox.dispatch(10)").fetchone() == (0, 0)
+        worker.commit()
+        # same poller transaction, after the end committed: the fire runs, not skipped
+        assert poller.execute("SELECT dispatched, skipped FROM cronbox.dispatch(10)").fetchone() == (1, 0)
+        poller.commit()
+    with psycopg.connect(fresh_dsn) as conn:
+        f1 = conn.execute("SELECT finished_at FROM cronbox.run WHERE run_id = %s", (first,)).fetchone()[0]
+        d2 = conn.execute("SELECT dispatched_at FROM cronbox.run WHERE state = 'dispatched'").fetchone()[0]
+    assert d2 == poller_started < f1  # the documented order of timestamps, not of events
