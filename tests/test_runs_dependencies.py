@@ -6,7 +6,7 @@ import psycopg
 import pytest
 
 from .runs_support import (T0, active, at, complete, dispatch, fail, future, futures, job,
-                           notifications, runs, states)
+                           jobrow, notifications, runs, states)
 
 
 def run_now(conn, name, now, ok=True) -> int:
@@ -73,6 +73,22 @@ def test_fire_past_wait_timeout_fails_with_a_clear_error_and_a_notification(conn
     [note] = notifications(conn, "dependency_timeout")
     assert note["job"] == "load" and note["waiting_for"] == "extract" and note["run_id"] == r["run_id"]
     assert futures(conn, "load") == []
+
+
+def test_a_dependency_timeout_is_one_failed_run_never_retried_and_on_error_does_not_apply(conn):
+    """docs/runs.md, Dependencies: a retry would wait on the gate that just timed out."""
+    job(conn, "up")
+    job(conn, "down", max_attempts=3, on_error="pause")
+    dep(conn, "down", "up", wait_timeout="1 minute")
+    future(conn, "down", 0)
+    assert dispatch(conn, 0)["held"] == 1
+    conn.execute("SELECT cronbox.release_holds_at(100, %s)", (at(61),))
+    assert dispatch(conn, 61)["failed"] == 1
+    assert futures(conn, "down") == []                       # no retry future, whatever max_attempts
+    j = jobrow(conn, "down")
+    assert (j["paused"], j["consecutive_failures"], j["last_run_state"]) == (False, 1, "failed")
+    future(conn, "down", 3600)                               # the next regular fire waits anew
+    assert dispatch(conn, 3600)["held"] == 1
 
 
 def test_retry_of_a_gated_fire_does_not_wait_for_the_upstream_again(conn):

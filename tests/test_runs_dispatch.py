@@ -157,6 +157,36 @@ def test_overlap_cancel_other_asks_the_running_one_to_stop_and_dispatches_the_ne
     assert states(conn, "co") == ["cancelled", "dispatched"]
 
 
+def test_cancel_other_withdraws_a_predecessor_still_in_the_outbox(conn):
+    job(conn, "cw", overlap="cancel_other", queue="cwq")
+    future(conn, "cw", 0)
+    dispatch(conn, 0)
+    [old] = active(conn, "cw")  # dispatched, its message not yet claimed by any relay
+    future(conn, "cw", 60)
+    assert dispatch(conn, 60)["dispatched"] == 1
+    [r_old, r_new] = runs(conn, "cw")
+    assert (r_old["run_id"], r_old["state"], r_old["finished_at"]) == (old, "cancelled", at(60))
+    assert "superseded" in r_old["error"]
+    outbox = conn.execute("SELECT run_id FROM cronbox.outbox WHERE kind = 'run' AND queue = 'cwq'").fetchall()
+    assert outbox == [(r_new["run_id"],)]  # only the new run's message is left to deliver
+    j = jobrow(conn, "cw")
+    assert (j["active_runs"], j["last_run_state"], j["consecutive_failures"]) == (1, "dispatched", 0)
+
+
+def test_cancel_other_leaves_a_message_a_relay_holds_and_flags_its_run(conn):
+    job(conn, "ch", overlap="cancel_other", queue="chq")
+    future(conn, "ch", 0)
+    dispatch(conn, 0)
+    [old] = active(conn, "ch")
+    conn.execute("SELECT * FROM cronbox.claim_outbox_at('r1', 10, '30 seconds', p_now => %s)", (at(1),))
+    future(conn, "ch", 5)
+    assert dispatch(conn, 5)["dispatched"] == 1
+    assert states(conn, "ch") == ["dispatched", "dispatched"]  # the relay may be sending it right now
+    assert conn.execute("SELECT cancel_requested FROM cronbox.run WHERE run_id = %s", (old,)).fetchone()[0]
+    with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState, match="asked to cancel"):
+        conn.execute("SELECT cronbox.start_run_at(%s, 'w1', %s)", (old, at(6)))
+
+
 # --- queue limits ----------------------------------------------------------------------
 
 
