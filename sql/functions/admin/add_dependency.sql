@@ -7,7 +7,8 @@
 -- fire); past `wait_timeout` (NULL: forever) the fire fails with a clear error and a
 -- notification. Calling it again updates within and wait_timeout. Rejects a cycle (named in the error, SQLSTATE 22023) under a transaction
 -- advisory lock that serialises dependency changes. Records the change in the change log.
--- Thin wrapper: the body is cronbox.add_dependency_at (internal/add_dependency_at.sql), called with now().
+-- Thin wrapper: the body is cronbox.add_dependency_at (internal/add_dependency_at.sql), called with now();
+-- errors are re-raised from here so psql shows one CONTEXT line (docs/sql.md, "Errors").
 CREATE OR REPLACE FUNCTION cronbox.add_dependency(
     name text DEFAULT NULL::text,
     upstream text DEFAULT NULL::text,
@@ -15,11 +16,32 @@ CREATE OR REPLACE FUNCTION cronbox.add_dependency(
     wait_timeout interval DEFAULT NULL::interval,
     job text DEFAULT NULL::text
 ) RETURNS void
-LANGUAGE sql VOLATILE
+LANGUAGE plpgsql VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT cronbox.add_dependency_at($1, $2, $3, $4, $5, now())
+DECLARE
+    v_state text;
+    v_message text;
+    v_detail text;
+    v_hint text;
+BEGIN
+    PERFORM cronbox.add_dependency_at($1, $2, $3, $4, $5, now());
+EXCEPTION WHEN OTHERS THEN
+    -- Re-raised from here so that psql shows the message and one CONTEXT line naming the
+    -- function the user called, not the internal frames (docs/sql.md, "Errors"): the same
+    -- SQLSTATE, message, detail and hint.
+    GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT,
+                            v_detail = PG_EXCEPTION_DETAIL, v_hint = PG_EXCEPTION_HINT;
+    IF v_detail <> '' AND v_hint <> '' THEN
+        RAISE EXCEPTION USING ERRCODE = v_state, MESSAGE = v_message, DETAIL = v_detail, HINT = v_hint;
+    ELSIF v_detail <> '' THEN
+        RAISE EXCEPTION USING ERRCODE = v_state, MESSAGE = v_message, DETAIL = v_detail;
+    ELSIF v_hint <> '' THEN
+        RAISE EXCEPTION USING ERRCODE = v_state, MESSAGE = v_message, HINT = v_hint;
+    END IF;
+    RAISE EXCEPTION USING ERRCODE = v_state, MESSAGE = v_message;
+END
 $$;
 
 COMMENT ON FUNCTION cronbox.add_dependency(text, text, interval, interval, text) IS
