@@ -76,6 +76,8 @@ class _OneLineHelp(argparse.HelpFormatter):
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="cronbox", description="A job scheduler that lives inside PostgreSQL.",
+        epilog="`cronbox COMMAND --help` lists the options of a command and the environment "
+               "variables it reads, with their defaults.",
         formatter_class=_OneLineHelp)
     p.add_argument("--version", action="version", version=f"cronbox {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
