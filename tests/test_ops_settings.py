@@ -77,3 +77,27 @@ def test_a_bad_value_is_one_line_naming_the_variable_before_anything_starts(tmp_
     with pytest.raises(ConfigError, match="CRONBOX_RELAY_BACKOFF_MAX"):
         RelaySettings.from_env({"CRONBOX_RELAY_BACKOFF": "1m", "CRONBOX_RELAY_BACKOFF_MAX": "1s"})
     assert PollerSettings.from_env({"CRONBOX_DISPATCH_BATCH": ""}).dispatch_batch == 1000  # empty: default
+
+
+def test_readme_configuration_table_states_the_declared_defaults():
+    """The README's table is prose around the declarations: its defaults must be theirs."""
+    fields = {}
+    for command in COMMANDS:
+        own = _settings_class(command)
+        for f in declared(Config) + (declared(own) if own else []):
+            fields.setdefault(f.metadata["env"][0], f)
+    checked = 0
+    for line in README.read_text().splitlines():
+        if not line.startswith("| `CRONBOX_"):
+            continue
+        cells = line.split("|")
+        names = re.findall(r"`(CRONBOX_[A-Z_]+)`", cells[1])
+        defaults = re.findall(r"`([^`]*)`", cells[2])
+        if not defaults or len(defaults) != len(names):
+            continue
+        for name, text in zip(names, defaults):
+            f = fields[name]
+            parse = f.metadata["parse"]
+            assert parse(name, text) == parse(name, f.metadata["default"]), (name, text, f.metadata["default"])
+            checked += 1
+    assert checked >= 20
