@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import importlib
-import logging
 import os
 import sys
 from pathlib import Path
@@ -15,7 +14,7 @@ import psycopg
 
 from cronbox.text import printable
 from cronbox import __version__, db, log as logsetup
-from cronbox.config import Config, ConfigError
+from cronbox.config import COMMON_FOR, Config, ConfigError, env_help
 from cronbox.migrate import MigrateError, migrate
 from cronbox.pgcluster import ClusterError, PgNotFound
 
@@ -31,6 +30,41 @@ COMMANDS = {  # one line each in `cronbox --help`, also on an 80-column terminal
 }
 
 
+# The settings class each command adds to the shared Config (module, class), imported by name.
+OWN_SETTINGS = {
+    "poller": ("poller.settings", "PollerSettings"),
+    "relay": ("relay.settings", "RelaySettings"),
+    "web": ("web.settings", "WebSettings"),
+    "worker": ("cronbox.worker.settings", "WorkerSettings"),
+}
+NOTES = {
+    "dev": "The poller, relay and console it starts read their own variables too "
+           "(cronbox poller --help, cronbox relay --help, cronbox web --help).",
+    "relay": "Per-route options (timeout, batching, signing secret, ...) go in CRONBOX_SINKS: docs/relay.md.",
+}
+
+
+def _settings_class(command: str) -> type | None:
+    if command not in OWN_SETTINGS:
+        return None
+    module, name = OWN_SETTINGS[command]
+    return getattr(importlib.import_module(module), name)
+
+
+def _epilog(command: str) -> str:
+    """The environment variables of a command, from the one place each is declared."""
+    own = _settings_class(command)
+    text = env_help(Config, *([own] if own else []), only=COMMON_FOR[command])
+    return text + (f"\n\n{NOTES[command]}" if command in NOTES else "")
+
+
+class _CommandHelp(argparse.RawDescriptionHelpFormatter):
+    """Options as argparse writes them; the epilog (the variables) kept as laid out."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, max_help_position=28, width=80)
+
+
 class _OneLineHelp(argparse.HelpFormatter):
     """A help column wide enough for the longest command name, so each is one line."""
 
@@ -42,17 +76,20 @@ class _OneLineHelp(argparse.HelpFormatter):
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="cronbox", description="A job scheduler that lives inside PostgreSQL.",
+        epilog="`cronbox COMMAND --help` lists the options of a command and the environment "
+               "variables it reads, with their defaults.",
         formatter_class=_OneLineHelp)
     p.add_argument("--version", action="version", version=f"cronbox {__version__}")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, help_text in COMMANDS.items():
-        sp = sub.add_parser(name, help=help_text, description=help_text)
+        sp = sub.add_parser(name, help=help_text, description=help_text, epilog=_epilog(name),
+                            formatter_class=_CommandHelp)
         if name == "dev":
             sp.add_argument("--data", default=".cronbox", help="folder for the private cluster (default ./.cronbox)")
             sp.add_argument("--cron", default="*/5 * * * * *", help="demo job schedule (default every 5 s)")
         if name == "demo-worker":
-            sp.add_argument("--host", default="127.0.0.1")
-            sp.add_argument("--port", type=int, default=8080)
+            sp.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+            sp.add_argument("--port", type=int, default=8080, help="port (default 8080)")
         if name == "worker":
             sp.add_argument("app", metavar="MODULE:ATTR", help="the cronbox.worker.Worker to run, e.g. myapp.jobs:worker")
             sp.add_argument("--http", type=int, metavar="PORT", help="push mode: serve the relay on this port")
@@ -145,6 +182,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"{', functions re-applied' if result.code_reapplied else ', nothing to do' if not result.applied else ''})")
             return 0
         if args.command in ("poller", "relay"):
+            _settings_class(args.command).from_env()  # validated before anything starts
             return _run_process(args.command, cfg)
         if args.command == "web":
             return _run_web(cfg, args)

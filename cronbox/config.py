@@ -1,7 +1,15 @@
-"""Configuration from the environment, parsed once into a frozen dataclass and validated.
+"""Configuration from the environment, parsed once into frozen dataclasses and validated.
 
 Every setting is `CRONBOX_*`; the database comes from `DATABASE_URL` (or `CRONBOX_DATABASE_URL`),
 else from libpq's own `PG*` variables, passed through untouched.
+
+Each setting is declared once, as a dataclass field made by `setting()`: its variable, its
+default (as a user would write it), its parser and one line of help. `Settings.from_env`
+parses and validates from those declarations, `describe()` logs the effective values without
+secrets, and `env_help()` writes the variable list that `cronbox <command> --help` prints: the
+help cannot drift from the code. Each process owns its settings class (poller/settings.py,
+relay/settings.py, web/settings.py, cronbox/worker/settings.py); `Config` here holds only what
+several commands share (database, logging, metrics and health, shutdown, start-up).
 """
 
 from __future__ import annotations
@@ -9,8 +17,10 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
-from collections.abc import Mapping
+import textwrap
+from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
+from typing import Any, ClassVar
 from urllib.parse import urlsplit, urlunsplit
 
 
@@ -28,33 +38,6 @@ def parse_duration(name: str, text: str) -> timedelta:
     if not m:
         raise ConfigError(f"{name}: expected a duration like 500ms, 5s, 2m, 1h, got {text!r}")
     return timedelta(seconds=float(m.group(1)) * _UNIT_SECONDS[m.group(2)])
-
-
-def env_int(env: Mapping[str, str], name: str, default: int, minimum: int = 1) -> int:
-    raw = env.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ConfigError(f"{name}: expected an integer, got {raw!r}") from None
-    if value < minimum:
-        raise ConfigError(f"{name}: must be at least {minimum}, got {value}")
-    return value
-
-
-def env_duration(env: Mapping[str, str], name: str, default: str, *, zero_ok: bool = False) -> timedelta:
-    value = parse_duration(name, env.get(name) or default)
-    if value < timedelta(0) or (value == timedelta(0) and not zero_ok):
-        raise ConfigError(f"{name}: must be {'zero or more' if zero_ok else 'positive'}, got {env.get(name)!r}")
-    return value
-
-
-def env_choice(env: Mapping[str, str], name: str, default: str, choices: tuple[str, ...]) -> str:
-    value = (env.get(name) or default).lower()
-    if value not in choices:
-        raise ConfigError(f"{name}: must be one of {', '.join(choices)}, got {value!r}")
-    return value
 
 
 def redact_dsn(dsn: str) -> str:
@@ -127,73 +110,185 @@ def psycopg_conninfo_password(dsn: str) -> str | None:
     return conninfo_to_dict(dsn).get("password")  # type: ignore[return-value]
 
 
-@dataclasses.dataclass(frozen=True)
-class Config:
-    dsn: str
-    log_level: str = "info"
-    log_format: str = "text"
-    # poller
-    horizon: timedelta = timedelta(minutes=2)
-    misfire_grace: timedelta = timedelta(seconds=30)  # older unmaterialised fires go to catch-up
-    saturate_batch: int = 100
-    dispatch_batch: int = 1000
-    dispatch_lead: timedelta = timedelta(0)  # early dispatch (0 = off): see docs/runs.md
-    poll_interval: timedelta = timedelta(seconds=1)
-    dispatch_tick_cap: int = 0          # max runs dispatched per wake-up; 0 = no cap
-    reap_interval: timedelta = timedelta(seconds=1)
-    retention: timedelta = timedelta(days=30)  # run history kept (whole daily partitions)
-    # relay
-    relay_batch: int = 500
-    relay_lease: timedelta = timedelta(seconds=30)
-    sinks: str = ""
-    # process
-    shutdown_timeout: timedelta = timedelta(seconds=10)
-    metrics_port: int = 0
-    metrics_host: str = "127.0.0.1"
-    health_stale: timedelta = timedelta(seconds=60)
-    # connections: each attempt bounded (per host of a multi-host DSN); at start, wait for a
-    # writable primary this long (0 = forever)
-    connect_timeout: timedelta = timedelta(seconds=5)
-    startup_timeout: timedelta = timedelta(0)
+# --- declarations ---------------------------------------------------------------------------
+Parser = Callable[[str, str], Any]  # (variable name, text) -> value; raises ConfigError
+
+
+def duration(*, zero_ok: bool = False, seconds: bool = False, maximum: str | None = None) -> Parser:
+    """A duration ('250ms', '5s', '2m', '1h', '1d', or bare seconds): positive (or zero when
+    zero_ok), at most `maximum`; a timedelta, or float seconds when `seconds`."""
+    cap = parse_duration("maximum", maximum) if maximum else None
+
+    def parse(name: str, text: str) -> Any:
+        value = parse_duration(name, text)
+        if value < timedelta(0) or (value == timedelta(0) and not zero_ok):
+            raise ConfigError(f"{name}: must be {'zero or more' if zero_ok else 'positive'}, got {text!r}")
+        if cap is not None and value > cap:
+            raise ConfigError(f"{name}: must be at most {maximum}, got {text!r}")
+        return value.total_seconds() if seconds else value
+    parse.kind = "duration"  # type: ignore[attr-defined]
+    return parse
+
+
+def integer(minimum: int = 1, maximum: int | None = None) -> Parser:
+    def parse(name: str, text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise ConfigError(f"{name}: expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise ConfigError(f"{name}: must be at least {minimum}, got {value}")
+        if maximum is not None and value > maximum:
+            raise ConfigError(f"{name}: must be at most {maximum}, got {value}")
+        return value
+    parse.kind = "integer"  # type: ignore[attr-defined]
+    return parse
+
+
+def choice(*options: str) -> Parser:
+    def parse(name: str, text: str) -> str:
+        value = text.lower()
+        if value not in options:
+            raise ConfigError(f"{name}: must be one of {', '.join(options)}, got {value!r}")
+        return value
+    parse.kind = "|".join(options)  # type: ignore[attr-defined]
+    return parse
+
+
+def text() -> Parser:
+    def parse(name: str, value: str) -> str:
+        return value
+    parse.kind = "text"  # type: ignore[attr-defined]
+    return parse
+
+
+def setting(env: str | tuple[str, ...], default: str, parse: Parser, help: str, *,
+            secret: bool = False, shown: str | None = None, value: Any = dataclasses.MISSING) -> Any:
+    """A dataclass field read from the environment variable(s) `env` (the first one set wins).
+    `default` is the text a user would write; the field's default is that text parsed (or
+    `value` when the default is computed at load time, shown in help as `shown`)."""
+    names = (env,) if isinstance(env, str) else tuple(env)
+    if value is dataclasses.MISSING:
+        value = parse(names[0], default)
+    metadata = {"env": names, "default": default if shown is None else shown, "parse": parse, "help": help,
+                "secret": secret}
+    if isinstance(value, (dict, list, set)):  # a fresh copy per instance
+        return dataclasses.field(default_factory=lambda: type(value)(value), metadata=metadata)
+    return dataclasses.field(default=value, metadata=metadata)
+
+
+def declared(cls: type) -> list[dataclasses.Field]:
+    return [f for f in dataclasses.fields(cls) if "env" in f.metadata]
+
+
+class Settings:
+    """Base of the frozen settings dataclasses: load from the environment, describe, help."""
+
+    prefix: ClassVar[str] = ""  # prepended to field names in describe() (the start-up log line)
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
+    def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> Any:
+        """Every declared field from its variable (unset or empty: the default), then
+        `overrides` (constructor arguments, command-line options), then check()."""
         env = os.environ if env is None else env
-        dsn = env.get("CRONBOX_DATABASE_URL") or env.get("DATABASE_URL") or ""
-        return cls(
-            dsn=dsn,
-            log_level=env_choice(env, "CRONBOX_LOG_LEVEL", "info", ("debug", "info", "warning", "error")),
-            log_format=env_choice(env, "CRONBOX_LOG_FORMAT", "text", ("text", "json")),
-            horizon=env_duration(env, "CRONBOX_HORIZON", "2m"),
-            misfire_grace=env_duration(env, "CRONBOX_MISFIRE_GRACE", "30s"),
-            saturate_batch=env_int(env, "CRONBOX_SATURATE_BATCH", 100),
-            dispatch_batch=env_int(env, "CRONBOX_DISPATCH_BATCH", 1000),
-            dispatch_lead=env_duration(env, "CRONBOX_DISPATCH_LEAD", "0s", zero_ok=True),
-            poll_interval=env_duration(env, "CRONBOX_POLL_INTERVAL", "1s"),
-            dispatch_tick_cap=env_int(env, "CRONBOX_DISPATCH_TICK_CAP", 0, minimum=0),
-            reap_interval=env_duration(env, "CRONBOX_REAP_INTERVAL", "1s"),
-            retention=env_duration(env, "CRONBOX_RETENTION", "30d"),
-            relay_batch=env_int(env, "CRONBOX_RELAY_BATCH", 500),
-            relay_lease=env_duration(env, "CRONBOX_RELAY_LEASE", "30s"),
-            sinks=env.get("CRONBOX_SINKS", ""),
-            shutdown_timeout=env_duration(env, "CRONBOX_SHUTDOWN_TIMEOUT", "10s"),
-            metrics_port=env_int(env, "CRONBOX_METRICS_PORT", 0, minimum=0),
-            metrics_host=env.get("CRONBOX_METRICS_HOST") or "127.0.0.1",
-            health_stale=env_duration(env, "CRONBOX_HEALTH_STALE", "60s"),
-            connect_timeout=env_duration(env, "CRONBOX_CONNECT_TIMEOUT", "5s"),
-            startup_timeout=env_duration(env, "CRONBOX_STARTUP_TIMEOUT", "0s", zero_ok=True),
-        )
+        values: dict[str, Any] = {}
+        for f in declared(cls):
+            for name in f.metadata["env"]:
+                raw = env.get(name)
+                if raw:
+                    values[f.name] = f.metadata["parse"](name, raw)
+                    break
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        obj = cls(**values)
+        obj.check()
+        return obj
+
+    def check(self) -> None:
+        """Rules between fields; raise ConfigError naming the variable."""
 
     def describe(self) -> dict[str, object]:
         """Effective values for the start-up log line, secrets redacted."""
         out: dict[str, object] = {}
-        for field in dataclasses.fields(self):
-            value = getattr(self, field.name)
-            if field.name == "dsn":
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if f.metadata.get("secret"):
+                value = "set" if value else "none"
+            elif f.name == "dsn":
                 value = redact_dsn(value) if value else "(libpq PG* environment)"
             elif isinstance(value, timedelta):
                 value = f"{value.total_seconds():g}s"
+            elif isinstance(value, float) and getattr(f.metadata.get("parse"), "kind", "") == "duration":
+                value = f"{value:g}s"
             elif isinstance(value, str):
                 value = redact(value)
-            out[field.name] = value
+            out[self.prefix + f.name] = value
         return out
+
+
+def env_help(*classes: type, only: Iterable[str] | None = None, title: str = "environment") -> str:
+    """The variables of these settings classes as help text: name, default, what it does. A
+    variable listed by several classes is shown once; `only` keeps those fields of the first
+    class (a command that uses part of the shared Config)."""
+    keep = set(only) if only is not None else None
+    lines = [f"{title} (default in brackets):"]
+    seen: set[str] = set()
+    for i, cls in enumerate(classes):
+        for f in declared(cls):
+            if i == 0 and keep is not None and f.name not in keep:
+                continue
+            names = f.metadata["env"]
+            if names[0] in seen:
+                continue
+            seen.add(names[0])
+            default = f.metadata["default"]
+            shown = f"[{default}]" if default != "" else "[unset]"
+            what = f"{f.metadata['help']} {shown}"
+            label = " or ".join(names)
+            body = textwrap.wrap(what, 78 - 6)
+            lines.append(f"  {label}")
+            lines.extend(f"      {part}" for part in body)
+    return "\n".join(lines)
+
+
+@dataclasses.dataclass(frozen=True)
+class Config(Settings):
+    """What several commands share (COMMON_FOR says which command uses which, for --help)."""
+
+    dsn: str = setting(("CRONBOX_DATABASE_URL", "DATABASE_URL"), "", text(),
+                       "the database (libpq URL or key=value; multi-host with target_session_attrs=read-write); "
+                       "unset: libpq's PG* variables", shown="")
+    log_level: str = setting("CRONBOX_LOG_LEVEL", "info", choice("debug", "info", "warning", "error"),
+                             "log level: debug, info, warning, error")
+    log_format: str = setting("CRONBOX_LOG_FORMAT", "text", choice("text", "json"), "log lines as text or json")
+    connect_timeout: timedelta = setting("CRONBOX_CONNECT_TIMEOUT", "5s", duration(),
+                                         "bound on each connection attempt (per host of a multi-host DSN)")
+    startup_timeout: timedelta = setting("CRONBOX_STARTUP_TIMEOUT", "0s", duration(zero_ok=True),
+                                         "at start, wait this long for a writable primary (0 = forever)")
+    poll_interval: timedelta = setting("CRONBOX_POLL_INTERVAL", "1s", duration(),
+                                       "backstop poll when no NOTIFY arrives")
+    dispatch_lead: timedelta = setting("CRONBOX_DISPATCH_LEAD", "0s", duration(zero_ok=True),
+                                       "early dispatch: hand runs to the relay this long before their time, "
+                                       "sent at it (0 = off; docs/runs.md)")
+    shutdown_timeout: timedelta = setting("CRONBOX_SHUTDOWN_TIMEOUT", "10s", duration(),
+                                          "on SIGTERM, time to finish in-flight work")
+    metrics_port: int = setting("CRONBOX_METRICS_PORT", "0", integer(0, 65535),
+                                "serve /metrics and /healthz on this port (0 = off)")
+    metrics_host: str = setting("CRONBOX_METRICS_HOST", "127.0.0.1", text(), "address for /metrics and /healthz")
+    health_stale: timedelta = setting("CRONBOX_HEALTH_STALE", "60s", duration(),
+                                      "/healthz fails when the loop has not ticked for this long")
+
+
+# The shared settings each command uses (for its --help); the command's own class adds the rest.
+BASE = ("dsn", "log_level", "log_format", "connect_timeout")
+PROCESS = (*BASE, "startup_timeout", "poll_interval", "dispatch_lead", "shutdown_timeout",
+           "metrics_port", "metrics_host", "health_stale")
+COMMON_FOR: dict[str, tuple[str, ...]] = {
+    "migrate": BASE,
+    "status": BASE,
+    "poller": PROCESS,
+    "relay": PROCESS,
+    "dev": ("log_level", "log_format", "dsn", "shutdown_timeout"),
+    "demo-worker": ("log_level", "log_format", "dsn"),
+    "worker": (*BASE, "metrics_port", "metrics_host", "health_stale"),
+    "web": BASE,
+}

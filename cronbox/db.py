@@ -72,10 +72,6 @@ def targets(dsn: str | None) -> str:
 _last_dsn: str | None = None  # the process's pool DSN, so retry logs can name the hosts
 
 
-class DatabaseError(RuntimeError):
-    """A database problem explained in one line (for the CLI)."""
-
-
 def explain(exc: BaseException, dsn: str | None = None) -> str:
     """One line for an operator: what went wrong talking to PostgreSQL (for a connection
     error: also which host:port(s) were tried)."""

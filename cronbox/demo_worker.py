@@ -3,7 +3,8 @@
 `cronbox demo-worker` and `cronbox dev` serve it over HTTP for the relay; it logs every run
 it receives and completes it with a small result (answered straight to the relay, so the
 run completes in the relay's ack). It handles every queue ('*'). A readable example of
-`cronbox.worker`; see docs/worker.md.
+`cronbox.worker`; see docs/worker.md. It imports nothing but the public kit (`cronbox.worker`),
+aiohttp and the standard library, as a user's service would.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ import logging
 
 from aiohttp import web
 
-from cronbox.log import event
 from cronbox.worker import Run, Worker
 
 log = logging.getLogger("cronbox.demo")
@@ -25,10 +25,10 @@ def make_worker(**settings: object) -> Worker:
 
     @worker.handler("*")
     async def handle(run: Run) -> dict:
-        event(log, "received", run_id=run.run_id, job=run.job, queue=run.queue,
-              fire_at=run.fire_at.isoformat() if run.fire_at else None, attempt=run.attempt)
+        log.info("received run_id=%s job=%s queue=%s fire_at=%s attempt=%s", run.run_id, run.job, run.queue,
+                 run.fire_at.isoformat() if run.fire_at else None, run.attempt)
         result = {"ok": True, "worker": NAME}
-        event(log, "completed", run_id=run.run_id, job=run.job, result=result)
+        log.info("completed run_id=%s job=%s result=%s", run.run_id, run.job, result)
         return result
 
     return worker
@@ -44,13 +44,12 @@ async def serve(host: str, port: int, stop: asyncio.Event, *, dsn: str | None = 
     demo = make_worker(dsn=dsn) if dsn else worker
     unsigned = not (secret or demo.settings.secret)
     if unsigned:
-        event(log, "accepting unsigned requests (set CRONBOX_WORKER_SECRET and the route's secret_env)",
-              level=logging.WARNING)
+        log.warning("accepting unsigned requests (set CRONBOX_WORKER_SECRET and the route's secret_env)")
     runner = web.AppRunner(demo.http_app(secret=secret, allow_unsigned=unsigned), access_log=None)
     await runner.setup()
     try:
         await web.TCPSite(runner, host, port).start()
-        event(log, "listening", url=f"http://{host}:{port}/run")
+        log.info("listening url=http://%s:%s/run", host, port)
         await stop.wait()
     finally:
         await runner.cleanup()

@@ -109,7 +109,7 @@ def run_dev(cfg: Config, data: Path, cron: str) -> int:
         port = free_port()
         secret = secrets.token_urlsafe(24)  # the relay signs, the demo worker verifies
         env = {**os.environ, "DATABASE_URL": dsn, "CRONBOX_DEV_WORKER_SECRET": secret,
-               "CRONBOX_SINKS": cfg.sinks or f"*=http://127.0.0.1:{port}/run secret_env=CRONBOX_DEV_WORKER_SECRET"}
+               "CRONBOX_SINKS": os.environ.get("CRONBOX_SINKS") or f"*=http://127.0.0.1:{port}/run secret_env=CRONBOX_DEV_WORKER_SECRET"}
         with db.connect(dsn) as conn:
             conn.execute("SELECT cronbox.schedule('demo', cron => %s, payload => %s)",
                          (cron, db.Jsonb({"hello": "from cronbox dev"})))

@@ -32,10 +32,12 @@ from cronbox.config import Config
 from cronbox.log import event
 from cronbox.proc import Waker, cancel_quietly, identity, listen
 from cronbox.registry import keep_registered
+from poller import metrics as poller_metrics, store
 from poller.maintenance import maintenance_loop, reaper_loop
 from poller.health import LoopHealth
 from poller.quarantine import CONNECTION_ERRORS, describe, isolate, quarantine
 from poller.saturate import saturate_once
+from poller.settings import PollerSettings
 
 log = logging.getLogger("cronbox.poller")
 T = TypeVar("T")
@@ -53,25 +55,15 @@ class Tick:
     dispatched: int
 
 
-# The sleep until the next due time, computed where the timestamps are and clamped to a day:
-# a future due at 'infinity' (written before inputs were bounded) must not break the tick.
-_WAIT = ("CASE WHEN next_due IS NULL THEN NULL ELSE extract(epoch FROM least(greatest(next_due, "
-         "clock_timestamp() - interval '1 day'), clock_timestamp() + interval '1 day') - clock_timestamp()) END")
-_DISPATCH = ("SELECT dispatched, skipped, failed, held, " + _WAIT +
-             " FROM cronbox.dispatch(%s, %s, %s)")
-
-
 async def _dispatch_isolating(conn, limit: int, grace, cause: BaseException) -> tuple[int, int, int, int, float | None]:
     """The batch failed: find the job(s) at fault by bisecting the due jobs (each half in its
     own savepoint), quarantine them, and commit what the others dispatched, in one transaction."""
     event(log, "dispatch batch failed, isolating", level=logging.WARNING, error=describe(cause))
     async with conn.transaction():
-        cur = await conn.execute("SELECT cronbox.due_jobs(%s)", (limit,))
-        jobs = [r[0] for r in await cur.fetchall()]
+        jobs = await store.due_jobs(conn, limit)
 
         async def run(subset):
-            cur = await conn.execute(_DISPATCH, (limit, list(subset), grace))
-            return await cur.fetchone()
+            return await store.dispatch(conn, limit, subset, grace)
 
         done, bad = await isolate(conn, jobs, run, cause)
         for job_id, error in bad:
@@ -82,17 +74,16 @@ async def _dispatch_isolating(conn, limit: int, grace, cause: BaseException) -> 
             sum(r[3] for r in done), wait)
 
 
-async def tick(pool, cfg: Config, limit: int) -> Tick:
+async def tick(pool, cfg: Config, ps: PollerSettings, limit: int) -> Tick:
     """One dispatch batch of at most `limit` due futures (saturation is the other loop's); with
     CRONBOX_DISPATCH_LEAD, then early dispatch of what is due within the lead and eligible.
     A batch that fails (whatever the row) is retried without the job(s) at fault, which are
     quarantined: the other jobs go out in the same tick."""
     lead = cfg.dispatch_lead
-    grace = cfg.misfire_grace
+    grace = ps.misfire_grace
     async with pool.connection() as conn:
         try:
-            cur = await conn.execute(_DISPATCH, (limit, None, grace))
-            dispatched, skipped, failed, held, wait = await cur.fetchone()
+            dispatched, skipped, failed, held, wait = await store.dispatch(conn, limit, None, grace)
         except CONNECTION_ERRORS:
             raise
         except Exception as exc:
@@ -101,10 +92,7 @@ async def tick(pool, cfg: Config, limit: int) -> Tick:
         early = busy = 0
         if lead and decided < limit:
             try:
-                cur = await conn.execute(
-                    "SELECT dispatched, busy, " + _WAIT + " FROM cronbox.dispatch_ahead(%s, %s)",
-                    (limit - decided, lead))
-                early, busy, wait = await cur.fetchone()
+                early, busy, wait = await store.dispatch_ahead(conn, limit - decided, lead)
             except CONNECTION_ERRORS:
                 raise
             except Exception as exc:  # early dispatch is an optimisation: due fires go at their time
@@ -127,12 +115,12 @@ async def tick(pool, cfg: Config, limit: int) -> Tick:
     return Tick(again=again, sleep=sleep, dispatched=dispatched + early)
 
 
-async def saturate(pool, cfg: Config) -> tuple[int, int]:
+async def saturate(pool, ps: PollerSettings) -> tuple[int, int]:
     """One saturation pass: (jobs claimed, futures written)."""
     async with pool.connection() as conn:
         claimed, futures, missed = await saturate_once(
-            conn, batch=cfg.saturate_batch, horizon=cfg.horizon, grace=cfg.misfire_grace)
-    metrics.observe_saturation(futures)
+            conn, batch=ps.saturate_batch, horizon=ps.horizon, grace=ps.misfire_grace)
+    poller_metrics.observe_saturation(futures)
     if claimed:
         event(log, "saturated", level=logging.DEBUG, jobs=claimed, futures=futures, missed=missed)
     return claimed, futures
@@ -172,15 +160,16 @@ async def _failed(health: LoopHealth, exc: BaseException, waker: Waker, cfg: Con
     await waker.sleep(min(5.0, max(cfg.poll_interval.total_seconds(), 0.1) * 2 ** min(health.failures, 6)))
 
 
-async def dispatch_loop(pool, cfg: Config, waker: Waker, health: LoopHealth | None = None) -> None:
+async def dispatch_loop(pool, cfg: Config, ps: PollerSettings, waker: Waker,
+                        health: LoopHealth | None = None) -> None:
     health = health or LoopHealth("dispatch", register=False)
-    cap = cfg.dispatch_tick_cap
+    cap = ps.dispatch_tick_cap
     while not waker.stop.is_set():
         budget = cap
         while not waker.stop.is_set():
-            limit = cfg.dispatch_batch if cap == 0 else max(1, min(cfg.dispatch_batch, budget))
+            limit = ps.dispatch_batch if cap == 0 else max(1, min(ps.dispatch_batch, budget))
             try:
-                t = await _unless_stopped(lambda: tick(pool, cfg, limit), "poller tick", cfg, waker)
+                t = await _unless_stopped(lambda: tick(pool, cfg, ps, limit), "poller tick", cfg, waker)
             except Exception as exc:
                 await _failed(health, exc, waker, cfg)
                 break
@@ -199,13 +188,13 @@ async def dispatch_loop(pool, cfg: Config, waker: Waker, health: LoopHealth | No
                 break
 
 
-async def saturate_loop(pool, cfg: Config, waker: Waker, dispatch_waker: Waker,
+async def saturate_loop(pool, cfg: Config, ps: PollerSettings, waker: Waker, dispatch_waker: Waker,
                         health: LoopHealth | None = None) -> None:
     """Saturation passes until stopped; `waker` shares the process's stop event."""
     health = health or LoopHealth("saturation", register=False)
     while not waker.stop.is_set():
         try:
-            done = await _unless_stopped(lambda: saturate(pool, cfg), "saturation", cfg, waker)
+            done = await _unless_stopped(lambda: saturate(pool, ps), "saturation", cfg, waker)
         except Exception as exc:
             await _failed(health, exc, waker, cfg)
             continue
@@ -215,13 +204,14 @@ async def saturate_loop(pool, cfg: Config, waker: Waker, dispatch_waker: Waker,
         claimed, futures = done
         if futures:
             dispatch_waker.wake.set()
-        if claimed < cfg.saturate_batch:
+        if claimed < ps.saturate_batch:
             await waker.sleep(cfg.poll_interval.total_seconds())
 
 
-async def run(cfg: Config, waker: Waker) -> None:
+async def run(cfg: Config, waker: Waker, settings: PollerSettings | None = None) -> None:
+    ps = settings or PollerSettings.from_env()
     name = identity("poller")
-    event(log, "starting", process=name, **cfg.describe())
+    event(log, "starting", process=name, **{**cfg.describe(), **ps.describe()})
     pool = await db.open_pool(cfg.dsn, min_size=2, max_size=5, name="poller")
     saturation = Waker()
     saturation.stop = waker.stop  # one stop for the process; a wake-up event per loop
@@ -231,14 +221,15 @@ async def run(cfg: Config, waker: Waker) -> None:
         asyncio.create_task(listen(cfg.dsn, ("cronbox_schedule", "cronbox_future"), waker,
                                    on_connect=saturation.wake.set, on_notify=saturation.wake.set),
                             name="listener"),
-        asyncio.create_task(saturate_loop(pool, cfg, saturation, waker, health["saturation"]), name="saturation"),
-        asyncio.create_task(reaper_loop(pool, waker, cfg.reap_interval, health["reaper"]), name="reaper"),
-        asyncio.create_task(maintenance_loop(pool, waker, cfg.retention, MAINTENANCE_EVERY, health["maintenance"]),
+        asyncio.create_task(saturate_loop(pool, cfg, ps, saturation, waker, health["saturation"]), name="saturation"),
+        asyncio.create_task(reaper_loop(pool, waker, ps.reap_interval, health["reaper"]), name="reaper"),
+        asyncio.create_task(maintenance_loop(pool, waker, ps.retention, MAINTENANCE_EVERY, health["maintenance"]),
                             name="maintenance"),
-        asyncio.create_task(metrics.serve(cfg, pool, "poller", waker.stop), name="metrics"),
+        asyncio.create_task(metrics.serve(cfg, pool, "poller", waker.stop, refresh=poller_metrics.refresh),
+                            name="metrics"),
     ]
     try:
-        await dispatch_loop(pool, cfg, waker, health["dispatch"])
+        await dispatch_loop(pool, cfg, ps, waker, health["dispatch"])
     finally:
         # A clean stop deregisters: the registry task sees the stop and removes this process
         # from cronbox.processes itself; it is cancelled only if that takes too long.

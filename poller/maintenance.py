@@ -11,9 +11,10 @@ import asyncio
 import logging
 from datetime import timedelta
 
-from cronbox import db, metrics
+from cronbox import db
 from cronbox.log import event
 from cronbox.proc import Waker
+from poller import metrics, store
 from poller.health import LoopHealth
 
 log = logging.getLogger("cronbox.poller")
@@ -28,23 +29,20 @@ async def reap_once(pool) -> tuple[int, int]:
     lost = released = 0
     async with pool.connection() as conn:
         while True:
-            cur = await conn.execute("SELECT cronbox.reap_lost(%s)", (REAP_BATCH,))
-            n = (await cur.fetchone())[0]
+            n = await store.reap_lost(conn, REAP_BATCH)
             lost += n
             if n < REAP_BATCH:
                 break
-        cur = await conn.execute("SELECT cronbox.release_holds(%s)", (RELEASE_BATCH,))
-        released = (await cur.fetchone())[0]
+        released = await store.release_holds(conn, RELEASE_BATCH)
     return lost, released
 
 
 async def maintain_once(pool, retention: timedelta) -> list[str]:
     """Partitions ahead, partitions past retention dropped, queue limit counters recounted."""
     async with pool.connection() as conn:
-        await conn.execute("SELECT cronbox.ensure_run_partitions(%s)", (PARTITIONS_AHEAD_DAYS,))
-        cur = await conn.execute("SELECT * FROM cronbox.drop_run_partitions(%s)", (retention,))
-        dropped = [r[0] for r in await cur.fetchall()]
-        await conn.execute("SELECT cronbox.reconcile_queue_limits()")
+        await store.ensure_run_partitions(conn, PARTITIONS_AHEAD_DAYS)
+        dropped = await store.drop_run_partitions(conn, retention)
+        await store.reconcile_queue_limits(conn)
     return dropped
 
 

@@ -22,6 +22,7 @@ import psycopg
 from prometheus_client import Counter
 
 from cronbox.log import event
+from poller import store
 
 log = logging.getLogger("cronbox.poller")
 T = TypeVar("T")
@@ -48,9 +49,7 @@ async def quarantine(conn: psycopg.AsyncConnection, job_id: int, error: str, sta
     paused now; False if it was gone, already paused, or quarantining it failed (logged)."""
     try:
         async with conn.transaction():
-            cur = await conn.execute("SELECT cronbox.quarantine_job(%s, %s)", (job_id, error[:ERROR_MAX]))
-            row = await cur.fetchone()
-            done = bool(row and row[0])
+            done = await store.quarantine_job(conn, job_id, error[:ERROR_MAX])
     except CONNECTION_ERRORS:
         raise
     except psycopg.Error as exc:

@@ -29,6 +29,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+from poller import store
 from poller.fires import CronFires, source
 from poller.quarantine import CONNECTION_ERRORS, describe, isolate, quarantine
 
@@ -180,10 +181,7 @@ async def saturate_once(conn: psycopg.AsyncConnection, *, batch: int, horizon: t
     transaction's now()."""
     async with conn.transaction():
         cur = conn.cursor(row_factory=dict_row)
-        if now is None:
-            await cur.execute("SELECT * FROM cronbox.claim_saturation(%s, %s)", (batch, horizon))
-        else:
-            await cur.execute("SELECT * FROM cronbox.claim_saturation_at(%s, %s, %s)", (batch, horizon, now))
+        await store.claim_saturation(cur, batch, horizon, now)
         claimed = cur.rowcount
         jobs, bad = await _fetch_jobs(cur)
         if not jobs and not bad:
@@ -191,7 +189,7 @@ async def saturate_once(conn: psycopg.AsyncConnection, *, batch: int, horizon: t
         if jobs:
             db_now = jobs[0]["now"]
         else:
-            db_now = (await (await conn.execute("SELECT coalesce(%s::timestamptz, now())", (now,))).fetchone())[0]
+            db_now = await store.database_now(conn, now)
         parts: list[Plan] = []
         for job in jobs:
             try:
@@ -199,25 +197,19 @@ async def saturate_once(conn: psycopg.AsyncConnection, *, batch: int, horizon: t
             except Exception as exc:  # whatever the row holds, the others go on
                 bad.append((job["job_id"], f"cannot compute fires: {describe(exc)}"))
 
-        async def store(batch_parts: Sequence[Plan]) -> tuple[int, int]:
+        async def write(batch_parts: Sequence[Plan]) -> tuple[int, int]:
             p = Plan.merge(batch_parts)
             args = [p.fire_job, p.fire_at, p.missed, p.job, p.frontier, p.next_fire, p.finished,
                     [None] * len(p.job), p.gap_last, p.gap_count, p.gap_exact]
-            if now is None:
-                query = "SELECT futures, missed FROM cronbox.store_fires(" + ", ".join(["%s"] * 11) + ")"
-            else:  # tests: the internal body with the chosen clock
-                query = "SELECT futures, missed FROM cronbox.store_fires_at(" + ", ".join(["%s"] * 12) + ")"
-                args.append(db_now)
-            row = await (await conn.execute(query, args)).fetchone()
-            return row[0], row[1]
+            return await store.store_fires(conn, args, None if now is None else db_now)
 
         try:  # the fast path: the whole batch in one statement (in a savepoint)
             async with conn.transaction():
-                stored, failed = [await store(parts)], []
+                stored, failed = [await write(parts)], []
         except CONNECTION_ERRORS:
             raise
         except Exception as exc:
-            stored, failed = await isolate(conn, parts, store, exc)
+            stored, failed = await isolate(conn, parts, write, exc)
         bad += [(part.job[0], f"cannot store fires: {error}") for part, error in failed]
         for job_id, error in bad:
             await quarantine(conn, job_id, error, "saturation")

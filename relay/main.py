@@ -27,7 +27,7 @@ from cronbox.config import Config, ConfigError
 from cronbox.log import event
 from cronbox.proc import Supervisor, Waker, identity, listen, ticks
 from cronbox.registry import keep_registered
-from relay import store
+from relay import metrics as relay_metrics, store
 from relay.lanes import Lane
 from relay.routes import Routes, parse_routes
 from relay.settings import RelaySettings
@@ -79,7 +79,7 @@ class Relay:
         self.lanes: dict[str, Lane] = {}
         self.freed: set[str] = set()   # lanes that got room back since the last claim
         self.room = asyncio.Event()    # set with `freed`
-        self.lease = cfg.relay_lease.total_seconds()
+        self.lease = s.lease.total_seconds()
 
     def lane(self, queue: str) -> Lane | None:
         lane = self.lanes.get(queue)
@@ -87,14 +87,14 @@ class Relay:
             route = self.routes.target(queue)
             if route is None or not route.push:
                 return None
-            lane = self.lanes[queue] = Lane(queue, route, self.s, self.cfg.relay_batch, self.lease)
+            lane = self.lanes[queue] = Lane(queue, route, self.s, self.s.batch, self.lease)
         return lane
 
     async def claim(self, limit: int, include: list[str] | None, exclude: list[str] | None) -> list[Row]:
         """One claim, retried while PostgreSQL is away, abandoned on stop (the final release
         sweep hands back anything a cancelled claim may have leased)."""
         claim = asyncio.ensure_future(retrying(
-            lambda: store.claim_outbox(self.pool, self.owner, limit, self.cfg.relay_lease,
+            lambda: store.claim_outbox(self.pool, self.owner, limit, self.s.lease,
                                        include, exclude, self.cfg.dispatch_lead),
             budget=3600, what="relay claim"))
         stop = asyncio.ensure_future(self.waker.stop.wait())
@@ -123,7 +123,7 @@ class Relay:
             self.tasks.spawn(self.send(lane, group, claimed_at, probe), name=f"send:{queue}", child=True)
 
     async def loop(self) -> None:
-        batch, poll = self.cfg.relay_batch, self.cfg.poll_interval.total_seconds()
+        batch, poll = self.s.batch, self.cfg.poll_interval.total_seconds()
         general, last_general = True, 0.0
         while not self.waker.stop.is_set():
             again = False
@@ -226,7 +226,7 @@ class Relay:
                     await asyncio.shield(self._settle_and_release(report, lane, cut))
                 raise
             dead = await self.settle(report, lane)
-            metrics.observe_relay_batch(rows, set(report.ok), dead, self.sink_of, seconds)
+            relay_metrics.observe_batch(rows, set(report.ok), dead, self.sink_of, seconds)
         finally:
             if probe and lane.breaker.probing:  # the probe was not sent (lease too short)
                 lane.breaker.no_probe_row()
@@ -237,7 +237,7 @@ class Relay:
     async def _settle_and_release(self, report: Report, lane: Lane, cut: list[int]) -> None:
         await self.settle(report, lane)
         if cut:
-            await db.retrying(lambda: store.release_outbox(self.pool, self.owner, cut, self.cfg.relay_lease),
+            await db.retrying(lambda: store.release_outbox(self.pool, self.owner, cut, self.s.lease),
                               budget=5, what="release")
 
     async def settle_unroutable(self, rows: list[Row]) -> None:
@@ -252,7 +252,7 @@ class Relay:
             await retrying(lambda: store.ack_outbox(self.pool, self.owner, report),
                            budget=SETTLE_BUDGET, what="relay ack")
         if report.unsent:
-            await retrying(lambda: store.nack_outbox_unsent(self.pool, self.owner, report.unsent, self.cfg.relay_lease),
+            await retrying(lambda: store.nack_outbox_unsent(self.pool, self.owner, report.unsent, self.s.lease),
                            budget=SETTLE_BUDGET, what="relay hand-back")
         if report.failed:
             retried, dead = await retrying(lambda: store.nack_outbox(self.pool, self.owner, report, self.s),
@@ -272,7 +272,7 @@ class Relay:
                 task.cancel()
             await asyncio.gather(*pending, return_exceptions=True)
         with contextlib.suppress(Exception):
-            released = await db.retrying(lambda: store.release_outbox(self.pool, self.owner, None, self.cfg.relay_lease),
+            released = await db.retrying(lambda: store.release_outbox(self.pool, self.owner, None, self.s.lease),
                                          budget=5, what="release")
             if released:
                 event(log, "released leases", process=self.owner, rows=released)
@@ -298,12 +298,12 @@ class Relay:
 
 async def run(cfg: Config, waker: Waker, settings: RelaySettings | None = None) -> None:
     s = settings or RelaySettings.from_env()
-    routes = parse_routes(cfg.sinks or "*=log", os.environ)
+    routes = parse_routes(s.sinks or "*=log", os.environ)
     owner = identity("relay")
     event(log, "starting", process=owner, **{**cfg.describe(), **s.describe(), "sinks": routes.describe()})
-    if cfg.relay_lease.total_seconds() <= s.http_timeout:
+    if s.lease.total_seconds() <= s.http_timeout:
         event(log, "lease is not longer than the HTTP timeout: slow sends will be sent twice",
-              level=logging.WARNING, lease=cfg.relay_lease.total_seconds(), http_timeout=s.http_timeout)
+              level=logging.WARNING, lease=s.lease.total_seconds(), http_timeout=s.http_timeout)
     pool = await db.open_pool(cfg.dsn, min_size=1, max_size=s.inflight + 3, name="relay")
     try:
         await check_routes(pool, routes)

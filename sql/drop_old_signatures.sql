@@ -56,3 +56,9 @@ DROP FUNCTION IF EXISTS cronbox.store_fires(bigint[],timestamp with time zone[],
 DROP FUNCTION IF EXISTS cronbox.dispatch_at(integer,timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.dispatch_at(integer,timestamp with time zone,bigint[],interval);
 DROP FUNCTION IF EXISTS cronbox.dispatch(integer);
+-- add_dependency/remove_dependency take `name` like every other function (`job` stays as a
+-- trailing alias for a release): one function each, so the old two-text-argument ones go.
+DROP FUNCTION IF EXISTS cronbox.add_dependency(text,text,interval,interval);
+DROP FUNCTION IF EXISTS cronbox.add_dependency_at(text,text,interval,interval,timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.remove_dependency(text,text);
+DROP FUNCTION IF EXISTS cronbox.remove_dependency_at(text,text,timestamp with time zone);

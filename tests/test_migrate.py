@@ -109,3 +109,43 @@ def test_cli_poller_against_a_database_without_the_schema_is_one_clear_line(pg):
         assert out.stderr.strip() == "cronbox: the cronbox schema is missing: run `cronbox migrate`"
     finally:
         pg.drop_db("cronbox_no_schema")
+
+
+def test_migrate_while_the_processes_run_loses_and_doubles_nothing(fresh_dsn, tmp_path):
+    """docs/operations.md "Upgrading": a new release migrated under running pollers, relays and
+    workers. The new release here is the same tree plus a migration and a changed function body
+    (so every function, view and grant is re-applied): the running processes go on without a
+    restart, every fire runs once."""
+    from .procs import Proc, demo_worker, wait_until
+
+    root = tmp_path / "sql"
+    shutil.copytree(sql_root(), root)
+    (root / "migrations" / "9990_add_upgrade_probe.sql").write_text(
+        "ALTER TABLE cronbox.job ADD COLUMN upgrade_probe text;\n")
+    helper = root / "functions" / "internal" / "clip_text.sql"
+    helper.write_text(helper.read_text().replace("\nCREATE OR REPLACE", "\n-- new release\nCREATE OR REPLACE", 1))
+    with db.connect(fresh_dsn) as conn:
+        conn.execute("SELECT cronbox.schedule('up', cron => '* * * * * *')")
+    worker, port = demo_worker(fresh_dsn, tmp_path)
+    wait_until(lambda: "listening" in worker.output, timeout=30, what="the demo worker to listen")
+
+    def succeeded() -> int:
+        with db.connect(fresh_dsn) as conn:
+            return conn.execute("SELECT count(*) FROM cronbox.runs WHERE job = 'up' AND state = 'succeeded'").fetchone()[0]
+
+    with worker, Proc("poller", fresh_dsn, tmp_path) as poller, \
+            Proc("relay", fresh_dsn, tmp_path, CRONBOX_SINKS=f"*=http://127.0.0.1:{port}/run") as relay:
+        wait_until(lambda: succeeded() >= 2, timeout=30, what="runs before the upgrade")
+        result = migrate(fresh_dsn, root)
+        assert result.applied and result.code_reapplied
+        before = succeeded()
+        wait_until(lambda: succeeded() >= before + 3, timeout=30, what="runs after the upgrade, no restart")
+        for proc in (poller, relay, worker):
+            assert proc.popen.poll() is None, proc.output
+        assert relay.terminate() == 0, relay.output
+        assert poller.terminate() == 0, poller.output
+        assert "failed" not in poller.output and "failed" not in relay.output, poller.output + relay.output
+    with db.connect(fresh_dsn) as conn:
+        assert conn.execute("SELECT fire_at FROM cronbox.run GROUP BY job_id, fire_at, attempt "
+                            "HAVING count(*) > 1").fetchall() == []
+        assert conn.execute("SELECT count(*) FROM cronbox.runs WHERE state IN ('failed', 'lost')").fetchone()[0] == 0

@@ -12,6 +12,7 @@ import pytest
 
 from cronbox import db, log as cblog
 from cronbox.config import Config, redact, secret_values
+from relay.settings import RelaySettings
 from cronbox.migrate import MigrateError, migrate, sql_root
 
 
@@ -70,11 +71,11 @@ def test_log_lines_mask_registered_secrets_in_messages_fields_and_tracebacks(fmt
 
 
 def test_describe_shows_the_effective_configuration_without_secrets():
-    cfg = Config.from_env({"DATABASE_URL": "postgresql://u:Db-Pw@h/d",
-                           "CRONBOX_SINKS": "a=https://x:UrlPw@h/run;b=log", "CRONBOX_METRICS_PORT": "9100"})
-    shown = cfg.describe()
-    assert shown["dsn"] == "postgresql://u:***@h/d" and shown["sinks"] == "a=https://x:***@h/run;b=log"
-    assert shown["metrics_port"] == 9100 and shown["health_stale"] == "60s"
+    env = {"DATABASE_URL": "postgresql://u:Db-Pw@h/d",
+           "CRONBOX_SINKS": "a=https://x:UrlPw@h/run;b=log", "CRONBOX_METRICS_PORT": "9100"}
+    shown = {**Config.from_env(env).describe(), **RelaySettings.from_env(env).describe()}
+    assert shown["dsn"] == "postgresql://u:***@h/d" and shown["relay_sinks"] == "a=https://x:***@h/run;b=log"
+    assert shown["metrics_port"] == 9100 and shown["health_stale"] == "60s" and shown["relay_lease"] == "30s"
 
 
 def test_migrate_refuses_a_function_without_an_explicit_grant_decision(pg, tmp_path: Path):

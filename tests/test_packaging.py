@@ -83,3 +83,11 @@ def test_the_image_copies_every_package_the_wheel_ships():
     packages = re.search(r'packages = \[([^\]]*)\]', (REPO / "pyproject.toml").read_text()).group(1)
     for pkg in re.findall(r'"([a-z_]+)"', packages):
         assert f"COPY {pkg} ./{pkg}" in dockerfile, pkg
+
+
+def test_the_demo_worker_uses_only_the_public_worker_kit():
+    """It is the example users copy: no cronbox internals, only cronbox.worker."""
+    tree = ast.parse((Path(__file__).resolve().parent.parent / "cronbox" / "demo_worker.py").read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert {m for m in imported if m and m.startswith("cronbox")} == {"cronbox.worker"}

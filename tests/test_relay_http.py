@@ -8,6 +8,7 @@ the relay share one loop; tests/test_relay_process.py runs it as a real subproce
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -33,8 +34,8 @@ FAST = RelaySettings(max_attempts=50, backoff=0.05, backoff_max=0.2, http_timeou
 
 class RunningRelay:
     def __init__(self, dsn: str, sinks: str, settings: RelaySettings = FAST, batch: int = 100):
-        cfg = Config(dsn=dsn, sinks=sinks, relay_batch=batch, relay_lease=timedelta(seconds=5),
-                     poll_interval=timedelta(milliseconds=100), shutdown_timeout=timedelta(seconds=3))
+        cfg = Config(dsn=dsn, poll_interval=timedelta(milliseconds=100), shutdown_timeout=timedelta(seconds=3))
+        settings = dataclasses.replace(settings, sinks=sinks, batch=batch, lease=timedelta(seconds=5))
         self.waker = Waker()
         self.task = asyncio.create_task(relay_main.run(cfg, self.waker, settings))
 

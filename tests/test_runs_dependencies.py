@@ -6,7 +6,7 @@ import psycopg
 import pytest
 
 from .runs_support import (T0, active, at, complete, dispatch, fail, future, futures, job,
-                           notifications, runs, states)
+                           jobrow, notifications, runs, states)
 
 
 def run_now(conn, name, now, ok=True) -> int:
@@ -75,6 +75,22 @@ def test_fire_past_wait_timeout_fails_with_a_clear_error_and_a_notification(conn
     assert futures(conn, "load") == []
 
 
+def test_a_dependency_timeout_is_one_failed_run_never_retried_and_on_error_does_not_apply(conn):
+    """docs/runs.md, Dependencies: a retry would wait on the gate that just timed out."""
+    job(conn, "up")
+    job(conn, "down", max_attempts=3, on_error="pause")
+    dep(conn, "down", "up", wait_timeout="1 minute")
+    future(conn, "down", 0)
+    assert dispatch(conn, 0)["held"] == 1
+    conn.execute("SELECT cronbox.release_holds_at(100, %s)", (at(61),))
+    assert dispatch(conn, 61)["failed"] == 1
+    assert futures(conn, "down") == []                       # no retry future, whatever max_attempts
+    j = jobrow(conn, "down")
+    assert (j["paused"], j["consecutive_failures"], j["last_run_state"]) == (False, 1, "failed")
+    future(conn, "down", 3600)                               # the next regular fire waits anew
+    assert dispatch(conn, 3600)["held"] == 1
+
+
 def test_retry_of_a_gated_fire_does_not_wait_for_the_upstream_again(conn):
     job(conn, "extract")
     job(conn, "load", max_attempts=2, retry_delay="1 second")
@@ -131,7 +147,7 @@ def test_add_dependency_validates_names_and_intervals(conn):
     job(conn, "a")
     cases = [(("a", "a"), "upstream: 'a' cannot wait for itself", psycopg.errors.InvalidParameterValue),
              (("a", "nope"), "upstream: no schedule named 'nope'", psycopg.errors.NoDataFound),
-             (("nope", "a"), "job: no schedule named 'nope'", psycopg.errors.NoDataFound)]
+             (("nope", "a"), "name: no schedule named 'nope'", psycopg.errors.NoDataFound)]
     for args, message, error in cases:
         with pytest.raises(error, match=message), conn.transaction():
             dep(conn, *args)
@@ -196,3 +212,38 @@ def test_diamond_dag_waits_for_both_branches_and_a_failing_middle_node_blocks_th
     dispatch(conn, 2010)
     complete(conn, active(conn, "b")[0], 2011)
     assert futures(conn, "d") == []
+
+
+def test_add_and_remove_dependency_take_name_and_still_accept_job_for_a_release(conn):
+    for n in ("extract", "load", "other"):
+        job(conn, n)
+    gates = "SELECT count(*) FROM cronbox.dependencies WHERE job = 'load'"
+    # positional (name, upstream), name =>, and the old job => all reach the same gate
+    conn.execute("SELECT cronbox.add_dependency('load', 'extract')")
+    conn.execute("SELECT cronbox.add_dependency(name => 'load', upstream => 'other', within => '1 hour')")
+    assert conn.execute(gates).fetchone()[0] == 2
+    conn.execute("SELECT cronbox.add_dependency(job => 'load', upstream => 'extract', wait_timeout => '5 minutes')")
+    assert conn.execute(gates).fetchone()[0] == 2  # an update of the first gate, not a third
+    conn.execute("SELECT cronbox.add_dependency('load', 'extract', '2 hours', '10 minutes')")
+    assert conn.execute("SELECT cronbox.remove_dependency(job => 'load', upstream => 'other')").fetchone()[0] is True
+    assert conn.execute("SELECT cronbox.remove_dependency(name => 'load', upstream => 'extract')").fetchone()[0] is True
+    assert conn.execute("SELECT cronbox.remove_dependency('load', 'extract')").fetchone()[0] is False
+    # exactly one of name and job; errors name the parameter the caller used
+    bad = [("SELECT cronbox.add_dependency(name => 'load', job => 'load', upstream => 'extract')",
+            psycopg.errors.InvalidParameterValue, "^job: give the job as name"),
+           ("SELECT cronbox.add_dependency(upstream => 'extract')", psycopg.errors.NullValueNotAllowed,
+            "^name: must not be NULL"),
+           ("SELECT cronbox.add_dependency(job => 'nope', upstream => 'extract')", psycopg.errors.NoDataFound,
+            "^job: no schedule named 'nope'"),
+           ("SELECT cronbox.remove_dependency('load', 'extract', 'load')", psycopg.errors.InvalidParameterValue,
+            "^job: give the job as name"),
+           ("SELECT cronbox.remove_dependency('nope', 'extract')", psycopg.errors.NoDataFound,
+            "^name: no schedule named 'nope'"),
+           ("SELECT cronbox.remove_dependency(name => 'load')", psycopg.errors.NullValueNotAllowed,
+            "^upstream: must not be NULL")]
+    for statement, error, message in bad:
+        with pytest.raises(error, match=message), conn.transaction():
+            conn.execute(statement)
+    # one function each: nothing is ambiguous
+    assert conn.execute("SELECT count(*) FROM pg_catalog.pg_proc WHERE pronamespace = 'cronbox'::regnamespace "
+                        "AND proname IN ('add_dependency', 'remove_dependency')").fetchone()[0] == 2

@@ -157,6 +157,36 @@ def test_overlap_cancel_other_asks_the_running_one_to_stop_and_dispatches_the_ne
     assert states(conn, "co") == ["cancelled", "dispatched"]
 
 
+def test_cancel_other_withdraws_a_predecessor_still_in_the_outbox(conn):
+    job(conn, "cw", overlap="cancel_other", queue="cwq")
+    future(conn, "cw", 0)
+    dispatch(conn, 0)
+    [old] = active(conn, "cw")  # dispatched, its message not yet claimed by any relay
+    future(conn, "cw", 60)
+    assert dispatch(conn, 60)["dispatched"] == 1
+    [r_old, r_new] = runs(conn, "cw")
+    assert (r_old["run_id"], r_old["state"], r_old["finished_at"]) == (old, "cancelled", at(60))
+    assert "superseded" in r_old["error"]
+    outbox = conn.execute("SELECT run_id FROM cronbox.outbox WHERE kind = 'run' AND queue = 'cwq'").fetchall()
+    assert outbox == [(r_new["run_id"],)]  # only the new run's message is left to deliver
+    j = jobrow(conn, "cw")
+    assert (j["active_runs"], j["last_run_state"], j["consecutive_failures"]) == (1, "dispatched", 0)
+
+
+def test_cancel_other_leaves_a_message_a_relay_holds_and_flags_its_run(conn):
+    job(conn, "ch", overlap="cancel_other", queue="chq")
+    future(conn, "ch", 0)
+    dispatch(conn, 0)
+    [old] = active(conn, "ch")
+    conn.execute("SELECT * FROM cronbox.claim_outbox_at('r1', 10, '30 seconds', p_now => %s)", (at(1),))
+    future(conn, "ch", 5)
+    assert dispatch(conn, 5)["dispatched"] == 1
+    assert states(conn, "ch") == ["dispatched", "dispatched"]  # the relay may be sending it right now
+    assert conn.execute("SELECT cancel_requested FROM cronbox.run WHERE run_id = %s", (old,)).fetchone()[0]
+    with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState, match="asked to cancel"):
+        conn.execute("SELECT cronbox.start_run_at(%s, 'w1', %s)", (old, at(6)))
+
+
 # --- queue limits ----------------------------------------------------------------------
 
 
@@ -222,3 +252,34 @@ def test_set_queue_limit_rejects_a_cap_below_one(conn, value):
 def test_dispatch_rejects_a_batch_below_one(conn):
     with pytest.raises(psycopg.errors.InvalidParameterValue, match="p_limit"):
         conn.execute("SELECT * FROM cronbox.dispatch(0)")
+
+
+def test_skip_dispatches_only_after_the_previous_run_committed_its_end_timestamps_are_transaction_starts(fresh_dsn):
+    """overlap 'skip': the next run is dispatched only once the previous run's end has
+    committed (dispatch decides under the job's row lock, SKIP LOCKED). Timestamps are each
+    transaction's start (now()): a dispatch transaction that began before the finishing one
+    records a dispatched_at before the previous finished_at (docs/runs.md, Overlap)."""
+    import psycopg
+
+    with psycopg.connect(fresh_dsn, autocommit=True) as setup:
+        setup.execute("SELECT cronbox.schedule_at('sk', every => '1 hour', overlap => 'skip', "
+                      "p_now => now() - interval '1 day')")
+        setup.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) SELECT job_id, now() - interval '2 seconds', "
+                      "now() - interval '2 seconds' FROM cronbox.job WHERE name = 'sk'")
+        assert setup.execute("SELECT dispatched FROM cronbox.dispatch(10)").fetchone()[0] == 1
+        first = setup.execute("SELECT run_id FROM cronbox.run WHERE state = 'dispatched'").fetchone()[0]
+        setup.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) SELECT job_id, now() - interval '1 second', "
+                      "now() - interval '1 second' FROM cronbox.job WHERE name = 'sk'")
+    with psycopg.connect(fresh_dsn) as poller, psycopg.connect(fresh_dsn) as worker:
+        poller_started = poller.execute("SELECT now()").fetchone()[0]  # the poller's transaction begins
+        worker.execute("SELECT cronbox.complete_run(%s)", (first,))  # holds the job's lock, not committed
+        # the job is busy (locked): nothing is decided, the fire waits
+        assert poller.execute("SELECT dispatched, skipped FROM cronbox.dispatch(10)").fetchone() == (0, 0)
+        worker.commit()
+        # same poller transaction, after the end committed: the fire runs, not skipped
+        assert poller.execute("SELECT dispatched, skipped FROM cronbox.dispatch(10)").fetchone() == (1, 0)
+        poller.commit()
+    with psycopg.connect(fresh_dsn) as conn:
+        f1 = conn.execute("SELECT finished_at FROM cronbox.run WHERE run_id = %s", (first,)).fetchone()[0]
+        d2 = conn.execute("SELECT dispatched_at FROM cronbox.run WHERE state = 'dispatched'").fetchone()[0]
+    assert d2 == poller_started < f1  # the documented order of timestamps, not of events

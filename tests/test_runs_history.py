@@ -10,6 +10,7 @@ import pytest
 from cronbox import db
 from cronbox.config import Config, ConfigError
 from poller.maintenance import maintain_once
+from poller.settings import PollerSettings
 
 from .runs_support import active, dispatch, future, job, runs
 
@@ -68,12 +69,12 @@ async def test_poller_maintenance_drops_history_past_the_configured_retention(fr
 
 
 def test_retention_and_dispatch_cap_come_from_the_environment():
-    cfg = Config.from_env({"CRONBOX_RETENTION": "7d", "CRONBOX_DISPATCH_TICK_CAP": "250"})
-    assert cfg.retention == timedelta(days=7) and cfg.dispatch_tick_cap == 250
-    default = Config.from_env({})
+    ps = PollerSettings.from_env({"CRONBOX_RETENTION": "7d", "CRONBOX_DISPATCH_TICK_CAP": "250"})
+    assert ps.retention == timedelta(days=7) and ps.dispatch_tick_cap == 250
+    default = PollerSettings.from_env({})
     assert default.retention == timedelta(days=30) and default.dispatch_tick_cap == 0
     with pytest.raises(ConfigError, match="CRONBOX_RETENTION"):
-        Config.from_env({"CRONBOX_RETENTION": "forever"})
+        PollerSettings.from_env({"CRONBOX_RETENTION": "forever"})
 
 
 def test_queues_view_shows_due_blocked_outbox_running_and_lag(conn):
@@ -104,11 +105,12 @@ def test_poller_loop_respects_the_dispatch_cap_per_wake_up(fresh_dsn):
                      "FROM cronbox.job j, generate_series(1, 25) g")
 
     async def one_wake_up() -> None:
-        cfg = Config.from_env({"DATABASE_URL": fresh_dsn, "CRONBOX_DISPATCH_BATCH": "4",
-                               "CRONBOX_DISPATCH_TICK_CAP": "10", "CRONBOX_POLL_INTERVAL": "30s"})
+        env = {"DATABASE_URL": fresh_dsn, "CRONBOX_DISPATCH_BATCH": "4",
+               "CRONBOX_DISPATCH_TICK_CAP": "10", "CRONBOX_POLL_INTERVAL": "30s"}
+        cfg, ps = Config.from_env(env), PollerSettings.from_env(env)
         pool = await db.open_pool(fresh_dsn, min_size=1, max_size=2)
         waker = Waker()
-        task = asyncio.create_task(dispatch_loop(pool, cfg, waker))
+        task = asyncio.create_task(dispatch_loop(pool, cfg, ps, waker))
         try:
             for _ in range(200):  # until the loop has used its cap and sleeps
                 await asyncio.sleep(0.02)

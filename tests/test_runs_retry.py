@@ -112,3 +112,51 @@ def test_consecutive_failures_and_crashes_are_counted_and_reset_on_success(conn)
     complete(conn, c, 41)
     j = jobrow(conn, "st")
     assert (j["consecutive_failures"], j["consecutive_crashes"], j["last_success_at"]) == (0, 0, at(41))
+
+
+def test_consecutive_failures_counts_runs_not_attempts(conn):
+    # max_attempts 3: a run whose first two attempts fail and whose third fails too is ONE
+    # failure; attempts that are retried are not failures yet; a success resets.
+    rid = start_one(conn, "cf", max_attempts=3, retry_delay="1 second", retry_max_delay="1 second")
+    t = 1
+    for attempt in (1, 2, 3):
+        fail(conn, rid, t)
+        j = jobrow(conn, "cf")
+        assert j["consecutive_failures"] == (1 if attempt == 3 else 0), attempt
+        if attempt < 3:
+            t += 5
+            dispatch(conn, t)
+            [rid] = active(conn, "cf")
+    # a second run: lost once (a crash, retried), then fails for good without retry
+    future(conn, "cf", 100)
+    dispatch(conn, 100)
+    [rid] = active(conn, "cf")
+    conn.execute("SELECT cronbox.start_run_at(%s, 'w', %s)", (rid, at(100)))
+    assert conn.execute("SELECT cronbox.reap_lost_at(10, %s)", (at(1000),)).fetchone()[0] == 1
+    j = jobrow(conn, "cf")
+    assert (j["consecutive_failures"], j["consecutive_crashes"]) == (1, 1)  # the lost attempt is retried
+    dispatch(conn, 1010)
+    [rid] = active(conn, "cf")
+    fail(conn, rid, 1011, retryable=False)
+    j = jobrow(conn, "cf")
+    assert (j["consecutive_failures"], j["consecutive_crashes"]) == (2, 1)
+    assert len(notifications(conn, "run_failed")) == 2  # one per failed run, as the streak
+    # a third run succeeds: both streaks reset
+    future(conn, "cf", 2000)
+    dispatch(conn, 2000)
+    [rid] = active(conn, "cf")
+    complete(conn, rid, 2001)
+    j = jobrow(conn, "cf")
+    assert (j["consecutive_failures"], j["consecutive_crashes"]) == (0, 0)
+
+
+def test_retry_soon_counts_the_run_once_however_many_attempts_follow(conn):
+    rid = start_one(conn, "rs", max_attempts=2, on_error="retry_soon", retry_delay="1 second",
+                    retry_max_delay="1 second")
+    t = 1
+    for _ in range(4):
+        fail(conn, rid, t)
+        t += 5
+        dispatch(conn, t)
+        [rid] = active(conn, "rs")
+    assert jobrow(conn, "rs")["consecutive_failures"] == 1

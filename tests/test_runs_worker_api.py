@@ -136,3 +136,38 @@ def test_complete_runs_finishes_a_batch_and_reports_each_verdict(conn):
     assert rows == [(ids[0], "succeeded", "late"), (ids[1], "succeeded", "finished"),
                     (ids[2], "succeeded", "finished"), (7, None, "not_found")]
     assert jobrow(conn, "batch")["active_runs"] == 0
+
+
+def last_run_state(conn, name):
+    return conn.execute("SELECT last_run_state FROM cronbox.schedules WHERE name = %s", (name,)).fetchone()[0]
+
+
+def test_schedules_last_run_state_follows_the_newest_run_through_delivered_and_running(conn):
+    # push: dispatched -> (relay ack) delivered -> (start_run) running -> succeeded
+    rid = one_run(conn, "push")
+    assert last_run_state(conn, "push") == "dispatched"
+    [(oid,)] = conn.execute("SELECT outbox_id FROM cronbox.claim_outbox_at('r', 10, '30 seconds', p_now => %s)",
+                            (at(1),)).fetchall()
+    conn.execute("SELECT cronbox.ack_outbox_at('r', ARRAY[%s]::bigint[], p_now => %s)", (oid, at(1)))
+    assert last_run_state(conn, "push") == "delivered"
+    conn.execute("SELECT cronbox.start_run_at(%s, 'w1', %s)", (rid, at(2)))
+    assert last_run_state(conn, "push") == "running"
+    complete(conn, rid, 3)
+    assert last_run_state(conn, "push") == "succeeded"
+    # pull: claim_runs marks the run running at once
+    job(conn, "pull", queue="pg")
+    future(conn, "pull", 0)
+    dispatch(conn, 0)
+    conn.execute("SELECT * FROM cronbox.claim_runs_at('pg', 'w2', 1, %s)", (at(1),))
+    assert last_run_state(conn, "pull") == "running"
+    # the newest run decides: an older run still running does not hide a newer one's state
+    job(conn, "two", overlap="allow")
+    future(conn, "two", 0)
+    future(conn, "two", 1)
+    dispatch(conn, 0)
+    dispatch(conn, 1)
+    old, new = active(conn, "two")
+    conn.execute("SELECT cronbox.start_run_at(%s, 'w3', %s)", (old, at(2)))
+    assert last_run_state(conn, "two") == "dispatched"
+    conn.execute("SELECT cronbox.start_run_at(%s, 'w3', %s)", (new, at(2)))
+    assert last_run_state(conn, "two") == "running"

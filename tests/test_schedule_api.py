@@ -121,7 +121,11 @@ async def test_at_job_fires_once_and_then_reads_finished(aconn):
     await saturate(aconn, T0, horizon=10 * MIN)
     assert await futures(aconn, "at") == [T0 + 5 * MIN]
     assert await one(aconn, "SELECT status FROM cronbox.schedules WHERE name = 'at'") == "active"
+    # the change log says finished once the fire is materialised (nothing left to schedule),
+    # the status only once the run is over (docs/schedules.md, One-off)
+    assert [c[:2] for c in await changes(aconn, "at")][-1] == ("finished", "one-off fire handled")
     await one(aconn, "SELECT dispatched FROM cronbox.dispatch_at(100, p_now => %s)", T0 + 5 * MIN)
+    assert await one(aconn, "SELECT status FROM cronbox.schedules WHERE name = 'at'") == "active"
     run_id = await one(aconn, "SELECT run_id FROM cronbox.runs WHERE job = 'at'")
     await one(aconn, "SELECT cronbox.complete_run_at(%s, NULL, %s)", run_id, T0 + 6 * MIN)
     assert await one(aconn, "SELECT status FROM cronbox.schedules WHERE name = 'at'") == "finished"

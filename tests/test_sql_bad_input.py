@@ -41,9 +41,9 @@ FUNCTIONS = [
     ("pause", [("name", "text"), ("reason", "text")], ADMIN),
     ("resume", [("name", "text"), ("reason", "text")], ADMIN),
     ("trigger", [("name", "text"), ("payload", "jsonb"), ("reason", "text")], ADMIN),
-    ("add_dependency", [("job", "text"), ("upstream", "text"), ("within", "interval"),
-                        ("wait_timeout", "interval")], ADMIN),
-    ("remove_dependency", [("job", "text"), ("upstream", "text")], ADMIN),
+    ("add_dependency", [("name", "text"), ("upstream", "text"), ("within", "interval"),
+                        ("wait_timeout", "interval"), ("job", "text")], ADMIN),
+    ("remove_dependency", [("name", "text"), ("upstream", "text"), ("job", "text")], ADMIN),
     ("cancel", [("run_id", "bigint")], ADMIN),
     ("set_queue_limit", [("queue", "text"), ("max_running", "integer")], ["cronbox_admin"]),
     ("redrive", [("id", "bigint"), ("queue", "text")], ["cronbox_admin"]),
@@ -73,8 +73,8 @@ FUNCTIONS = [
 ]
 
 # How many leading parameters have no default (pg_proc.pronargs - pronargdefaults).
-REQUIRED = {"add_dependency": 2, "cancel": 1, "claim_runs": 2, "complete_run": 1, "complete_runs": 1,
-            "fail_run": 2, "fail_runs": 2, "heartbeat": 1, "pause": 1, "remove_dependency": 2, "resume": 1,
+REQUIRED = {"cancel": 1, "claim_runs": 2, "complete_run": 1, "complete_runs": 1,
+            "fail_run": 2, "fail_runs": 2, "heartbeat": 1, "pause": 1, "resume": 1,
             "schedule": 1, "set_queue_limit": 2, "start_run": 2, "trigger": 1, "unschedule": 1,
             "dispatch_ahead": 2, "claim_saturation": 2, "claim_outbox": 2, "release_outbox": 1,
             "ack_outbox": 2, "nack_outbox_unsent": 3, "quarantine_job": 2, "due_jobs": 1, "touch_process": 2}

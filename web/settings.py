@@ -1,30 +1,53 @@
-"""The console's settings: CRONBOX_WEB_HOST/PORT (or --host/--port) and CRONBOX_WEB_USERS.
+"""The console's settings (CRONBOX_WEB_*; --host/--port override the first two), declared once:
+parsed, validated and logged from these fields, and listed by `cronbox web --help`.
 
 Loopback by default; any other address is refused unless users are configured."""
 
 from __future__ import annotations
 
 import ipaddress
-import os
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from cronbox.config import ConfigError, env_int
+from cronbox.config import ConfigError, Settings, integer, setting, text
 from web.auth import User, parse_users
 
 
+def _users(name: str, value: str) -> dict[str, User]:
+    return parse_users(value)
+_users.kind = "users"  # type: ignore[attr-defined]
+
+
+def _secret(name: str, value: str) -> bytes | None:
+    if not value:
+        return None
+    if len(value) < 32:
+        raise ConfigError(f"{name}: at least 32 characters (it signs the CSRF tokens)")
+    return value.encode()
+_secret.kind = "secret"  # type: ignore[attr-defined]
+
+
 @dataclass(frozen=True)
-class WebSettings:
-    host: str = "127.0.0.1"
-    port: int = 8088
-    users: dict[str, User] = field(default_factory=dict)
-    refresh: int = 5  # seconds between live refreshes (JavaScript only)
-    secret: bytes | None = None  # CSRF token key; None: random per process
-    pool: int = 4  # database connections
+class WebSettings(Settings):
+    host: str = setting("CRONBOX_WEB_HOST", "127.0.0.1", text(),
+                        "address to bind (--host); any but loopback requires CRONBOX_WEB_USERS")
+    port: int = setting("CRONBOX_WEB_PORT", "8088", integer(0, 65535), "port (--port; 0 = any free port)")
+    users: dict[str, User] = setting("CRONBOX_WEB_USERS", "", _users,
+                                     "logins, user:hash:dbrole separated by commas (hash: cronbox web "
+                                     "--hash-password); each user acts as its database role", secret=True)
+    refresh: int = setting("CRONBOX_WEB_REFRESH", "5", integer(), "seconds between live refreshes of a page")
+    secret: bytes | None = setting("CRONBOX_WEB_SECRET", "", _secret,
+                                   "key of the CSRF tokens, 32+ characters (unset: random per process)", secret=True)
+    pool: int = setting("CRONBOX_WEB_POOL", "4", integer(), "database connections")
 
     @property
     def auth(self) -> bool:
         return bool(self.users)
+
+    def check(self) -> None:
+        if not self.users and not is_loopback(self.host):
+            raise ConfigError(f"refusing to listen on {self.host}: set CRONBOX_WEB_USERS (user:hash:dbrole) to "
+                              "require logins, or bind 127.0.0.1")
 
     def describe(self) -> dict[str, object]:
         return {"host": self.host, "port": self.port, "auth": "basic" if self.auth else "none (loopback only)",
@@ -41,19 +64,6 @@ def is_loopback(host: str) -> bool:
 
 
 def from_env(env: Mapping[str, str] | None = None, *, host: str | None = None, port: int | None = None) -> WebSettings:
-    env = os.environ if env is None else env
-    host = host or env.get("CRONBOX_WEB_HOST") or "127.0.0.1"
-    if port is None:
-        port = env_int(env, "CRONBOX_WEB_PORT", 8088, minimum=0)
-    if not 0 <= port <= 65535:
-        raise ConfigError(f"CRONBOX_WEB_PORT: {port} is not a TCP port (0-65535)")
-    users = parse_users(env.get("CRONBOX_WEB_USERS", ""))
-    if not users and not is_loopback(host):
-        raise ConfigError(f"refusing to listen on {host}: set CRONBOX_WEB_USERS (user:hash:dbrole) to require "
-                          "logins, or bind 127.0.0.1")
-    refresh = env_int(env, "CRONBOX_WEB_REFRESH", 5, minimum=1)
-    secret = env.get("CRONBOX_WEB_SECRET") or None
-    if secret is not None and len(secret) < 32:
-        raise ConfigError("CRONBOX_WEB_SECRET: at least 32 characters (it signs the CSRF tokens)")
-    return WebSettings(host=host, port=port, users=users, refresh=refresh,
-                       secret=secret.encode() if secret else None, pool=env_int(env, "CRONBOX_WEB_POOL", 4))
+    if port is not None and not 0 <= port <= 65535:
+        raise ConfigError(f"--port: {port} is not a TCP port (0-65535)")
+    return WebSettings.from_env(env, host=host or None, port=port)

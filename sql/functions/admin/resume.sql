@@ -3,16 +3,38 @@
 -- fell inside the pause are skipped, not caught up. Exception: a one-off (`at`) whose time
 -- passed during the pause is handed to its catch-up policy (default 'latest': it fires now).
 -- Returns false if the job was not paused (nothing written). Unknown name: P0002.
--- Thin wrapper: the body is cronbox.resume_at (internal/resume_at.sql), called with now().
+-- Thin wrapper: the body is cronbox.resume_at (internal/resume_at.sql), called with now();
+-- errors are re-raised from here so psql shows one CONTEXT line (docs/sql.md, "Errors").
 CREATE OR REPLACE FUNCTION cronbox.resume(
     name text,
     reason text DEFAULT 'resumed by operator'::text
 ) RETURNS boolean
-LANGUAGE sql VOLATILE
+LANGUAGE plpgsql VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT cronbox.resume_at($1, $2, now())
+DECLARE
+    v_state text;
+    v_message text;
+    v_detail text;
+    v_hint text;
+BEGIN
+    RETURN cronbox.resume_at($1, $2, now());
+EXCEPTION WHEN OTHERS THEN
+    -- Re-raised from here so that psql shows the message and one CONTEXT line naming the
+    -- function the user called, not the internal frames (docs/sql.md, "Errors"): the same
+    -- SQLSTATE, message, detail and hint.
+    GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT,
+                            v_detail = PG_EXCEPTION_DETAIL, v_hint = PG_EXCEPTION_HINT;
+    IF v_detail <> '' AND v_hint <> '' THEN
+        RAISE EXCEPTION USING ERRCODE = v_state, MESSAGE = v_message, DETAIL = v_detail, HINT = v_hint;
+    ELSIF v_detail <> '' THEN
+        RAISE EXCEPTION USING ERRCODE = v_state, MESSAGE = v_message, DETAIL = v_detail;
+    ELSIF v_hint <> '' THEN
+        RAISE EXCEPTION USING ERRCODE = v_state, MESSAGE = v_message, HINT = v_hint;
+    END IF;
+    RAISE EXCEPTION USING ERRCODE = v_state, MESSAGE = v_message;
+END
 $$;
 
 COMMENT ON FUNCTION cronbox.resume(text, text) IS

@@ -4,7 +4,8 @@
 -- futures after now() are deleted and the frontier is set so the poller recomputes them from
 -- the new definition in its next pass; history and the change log are kept. An identical call
 -- is a no-op (nothing written, no change-log row). Returns the job id.
--- Thin wrapper: the body is cronbox.schedule_at (internal/schedule_at.sql), called with now().
+-- Thin wrapper: the body is cronbox.schedule_at (internal/schedule_at.sql), called with now();
+-- errors are re-raised from here so psql shows one CONTEXT line (docs/sql.md, "Errors").
 CREATE OR REPLACE FUNCTION cronbox.schedule(
     name text,
     cron text DEFAULT NULL::text,
@@ -29,11 +30,32 @@ CREATE OR REPLACE FUNCTION cronbox.schedule(
     every_mode text DEFAULT 'fixed_rate'::text,
     reason text DEFAULT NULL::text
 ) RETURNS bigint
-LANGUAGE sql VOLATILE
+LANGUAGE plpgsql VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT cronbox.schedule_at($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, now())
+DECLARE
+    v_state text;
+    v_message text;
+    v_detail text;
+    v_hint text;
+BEGIN
+    RETURN cronbox.schedule_at($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, now());
+EXCEPTION WHEN OTHERS THEN
+    -- Re-raised from here so that psql shows the message and one CONTEXT line naming the
+    -- function the user called, not the internal frames (docs/sql.md, "Errors"): the same
+    -- SQLSTATE, message, detail and hint.
+    GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT,
+                            v_detail = PG_EXCEPTION_DETAIL, v_hint = PG_EXCEPTION_HINT;
+    IF v_detail <> '' AND v_hint <> '' THEN
+        RAISE EXCEPTION USING ERRCODE = v_state, MESSAGE = v_message, DETAIL = v_detail, HINT = v_hint;
+    ELSIF v_detail <> '' THEN
+        RAISE EXCEPTION USING ERRCODE = v_state, MESSAGE = v_message, DETAIL = v_detail;
+    ELSIF v_hint <> '' THEN
+        RAISE EXCEPTION USING ERRCODE = v_state, MESSAGE = v_message, HINT = v_hint;
+    END IF;
+    RAISE EXCEPTION USING ERRCODE = v_state, MESSAGE = v_message;
+END
 $$;
 
 COMMENT ON FUNCTION cronbox.schedule(text, text, interval, timestamp with time zone, jsonb, text, text, integer, text, text, integer, interval, interval, interval, text, interval, interval, timestamp with time zone, timestamp with time zone, text[], text, text) IS

@@ -28,6 +28,7 @@ DECLARE
     v_skipped integer;
     v_failed integer;
     v_held integer;
+    v_superseded bigint[];
 BEGIN
     IF p_limit IS NULL OR p_limit < 1 THEN
         RAISE EXCEPTION 'p_limit: must be at least 1, got %', p_limit USING ERRCODE = 'invalid_parameter_value';
@@ -224,6 +225,7 @@ BEGIN
                            WHERE fire.act = 'run' AND fire.overlap = 'cancel_other' AND fire.active_runs > 0)
           AND r.state IN ('dispatched', 'delivered', 'running')
           AND NOT r.cancel_requested
+        RETURNING r.run_id, r.state
     ),
     job_counts AS (
         UPDATE cronbox.job j SET
@@ -255,9 +257,15 @@ BEGIN
     SELECT count(*) FILTER (WHERE o.act = 'run'),
            count(*) FILTER (WHERE o.act IN ('skip', 'supersede', 'miss')),
            count(*) FILTER (WHERE o.act = 'fail_dependency'),
-           count(*) FILTER (WHERE o.act LIKE 'hold\_%')
-      INTO v_dispatched, v_skipped, v_failed, v_held
+           count(*) FILTER (WHERE o.act LIKE 'hold\_%'),
+           (SELECT array_agg(c.run_id) FROM cancel_others c WHERE c.state = 'dispatched')
+      INTO v_dispatched, v_skipped, v_failed, v_held, v_superseded
     FROM outcome o;
+
+    -- cancel_other: a superseded run whose message is still in the outbox never reaches a worker.
+    IF v_superseded IS NOT NULL THEN
+        PERFORM cronbox.withdraw_superseded_runs(v_superseded, p_now);
+    END IF;
 
     IF v_dispatched > 0 OR v_failed > 0 THEN
         PERFORM pg_notify('cronbox_outbox', '');

@@ -177,8 +177,10 @@ BEGIN
                                       THEN c.last_state ELSE j.last_run_state END,
                 last_success_at = CASE WHEN c.n_ok > 0 THEN greatest(j.last_success_at, p_now)
                                        ELSE j.last_success_at END,
+                -- runs, not attempts: a run counts once, when its attempts are exhausted
+                -- (the run_failed notification's condition); an attempt retried is no failure yet
                 consecutive_failures = CASE WHEN c.n_ok > 0 THEN 0
-                                            ELSE j.consecutive_failures + c.n_failed + c.n_lost END,
+                                            ELSE j.consecutive_failures + c.n_runs_failed END,
                 consecutive_crashes = CASE WHEN c.n_ok > 0 THEN 0
                                            ELSE j.consecutive_crashes + c.n_lost END,
                 paused = j.paused OR c.pause_reason IS NOT NULL,
@@ -190,8 +192,8 @@ BEGIN
                          max(d.run_id) AS last_run,
                          (array_agg(d.state ORDER BY d.run_id DESC))[1] AS last_state,
                          count(*) FILTER (WHERE d.state = 'succeeded') AS n_ok,
-                         count(*) FILTER (WHERE d.state = 'failed') AS n_failed,
                          count(*) FILTER (WHERE d.state = 'lost') AS n_lost,
+                         count(*) FILTER (WHERE d.exhausted AND d.attempt <= d.max_attempts) AS n_runs_failed,
                          (array_agg(format('paused after failure: run %s (attempt %s) %s: %s',
                                            d.run_id, d.attempt, d.state, coalesce(d.error, 'no error text'))
                                     ORDER BY d.run_id DESC)

@@ -1,12 +1,14 @@
 -- Internal: the body of cronbox.remove_dependency, with the time as its last parameter p_now. The public
 -- cronbox.remove_dependency passes now(); no cronbox role may execute this one (tests call it as the
 -- owner or a superuser to fix the clock).
--- cronbox.remove_dependency_at(job, upstream): removes a gate added with add_dependency; fires
--- of job waiting on it are released at once. Takes the dependency advisory lock. Returns
--- whether a gate was removed; raises 22023 for an unknown schedule name.
+-- cronbox.remove_dependency_at(name, upstream, job, p_now): removes a gate added with
+-- add_dependency; fires of the job waiting on it are released at once. The job is `name`, or
+-- `job` (its old spelling): exactly one. Takes the dependency advisory lock. Returns whether a
+-- gate was removed; raises P0002 for an unknown job name.
 CREATE OR REPLACE FUNCTION cronbox.remove_dependency_at(
-    job text,
-    upstream text,
+    name text DEFAULT NULL,
+    upstream text DEFAULT NULL,
+    job text DEFAULT NULL,
     p_now timestamptz DEFAULT now()
 ) RETURNS boolean
 LANGUAGE plpgsql
@@ -15,14 +17,21 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_job_id bigint;
+    v_name text := coalesce(remove_dependency_at.name, remove_dependency_at.job);
+    v_field text := CASE WHEN remove_dependency_at.name IS NULL AND remove_dependency_at.job IS NOT NULL
+                         THEN 'job' ELSE 'name' END;
 BEGIN
-    PERFORM cronbox.assert_job_name('job', remove_dependency_at.job);
+    IF remove_dependency_at.name IS NOT NULL AND remove_dependency_at.job IS NOT NULL THEN
+        RAISE EXCEPTION 'job: give the job as name => (or job =>, its old spelling), not both'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    PERFORM cronbox.assert_job_name(v_field, v_name);
     PERFORM cronbox.assert_job_name('upstream', remove_dependency_at.upstream);
     PERFORM pg_advisory_xact_lock(hashtext('cronbox.dependencies'));
-    SELECT j.job_id INTO v_job_id FROM cronbox.job j WHERE j.name = remove_dependency_at.job;
+    SELECT j.job_id INTO v_job_id FROM cronbox.job j WHERE j.name = v_name;
     IF v_job_id IS NULL THEN
-        RAISE EXCEPTION 'job: no schedule named %', quote_literal(remove_dependency_at.job)
-            USING ERRCODE = 'invalid_parameter_value';
+        RAISE EXCEPTION '%: no schedule named %', v_field, quote_literal(v_name)
+            USING ERRCODE = 'no_data_found';
     END IF;
     DELETE FROM cronbox.job_dependency d
     USING cronbox.job u
@@ -30,7 +39,7 @@ BEGIN
     IF NOT FOUND THEN
         RETURN false;
     END IF;
-    PERFORM cronbox.record_change(v_job_id, remove_dependency_at.job, 'updated',
+    PERFORM cronbox.record_change(v_job_id, v_name, 'updated',
         format('no longer waits for %s', remove_dependency_at.upstream), p_now);
     UPDATE cronbox.job_future f SET hold = NULL, hold_until = NULL
     WHERE f.job_id = v_job_id AND f.hold = 'dependency';
@@ -39,8 +48,8 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION cronbox.remove_dependency_at(text, text, timestamp with time zone) IS
-'Internal (no cronbox role may execute it): the body of cronbox.remove_dependency(text, text) with the time as p_now; tests use it to fix the clock. Removes the gate of job on upstream (add_dependency) and releases fires waiting on it. Returns whether a gate was removed.';
+COMMENT ON FUNCTION cronbox.remove_dependency_at(text, text, text, timestamp with time zone) IS
+'Internal (no cronbox role may execute it): the body of cronbox.remove_dependency(text, text, text) with the time as p_now; tests use it to fix the clock. Removes the gate of the job name (or job, its old spelling) on upstream (add_dependency) and releases fires waiting on it. Returns whether a gate was removed.';
 
-ALTER FUNCTION cronbox.remove_dependency_at(text, text, timestamp with time zone) OWNER TO cronbox_owner;
-REVOKE ALL ON FUNCTION cronbox.remove_dependency_at(text, text, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
+ALTER FUNCTION cronbox.remove_dependency_at(text, text, text, timestamp with time zone) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.remove_dependency_at(text, text, text, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

@@ -3,8 +3,9 @@
 -- owner or a superuser to fix the clock).
 -- cronbox.trigger_at(name, payload, reason, p_now): run a job now, outside its schedule. Inserts
 -- one manual future due at p_now (payload, when given, replaces the job's for this run only);
--- the schedule's own fires are unchanged. Overlap and retry policies apply as for any fire;
--- dispatch holds it while the job is paused. Returns the future id. Unknown name: P0002.
+-- the schedule's own fires are unchanged. It runs even while the job is paused (dispatch only
+-- holds a paused job's other fires, origin 'manual' passes); overlap, retry, dependency
+-- gates and queue limits apply as for any fire. Returns the future id. Unknown name: P0002.
 CREATE OR REPLACE FUNCTION cronbox.trigger_at(
     name    text,
     payload jsonb DEFAULT NULL,
@@ -22,9 +23,6 @@ DECLARE
 BEGIN
     PERFORM cronbox.assert_job_name('name', trigger_at.name);
     PERFORM cronbox.assert_reason(trigger_at.reason);
-    IF trigger_at.name IS NULL THEN
-        RAISE EXCEPTION 'name: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
-    END IF;
     IF trigger_at.payload IS NOT NULL AND jsonb_typeof(trigger_at.payload) <> 'object' THEN
         RAISE EXCEPTION 'payload: must be a JSON object, got %', jsonb_typeof(trigger_at.payload)
             USING ERRCODE = 'invalid_parameter_value';
@@ -57,7 +55,7 @@ END
 $$;
 
 COMMENT ON FUNCTION cronbox.trigger_at(text, jsonb, text, timestamp with time zone) IS
-'Internal (no cronbox role may execute it): the body of cronbox.trigger(text, jsonb, text) with the time as p_now; tests use it to fix the clock. Runs a job now, outside its schedule: inserts a manual future due at once (payload, when given, is used for this run only). The run shows in cronbox.runs with origin manual. Returns the future id.';
+'Internal (no cronbox role may execute it): the body of cronbox.trigger(text, jsonb, text) with the time as p_now; tests use it to fix the clock. Runs a job now, outside its schedule: inserts a manual future due at once (payload, when given, is used for this run only). It runs even while the job is paused (the job stays paused); overlap, retry, dependency gates and queue limits apply as for any fire. The run shows in cronbox.runs with origin manual. Returns the future id. Unknown name: P0002.';
 
 ALTER FUNCTION cronbox.trigger_at(text, jsonb, text, timestamp with time zone) OWNER TO cronbox_owner;
 REVOKE ALL ON FUNCTION cronbox.trigger_at(text, jsonb, text, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

@@ -1,0 +1,31 @@
+"""The poller's own settings (CRONBOX_HORIZON, CRONBOX_DISPATCH_*, ...), declared once: parsed,
+validated and logged from these fields, and listed by `cronbox poller --help`.
+
+What the poller shares with other commands (database, logging, poll interval, early-dispatch
+lead, metrics, shutdown) is cronbox.config.Config.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import timedelta
+
+from cronbox.config import Settings, duration, integer, setting
+
+
+@dataclasses.dataclass(frozen=True)
+class PollerSettings(Settings):
+    horizon: timedelta = setting("CRONBOX_HORIZON", "2m", duration(),
+                                 "how far ahead fires are materialised as futures")
+    misfire_grace: timedelta = setting("CRONBOX_MISFIRE_GRACE", "30s", duration(),
+                                       "a fire older than this when first seen goes to the catch-up policy")
+    saturate_batch: int = setting("CRONBOX_SATURATE_BATCH", "100", integer(),
+                                  "jobs materialised per saturation transaction")
+    dispatch_batch: int = setting("CRONBOX_DISPATCH_BATCH", "1000", integer(1, 100000),
+                                  "due futures dispatched per transaction")
+    dispatch_tick_cap: int = setting("CRONBOX_DISPATCH_TICK_CAP", "0", integer(0),
+                                     "max runs dispatched per wake-up, the rest a poll interval later (0 = no cap)")
+    reap_interval: timedelta = setting("CRONBOX_REAP_INTERVAL", "1s", duration(),
+                                       "how often expired leases are declared lost")
+    retention: timedelta = setting("CRONBOX_RETENTION", "30d", duration(),
+                                   "run history kept (whole daily partitions are dropped)")

@@ -1,0 +1,113 @@
+"""Thin wrappers over the poller's SQL functions: one statement, one round trip each (the
+relay's counterpart is relay/store.py). The loops (poller/main.py, saturate.py,
+maintenance.py, quarantine.py, metrics.py) hold no SQL of their own.
+
+Each takes the connection (the caller owns the transaction: a saturation pass, a dispatch
+batch isolating a failing job, a savepoint per quarantine).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+
+# The sleep until the next due time, computed where the timestamps are and clamped to a day:
+# a future due at 'infinity' (written before inputs were bounded) must not break the tick.
+_WAIT = ("CASE WHEN next_due IS NULL THEN NULL ELSE extract(epoch FROM least(greatest(next_due, "
+         "clock_timestamp() - interval '1 day'), clock_timestamp() + interval '1 day') - clock_timestamp()) END")
+_DISPATCH = "SELECT dispatched, skipped, failed, held, " + _WAIT + " FROM cronbox.dispatch(%s, %s, %s)"
+_DISPATCH_AHEAD = "SELECT dispatched, busy, " + _WAIT + " FROM cronbox.dispatch_ahead(%s, %s)"
+
+Dispatched = tuple[int, int, int, int, "float | None"]  # dispatched, skipped, failed, held, seconds to next due
+
+
+async def dispatch(conn: psycopg.AsyncConnection, limit: int, jobs: Sequence[int] | None,
+                   grace: timedelta) -> Dispatched:
+    """One dispatch batch (cronbox.dispatch); `jobs` restricts it to those jobs (isolation)."""
+    cur = await conn.execute(_DISPATCH, (limit, None if jobs is None else list(jobs), grace))
+    return await cur.fetchone()
+
+
+async def dispatch_ahead(conn: psycopg.AsyncConnection, limit: int, lead: timedelta) -> tuple[int, int, float | None]:
+    """Early dispatch of fires due within `lead`: (dispatched, busy, seconds to next due)."""
+    cur = await conn.execute(_DISPATCH_AHEAD, (limit, lead))
+    return await cur.fetchone()
+
+
+async def due_jobs(conn: psycopg.AsyncConnection, limit: int) -> list[int]:
+    """The jobs a dispatch batch of `limit` would take (to bisect a failing batch)."""
+    cur = await conn.execute("SELECT cronbox.due_jobs(%s)", (limit,))
+    return [r[0] for r in await cur.fetchall()]
+
+
+async def claim_saturation(cur: psycopg.AsyncCursor[Any], limit: int, horizon: timedelta,
+                           now: datetime | None = None) -> None:
+    """Lock a batch of jobs to saturate; the rows stay on `cur` (read one by one: a row
+    psycopg cannot load is reported by job id). `now` (tests only) calls the internal _at
+    function, which only the owner or a superuser may execute."""
+    if now is None:
+        await cur.execute("SELECT * FROM cronbox.claim_saturation(%s, %s)", (limit, horizon))
+    else:
+        await cur.execute("SELECT * FROM cronbox.claim_saturation_at(%s, %s, %s)", (limit, horizon, now))
+
+
+async def store_fires(conn: psycopg.AsyncConnection, args: list[Any], now: datetime | None = None) -> tuple[int, int]:
+    """Write a saturation plan (the parallel arrays of poller.saturate.Plan): (futures, missed)."""
+    if now is None:
+        query = "SELECT futures, missed FROM cronbox.store_fires(" + ", ".join(["%s"] * len(args)) + ")"
+    else:  # tests: the internal body with the chosen clock
+        args = [*args, now]
+        query = "SELECT futures, missed FROM cronbox.store_fires_at(" + ", ".join(["%s"] * len(args)) + ")"
+    row = await (await conn.execute(query, args)).fetchone()
+    return row[0], row[1]
+
+
+async def database_now(conn: psycopg.AsyncConnection, now: datetime | None = None) -> datetime:
+    return (await (await conn.execute("SELECT coalesce(%s::timestamptz, now())", (now,))).fetchone())[0]
+
+
+async def quarantine_job(conn: psycopg.AsyncConnection, job_id: int, error: str) -> bool:
+    """Pause a job the poller cannot process (True if it was paused now)."""
+    cur = await conn.execute("SELECT cronbox.quarantine_job(%s, %s)", (job_id, error))
+    row = await cur.fetchone()
+    return bool(row and row[0])
+
+
+async def reap_lost(conn: psycopg.AsyncConnection, limit: int) -> int:
+    cur = await conn.execute("SELECT cronbox.reap_lost(%s)", (limit,))
+    return (await cur.fetchone())[0]
+
+
+async def release_holds(conn: psycopg.AsyncConnection, limit: int) -> int:
+    cur = await conn.execute("SELECT cronbox.release_holds(%s)", (limit,))
+    return (await cur.fetchone())[0]
+
+
+async def ensure_run_partitions(conn: psycopg.AsyncConnection, days_ahead: int) -> None:
+    await conn.execute("SELECT cronbox.ensure_run_partitions(%s)", (days_ahead,))
+
+
+async def drop_run_partitions(conn: psycopg.AsyncConnection, retention: timedelta) -> list[str]:
+    cur = await conn.execute("SELECT * FROM cronbox.drop_run_partitions(%s)", (retention,))
+    return [r[0] for r in await cur.fetchall()]
+
+
+async def reconcile_queue_limits(conn: psycopg.AsyncConnection) -> None:
+    await conn.execute("SELECT cronbox.reconcile_queue_limits()")
+
+
+async def run_id_before(conn: psycopg.AsyncConnection, settle: float) -> int:
+    """The first run id drawn `settle` seconds ago (runs below it have committed)."""
+    cur = await conn.execute("SELECT cronbox.run_id_at(now() - make_interval(secs => %s))", (settle,))
+    return (await cur.fetchone())[0]
+
+
+async def metrics_runs(conn: psycopg.AsyncConnection, after: int, before: int,
+                       bounds: Sequence[float]) -> list[tuple[str, str, int | None, int, float]]:
+    """Runs with after < run_id < before: (queue, outcome, lag bucket, runs, lag sum)."""
+    cur = await conn.execute("SELECT queue, outcome, bucket, runs, lag_sum FROM cronbox.metrics_runs(%s, %s, %s)",
+                             (after, before, list(bounds)))
+    return list(await cur.fetchall())

@@ -1,0 +1,47 @@
+"""The relay's own metrics (the shared ones, /healthz and the gauges, are cronbox.metrics):
+messages by outcome, fire-to-delivery latency and the duration of each sink call."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Sequence
+
+from prometheus_client import Counter, Histogram
+
+from cronbox.metrics import LAG_BOUNDS
+from relay.sinks import Row
+
+MESSAGES = Counter("cronbox_messages_total",
+                   "Outbox messages handled by the relay, by outcome (delivered, retried, dead_lettered)",
+                   ["queue", "sink", "outcome"])
+DELIVERY_LATENCY = Histogram("cronbox_delivery_latency_seconds",
+                             "Fire time to delivery acknowledged by the sink, per delivered run message",
+                             ["sink"], buckets=LAG_BOUNDS)
+SEND_DURATION = Histogram("cronbox_send_duration_seconds", "Duration of one sink call (a batch)",
+                          ["sink"], buckets=LAG_BOUNDS)
+
+
+def observe_batch(rows: Sequence[Row], delivered: Collection[int], dead: Collection[int],
+                  sink_of: Callable[[str], str | None], seconds: float) -> None:
+    """A settled batch: `delivered` and `dead` are outbox ids, every other row was retried;
+    `seconds` = send time from the (first) due time. A row's latency is its age at claim (fire
+    time to claim, database clock) plus the send time; a row held until its due time (claimed
+    ahead, send_at > 0) counts the send time alone; notifications (age None) have none."""
+    sinks: set[str] = set()
+    for row in rows:
+        age = None if row.age is None else 0.0 if row.send_at > 0 else row.age
+        sink = _sink_label(sink_of(row.queue))
+        sinks.add(sink)
+        outcome = ("delivered" if row.outbox_id in delivered else
+                   "dead_lettered" if row.outbox_id in dead else "retried")
+        MESSAGES.labels(row.queue, sink, outcome).inc()
+        if outcome == "delivered" and age is not None:
+            DELIVERY_LATENCY.labels(sink).observe(max(0.0, age + seconds))
+    for sink in sinks:
+        SEND_DURATION.labels(sink).observe(seconds)
+
+
+def _sink_label(target: str | None) -> str:
+    """The sink kind, never the URL (which may carry credentials and has unbounded values)."""
+    if not target:
+        return "unrouted"
+    return target.split("://", 1)[0] if "://" in target else target
