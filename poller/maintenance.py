@@ -21,6 +21,8 @@ log = logging.getLogger("cronbox.poller")
 REAP_BATCH = 1000
 RELEASE_BATCH = 10000
 PARTITIONS_AHEAD_DAYS = 7
+TALLY_BATCH = 100_000
+TALLY_ROUNDS = 20  # at most this many batches per maintenance round; the rest waits a minute
 
 
 async def reap_once(pool) -> tuple[int, int]:
@@ -39,12 +41,20 @@ async def reap_once(pool) -> tuple[int, int]:
 
 
 async def maintain_once(pool, retention: timedelta) -> list[str]:
-    """Partitions ahead, partitions past retention dropped, queue limit counters recounted."""
+    """Partitions ahead, partitions past retention dropped, queue limit counters recounted,
+    and for the web console: the name search's side table brought in step, and finished runs
+    counted per minute for the overview (cronbox.tally_runs reads the runs created since its
+    last call once, off the dispatch and completion path)."""
     async with pool.connection() as conn:
         await conn.execute("SELECT cronbox.ensure_run_partitions(%s)", (PARTITIONS_AHEAD_DAYS,))
         cur = await conn.execute("SELECT * FROM cronbox.drop_run_partitions(%s)", (retention,))
         dropped = [r[0] for r in await cur.fetchall()]
         await conn.execute("SELECT cronbox.reconcile_queue_limits()")
+        await conn.execute("SELECT cronbox.sync_schedule_names()")
+        for _ in range(TALLY_ROUNDS):
+            cur = await conn.execute("SELECT cronbox.tally_runs(%s)", (TALLY_BATCH,))
+            if (await cur.fetchone())[0] < TALLY_BATCH:
+                break
     return dropped
 
 
