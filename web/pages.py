@@ -93,8 +93,10 @@ async def runs(request: web.Request) -> web.Response:
     if f["state"] and f["state"] not in q.STATES:
         raise web.HTTPBadRequest(text=f"state: one of {', '.join(q.STATES)}")
     ids = await q.job_ids(conn, f["job"]) if f["job"] else None
+    owned = None if ids is not None or ctx(request).can["reads_all"] else await q.owned_job_ids(conn)
     found = await q.runs(conn, job_ids=ids, queue=f["queue"] or None, state=f["state"] or None,
-                         since=_time(request, "since"), until=_time(request, "until"), before=_int(request, "before"))
+                         since=_time(request, "since"), until=_time(request, "until"), before=_int(request, "before"),
+                         owned=owned)
     more = len(found) > q.PAGE
     found = found[: q.PAGE]
     next_query = None

@@ -168,9 +168,23 @@ async def job_ids(conn: AsyncConnection, name: str) -> list[int]:
     return [r["job_id"] for r in found]
 
 
+OWNED_WALK = 500  # an owner with at most this many schedules gets its runs job by job
+
+
+async def owned_job_ids(conn: AsyncConnection) -> list[int]:
+    """The ids of the schedules the request's role may see (row security): for a role limited
+    to its own schedules."""
+    found = await rows(conn, "SELECT job_id FROM cronbox.schedule_definitions LIMIT %s", (OWNED_WALK + 1,))
+    return [r["job_id"] for r in found]
+
+
 async def runs(conn: AsyncConnection, *, job_ids: list[int] | None, queue: str | None, state: str | None,
                since: datetime | None, until: datetime | None, before: int | None,
-               limit: int = PAGE) -> list[Row]:
+               limit: int = PAGE, owned: list[int] | None = None) -> list[Row]:
+    """Newest first, keyset by run_id. `owned`: the caller sees only these jobs' runs (row
+    security), so rather than walking all of history newest first and letting the policy
+    drop other owners' runs (seconds at 10M runs when one owns 10 of 100,000 schedules),
+    each owned job's newest runs are read from run_job_history_idx and merged."""
     conds = [sql.SQL("true")]
     params: dict[str, Any] = {"limit": limit + 1}
     if job_ids is not None and len(job_ids) == 1:  # the usual case: (job_id, run_id DESC) gives the order
@@ -194,11 +208,17 @@ async def runs(conn: AsyncConnection, *, job_ids: list[int] | None, queue: str |
     if before is not None:
         conds.append(sql.SQL("run_id < %(before)s"))
         params["before"] = before
-    query = sql.SQL("""
-        SELECT run_id, job, queue, fire_at, state, attempt, origin, dispatched_at, started_at,
-               finished_at, duration, worker, pg_catalog.left(error, 200) AS error
-        FROM cronbox.runs WHERE {} ORDER BY run_id DESC LIMIT %(limit)s""").format(
-        sql.SQL(" AND ").join(conds))
+    columns = sql.SQL("""run_id, job, queue, fire_at, state, attempt, origin, dispatched_at, started_at,
+               finished_at, duration, worker, pg_catalog.left(error, 200) AS error""")
+    if job_ids is None and owned is not None and len(owned) <= OWNED_WALK:
+        params["owned"] = owned
+        query = sql.SQL("""
+            SELECT r.* FROM pg_catalog.unnest(%(owned)s::bigint[]) AS o(id) CROSS JOIN LATERAL (
+                SELECT {} FROM cronbox.runs WHERE job_id = o.id AND {} ORDER BY run_id DESC LIMIT %(limit)s
+            ) r ORDER BY r.run_id DESC LIMIT %(limit)s""").format(columns, sql.SQL(" AND ").join(conds))
+    else:
+        query = sql.SQL("SELECT {} FROM cronbox.runs WHERE {} ORDER BY run_id DESC LIMIT %(limit)s").format(
+            columns, sql.SQL(" AND ").join(conds))
     return await rows(conn, query, params)
 
 

@@ -15,8 +15,9 @@ CREATE TABLE cronbox.run_tally_mark (
     tallied_at   timestamptz NOT NULL DEFAULT now()
 );
 -- The first tally starts three hours back (the overview's chart window): a few batches.
+-- (cronbox.run_id_at's arithmetic: on a fresh database the functions come after migrations.)
 INSERT INTO cronbox.run_tally_mark (next_run_id)
-VALUES (cronbox.run_id_at(now() - interval '3 hours'));
+VALUES (floor(extract(epoch FROM now() - interval '3 hours') * 1000)::bigint << 20);
 
 CREATE TABLE cronbox.run_tally_pending (
     run_id  bigint PRIMARY KEY

@@ -1,16 +1,17 @@
--- Internal: the body of cronbox.tally_runs, with the time up to which runs are read as its
--- first parameter p_upto. The public cronbox.tally_runs passes now() - 30 seconds; no cronbox
--- role may execute this one (tests call it as the owner or a superuser to fix the clock).
--- cronbox.tally_runs_at(p_upto, p_batch): counts finished runs into cronbox.run_minute (per
--- finish minute, queue and owner). Reads the runs created since the mark (at most p_batch,
--- by primary key, created before p_upto), counts the finished ones, remembers the unfinished
+-- Internal: the body of cronbox.tally_runs, with the time as its last parameter p_now. The
+-- public cronbox.tally_runs passes now(); no cronbox role may execute this one (tests call it
+-- as the owner or a superuser to fix the clock).
+-- cronbox.tally_runs_at(p_batch, p_now): counts finished runs into cronbox.run_minute (per
+-- finish minute, queue and owner). Reads the runs created since the mark and more than 30
+-- seconds before p_now (a dispatch transaction still open is given that long to commit), at
+-- most p_batch, by primary key; counts the finished ones, remembers the unfinished
 -- ones in run_tally_pending and counts those when they have finished (looked up by primary
 -- key). Locks the mark row, so tallies never overlap (a second poller waits, then finds
 -- nothing to do). Drops counts older than 2 days. Each run is counted exactly once. Returns
 -- how many new runs it read (p_batch: call again, more are waiting).
 CREATE OR REPLACE FUNCTION cronbox.tally_runs_at(
-    p_upto timestamptz,
-    p_batch integer DEFAULT 100000
+    p_batch integer,
+    p_now timestamptz
 ) RETURNS integer
 LANGUAGE plpgsql
 SECURITY DEFINER
@@ -18,7 +19,8 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_from bigint;
-    v_to bigint := cronbox.run_id_at(p_upto);
+    v_upto timestamptz := p_now - interval '30 seconds';
+    v_to bigint := cronbox.run_id_at(v_upto);
     v_last bigint;
     v_n integer := 0;
 BEGIN
@@ -74,13 +76,13 @@ BEGIN
     END IF;
 
     -- 3. Counts older than two days go (the overview shows hours).
-    DELETE FROM cronbox.run_minute WHERE minute < p_upto - interval '2 days';
+    DELETE FROM cronbox.run_minute WHERE minute < p_now - interval '2 days';
     RETURN v_n;
 END
 $$;
 
-COMMENT ON FUNCTION cronbox.tally_runs_at(timestamp with time zone, integer) IS
-'Internal body of cronbox.tally_runs with the read-up-to time as a parameter (tests fix the clock with it).';
+COMMENT ON FUNCTION cronbox.tally_runs_at(integer, timestamp with time zone) IS
+'Internal body of cronbox.tally_runs with the time as a parameter (tests fix the clock with it).';
 
-ALTER FUNCTION cronbox.tally_runs_at(timestamp with time zone, integer) OWNER TO cronbox_owner;
-REVOKE ALL ON FUNCTION cronbox.tally_runs_at(timestamp with time zone, integer) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
+ALTER FUNCTION cronbox.tally_runs_at(integer, timestamp with time zone) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.tally_runs_at(integer, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

@@ -13,7 +13,7 @@ LANGUAGE sql VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT cronbox.tally_runs_at(now() - interval '30 seconds', cronbox.checked_limit('p_batch', $1, 1000000))
+    SELECT cronbox.tally_runs_at(cronbox.checked_limit('p_batch', $1, 1000000), now())
 $$;
 
 COMMENT ON FUNCTION cronbox.tally_runs(integer) IS
