@@ -2,8 +2,9 @@
 
 Starts a private PostgreSQL (not durable: nothing here is measured), migrates, schedules a
 few jobs with dependencies, three hours of generated history (for the chart), a failed run,
-a dead letter and two registered processes, does what the poller's maintenance does for the
-console (name search sync, per-minute counts), starts a real `cronbox web` with one login
+a dead letter and two registered processes, does what the poller does for the console (one
+saturation pass for the next fires; the name search sync and per-minute counts of its
+maintenance), starts a real `cronbox web` with one login
 (`admin` -> cronbox_admin) and saves a PNG of each main page, taken by Debian's chromium
 driven by Playwright (nothing downloads a browser: `apt-get install chromium`).
 
@@ -14,6 +15,7 @@ driven by Playwright (nothing downloads a browser: `apt-get install chromium`).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import sys
 import urllib.request
 from pathlib import Path
@@ -32,11 +34,22 @@ PAGES = {  # file name -> path ({run} is the failed run)
     "schedules": "/schedules",
     "schedule": "/schedules/nightly-report",
     "runs": "/runs",
-    "run": "/runs/{run}",
+    "run": "/runs/{run}",  # a failed manual run of warehouse-load
     "dead-letters": "/dead-letters",
 }
 ARGS = ["--no-sandbox", "--headless=new", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+
+async def _saturate(dsn: str) -> None:
+    """The poller's saturation pass, so the schedule page shows its next fires."""
+    from datetime import timedelta
+
+    from cronbox import db
+    from poller.saturate import saturate_once
+
+    async with await db.aconnect(dsn) as conn:
+        await saturate_once(conn, batch=1000, horizon=timedelta(days=2), grace=timedelta(seconds=1))
 
 
 def seed(conn: psycopg.Connection) -> dict[str, Any]:
@@ -53,9 +66,10 @@ def seed(conn: psycopg.Connection) -> dict[str, Any]:
     conn.execute("SELECT cronbox.add_dependency('nightly-report', 'warehouse-load', within => '1 day')")
     conn.execute("SELECT cronbox.pause('cleanup-tmp', 'disk maintenance until Friday')")
     fill_history(conn, jobs=["nightly-report", "invoice-sync", "warehouse-load", "cleanup-tmp"], runs=4000, hours=3)
-    conn.execute("SELECT cronbox.trigger('nightly-report', payload => '{\"note\": \"rerun for finance\"}')")
+    conn.execute("SELECT cronbox.trigger('warehouse-load', payload => '{\"tables\": [\"orders\", \"stock\"]}')")
     conn.execute("SELECT * FROM cronbox.dispatch(1000)")
-    run_id = conn.execute("SELECT max(run_id) FROM cronbox.runs WHERE job = 'nightly-report'").fetchone()[0]
+    run_id = conn.execute("SELECT max(run_id) FROM cronbox.runs WHERE job = 'warehouse-load' AND origin = 'manual'"
+                          ).fetchone()[0]
     conn.execute("SELECT cronbox.start_run(%s, 'worker-2')", (run_id,))
     conn.execute("SELECT cronbox.fail_run(%s, 'upstream API answered 503 Service Unavailable', false)", (run_id,))
     conn.execute("""
@@ -113,6 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     with Database(db_args, "screenshots") as database, workdir("screenshots") as logdir:
         with database.connect() as conn:
             data = seed(conn)
+        asyncio.run(_saturate(database.dsn))
         port = free_port()
         users = f"admin:{hash_password(PASSWORD)}:cronbox_admin"
         with Fleet(logdir) as fleet:
