@@ -142,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
                 except OSError:
                     return False
 
-            wait_until(up, 30, "cronbox web")
+            wait_until(up, 120, "cronbox web")  # Python start-up alone takes tens of seconds on a loaded machine
             shoot(base, Path(args.out), args.chromium, data)
     return 0
 

@@ -259,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
                 except OSError:
                     return False
 
-            wait_until(up, 30, "cronbox web")
+            wait_until(up, 120, "cronbox web")  # Python start-up alone takes tens of seconds on a loaded machine
             pages: dict[str, Any] = {}
             failed: dict[str, int] = {}
             for who in LOGINS:
