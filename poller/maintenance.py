@@ -22,6 +22,8 @@ log = logging.getLogger("cronbox.poller")
 REAP_BATCH = 1000
 RELEASE_BATCH = 10000
 PARTITIONS_AHEAD_DAYS = 7
+TALLY_BATCH = 100_000
+TALLY_ROUNDS = 20  # at most this many batches per maintenance round; the rest waits a minute
 
 
 async def reap_once(pool) -> tuple[int, int]:
@@ -38,11 +40,18 @@ async def reap_once(pool) -> tuple[int, int]:
 
 
 async def maintain_once(pool, retention: timedelta) -> list[str]:
-    """Partitions ahead, partitions past retention dropped, queue limit counters recounted."""
+    """Partitions ahead, partitions past retention dropped, queue limit counters recounted,
+    and for the web console: the name search's side table brought in step, and finished runs
+    counted per minute for the overview (cronbox.tally_runs reads the runs created since its
+    last call once, off the dispatch and completion path)."""
     async with pool.connection() as conn:
         await store.ensure_run_partitions(conn, PARTITIONS_AHEAD_DAYS)
         dropped = await store.drop_run_partitions(conn, retention)
         await store.reconcile_queue_limits(conn)
+        await store.sync_schedule_names(conn)
+        for _ in range(TALLY_ROUNDS):
+            if await store.tally_runs(conn, TALLY_BATCH) < TALLY_BATCH:
+                break
     return dropped
 
 

@@ -99,6 +99,17 @@ async def reconcile_queue_limits(conn: psycopg.AsyncConnection) -> None:
     await conn.execute("SELECT cronbox.reconcile_queue_limits()")
 
 
+async def sync_schedule_names(conn: psycopg.AsyncConnection) -> None:
+    """Brings the web console's name-search side table in step with cronbox.job."""
+    await conn.execute("SELECT cronbox.sync_schedule_names()")
+
+
+async def tally_runs(conn: psycopg.AsyncConnection, batch: int) -> int:
+    """Counts finished runs per minute for the console's overview; returns the rows read."""
+    cur = await conn.execute("SELECT cronbox.tally_runs(%s)", (batch,))
+    return (await cur.fetchone())[0]
+
+
 async def run_id_before(conn: psycopg.AsyncConnection, settle: float) -> int:
     """The first run id drawn `settle` seconds ago (runs below it have committed)."""
     cur = await conn.execute("SELECT cronbox.run_id_at(now() - make_interval(secs => %s))", (settle,))

@@ -200,5 +200,18 @@ def test_web_quick_serves_every_list_page_at_its_size(benches):
     rc, r = benches["web"].result()
     assert rc == 0, r
     assert r["schedules"] == 2000 and r["runs"] == 50000
-    assert {"overview", "schedules", "runs", "runs queue=q7", "runs state=failed", "dead letters"} <= set(r["pages"])
-    assert all(p["median_ms"] > 0 and p["bytes"] > 1000 for p in r["pages"].values())
+    assert {"overview", "schedules", "runs", "runs queue=q7", "runs state=failed", "dead letters",
+            "overview (as owner)", "runs (as owner)"} <= set(r["pages"])
+    assert r["failed_pages"] == {}
+    assert all(0 < p["p50_ms"] <= p["p95_ms"] and p["bytes"] > 1000 for p in r["pages"].values())
+
+
+def test_web_bench_refuses_to_report_when_its_setup_did_not_hold(fresh_dsn):
+    """--reuse of a database that does not hold the asked sizes: no figures, exit status 1."""
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "bench.web", "--quick", "--dsn", fresh_dsn, "--reuse", "--repeat", "1"],
+                         capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parent.parent)
+    assert out.returncode == 1 and out.stdout == "", out
+    assert "setup did not hold, nothing measured: schedules: asked 2,000, the database holds 0" in out.stderr

@@ -70,6 +70,9 @@ FUNCTIONS = [
     ("ensure_run_partitions", [("p_days_ahead", "integer")], PROCESS),
     ("drop_run_partitions", [("p_retention", "interval")], PROCESS),
     ("reconcile_queue_limits", [("p_queues", "text[]")], PROCESS),
+    ("tally_runs", [("p_batch", "integer")], PROCESS),
+    ("sync_schedule_names", [], PROCESS),
+    ("search_schedules", [("p_text", "text"), ("p_after", "text"), ("p_limit", "integer")], ROLES),
 ]
 
 # How many leading parameters have no default (pg_proc.pronargs - pronargdefaults).
@@ -77,7 +80,8 @@ REQUIRED = {"cancel": 1, "claim_runs": 2, "complete_run": 1, "complete_runs": 1,
             "fail_run": 2, "fail_runs": 2, "heartbeat": 1, "pause": 1, "resume": 1,
             "schedule": 1, "set_queue_limit": 2, "start_run": 2, "trigger": 1, "unschedule": 1,
             "dispatch_ahead": 2, "claim_saturation": 2, "claim_outbox": 2, "release_outbox": 1,
-            "ack_outbox": 2, "nack_outbox_unsent": 3, "quarantine_job": 2, "due_jobs": 1, "touch_process": 2}
+            "ack_outbox": 2, "nack_outbox_unsent": 3, "quarantine_job": 2, "due_jobs": 1, "touch_process": 2,
+            "search_schedules": 1}
 
 STRINGS = st.one_of(
     st.sampled_from(["", " ", "ok", "a b;c", "x'; DROP TABLE cronbox.job; --", "cronbox.notifications",

@@ -51,10 +51,14 @@ def _text(request: web.Request, name: str, limit: int = 200) -> str:
 
 
 async def overview(request: web.Request) -> web.Response:
+    """Queues and processes for the roles that may read those views (a cronbox_user may not:
+    they span every owner); failures and the chart for everyone, row security deciding whose."""
     conn = _conn(request)
+    can = ctx(request).can
     start, data = await q.runs_per_minute(conn, CHART_HOURS)
-    return render(request, "overview.html", live=True, queues=await q.queues(conn),
-                  processes=[p for p in await q.processes(conn) if p["live"]],
+    return render(request, "overview.html", live=True,
+                  queues=await q.queues(conn) if can["see_queues"] else None,
+                  processes=[p for p in await q.processes(conn) if p["live"]] if can["see_processes"] else None,
                   failures=await q.failures_last_hour(conn), chart=runs_chart(start, CHART_HOURS, data),
                   hours=CHART_HOURS)
 
@@ -89,8 +93,10 @@ async def runs(request: web.Request) -> web.Response:
     if f["state"] and f["state"] not in q.STATES:
         raise web.HTTPBadRequest(text=f"state: one of {', '.join(q.STATES)}")
     ids = await q.job_ids(conn, f["job"]) if f["job"] else None
+    owned = None if ids is not None or ctx(request).can["reads_all"] else await q.owned_job_ids(conn)
     found = await q.runs(conn, job_ids=ids, queue=f["queue"] or None, state=f["state"] or None,
-                         since=_time(request, "since"), until=_time(request, "until"), before=_int(request, "before"))
+                         since=_time(request, "since"), until=_time(request, "until"), before=_int(request, "before"),
+                         owned=owned)
     more = len(found) > q.PAGE
     found = found[: q.PAGE]
     next_query = None
@@ -113,6 +119,8 @@ async def run(request: web.Request) -> web.Response:
 
 
 async def dead_letters(request: web.Request) -> web.Response:
+    if not ctx(request).can["see_dead_letters"]:
+        return error_page(request, 403, "Not allowed", "Your database role may not read cronbox.dead_letters.")
     conn = _conn(request)
     queue = _text(request, "queue") or None
     found = await q.dead_letters(conn, queue, _int(request, "before"))
@@ -124,6 +132,8 @@ async def dead_letters(request: web.Request) -> web.Response:
 
 
 async def processes(request: web.Request) -> web.Response:
+    if not ctx(request).can["see_processes"]:
+        return error_page(request, 403, "Not allowed", "Your database role may not read cronbox.processes.")
     return render(request, "processes.html", live=True, rows=await q.processes(_conn(request)))
 
 

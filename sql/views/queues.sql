@@ -3,14 +3,36 @@
 -- dependency, queue limit), in_outbox = messages not yet delivered, running = unfinished
 -- runs (dispatched, delivered, running), oldest_lag = how late the oldest fire not yet
 -- delivered is (a due future, or a message still in the outbox), from its due time.
+-- Queues listed: any with something due, held, in the outbox or running, with a limit, or
+-- with runs finished in the last day (cronbox.run_minute).
+-- Cost: what is due, held, in the outbox or running, never the whole horizon of futures:
+-- ready futures are read per priority (a loose scan of job_future_ready_idx, as dispatch
+-- does) up to now, held ones through the partial job_future_held_idx.
 DROP VIEW IF EXISTS cronbox.queues;
 CREATE VIEW cronbox.queues AS
-WITH fut AS (
+WITH RECURSIVE prio(p) AS (
+    (SELECT f.priority FROM cronbox.job_future f WHERE f.hold IS NULL ORDER BY f.priority LIMIT 1)
+    UNION ALL
+    SELECT (SELECT f.priority FROM cronbox.job_future f WHERE f.hold IS NULL AND f.priority > prio.p
+            ORDER BY f.priority LIMIT 1)
+    FROM prio WHERE prio.p IS NOT NULL
+),
+waiting AS (
+    -- ready and due: one range of job_future_ready_idx (priority, due_at) per priority
+    SELECT f.job_id, f.due_at, false AS held
+    FROM prio CROSS JOIN LATERAL (
+        SELECT f.job_id, f.due_at FROM cronbox.job_future f
+        WHERE f.hold IS NULL AND f.priority = prio.p AND f.due_at <= now()) f
+    WHERE prio.p IS NOT NULL
+    UNION ALL
+    SELECT f.job_id, f.due_at, true FROM cronbox.job_future f WHERE f.hold IS NOT NULL
+),
+fut AS (
     SELECT j.queue,
-           count(*) FILTER (WHERE f.hold IS NULL AND f.due_at <= now()) AS due,
-           count(*) FILTER (WHERE f.hold IS NOT NULL) AS blocked,
-           min(f.due_at) FILTER (WHERE f.due_at <= now()) AS oldest_due
-    FROM cronbox.job_future f JOIN cronbox.job j ON j.job_id = f.job_id
+           count(*) FILTER (WHERE NOT w.held) AS due,
+           count(*) FILTER (WHERE w.held) AS blocked,
+           min(w.due_at) FILTER (WHERE w.due_at <= now()) AS oldest_due
+    FROM waiting w JOIN cronbox.job j ON j.job_id = w.job_id
     GROUP BY j.queue
 ),
 box AS (
@@ -27,6 +49,7 @@ act AS (
 names AS (
     SELECT queue FROM fut UNION SELECT queue FROM box UNION SELECT queue FROM act
     UNION SELECT q.queue FROM cronbox.queue_limit q
+    UNION SELECT m.queue FROM cronbox.run_minute m WHERE m.minute >= now() - interval '1 day'
 )
 SELECT n.queue,
        coalesce(fut.due, 0) AS due,
@@ -40,4 +63,4 @@ LEFT JOIN fut ON fut.queue = n.queue
 LEFT JOIN box ON box.queue = n.queue
 LEFT JOIN act ON act.queue = n.queue
 LEFT JOIN cronbox.queue_limit l ON l.queue = n.queue;
-COMMENT ON VIEW cronbox.queues IS 'Per queue: due fires not yet moved, blocked (held) fires, messages in the outbox, unfinished runs, the limit, and the oldest lag.';
+COMMENT ON VIEW cronbox.queues IS 'Per queue (any with work due, held, in the outbox or running, a limit, or runs in the last day): due fires not yet moved, blocked (held) fires, messages in the outbox, unfinished runs, the limit, and the oldest lag.';

@@ -1,0 +1,88 @@
+-- Internal: the body of cronbox.tally_runs, with the time as its last parameter p_now. The
+-- public cronbox.tally_runs passes now(); no cronbox role may execute this one (tests call it
+-- as the owner or a superuser to fix the clock).
+-- cronbox.tally_runs_at(p_batch, p_now): counts finished runs into cronbox.run_minute (per
+-- finish minute, queue and owner). Reads the runs created since the mark and more than 30
+-- seconds before p_now (a dispatch transaction still open is given that long to commit), at
+-- most p_batch, by primary key; counts the finished ones, remembers the unfinished
+-- ones in run_tally_pending and counts those when they have finished (looked up by primary
+-- key). Locks the mark row, so tallies never overlap (a second poller waits, then finds
+-- nothing to do). Drops counts older than 2 days. Each run is counted exactly once. Returns
+-- how many new runs it read (p_batch: call again, more are waiting).
+CREATE OR REPLACE FUNCTION cronbox.tally_runs_at(
+    p_batch integer,
+    p_now timestamptz
+) RETURNS integer
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_from bigint;
+    v_upto timestamptz := p_now - interval '30 seconds';
+    v_to bigint := cronbox.run_id_at(v_upto);
+    v_last bigint;
+    v_n integer := 0;
+BEGIN
+    SELECT t.next_run_id INTO v_from FROM cronbox.run_tally_mark t FOR UPDATE;
+    IF v_from IS NULL THEN
+        RAISE EXCEPTION 'tally_runs: cronbox.run_tally_mark has no row (migration 0150)'
+            USING ERRCODE = 'object_not_in_prerequisite_state';
+    END IF;
+
+    -- 1. Pending runs that have finished (or whose history was dropped): count, forget.
+    WITH done AS (
+        DELETE FROM cronbox.run_tally_pending p
+        WHERE NOT EXISTS (SELECT 1 FROM cronbox.run r WHERE r.run_id = p.run_id
+                          AND r.state IN ('dispatched', 'delivered', 'running'))
+        RETURNING p.run_id
+    )
+    INSERT INTO cronbox.run_minute AS m (minute, queue, owner, succeeded, failed)
+    SELECT date_trunc('minute', r.finished_at), r.queue, coalesce(j.owner, ''),
+           count(*) FILTER (WHERE r.state = 'succeeded'), count(*) FILTER (WHERE r.state <> 'succeeded')
+    FROM done JOIN cronbox.run r ON r.run_id = done.run_id
+    LEFT JOIN cronbox.job j ON j.job_id = r.job_id
+    WHERE r.state IN ('succeeded', 'failed', 'lost') AND r.finished_at IS NOT NULL
+    GROUP BY 1, 2, 3
+    ON CONFLICT (minute, queue, owner) DO UPDATE
+        SET succeeded = m.succeeded + excluded.succeeded, failed = m.failed + excluded.failed;
+
+    -- 2. New runs: [v_from, v_to) by primary key, at most p_batch of them.
+    IF v_to > v_from THEN
+        SELECT count(*), max(x.run_id) INTO v_n, v_last
+        FROM (SELECT r.run_id FROM cronbox.run r WHERE r.run_id >= v_from AND r.run_id < v_to
+              ORDER BY r.run_id LIMIT p_batch) x;
+        IF v_n >= p_batch THEN
+            v_to := v_last + 1;  -- a full batch: the rest of the range is for the next call
+        END IF;
+        WITH fresh AS MATERIALIZED (
+            SELECT r.run_id, r.queue, r.state, r.finished_at, r.job_id
+            FROM cronbox.run r WHERE r.run_id >= v_from AND r.run_id < v_to
+        ), later AS (
+            -- unfinished now: counted by step 1 of a later tally
+            INSERT INTO cronbox.run_tally_pending (run_id)
+            SELECT f.run_id FROM fresh f WHERE f.state IN ('dispatched', 'delivered', 'running')
+            ON CONFLICT DO NOTHING
+        )
+        INSERT INTO cronbox.run_minute AS m (minute, queue, owner, succeeded, failed)
+        SELECT date_trunc('minute', f.finished_at), f.queue, coalesce(j.owner, ''),
+               count(*) FILTER (WHERE f.state = 'succeeded'), count(*) FILTER (WHERE f.state <> 'succeeded')
+        FROM fresh f LEFT JOIN cronbox.job j ON j.job_id = f.job_id
+        WHERE f.state IN ('succeeded', 'failed', 'lost') AND f.finished_at IS NOT NULL
+        GROUP BY 1, 2, 3
+        ON CONFLICT (minute, queue, owner) DO UPDATE
+            SET succeeded = m.succeeded + excluded.succeeded, failed = m.failed + excluded.failed;
+        UPDATE cronbox.run_tally_mark SET next_run_id = v_to, tallied_at = now();
+    END IF;
+
+    -- 3. Counts older than two days go (the overview shows hours).
+    DELETE FROM cronbox.run_minute WHERE minute < p_now - interval '2 days';
+    RETURN v_n;
+END
+$$;
+
+COMMENT ON FUNCTION cronbox.tally_runs_at(integer, timestamp with time zone) IS
+'Internal body of cronbox.tally_runs with the time as a parameter (tests fix the clock with it).';
+
+ALTER FUNCTION cronbox.tally_runs_at(integer, timestamp with time zone) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.tally_runs_at(integer, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

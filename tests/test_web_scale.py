@@ -1,0 +1,115 @@
+"""What keeps the console's pages cheap at scale (docs/web.md#scale): the per-minute run counts
+the poller keeps (cronbox.tally_runs, cronbox.run_minutes), the name search's side table
+(cronbox.search_schedules, cronbox.sync_schedule_names), and the plans of the queues view and
+of an owner's runs list. Figures are measured by bench/web.py, never here."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.web import fill_history
+
+from .runs_support import job
+
+TALLY = "SELECT cronbox.tally_runs_at(%s, clock_timestamp() + interval '1 minute')"
+PER_MINUTE_FROM_RUNS = """
+    SELECT date_trunc('minute', finished_at) AS minute, queue,
+           count(*) FILTER (WHERE state = 'succeeded') AS ok, count(*) FILTER (WHERE state <> 'succeeded') AS bad
+    FROM cronbox.run WHERE state IN ('succeeded', 'failed', 'lost') AND finished_at IS NOT NULL
+      AND run_id >= (SELECT next_run_id FROM cronbox.run_tally_mark)
+    GROUP BY 1, 2 ORDER BY 1, 2"""
+VIEW = "SELECT minute, queue, succeeded, failed FROM cronbox.run_minutes ORDER BY 1, 2"
+
+
+def _counts(conn) -> list[tuple]:
+    return [tuple(r) for r in conn.execute(VIEW).fetchall()]
+
+
+def test_run_minutes_counts_each_finished_run_once_before_and_after_the_tally(conn):
+    conn.execute("DELETE FROM cronbox.run_minute")  # the shared database may hold other tests' counts
+    conn.execute("UPDATE cronbox.run_tally_mark SET next_run_id = cronbox.run_id_at(now() - interval '2 hours')")
+    for name in ("tally-a", "tally-b"):
+        job(conn, name, queue=f"q-{name}")
+    fill_history(conn, runs=3000, hours=1, jobs=["tally-a", "tally-b"])
+    expected = [tuple(r) for r in conn.execute(PER_MINUTE_FROM_RUNS).fetchall()]
+    assert sum(r[2] + r[3] for r in expected) > 2500
+    assert _counts(conn) == expected  # nothing tallied yet: all from the live part of the view
+    assert conn.execute(TALLY, (1000,)).fetchone()[0] == 1000  # a full batch: call again
+    assert _counts(conn) == expected  # half counted, half live: the same sums
+    while conn.execute(TALLY, (1000,)).fetchone()[0] == 1000:
+        pass
+    assert _counts(conn) == expected
+    assert conn.execute("SELECT count(*) FROM cronbox.run_minute").fetchone()[0] > 0
+    conn.execute(TALLY, (1000,))  # nothing new: nothing counted twice
+    assert _counts(conn) == expected
+
+
+def test_a_run_unfinished_at_the_tally_is_counted_once_when_it_finishes(conn):
+    conn.execute("DELETE FROM cronbox.run_minute")
+    conn.execute("DELETE FROM cronbox.run_tally_pending")
+    conn.execute("UPDATE cronbox.run_tally_mark SET next_run_id = cronbox.run_id_at(now() - interval '1 hour')")
+    job_id = job(conn, "slow-one", queue="q-slow")
+    conn.execute("SELECT cronbox.ensure_run_partitions(1)")
+    run_id = conn.execute("""
+        INSERT INTO cronbox.run (run_id, job_id, job_name, queue, fire_at, state, dispatched_at, started_at)
+        VALUES (cronbox.new_run_id(), %s, 'slow-one', 'q-slow', now(), 'running', now(), now())
+        RETURNING run_id""", (job_id,)).fetchone()[0]
+    conn.execute(TALLY, (1000,))
+    assert conn.execute("SELECT run_id FROM cronbox.run_tally_pending").fetchall() == [(run_id,)]
+    assert _counts(conn) == []
+    conn.execute("UPDATE cronbox.run SET state = 'failed', finished_at = now() WHERE run_id = %s", (run_id,))
+    assert [r[1:] for r in _counts(conn)] == [("q-slow", 0, 1)]  # seen at once (pending part of the view)
+    conn.execute(TALLY, (1000,))
+    conn.execute(TALLY, (1000,))
+    assert [r[1:] for r in _counts(conn)] == [("q-slow", 0, 1)]
+    assert conn.execute("SELECT count(*) FROM cronbox.run_tally_pending").fetchone()[0] == 0
+
+
+def test_tally_runs_refuses_a_bad_batch_size(conn):
+    import psycopg
+
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="p_batch: must be between 1 and 1000000"):
+        conn.execute("SELECT cronbox.tally_runs(0)")
+
+
+def test_name_search_finds_substrings_escapes_wildcards_and_sees_new_schedules_before_a_sync(conn):
+    for name in ("nightly-report", "hourly_report", "report%done", "other"):
+        job(conn, name)
+    search = "SELECT array_agg(n ORDER BY n) FROM cronbox.search_schedules(%s, %s, %s) n"
+    assert conn.execute(search, ("REPORT", None, 50)).fetchone()[0] == ["hourly_report", "nightly-report",
+                                                                         "report%done"]
+    assert conn.execute(search, ("%", None, 50)).fetchone()[0] == ["report%done"]
+    assert conn.execute(search, ("y_r", None, 50)).fetchone()[0] == ["hourly_report"]
+    conn.execute("SELECT cronbox.sync_schedule_names()")
+    assert conn.execute("SELECT count(*) FROM cronbox.job_name_search WHERE name = 'other'").fetchone()[0] == 1
+    assert conn.execute(search, ("report", "hourly_report", 1)).fetchone()[0] == ["nightly-report"]  # keyset
+    conn.execute("SELECT cronbox.unschedule('other')")
+    conn.execute("SELECT cronbox.sync_schedule_names()")
+    assert conn.execute("SELECT count(*) FROM cronbox.job_name_search WHERE name = 'other'").fetchone()[0] == 0
+
+
+@pytest.mark.parametrize("text, limit, message", [
+    ("", 50, "p_text: must be 1 to 200 characters"), ("x" * 201, 50, "p_text: must be 1 to 200 characters"),
+    ("x", 0, "p_limit: must be between 1 and 1000"),
+])
+def test_name_search_refuses_bad_input(conn, text, limit, message):
+    import psycopg
+
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match=message):
+        conn.execute("SELECT * FROM cronbox.search_schedules(%s, NULL, %s)", (text, limit))
+
+
+def test_the_name_search_side_table_has_a_trigram_index(conn):
+    conn.execute("SET LOCAL enable_seqscan = off")
+    plan = str(conn.execute("EXPLAIN (FORMAT JSON) "
+                            "SELECT 1 FROM cronbox.job_name_search WHERE name ILIKE '%report%'").fetchone()[0])
+    assert "job_name_search_trgm_idx" in plan, plan
+
+
+def test_queues_view_reads_only_due_and_held_futures(conn):
+    conn.execute("SET LOCAL enable_seqscan = off")
+    plan = str(conn.execute("EXPLAIN (FORMAT JSON) SELECT * FROM cronbox.queues").fetchone()[0])
+    # ready futures by job_future_ready_idx; held ones by either partial index on held rows
+    assert "job_future_ready_idx" in plan, plan
+    assert "job_future_held_idx" in plan or "job_future_recheck_idx" in plan, plan
+    assert "job_future_fire_unique" not in plan and "job_future_pkey" not in plan, plan
