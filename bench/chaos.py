@@ -255,7 +255,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         c = result
         report["ok"] = ok = (c["lost"] == 0 and c["doubled"] == 0 and c["stuck"] == 0 and c["orphan_outbox_rows"] == 0
                              and c["duplicates_with_another_key"] == 0 and c["keys_shared_by_two_runs"] == 0
-                             and c["succeeded_without_delivery"] == 0 and c["lost_runs_not_retried"] == 0
+                             and c["succeeded_without_delivery"] == 0 and c["lost_runs_not_retried"] == 0 and c["delivered_runs_unknown"] == 0
                              and not report["unexpected_exits"])
         return report
     finally:

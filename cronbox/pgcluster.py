@@ -188,6 +188,35 @@ class Cluster:
             return
         self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "-t", "60", "stop", check=False)
 
+    # ------------------------------------------------------------------ streaming replication
+    # For the failover bench and tests: a standby of another Cluster on this machine.
+
+    def basebackup(self, primary: Cluster) -> None:
+        """Make this folder a streaming standby of `primary` (which must be running):
+        pg_basebackup -R (standby.signal + primary_conninfo), WAL streamed during the copy.
+        Whatever the folder held before is replaced."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._make_reachable()
+        self._own(self.root)
+        if self.pid() is not None:
+            raise ClusterError(f"cannot rebuild {self.data}: a server is running on it")
+        shutil.rmtree(self.data, ignore_errors=True)
+        self._run("pg_basebackup", "-h", "127.0.0.1", "-p", str(primary.port), "-U", "postgres",
+                  "-D", str(self.data), "-R", "-X", "stream", "-c", "fast", timeout=600)
+
+    def rewind(self, source: Cluster) -> None:
+        """Turn this stopped former primary into a standby of `source` (the promoted one):
+        pg_rewind -R (needs wal_log_hints or data checksums, set before the failure; a
+        crashed target is first recovered in single-user mode by pg_rewind itself)."""
+        if self.pid() is not None:
+            raise ClusterError(f"cannot rewind {self.data}: a server is running on it")
+        self._run("pg_rewind", f"--target-pgdata={self.data}", "-R",
+                  f"--source-server=host=127.0.0.1 port={source.port} user=postgres dbname=postgres", timeout=600)
+
+    def promote(self) -> None:
+        """Promote this standby and wait until it accepts writes."""
+        self._run("pg_ctl", "-D", str(self.data), "-w", "-t", "60", "promote")
+
     def restart(self) -> str:
         """Stop and start on the same port (for tests of reconnecting processes)."""
         port = self.port
