@@ -18,8 +18,8 @@ from .conftest import REPO
 def test_failover_to_a_synchronous_standby_and_back_loses_and_doubles_nothing(tmp_path):
     out = tmp_path / "failover.json"
     proc = subprocess.run(
-        [sys.executable, "-m", "bench.failover", "--duration", "16", "--jobs", "4", "--failovers", "2",
-         "--pollers", "1", "--relays", "2", "--settle", "60", "--json", str(out)],
+        [sys.executable, "-m", "bench.failover", "--duration", "8", "--jobs", "4", "--failovers", "2",
+         "--pollers", "1", "--relays", "1", "--settle", "60", "--json", str(out)],
         cwd=REPO, capture_output=True, text=True, timeout=420)  # the 2 shared cores: start-up alone can take a minute
     assert out.exists(), proc.stderr[-3000:]
     report = json.loads(out.read_text())
