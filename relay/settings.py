@@ -21,7 +21,7 @@ def _seconds(env: Mapping[str, str], name: str, default: str) -> float:
 class RelaySettings:
     max_attempts: int = 10          # delivery attempts before a row becomes a dead letter
     backoff: float = 1.0            # first retry delay (doubles per attempt, with jitter)
-    backoff_max: float = 600.0      # cap on the retry delay
+    backoff_max: float = 60.0       # cap on the retry delay (the breaker spares a sink that is down)
     inflight: int = 4               # claimed batches per queue being sent at once
     http_timeout: float = 10.0      # per request, total (a route may override it)
     http_connect_timeout: float = 5.0  # per request (capped at the total timeout)
@@ -37,7 +37,7 @@ class RelaySettings:
         s = cls(
             max_attempts=env_int(env, "CRONBOX_RELAY_MAX_ATTEMPTS", 10),
             backoff=_seconds(env, "CRONBOX_RELAY_BACKOFF", "1s"),
-            backoff_max=_seconds(env, "CRONBOX_RELAY_BACKOFF_MAX", "10m"),
+            backoff_max=_seconds(env, "CRONBOX_RELAY_BACKOFF_MAX", "1m"),
             inflight=env_int(env, "CRONBOX_RELAY_INFLIGHT", 4),
             http_timeout=_seconds(env, "CRONBOX_HTTP_TIMEOUT", "10s"),
             http_connect_timeout=_seconds(env, "CRONBOX_HTTP_CONNECT_TIMEOUT", "5s"),
