@@ -97,7 +97,7 @@ def secret_values(env: Mapping[str, str]) -> set[str]:
     every value of a CRONBOX_* variable whose name or text looks secret. The log formatter
     masks each of them wherever it appears (cronbox.log.add_secrets)."""
     found: set[str] = set()
-    for name in ("CRONBOX_DATABASE_URL", "DATABASE_URL"):
+    for name in ("CRONBOX_DATABASE_URL", "DATABASE_URL", "CRONBOX_LISTEN_DSN"):
         dsn = env.get(name) or ""
         try:
             password = psycopg_conninfo_password(dsn)
@@ -125,6 +125,20 @@ def psycopg_conninfo_password(dsn: str) -> str | None:
     from psycopg.conninfo import conninfo_to_dict
 
     return conninfo_to_dict(dsn).get("password")  # type: ignore[return-value]
+
+
+def listen_target(dsn: str, listen_dsn: str) -> str | None:
+    """The DSN the LISTEN connection uses (CRONBOX_LISTEN_DSN): empty = the main one, `off` =
+    none (the loops poll every CRONBOX_POLL_INTERVAL)."""
+    if not listen_dsn:
+        return dsn
+    return None if listen_dsn.lower() == "off" else listen_dsn
+
+
+def describe_listen_dsn(value: str) -> str:
+    if not value:
+        return "(same as the database URL)"
+    return "off (polling only)" if value.lower() == "off" else redact_dsn(value)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,6 +169,9 @@ class Config:
     # writable primary this long (0 = forever)
     connect_timeout: timedelta = timedelta(seconds=5)
     startup_timeout: timedelta = timedelta(0)
+    # LISTEN wake-ups: "" = on the main DSN, "off" = none (poll only), else this DSN (a direct
+    # connection when the main DSN goes through PgBouncer in transaction mode)
+    listen_dsn: str = ""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
@@ -182,6 +199,7 @@ class Config:
             health_stale=env_duration(env, "CRONBOX_HEALTH_STALE", "60s"),
             connect_timeout=env_duration(env, "CRONBOX_CONNECT_TIMEOUT", "5s"),
             startup_timeout=env_duration(env, "CRONBOX_STARTUP_TIMEOUT", "0s", zero_ok=True),
+            listen_dsn=env.get("CRONBOX_LISTEN_DSN", "").strip(),
         )
 
     def describe(self) -> dict[str, object]:
@@ -191,6 +209,8 @@ class Config:
             value = getattr(self, field.name)
             if field.name == "dsn":
                 value = redact_dsn(value) if value else "(libpq PG* environment)"
+            elif field.name == "listen_dsn":
+                value = describe_listen_dsn(value)
             elif isinstance(value, timedelta):
                 value = f"{value.total_seconds():g}s"
             elif isinstance(value, str):

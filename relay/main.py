@@ -23,7 +23,7 @@ from collections import defaultdict
 import psycopg
 
 from cronbox import db, metrics
-from cronbox.config import Config, ConfigError
+from cronbox.config import Config, ConfigError, listen_target
 from cronbox.log import event
 from cronbox.proc import Supervisor, Waker, identity, listen, pause, ticks
 from cronbox.registry import keep_registered
@@ -319,7 +319,8 @@ async def run(cfg: Config, waker: Waker, settings: RelaySettings | None = None) 
         async with Supervisor(waker, owner) as tasks:
             relay = Relay(cfg, s, routes, pool, owner, waker, tasks)
             metrics.register_health_check("relay_breakers", relay.health)
-            tasks.spawn(listen(cfg.dsn, ("cronbox_outbox",), waker), name="listener")
+            if listen_target(cfg.dsn, cfg.listen_dsn):
+                tasks.spawn(listen(listen_target(cfg.dsn, cfg.listen_dsn), ("cronbox_outbox",), waker), name="listener")
             tasks.spawn(keep_registered(pool, "relay", owner, waker.stop,
                                         info=lambda: {"sinks": routes.describe(), "breakers": relay.breakers()}),
                         name="registry")

@@ -10,7 +10,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from cronbox.config import ConfigError, env_int, parse_duration, redact_dsn
+from cronbox.config import ConfigError, describe_listen_dsn, env_int, parse_duration, redact_dsn
 from cronbox.proc import identity
 
 ERROR_LIMIT = 2000  # characters of error text the kit reports (the SQL API bounds it again)
@@ -19,6 +19,7 @@ ERROR_LIMIT = 2000  # characters of error text the kit reports (the SQL API boun
 @dataclasses.dataclass(frozen=True)
 class WorkerSettings:
     dsn: str = ""
+    listen_dsn: str = ""          # pull: CRONBOX_LISTEN_DSN ("" = dsn, "off" = poll only)
     name: str = ""                # lease owner shown in cronbox.runs.worker
     concurrency: int = 10         # runs in flight at once (pull: claims stop at this many)
     batch: int = 100              # runs per claim_runs call (at most the free slots)
@@ -56,6 +57,7 @@ class WorkerSettings:
         concurrency = env_int(env, "CRONBOX_WORKER_CONCURRENCY", 10)
         values: dict[str, Any] = {
             "dsn": env.get("CRONBOX_DATABASE_URL") or env.get("DATABASE_URL") or "",
+            "listen_dsn": env.get("CRONBOX_LISTEN_DSN", "").strip(),
             "name": env.get("CRONBOX_WORKER_NAME") or identity("worker"),
             "concurrency": concurrency,
             "batch": env_int(env, "CRONBOX_WORKER_BATCH", 100),
@@ -77,6 +79,8 @@ class WorkerSettings:
             value = getattr(self, f.name)
             if f.name == "dsn":
                 value = redact_dsn(value) if value else "(libpq PG* environment)"
+            elif f.name == "listen_dsn":
+                value = describe_listen_dsn(value)
             elif f.name == "secret":
                 value = "set" if value else "none"
             out[f.name] = value
