@@ -288,6 +288,20 @@ def test_register_process_rejects_a_bad_kind(conn):
         conn.execute("SELECT cronbox.register_process('Relay!', 'x', 'h', 1, 'v')")
 
 
+@pytest.mark.parametrize("args, field", [
+    ("'relay', repeat('n', 201), 'h', 1, 'v'", "^name, host, version:"),
+    ("'relay', 'n', repeat('h', 256), 1, 'v'", "^name, host, version:"),
+    ("'relay', 'n', 'h', 1, repeat('v', 101)", "^name, host, version:"),
+    ("'relay', 'n', 'h', 0, 'v'", "^pid:"),
+    ("'relay', 'n', 'h', 1, 'v', '2 hours'", "^heartbeat_every:"),
+    ("'relay', 'n', 'h', 1, 'v', '5 seconds', '[1]'", "^info:"),
+    ("'relay', 'n', 'h', 1, 'v', '5 seconds', jsonb_build_object('x', repeat('x', 70000))", "^info:"),
+])
+def test_register_process_bounds_what_status_will_print(conn, args, field):
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match=field):
+        conn.execute(f"SELECT cronbox.register_process({args})")
+
+
 def test_unsent_rows_are_handed_back_in_their_place_with_the_attempt_taken_back(conn):
     enqueue(conn, 3, queue="down")
     before = dict(conn.execute("SELECT outbox_id, available_at FROM cronbox.outbox").fetchall())

@@ -31,8 +31,24 @@ BEGIN
         RAISE EXCEPTION 'name, host, pid, version: must not be NULL'
             USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    IF register_process_at.heartbeat_every IS NULL OR register_process_at.heartbeat_every <= interval '0' THEN
-        RAISE EXCEPTION 'heartbeat_every: must be a positive interval, got %', register_process_at.heartbeat_every
+    IF register_process_at.heartbeat_every IS NULL OR register_process_at.heartbeat_every <= interval '0'
+       OR register_process_at.heartbeat_every > interval '1 hour' THEN
+        RAISE EXCEPTION 'heartbeat_every: must be more than 0 and at most 1 hour, got %', register_process_at.heartbeat_every
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    -- Everything here is printed by `cronbox status` and the web console for a day: bounded.
+    IF length(register_process_at.name) > 200 OR length(register_process_at.host) > 255
+       OR length(register_process_at.version) > 100 THEN
+        RAISE EXCEPTION 'name, host, version: must be at most 200, 255 and 100 characters'
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF register_process_at.pid <= 0 THEN
+        RAISE EXCEPTION 'pid: must be positive, got %', register_process_at.pid
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF register_process_at.info IS NOT NULL
+       AND (jsonb_typeof(register_process_at.info) <> 'object' OR octet_length(register_process_at.info::text) > 65536) THEN
+        RAISE EXCEPTION 'info: must be a JSON object of at most 64 kB'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     DELETE FROM cronbox.process p WHERE p.last_seen < p_now - interval '1 day';
