@@ -8,7 +8,10 @@ multi-host DSN) defaults to CRONBOX_CONNECT_TIMEOUT when neither the DSN nor PGC
 sets it. The processes' connections (pool, listener) also default to
 `target_session_attrs=read-write`, so they never land on (or write to) a standby: with a
 multi-host DSN libpq tries each host in turn and keeps the primary. Errors name the
-host:port(s) that were tried.
+host:port(s) that were tried. An established connection to a host that vanished (a machine
+lost in a failover: no RST, packets dropped) is given up after ~10 s instead of TCP's ~15
+minutes: TCP keepalives (idle connections) and tcp_user_timeout (unacknowledged data), both
+defaults that the DSN or the PG* environment may override.
 """
 
 from __future__ import annotations
@@ -37,6 +40,10 @@ set_json_loads(orjson.loads)
 
 CONNECT_KWARGS = {"autocommit": True, "prepare_threshold": None}
 CONNECT_TIMEOUT = 5.0  # seconds; `configure()` sets it from CRONBOX_CONNECT_TIMEOUT
+# A vanished host is noticed within ~10 s: keepalive probes after 5 s idle, 3 probes 2 s apart;
+# data unacknowledged for 10 s closes the connection (Linux; ignored where unsupported).
+DEAD_HOST = {"keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2, "keepalives_count": 3,
+             "tcp_user_timeout": 10000}
 
 
 def configure(*, connect_timeout: float) -> None:
@@ -54,6 +61,7 @@ def session_dsn(dsn: str, *, write: bool) -> str:
         extra["connect_timeout"] = max(2, math.ceil(CONNECT_TIMEOUT))
     if write and "target_session_attrs" not in info and not os.environ.get("PGTARGETSESSIONATTRS"):
         extra["target_session_attrs"] = "read-write"
+    extra.update({k: v for k, v in DEAD_HOST.items() if k not in info})
     return psycopg.conninfo.make_conninfo(dsn, **extra) if extra else dsn
 
 

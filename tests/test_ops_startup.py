@@ -8,6 +8,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from cronbox import db
@@ -117,3 +118,18 @@ def test_poller_and_relay_started_with_only_a_standby_wait_until_it_is_promoted(
         standby.stop(mode="immediate")
         primary.stop(mode="immediate")
         subprocess.run(["rm", "-rf", str(root)], check=False)
+
+
+def test_process_connections_give_up_a_vanished_host_and_keep_what_the_dsn_says(pg):
+    """A host lost in a failover sends no RST: without keepalives and tcp_user_timeout a
+    connection to it would hang for TCP's ~15 minutes. The processes' DSN gets bounded
+    defaults; whatever the DSN sets itself wins."""
+    info = psycopg.conninfo.conninfo_to_dict(db.session_dsn("host=a,b port=1,2 dbname=x", write=True))
+    assert info["target_session_attrs"] == "read-write" and int(info["connect_timeout"]) >= 2
+    assert (info["keepalives"], info["keepalives_idle"], info["tcp_user_timeout"]) == ("1", "5", "10000")
+    mine = psycopg.conninfo.conninfo_to_dict(db.session_dsn(
+        "host=a dbname=x keepalives_idle=60 tcp_user_timeout=0 target_session_attrs=any", write=True))
+    assert (mine["keepalives_idle"], mine["tcp_user_timeout"], mine["target_session_attrs"]) == ("60", "0", "any")
+    with db.connect(pg.admin_dsn, write=True) as conn:  # libpq takes them for the live connection
+        used = conn.info.get_parameters()
+        assert (used.get("keepalives_idle"), used.get("tcp_user_timeout")) == ("5", "10000"), used
