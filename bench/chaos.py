@@ -190,8 +190,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         worker = [sys.executable, "-m", "bench.chaos_worker"]
         env = process_env(dsn, {
             "CRONBOX_LOG_LEVEL": "info", "CRONBOX_RELAY_LEASE": "5s", "CRONBOX_HTTP_TIMEOUT": "2s",
-            # a send that failed while its worker restarted backs off per row; the default cap
-            # (10 min) would leave those rows waiting past the end of the run
+            # a send that failed while its (starved) worker did not answer backs off per row; the
+            # default cap (1 min, 10 min before) could leave those rows waiting past the settle
             "CRONBOX_RELAY_BACKOFF_MAX": "5s",
             "CRONBOX_SINKS": f"{SLOW_QUEUE}=http://127.0.0.1:{slow_port}/run;*=http://127.0.0.1:{fast_port}/run"})
         children.append(Child("worker-fast", [*worker, "--port", str(fast_port), "--record", str(rec_fast)], env, tmp))
