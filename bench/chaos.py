@@ -40,7 +40,7 @@ from cronbox.migrate import migrate
 from cronbox.pgcluster import Cluster, free_port
 
 DURABLE = {"fsync": "on", "synchronous_commit": "on", "full_page_writes": "on",
-           "shared_buffers": "128MB", "max_connections": "100",
+           "shared_buffers": "128MB", "max_connections": "200",
            # crash recovery syncs the data folder first; syncfs is one call instead of one per file
            "recovery_init_sync_method": "syncfs"}
 FAST_QUEUES = ("q0", "q1", "q2")
