@@ -11,7 +11,7 @@ multi-host DSN libpq tries each host in turn and keeps the primary. Errors name 
 host:port(s) that were tried. An established connection to a host that vanished (a machine
 lost in a failover: no RST, packets dropped) is given up after ~10 s instead of TCP's ~15
 minutes: TCP keepalives (idle connections) and tcp_user_timeout (unacknowledged data), both
-defaults that the DSN or the PG* environment may override.
+defaults that the DSN may override.
 """
 
 from __future__ import annotations

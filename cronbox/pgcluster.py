@@ -6,7 +6,9 @@ It finds the binaries (`$CRONBOX_PG_BINDIR`, `pg_config --bindir`, then Debian's
 port with its socket in the data folder, and stops it by its postmaster pid (via pg_ctl).
 PostgreSQL refuses to run as root, so as root only the PostgreSQL processes run as the
 `postgres` OS user, with the folder owned by it (and search permission added to any
-ancestor folder it could not otherwise traverse, such as a 0700 /root).
+ancestor folder it could not otherwise traverse, such as a 0700 /root). For the failover bench
+and tests, a Cluster can also be made a streaming standby of another (`basebackup`), promoted
+(`promote`), and rewound after a failover (`rewind`).
 """
 
 from __future__ import annotations
