@@ -52,6 +52,12 @@ def check(dsn: str, names: list[str], start: float, cutoff: float, records: list
               AND NOT EXISTS (SELECT 1 FROM cronbox.run x WHERE x.retry_of = r.run_id)""").fetchone()[0]
         succeeded_push = {r[0] for r in conn.execute(
             "SELECT run_id FROM cronbox.run WHERE state = 'succeeded' AND queue <> %s", (SLOW_QUEUE,)).fetchall()}
+        # A run a worker received that the database does not know: a dispatch whose commit was
+        # lost (a crash with synchronous_commit off, a failover to an asynchronous standby).
+        unknown = conn.execute(
+            "SELECT count(*) FROM unnest(%s::bigint[]) d(run_id) WHERE NOT EXISTS"
+            " (SELECT 1 FROM cronbox.run r WHERE r.run_id = d.run_id)",
+            (sorted({r["run_id"] for r in records}),)).fetchone()[0]
     keys: dict[int, set[str]] = {}
     owners: dict[str, set[int]] = {}
     mismatched = 0
@@ -71,6 +77,7 @@ def check(dsn: str, names: list[str], start: float, cutoff: float, records: list
         "keys_shared_by_two_runs": sum(1 for r in owners.values() if len(r) > 1),
         "header_key_differs_from_body": mismatched,
         "succeeded_without_delivery": len(succeeded_push - set(keys)),
+        "delivered_runs_unknown": unknown,
     }
 
 

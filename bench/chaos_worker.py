@@ -20,12 +20,17 @@ from aiohttp import web
 from cronbox import db
 
 
+CONNECTIONS = asyncio.Semaphore(10)  # completions at once: a backlog of re-sends must not use up
+                                     # the server's max_connections (it did once, on a starved machine)
+
+
 async def complete_later(dsn: str, run_id: int, delay: float) -> None:
     await asyncio.sleep(delay)
     for _ in range(100):  # the database may be restarting: retry, bounded
         try:
-            async with await db.aconnect(dsn) as conn:
-                await conn.execute("SELECT cronbox.complete_run(%s)", (run_id,))
+            async with CONNECTIONS:
+                async with await db.aconnect(dsn) as conn:
+                    await conn.execute("SELECT cronbox.complete_run(%s)", (run_id,))
             return
         except (psycopg.OperationalError, psycopg.InterfaceError):
             await asyncio.sleep(0.3)

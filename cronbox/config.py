@@ -80,7 +80,7 @@ def secret_values(env: Mapping[str, str]) -> set[str]:
     every value of a CRONBOX_* variable whose name or text looks secret. The log formatter
     masks each of them wherever it appears (cronbox.log.add_secrets)."""
     found: set[str] = set()
-    for name in ("CRONBOX_DATABASE_URL", "DATABASE_URL"):
+    for name in ("CRONBOX_DATABASE_URL", "DATABASE_URL", "CRONBOX_LISTEN_DSN"):
         dsn = env.get(name) or ""
         try:
             password = psycopg_conninfo_password(dsn)
@@ -108,6 +108,21 @@ def psycopg_conninfo_password(dsn: str) -> str | None:
     from psycopg.conninfo import conninfo_to_dict
 
     return conninfo_to_dict(dsn).get("password")  # type: ignore[return-value]
+
+
+def listen_target(dsn: str, listen_dsn: str) -> str | None:
+    """The DSN the LISTEN connection uses (CRONBOX_LISTEN_DSN): empty = the main one, `off` =
+    none (the loops poll every CRONBOX_POLL_INTERVAL)."""
+    if not listen_dsn:
+        return dsn
+    return None if listen_dsn.lower() == "off" else listen_dsn
+
+
+def describe_listen_dsn(value: str) -> str:
+    if not value:
+        return "(same as the database URL)"
+    return "off (polling only)" if value.lower() == "off" else redact_dsn(value)
+
 
 
 # --- declarations ---------------------------------------------------------------------------
@@ -158,6 +173,13 @@ def choice(*options: str) -> Parser:
 def text() -> Parser:
     def parse(name: str, value: str) -> str:
         return value
+    parse.kind = "text"  # type: ignore[attr-defined]
+    return parse
+
+
+def stripped() -> Parser:
+    def parse(name: str, value: str) -> str:
+        return value.strip()
     parse.kind = "text"  # type: ignore[attr-defined]
     return parse
 
@@ -215,6 +237,8 @@ class Settings:
                 value = "set" if value else "none"
             elif f.name == "dsn":
                 value = redact_dsn(value) if value else "(libpq PG* environment)"
+            elif f.name == "listen_dsn":
+                value = describe_listen_dsn(value)
             elif isinstance(value, timedelta):
                 value = f"{value.total_seconds():g}s"
             elif isinstance(value, float) and getattr(f.metadata.get("parse"), "kind", "") == "duration":
@@ -276,12 +300,16 @@ class Config(Settings):
     metrics_host: str = setting("CRONBOX_METRICS_HOST", "127.0.0.1", text(), "address for /metrics and /healthz")
     health_stale: timedelta = setting("CRONBOX_HEALTH_STALE", "60s", duration(),
                                       "/healthz fails when the loop has not ticked for this long")
+    listen_dsn: str = setting("CRONBOX_LISTEN_DSN", "", stripped(),
+                              "LISTEN wake-ups: unset = on the database URL, off = none (poll only), "
+                              "else this DSN (a direct connection when the database URL goes through "
+                              "PgBouncer in transaction mode; docs/operations.md)", shown="")
 
 
 # The shared settings each command uses (for its --help); the command's own class adds the rest.
 BASE = ("dsn", "log_level", "log_format", "connect_timeout")
 PROCESS = (*BASE, "startup_timeout", "poll_interval", "dispatch_lead", "shutdown_timeout",
-           "metrics_port", "metrics_host", "health_stale")
+           "metrics_port", "metrics_host", "health_stale", "listen_dsn")
 COMMON_FOR: dict[str, tuple[str, ...]] = {
     "migrate": BASE,
     "status": BASE,
@@ -289,6 +317,6 @@ COMMON_FOR: dict[str, tuple[str, ...]] = {
     "relay": PROCESS,
     "dev": ("log_level", "log_format", "dsn", "shutdown_timeout"),
     "demo-worker": ("log_level", "log_format", "dsn"),
-    "worker": (*BASE, "metrics_port", "metrics_host", "health_stale"),
+    "worker": (*BASE, "metrics_port", "metrics_host", "health_stale", "listen_dsn"),
     "web": BASE,
 }

@@ -8,7 +8,10 @@ multi-host DSN) defaults to CRONBOX_CONNECT_TIMEOUT when neither the DSN nor PGC
 sets it. The processes' connections (pool, listener) also default to
 `target_session_attrs=read-write`, so they never land on (or write to) a standby: with a
 multi-host DSN libpq tries each host in turn and keeps the primary. Errors name the
-host:port(s) that were tried.
+host:port(s) that were tried. An established connection to a host that vanished (a machine
+lost in a failover: no RST, packets dropped) is given up after ~10 s instead of TCP's ~15
+minutes: TCP keepalives (idle connections) and tcp_user_timeout (unacknowledged data), both
+defaults that the DSN may override.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import orjson
 import psycopg
 from psycopg.types.json import Jsonb, set_json_dumps, set_json_loads  # noqa: F401  (Jsonb re-exported)
 from psycopg_pool import AsyncConnectionPool
+from psycopg_pool.base import AttemptWithBackoff
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential_jitter
 
 log = logging.getLogger("cronbox.db")
@@ -36,6 +40,10 @@ set_json_loads(orjson.loads)
 
 CONNECT_KWARGS = {"autocommit": True, "prepare_threshold": None}
 CONNECT_TIMEOUT = 5.0  # seconds; `configure()` sets it from CRONBOX_CONNECT_TIMEOUT
+# A vanished host is noticed within ~10 s: keepalive probes after 5 s idle, 3 probes 2 s apart;
+# data unacknowledged for 10 s closes the connection (Linux; ignored where unsupported).
+DEAD_HOST = {"keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 2, "keepalives_count": 3,
+             "tcp_user_timeout": 10000}
 
 
 def configure(*, connect_timeout: float) -> None:
@@ -53,6 +61,7 @@ def session_dsn(dsn: str, *, write: bool) -> str:
         extra["connect_timeout"] = max(2, math.ceil(CONNECT_TIMEOUT))
     if write and "target_session_attrs" not in info and not os.environ.get("PGTARGETSESSIONATTRS"):
         extra["target_session_attrs"] = "read-write"
+    extra.update({k: v for k, v in DEAD_HOST.items() if k not in info})
     return psycopg.conninfo.make_conninfo(dsn, **extra) if extra else dsn
 
 
@@ -110,7 +119,7 @@ class StartupTimeout(RuntimeError):
 
 async def wait_for_primary(dsn: str, *, timeout: float, what: str, stop: asyncio.Event | None = None) -> bool:
     """At start: wait until a writable primary answers, retrying with jittered exponential
-    backoff (0.2 s up to 2 s) while the database is down, starting up, recovering or reachable
+    backoff (0.2 s up to 1 s) while the database is down, starting up, recovering or reachable
     only as a standby, and saying so in the log with the hosts tried. `timeout` 0 waits
     forever; otherwise StartupTimeout. Returns False when `stop` was set while waiting."""
     global _last_dsn
@@ -145,20 +154,63 @@ async def wait_for_primary(dsn: str, *, timeout: float, what: str, stop: asyncio
                     pass
             else:
                 await asyncio.sleep(sleep)
-            delay = min(2.0, delay * 2) * random.uniform(0.8, 1.2)
+            delay = min(1.0, delay * 2) * random.uniform(0.8, 1.2)
+
+
+RECONNECT_FIRST = 0.1  # seconds: the pool's first reconnect delay after a failed attempt ...
+RECONNECT_MAX = 0.5    # ... doubling up to this, so a server back after an outage is seen within it
+
+
+class _PromptAttempt(AttemptWithBackoff):
+    """psycopg_pool's reconnect backoff starts at 1 s and doubles without a cap (up to the
+    reconnect timeout): after a 10 s outage the next attempt could come 5 s after the server
+    is back. Here: from RECONNECT_FIRST doubling to RECONNECT_MAX (jittered)."""
+
+    INITIAL_DELAY = RECONNECT_FIRST
+
+    def update_delay(self, now: float) -> None:
+        super().update_delay(now)
+        if self.delay > RECONNECT_MAX:
+            self.delay = min(RECONNECT_MAX * random.uniform(0.8, 1.0), max(0.0, self.give_up_at - now))
+
+
+class Pool(AsyncConnectionPool):
+    """The process's pool, made to recover promptly when the server comes back:
+
+    - reconnect attempts (to refill the pool) back off from 0.1 s to 0.5 s, not 1 s doubling
+      without a cap (psycopg_pool's default);
+    - a connection that fails its check before use means the server went away (restart,
+      failover), so every idle connection is from before: the pool drops them all at once
+      (`drain()`) instead of finding them broken one by one with psycopg_pool's backoff
+      between checks (1 s, 2 s, 4 s ...: up to a minute for a pool of seven)."""
+
+    def __init__(self, conninfo: str, **kwargs: object):
+        super().__init__(conninfo, check=self.check_and_drain, **kwargs)  # type: ignore[arg-type]
+
+    # psycopg_pool 3.3's private hook (pinned <3.4 in pyproject): the one place a reconnect
+    # attempt is created; later attempts carry this one's backoff state.
+    async def _add_connection(self, attempt, growing: bool = False) -> None:  # type: ignore[override]
+        await super()._add_connection(attempt or _PromptAttempt(timeout=self.reconnect_timeout), growing)
+
+    async def check_and_drain(self, conn: psycopg.AsyncConnection) -> None:
+        try:
+            await AsyncConnectionPool.check_connection(conn)
+        except Exception:
+            await self.drain()
+            raise
 
 
 async def open_pool(dsn: str, *, min_size: int = 1, max_size: int = 4, name: str = "cronbox") -> AsyncConnectionPool:
     """Open the process's one pool explicitly; connections are checked before use, go to a
-    writable primary only, and each attempt is bounded by connect_timeout."""
+    writable primary only, and each attempt is bounded by connect_timeout (see Pool for how
+    it recovers after the server was away)."""
     global _last_dsn
     _last_dsn = dsn
-    pool = AsyncConnectionPool(
+    pool = Pool(
         session_dsn(dsn, write=True),
         min_size=min_size,
         max_size=max_size,
         kwargs=dict(CONNECT_KWARGS),
-        check=AsyncConnectionPool.check_connection,
         name=name,
         open=False,
         reconnect_timeout=3600,
@@ -183,7 +235,8 @@ async def retrying(op: Callable[[], Awaitable[T]], *, budget: float, what: str,
         give_up = give_up | (lambda _state: stop.is_set())
     async for attempt in AsyncRetrying(
         retry=retry_if_exception_type((psycopg.OperationalError, psycopg.InterfaceError)),
-        wait=wait_exponential_jitter(multiplier=0.1, max=2, jitter=0.2),  # a restarted server is back in ~2 s
+        # 0.1 s doubling to 1 s: a restarted or promoted server is used within ~1 s of accepting connections
+        wait=wait_exponential_jitter(multiplier=0.1, max=1, jitter=0.2),
         stop=give_up,
         reraise=True,
         before_sleep=lambda rs: (_count_db_error(), log.warning(

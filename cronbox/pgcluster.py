@@ -6,7 +6,9 @@ It finds the binaries (`$CRONBOX_PG_BINDIR`, `pg_config --bindir`, then Debian's
 port with its socket in the data folder, and stops it by its postmaster pid (via pg_ctl).
 PostgreSQL refuses to run as root, so as root only the PostgreSQL processes run as the
 `postgres` OS user, with the folder owned by it (and search permission added to any
-ancestor folder it could not otherwise traverse, such as a 0700 /root).
+ancestor folder it could not otherwise traverse, such as a 0700 /root). For the failover bench
+and tests, a Cluster can also be made a streaming standby of another (`basebackup`), promoted
+(`promote`), and rewound after a failover (`rewind`).
 """
 
 from __future__ import annotations
@@ -187,6 +189,35 @@ class Cluster:
         if self.pid() is None:
             return
         self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "-t", "60", "stop", check=False)
+
+    # ------------------------------------------------------------------ streaming replication
+    # For the failover bench and tests: a standby of another Cluster on this machine.
+
+    def basebackup(self, primary: Cluster) -> None:
+        """Make this folder a streaming standby of `primary` (which must be running):
+        pg_basebackup -R (standby.signal + primary_conninfo), WAL streamed during the copy.
+        Whatever the folder held before is replaced."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._make_reachable()
+        self._own(self.root)
+        if self.pid() is not None:
+            raise ClusterError(f"cannot rebuild {self.data}: a server is running on it")
+        shutil.rmtree(self.data, ignore_errors=True)
+        self._run("pg_basebackup", "-h", "127.0.0.1", "-p", str(primary.port), "-U", "postgres",
+                  "-D", str(self.data), "-R", "-X", "stream", "-c", "fast", timeout=600)
+
+    def rewind(self, source: Cluster) -> None:
+        """Turn this stopped former primary into a standby of `source` (the promoted one):
+        pg_rewind -R (needs wal_log_hints or data checksums, set before the failure; a
+        crashed target is first recovered in single-user mode by pg_rewind itself)."""
+        if self.pid() is not None:
+            raise ClusterError(f"cannot rewind {self.data}: a server is running on it")
+        self._run("pg_rewind", f"--target-pgdata={self.data}", "-R",
+                  f"--source-server=host=127.0.0.1 port={source.port} user=postgres dbname=postgres", timeout=600)
+
+    def promote(self) -> None:
+        """Promote this standby and wait until it accepts writes."""
+        self._run("pg_ctl", "-D", str(self.data), "-w", "-t", "60", "promote")
 
     def restart(self) -> str:
         """Stop and start on the same port (for tests of reconnecting processes)."""

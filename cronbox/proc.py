@@ -161,8 +161,8 @@ async def listen(dsn: str, channels: Iterable[str], waker: Waker, on_connect: Ca
         except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
             event(log, "listener disconnected", level=logging.WARNING, error=db.explain(exc))
             metrics.observe_reconnect()
-            await waker.sleep(delay)
-            delay = min(delay * 2, 5.0)
+            await waker.sleep(delay, jitter=0.2)
+            delay = min(delay * 2, 1.0)  # back within ~1 s of the server: the reconnect also wakes the loop
 
 
 async def run_until_stopped(name: str, body: Callable[[Waker], Awaitable[None]]) -> int:

@@ -28,7 +28,7 @@ from typing import TypeVar
 import psycopg
 
 from cronbox import db, metrics
-from cronbox.config import Config
+from cronbox.config import Config, listen_target
 from cronbox.log import event
 from cronbox.proc import Waker, cancel_quietly, identity, listen
 from cronbox.registry import keep_registered
@@ -217,10 +217,13 @@ async def run(cfg: Config, waker: Waker, settings: PollerSettings | None = None)
     saturation.stop = waker.stop  # one stop for the process; a wake-up event per loop
     health = {n: LoopHealth(n) for n in ("dispatch", "saturation", "reaper", "maintenance")}
     registry = asyncio.create_task(keep_registered(pool, "poller", name, waker.stop), name="registry")
+    listen_dsn = listen_target(cfg.dsn, cfg.listen_dsn)
     side = [
-        asyncio.create_task(listen(cfg.dsn, ("cronbox_schedule", "cronbox_future"), waker,
+        asyncio.create_task(listen(listen_dsn, ("cronbox_schedule", "cronbox_future"), waker,
                                    on_connect=saturation.wake.set, on_notify=saturation.wake.set),
                             name="listener"),
+    ] if listen_dsn else []
+    side += [
         asyncio.create_task(saturate_loop(pool, cfg, ps, saturation, waker, health["saturation"]), name="saturation"),
         asyncio.create_task(reaper_loop(pool, waker, ps.reap_interval, health["reaper"]), name="reaper"),
         asyncio.create_task(maintenance_loop(pool, waker, ps.retention, MAINTENANCE_EVERY, health["maintenance"]),

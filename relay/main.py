@@ -23,9 +23,9 @@ from collections import defaultdict
 import psycopg
 
 from cronbox import db, metrics
-from cronbox.config import Config, ConfigError
+from cronbox.config import Config, ConfigError, listen_target
 from cronbox.log import event
-from cronbox.proc import Supervisor, Waker, identity, listen, ticks
+from cronbox.proc import Supervisor, Waker, identity, listen, pause, ticks
 from cronbox.registry import keep_registered
 from relay import metrics as relay_metrics, store
 from relay.lanes import Lane
@@ -225,6 +225,15 @@ class Relay:
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self._settle_and_release(report, lane, cut))
                 raise
+            if report.deferred:
+                # The worker cannot reach the database (a restart, a failover): wait a moment
+                # (within the lease), then hand the rows back like unsent ones: no attempt
+                # counted, no per-row backoff, so they go out as soon as the database is back.
+                event(log, "worker cannot reach the database: handing messages back", level=logging.WARNING,
+                      queue=lane.queue, messages=len(report.deferred), retry_in_s=report.defer_s)
+                await pause(self.waker.stop, min(report.defer_s, max(0.0, self.lease / 2 - seconds)))
+                report.unsent.extend(report.deferred)
+                report.deferred.clear()
             dead = await self.settle(report, lane)
             relay_metrics.observe_batch(rows, set(report.ok), dead, self.sink_of, seconds)
         finally:
@@ -310,7 +319,8 @@ async def run(cfg: Config, waker: Waker, settings: RelaySettings | None = None) 
         async with Supervisor(waker, owner) as tasks:
             relay = Relay(cfg, s, routes, pool, owner, waker, tasks)
             metrics.register_health_check("relay_breakers", relay.health)
-            tasks.spawn(listen(cfg.dsn, ("cronbox_outbox",), waker), name="listener")
+            if listen_target(cfg.dsn, cfg.listen_dsn):
+                tasks.spawn(listen(listen_target(cfg.dsn, cfg.listen_dsn), ("cronbox_outbox",), waker), name="listener")
             tasks.spawn(keep_registered(pool, "relay", owner, waker.stop,
                                         info=lambda: {"sinks": routes.describe(), "breakers": relay.breakers()}),
                         name="registry")

@@ -28,7 +28,8 @@ class RelaySettings(Settings):
                                 "delivery attempts before a row becomes a dead letter")
     backoff: float = setting("CRONBOX_RELAY_BACKOFF", "1s", duration(seconds=True),
                              "first retry delay (doubles per attempt, with jitter)")
-    backoff_max: float = setting("CRONBOX_RELAY_BACKOFF_MAX", "10m", duration(seconds=True), "cap on the retry delay")
+    backoff_max: float = setting("CRONBOX_RELAY_BACKOFF_MAX", "1m", duration(seconds=True),
+                                  "cap on the retry delay (the breaker spares a sink that is down)")
     inflight: int = setting("CRONBOX_RELAY_INFLIGHT", "4", integer(), "claimed batches per queue being sent at once")
     http_timeout: float = setting("CRONBOX_HTTP_TIMEOUT", "10s", duration(seconds=True, maximum="1h"),
                                   "per request, total (a route may override it)")

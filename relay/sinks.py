@@ -9,7 +9,12 @@ one hand-back of unsent rows) round trip. Each queue sends through its own lane
 
 HTTP outcomes: 2xx delivered (the body may carry the run's outcome); 408, 429, 5xx,
 timeouts and connection errors are retried (Retry-After honoured); other 4xx are final
-(dead letter); 1xx/3xx are retried (redirects are not followed).
+(dead letter); 1xx/3xx are retried (redirects are not followed). A 503 that says the worker
+cannot reach cronbox's database (header `Cronbox-Retry-Reason: database-unavailable`, or
+`"reason": "database_unavailable"` in a batch answer's entry, as the worker kit answers) is
+no failure of the delivery: those rows are handed back after a short wait (Retry-After, at
+most DEFER_MAX), the attempt not counted, no per-row backoff, and the queue's breaker does
+not count it: once the database is back (a restart, a failover) they go out at once.
 """
 
 from __future__ import annotations
@@ -43,12 +48,15 @@ class Row(NamedTuple):
 
 OUTCOME_STATES = ("succeeded", "failed")
 RETRY_STATUSES = frozenset({408, 429})
+REASON_HEADER = "Cronbox-Retry-Reason"
+DB_UNAVAILABLE = "database_unavailable"  # in a batch entry; "database-unavailable" in the header
+DEFER_DEFAULT, DEFER_MAX = 1.0, 5.0      # seconds to hold deferred rows before handing them back
 
 
 class Report:
     """What happened to one claimed batch: acked ids, outcomes, and failures (parallel lists)."""
 
-    __slots__ = ("ok", "outcomes", "failed", "errors", "retryable", "retry_after", "unsent")
+    __slots__ = ("ok", "outcomes", "failed", "errors", "retryable", "retry_after", "unsent", "deferred", "defer_s")
 
     def __init__(self) -> None:
         self.ok: list[int] = []
@@ -58,6 +66,12 @@ class Report:
         self.retryable: list[bool] = []
         self.retry_after: list[float | None] = []
         self.unsent: list[int] = []  # never sent (breaker open, lease too short): handed back
+        self.deferred: list[int] = []  # the worker could not reach the database: handed back later
+        self.defer_s = 0.0
+
+    def defer(self, ids: Sequence[int], retry_after: float | None) -> None:
+        self.deferred.extend(ids)
+        self.defer_s = max(self.defer_s, min(DEFER_MAX, retry_after if retry_after is not None else DEFER_DEFAULT))
 
     def fail(self, ids: Sequence[int], error: str, retryable: bool = True, retry_after: float | None = None) -> None:
         n = len(ids)
@@ -118,6 +132,9 @@ def _accept_batch(ids: Sequence[int], payload: bytes, report: Report) -> None:
         report.fail(ids, f"batch answer has {len(answer)} entries for {len(ids)} messages")
         return
     for oid, entry in zip(ids, answer):
+        if isinstance(entry, dict) and entry.get("accepted") is False and entry.get("reason") == DB_UNAVAILABLE:
+            report.defer([oid], None)
+            continue
         if entry is False or (isinstance(entry, dict) and entry.get("accepted") is False):
             detail = entry if isinstance(entry, dict) else {}
             report.fail([oid], str(detail.get("error") or "not accepted by the worker"),
@@ -138,6 +155,8 @@ def classify(status: int, headers: Any, payload: bytes, ids: Sequence[int], batc
                 answer = _json(payload)
                 if isinstance(answer, dict) and "state" in answer:
                     report.outcome(ids[0], answer)
+    elif status == 503 and (headers.get(REASON_HEADER) or "").lower() == "database-unavailable":
+        report.defer(ids, retry_after_seconds(headers.get("Retry-After")))
     elif status in RETRY_STATUSES or status >= 500:
         report.fail(ids, f"HTTP {status}{_snippet(payload)}", True, retry_after_seconds(headers.get("Retry-After")))
     elif 400 <= status < 500:
@@ -159,7 +178,10 @@ async def post(session: aiohttp.ClientSession, route: Route, ids: Sequence[int],
     try:
         async with session.post(route.url, data=body, headers=headers, allow_redirects=False) as resp:
             payload = await resp.read()
+            deferred = len(report.deferred)
             classify(resp.status, resp.headers, payload, ids, batched, report)
+            if len(report.deferred) > deferred:
+                return True  # the worker is up, cronbox's database is not: not the sink's failure
             return not (resp.status in RETRY_STATUSES or resp.status >= 500)
     except TimeoutError:
         report.fail(ids, "timeout: no answer within the request timeout")

@@ -164,3 +164,44 @@ def test_push_cancel_reaches_a_running_handler(fresh_dsn: str, tmp_path: Path) -
             assert wait_states(conn, [run_id], FINAL, timeout=15, proc=proc)[0][1] == "cancelled"
             assert executions(log, "cancelled=True") == [f"cooperative {run_id}:1"]
             assert proc.terminate() == 0
+
+
+def test_worker_that_cannot_reach_the_database_gets_its_messages_back_without_backoff(
+        fresh_dsn: str, tmp_path: Path, pg) -> None:
+    """The kit answers 503 `Cronbox-Retry-Reason: database-unavailable` at once when it cannot
+    start a run for want of the database (a restart, a failover); the relay hands those rows
+    back without counting an attempt or backing off: with 2 attempts and a 1 h backoff, the runs
+    still go out as soon as the worker reaches the database again."""
+    import psycopg
+
+    role = f"kit_{abs(hash(tmp_path)) % 10**8}"
+    with autocommit(pg.admin_dsn) as admin:
+        admin.execute(f"CREATE ROLE {role} LOGIN SUPERUSER")
+    try:
+        worker_dsn = psycopg.conninfo.make_conninfo(fresh_dsn, user=role)
+        with autocommit(fresh_dsn) as conn:
+            proc, port, log = start_kit(worker_dsn, tmp_path)
+            with proc:
+                with autocommit(pg.admin_dsn) as admin:  # the worker loses the database
+                    admin.execute(f"ALTER ROLE {role} NOLOGIN")
+                    admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (role,))
+                ids = enqueue(conn, 3, "ok")
+                relay = Proc("relay", fresh_dsn, tmp_path, CRONBOX_SINKS=f"ok=http://127.0.0.1:{port}/run secret_env=S",
+                             S=SECRET, CRONBOX_RELAY_MAX_ATTEMPTS="2", CRONBOX_RELAY_BACKOFF="1h",
+                             CRONBOX_RELAY_BACKOFF_MAX="1h")
+                with relay:
+                    wait_until(lambda: relay.output.count("worker cannot reach the database") >= 3, 60,
+                               "the relay handing messages back three times")
+                    assert "sends failed" not in relay.output, relay.output
+                    assert conn.execute("SELECT count(*) FROM cronbox.dead_letter").fetchone()[0] == 0
+                    with autocommit(pg.admin_dsn) as admin:  # the database is back for the worker
+                        admin.execute(f"ALTER ROLE {role} LOGIN")
+                    rows = wait_states(conn, ids, FINAL, timeout=30, proc=proc)
+                    assert {r[1] for r in rows} == {"succeeded"}, rows
+                    assert relay.terminate() == 0
+                assert proc.terminate() == 0
+            assert sorted(executions(log)) == sorted(f"ok {i}:1" for i in ids)
+    finally:
+        with autocommit(pg.admin_dsn) as admin:
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (role,))
+            admin.execute(f"DROP ROLE IF EXISTS {role}")

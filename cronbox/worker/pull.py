@@ -17,6 +17,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from cronbox import db, metrics
+from cronbox.config import listen_target
 from cronbox.log import event
 from cronbox.proc import Waker, cancel_quietly, listen
 from cronbox.worker.engine import Engine
@@ -53,7 +54,8 @@ async def run_pull(worker: Worker, waker: Waker, metrics_cfg: Any | None = None)
     pool = await db.open_pool(s.dsn, min_size=1, max_size=4, name="cronbox-worker")
     engine = Engine(s, pool)
     engine.start_background()
-    side = [asyncio.create_task(listen(s.dsn, ["cronbox_outbox"], waker), name="worker-listen")]
+    listen_dsn = listen_target(s.dsn, s.listen_dsn)
+    side = [asyncio.create_task(listen(listen_dsn, ["cronbox_outbox"], waker), name="worker-listen")] if listen_dsn else []
     if metrics_cfg is not None:
         side.append(asyncio.create_task(metrics.serve(metrics_cfg, pool, "worker", waker.stop), name="metrics"))
     turn = 0

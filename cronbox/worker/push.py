@@ -7,6 +7,10 @@ process, or a run the database says is finished, cancelled or someone else's:
 Handlers that end within `reply_within` are answered with their outcome, which the relay
 applies in its ack (one step); the others are answered 202 and report through SQL later,
 heartbeating meanwhile. A request over the concurrency limit gets 503 (the relay retries).
+A message that cannot be started because cronbox's database is unreachable (restarting,
+failing over) is answered at once, within DB_WAIT, with 503 + `Retry-After: 1` +
+`Cronbox-Retry-Reason: database-unavailable` (in a batch: `"reason": "database_unavailable"`):
+the relay then hands it back without counting an attempt or backing off (relay/sinks.py).
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("cronbox.worker")
 SEEN = 10_000          # idempotency keys remembered by one process
+DB_WAIT = 2.0          # seconds a request waits for a database connection before answering 503
 MAX_BODY = 64 * 2**20  # a batch of large payloads still fits; the relay's batch=N bounds it too
 ENGINE = web.AppKey("cronbox.worker.engine", Engine)
 METRICS_CFG = web.AppKey("cronbox.worker.metrics_cfg", object)
@@ -91,7 +96,7 @@ def make_app(worker: Worker, secrets: list[str | bytes] | None) -> web.Applicati
             raise Busy()
         seen[key] = None  # claimed by this request before the first await
         try:
-            async with engine.pool.connection() as conn:
+            async with engine.pool.connection(timeout=DB_WAIT) as conn:
                 cur = await conn.execute("SELECT cronbox.start_run(%s, %s), now()", (run.run_id, s.name))
                 lease, now = await cur.fetchone()
         except psycopg.errors.ObjectNotInPrerequisiteState as exc:
@@ -132,7 +137,8 @@ def make_app(worker: Worker, secrets: list[str | bytes] | None) -> web.Applicati
             except Busy:
                 results.append({"accepted": False, "error": "worker busy", "retryable": True})
             except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
-                results.append({"accepted": False, "error": db.explain(exc), "retryable": True})
+                results.append({"accepted": False, "error": db.explain(exc), "retryable": True,
+                                "reason": "database_unavailable"})
         recs = [r for r in results if isinstance(r, Inflight)]
         if recs:
             waits = [asyncio.ensure_future(r.done.wait()) for r in recs if r.done is not None]
@@ -153,6 +159,9 @@ def make_app(worker: Worker, secrets: list[str | bytes] | None) -> web.Applicati
             return web.json_response(answers)
         a = answers[0]
         if a.get("accepted") is False:
+            if a.get("reason") == "database_unavailable":
+                return web.json_response(a, status=503, headers={
+                    "Retry-After": "1", "Cronbox-Retry-Reason": "database-unavailable"})
             return web.json_response(a, status=503 if a.get("retryable") else 422)
         return web.json_response(a, status=202 if a == {"accepted": True} else 200)
 

@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from cronbox.config import Config, ConfigError, Settings, duration, integer, setting, text
+from cronbox.config import Config, ConfigError, Settings, duration, integer, setting, stripped, text
 from cronbox.proc import identity
 
 ERROR_LIMIT = 2000  # characters of error text the kit reports (the SQL API bounds it again)
@@ -21,6 +21,9 @@ _DSN = next(f for f in dataclasses.fields(Config) if f.name == "dsn").metadata
 @dataclasses.dataclass(frozen=True)
 class WorkerSettings(Settings):
     dsn: str = setting(_DSN["env"], "", text(), _DSN["help"])
+    listen_dsn: str = setting("CRONBOX_LISTEN_DSN", "", stripped(),
+                              "pull: LISTEN wake-ups on this DSN (unset = the database URL, off = poll only)",
+                              shown="")
     name: str = setting("CRONBOX_WORKER_NAME", "", text(), "lease owner shown in cronbox.runs.worker",
                         shown="worker:<host>:<pid>")
     concurrency: int = setting("CRONBOX_WORKER_CONCURRENCY", "10", integer(),
