@@ -81,8 +81,9 @@ def test_a_relay_claims_early_rows_only_when_asked_and_the_lease_runs_from_the_d
     [(oid, run_id, available, message)] = claim(conn, 9.3, LEAD)
     assert available == at(10)
     assert message["deadline"] == (at(10) + timedelta(seconds=90)).isoformat()
-    leased = conn.execute("SELECT available_at FROM cronbox.outbox WHERE outbox_id = %s", (oid,)).fetchone()[0]
-    assert leased == at(10) + timedelta(seconds=30)
+    leased = conn.execute("SELECT available_at, lease_until FROM cronbox.outbox WHERE outbox_id = %s",
+                          (oid,)).fetchone()
+    assert leased == (at(10), at(10) + timedelta(seconds=30))  # the claim leaves available_at alone
     assert claim(conn, 9.4, LEAD, owner="r2") == []     # leased to r1
 
 

@@ -200,10 +200,8 @@ BEGIN
     ),
     new_message AS (
         INSERT INTO cronbox.outbox (run_id, queue, kind, message, timeout, created_at, available_at)
-        SELECT fire.run_id, fire.queue, 'run',
-               cronbox.run_message(fire.run_id, fire.name, fire.queue, fire.message_payload,
-                                   fire.fire_at, fire.attempt),
-               fire.timeout, p_now, p_now
+        -- no message: the claim builds it from the run row (migration 0121)
+        SELECT fire.run_id, fire.queue, 'run', NULL::jsonb, fire.timeout, p_now, p_now
         FROM fire
         WHERE fire.act = 'run'
         UNION ALL

@@ -27,7 +27,8 @@ BEGIN
     END IF;
     WITH early AS (
         DELETE FROM cronbox.outbox o
-        WHERE o.kind = 'run' AND o.lease_owner IS NULL AND o.available_at > p_now
+        WHERE o.kind = 'run' AND (o.lease_until IS NULL OR o.lease_until <= p_now)
+          AND o.available_at > p_now
           AND o.run_id = ANY (v_early)
         RETURNING o.run_id
     )
