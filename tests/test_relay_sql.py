@@ -33,7 +33,7 @@ def run_state(conn, run_id):
 
 
 def active_runs(conn, job):
-    return conn.execute("SELECT active_runs FROM cronbox.job WHERE name = %s", (job,)).fetchone()[0]
+    return conn.execute("SELECT active_runs FROM cronbox.schedules WHERE name = %s", (job,)).fetchone()[0]
 
 
 def nack(conn, owner, ids, errors, *, retryable=None, retry_after=None, max_attempts=10, now=None):

@@ -16,18 +16,19 @@ SELECT j.name, j.kind,
        j.timezone,
        CASE WHEN j.paused AND j.paused_reason LIKE 'quarantined: %' THEN 'quarantined'
             WHEN j.paused THEN 'paused'
-            WHEN j.finished_at IS NOT NULL AND j.active_runs = 0 AND f.next_fire IS NULL THEN 'finished'
+            WHEN j.finished_at IS NOT NULL AND s.active_runs = 0 AND f.next_fire IS NULL THEN 'finished'
             WHEN j.kind = 'after' THEN 'waiting'
             ELSE 'active' END AS status,
        j.paused, j.paused_reason, j.paused_at,
        coalesce(f.next_fire, CASE WHEN NOT j.paused THEN j.next_fire END) AS next_fire,
        f.pending,
-       j.last_fire_at, j.last_run_state, j.last_success_at,
-       j.consecutive_failures, j.consecutive_crashes, j.active_runs, j.missed_count,
+       s.last_fire_at, s.last_run_state, s.last_success_at,
+       s.consecutive_failures, s.consecutive_crashes, s.active_runs, s.missed_count,
        j.queue, j.priority, j.overlap, j.on_error, j.catchup, j.catchup_window, j.jitter,
        j.starts_at, j.ends_at, j.finished_at,
        j.owner, j.job_id, j.created_at, j.updated_at
 FROM cronbox.job j
+JOIN cronbox.job_stat s ON s.job_id = j.job_id  -- run statistics (migration 0122)
 LEFT JOIN LATERAL (
     SELECT min(fu.fire_at) AS next_fire, count(*) AS pending
     FROM cronbox.job_future fu WHERE fu.job_id = j.job_id

@@ -93,17 +93,18 @@ BEGIN
         SELECT fire.run_id, fire.queue, 'run', NULL::jsonb, fire.timeout, p_now, fire.due_at
         FROM fire
     ),
+    -- The job's statistics row (cronbox.job_stat), not its definition row.
     job_counts AS (
-        UPDATE cronbox.job j SET
-            active_runs = j.active_runs + c.n_run,
-            last_fire_at = greatest(j.last_fire_at, c.last_fire),
-            last_run_id = greatest(j.last_run_id, c.last_run),
-            last_run_state = CASE WHEN c.last_run >= coalesce(j.last_run_id, 0) THEN 'dispatched'
-                                  ELSE j.last_run_state END
+        UPDATE cronbox.job_stat s SET
+            active_runs = s.active_runs + c.n_run,
+            last_fire_at = greatest(s.last_fire_at, c.last_fire),
+            last_run_id = greatest(s.last_run_id, c.last_run),
+            last_run_state = CASE WHEN c.last_run >= coalesce(s.last_run_id, 0) THEN 'dispatched'
+                                  ELSE s.last_run_state END
         FROM (SELECT fire.job_id, count(*) AS n_run, max(fire.fire_at) AS last_fire,
                      max(fire.run_id) AS last_run
               FROM fire GROUP BY fire.job_id) c
-        WHERE j.job_id = c.job_id
+        WHERE s.job_id = c.job_id
     )
     SELECT (SELECT count(*) FROM fire), (SELECT count(*) FROM picked) INTO v_dispatched, v_picked;
 

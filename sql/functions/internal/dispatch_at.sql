@@ -7,6 +7,8 @@
 -- exactly once whatever crashes. Locks: futures FOR UPDATE SKIP LOCKED (job_future_ready_idx,
 -- walked priority by priority), their jobs FOR NO KEY UPDATE SKIP LOCKED (a job busy elsewhere
 -- waits for the next call), then the queue_limit rows concerned. Any number of pollers may call it.
+-- Two statements: pick and lock, then decide and write with a snapshot taken under the locks.
+-- The job's counters and last-run columns are in cronbox.job_stat (the job row is only locked).
 -- p_jobs: only futures of these jobs (the poller isolating a job that makes a batch fail).
 -- p_grace: a scheduled fire due more than p_grace ago with a newer fire of its job in the same
 -- batch was missed (the poller was down or behind): recorded 'missed' unless catchup = 'all',
@@ -28,21 +30,24 @@ DECLARE
     v_skipped integer;
     v_failed integer;
     v_held integer;
+    v_futures bigint[];
+    v_jobs bigint[];
 BEGIN
     IF p_limit IS NULL OR p_limit < 1 THEN
         RAISE EXCEPTION 'p_limit: must be at least 1, got %', p_limit USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
+    -- 1. Due futures, lowest priority first, oldest first within a priority (rows are only
+    --    read and locked as far as the batch needs), and their jobs, locked so that one poller
+    --    at a time decides for a job (a job busy elsewhere waits for the next call). Everyone
+    --    who changes a job's definition or statistics holds this lock.
     WITH
     -- The priorities that have ready futures (a loose index scan, one probe per value).
     prio(p) AS (SELECT r.p FROM cronbox.ready_priorities() AS r(p)),
-    -- Due futures, lowest priority first, oldest first within a priority; rows are only
-    -- read (and locked) as far as the batch needs.
     picked AS MATERIALIZED (
         SELECT x.*
         FROM prio CROSS JOIN LATERAL (
-            SELECT f.future_id, f.job_id, f.fire_at, f.due_at, f.priority, f.attempt, f.origin,
-                   f.payload, f.retry_of
+            SELECT f.future_id, f.job_id
             FROM cronbox.job_future f
             WHERE f.hold IS NULL AND f.priority = prio.p AND f.due_at <= p_now
               AND (p_jobs IS NULL OR f.job_id = ANY (p_jobs))
@@ -52,13 +57,37 @@ BEGIN
         ) x
         LIMIT p_limit
     ),
-    -- Decisions are made on the jobs' latest versions, one poller per job at a time.
-    locked_job AS MATERIALIZED (
-        SELECT j.job_id, j.name, j.queue, j.paused, j.overlap, j.timeout, j.active_runs,
-               j.last_fire_at, j.payload, j.catchup
+    locked AS MATERIALIZED (
+        SELECT j.job_id
         FROM cronbox.job j
         WHERE j.job_id IN (SELECT picked.job_id FROM picked)
         FOR NO KEY UPDATE SKIP LOCKED
+    )
+    SELECT array_agg(p.future_id), array_agg(DISTINCT p.job_id)
+      INTO v_futures, v_jobs
+    FROM picked p
+    WHERE p.job_id IN (SELECT locked.job_id FROM locked);
+    IF v_futures IS NULL THEN
+        RETURN QUERY SELECT 0, 0, 0, 0, cronbox.next_due();
+        RETURN;
+    END IF;
+
+    -- 2. Decide and write, in a new statement: its snapshot is taken with the locks held, so
+    --    it reads the jobs' and their statistics' latest versions (cronbox.job_stat is only
+    --    written under the job's lock; a read in statement 1 could be older than the lock).
+    WITH
+    picked AS MATERIALIZED (
+        SELECT f.future_id, f.job_id, f.fire_at, f.due_at, f.priority, f.attempt, f.origin,
+               f.payload, f.retry_of
+        FROM cronbox.job_future f
+        WHERE f.future_id = ANY (v_futures)
+    ),
+    locked_job AS MATERIALIZED (
+        SELECT j.job_id, j.name, j.queue, j.paused, j.overlap, j.timeout, s.active_runs,
+               s.last_fire_at, j.payload, j.catchup
+        FROM cronbox.job j
+        JOIN cronbox.job_stat s ON s.job_id = j.job_id
+        WHERE j.job_id = ANY (v_jobs)
     ),
     -- Paused job, then the dependency gate (upstreams without a recent enough success).
     gate AS MATERIALIZED (
@@ -75,9 +104,10 @@ BEGIN
                    min(p.due_at + d.wait_timeout) AS timeout_at
             FROM cronbox.job_dependency d
             JOIN cronbox.job u ON u.job_id = d.upstream_id
+            JOIN cronbox.job_stat us ON us.job_id = d.upstream_id
             WHERE d.job_id = p.job_id
               AND p.origin <> 'retry'  -- a retry's fire already passed the gate
-              AND NOT coalesce(u.last_success_at, '-infinity')
+              AND NOT coalesce(us.last_success_at, '-infinity')
                       > coalesce(p_now - d.within, j.last_fire_at, '-infinity')
         ) g ON true
     ),
@@ -223,15 +253,16 @@ BEGIN
           AND r.state IN ('dispatched', 'delivered', 'running')
           AND NOT r.cancel_requested
     ),
+    -- The job's statistics row (narrow, HOT: cronbox.job_stat), not its definition row.
     job_counts AS (
-        UPDATE cronbox.job j SET
-            active_runs = j.active_runs + c.n_run,
-            last_fire_at = CASE WHEN c.n_run > 0 THEN greatest(j.last_fire_at, c.last_fire)
-                                ELSE j.last_fire_at END,
-            last_run_id = coalesce(c.last_run, j.last_run_id),
-            last_run_state = coalesce(c.last_state, j.last_run_state),
-            consecutive_failures = j.consecutive_failures + c.n_failed,
-            missed_count = j.missed_count + c.n_missed
+        UPDATE cronbox.job_stat s SET
+            active_runs = s.active_runs + c.n_run,
+            last_fire_at = CASE WHEN c.n_run > 0 THEN greatest(s.last_fire_at, c.last_fire)
+                                ELSE s.last_fire_at END,
+            last_run_id = coalesce(c.last_run, s.last_run_id),
+            last_run_state = coalesce(c.last_state, s.last_run_state),
+            consecutive_failures = s.consecutive_failures + c.n_failed,
+            missed_count = s.missed_count + c.n_missed
         FROM (SELECT fire.job_id,
                      count(*) FILTER (WHERE fire.act = 'miss') AS n_missed,
                      count(*) FILTER (WHERE fire.act = 'run') AS n_run,
@@ -242,8 +273,8 @@ BEGIN
                                 ORDER BY fire.run_id DESC)
                           FILTER (WHERE fire.act IN ('run', 'fail_dependency')))[1] AS last_state
               FROM fire GROUP BY fire.job_id) c
-        WHERE j.job_id = ANY (ARRAY(SELECT fire.job_id FROM fire))
-          AND j.job_id = c.job_id AND (c.n_run > 0 OR c.n_failed > 0 OR c.n_missed > 0)
+        WHERE s.job_id = ANY (ARRAY(SELECT fire.job_id FROM fire))
+          AND s.job_id = c.job_id AND (c.n_run > 0 OR c.n_failed > 0 OR c.n_missed > 0)
     ),
     queue_counts AS (
         UPDATE cronbox.queue_limit q SET running = q.running + c.n, updated_at = p_now

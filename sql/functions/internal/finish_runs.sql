@@ -2,7 +2,7 @@
 -- which runs reach a final state (complete_run(s), fail_run(s), the reaper, cancel). Set-based:
 -- a few statements whatever the batch size. Locks, always in this order (no deadlock with
 -- dispatch): the jobs (and, on success, the after-jobs listing them) by job_id, the runs, the
--- queue_limit rows by queue. Then: job bookkeeping, retry futures (a retry is a new run
+-- queue_limit rows by queue. Then: job bookkeeping (cronbox.job_stat), retry futures (a retry is a new run
 -- later), on_error, notifications, releases of held futures, after-jobs whose upstreams all
 -- succeeded. A report for a run already final is kept in late_report and changes nothing.
 CREATE OR REPLACE FUNCTION cronbox.finish_runs(
@@ -170,36 +170,44 @@ BEGIN
             ON CONFLICT ON CONSTRAINT job_future_fire_unique DO NOTHING
             RETURNING 1
         ),
+        -- Per job: the counts of this call (one row per job).
+        per_job AS MATERIALIZED (
+            SELECT d.job_id, count(*) AS n, bool_or(d.was_paused) AS was_paused,
+                   max(d.run_id) AS last_run,
+                   (array_agg(d.state ORDER BY d.run_id DESC))[1] AS last_state,
+                   count(*) FILTER (WHERE d.state = 'succeeded') AS n_ok,
+                   count(*) FILTER (WHERE d.state = 'failed') AS n_failed,
+                   count(*) FILTER (WHERE d.state = 'lost') AS n_lost,
+                   (array_agg(format('paused after failure: run %s (attempt %s) %s: %s',
+                                     d.run_id, d.attempt, d.state, coalesce(d.error, 'no error text'))
+                              ORDER BY d.run_id DESC)
+                        FILTER (WHERE d.exhausted AND d.on_error = 'pause'))[1] AS pause_reason
+            FROM decide d GROUP BY d.job_id
+        ),
+        -- The statistics row (narrow, HOT: cronbox.job_stat); the job row itself is only
+        -- written when on_error = 'pause' pauses it.
+        stat AS (
+            UPDATE cronbox.job_stat s SET
+                active_runs = greatest(s.active_runs - c.n, 0),
+                last_run_state = CASE WHEN c.last_run >= coalesce(s.last_run_id, 0)
+                                      THEN c.last_state ELSE s.last_run_state END,
+                last_success_at = CASE WHEN c.n_ok > 0 THEN greatest(s.last_success_at, p_now)
+                                       ELSE s.last_success_at END,
+                consecutive_failures = CASE WHEN c.n_ok > 0 THEN 0
+                                            ELSE s.consecutive_failures + c.n_failed + c.n_lost END,
+                consecutive_crashes = CASE WHEN c.n_ok > 0 THEN 0
+                                           ELSE s.consecutive_crashes + c.n_lost END
+            FROM per_job c
+            WHERE s.job_id = c.job_id
+        ),
         book AS (
             UPDATE cronbox.job j SET
-                active_runs = greatest(j.active_runs - c.n, 0),
-                last_run_state = CASE WHEN c.last_run >= coalesce(j.last_run_id, 0)
-                                      THEN c.last_state ELSE j.last_run_state END,
-                last_success_at = CASE WHEN c.n_ok > 0 THEN greatest(j.last_success_at, p_now)
-                                       ELSE j.last_success_at END,
-                consecutive_failures = CASE WHEN c.n_ok > 0 THEN 0
-                                            ELSE j.consecutive_failures + c.n_failed + c.n_lost END,
-                consecutive_crashes = CASE WHEN c.n_ok > 0 THEN 0
-                                           ELSE j.consecutive_crashes + c.n_lost END,
-                paused = j.paused OR c.pause_reason IS NOT NULL,
-                paused_reason = CASE WHEN c.pause_reason IS NOT NULL AND NOT j.paused
-                                     THEN c.pause_reason ELSE j.paused_reason END,
-                updated_at = CASE WHEN c.pause_reason IS NOT NULL AND NOT j.paused
-                                  THEN p_now ELSE j.updated_at END
-            FROM (SELECT d.job_id, count(*) AS n, bool_or(d.was_paused) AS was_paused,
-                         max(d.run_id) AS last_run,
-                         (array_agg(d.state ORDER BY d.run_id DESC))[1] AS last_state,
-                         count(*) FILTER (WHERE d.state = 'succeeded') AS n_ok,
-                         count(*) FILTER (WHERE d.state = 'failed') AS n_failed,
-                         count(*) FILTER (WHERE d.state = 'lost') AS n_lost,
-                         (array_agg(format('paused after failure: run %s (attempt %s) %s: %s',
-                                           d.run_id, d.attempt, d.state, coalesce(d.error, 'no error text'))
-                                    ORDER BY d.run_id DESC)
-                              FILTER (WHERE d.exhausted AND d.on_error = 'pause'))[1] AS pause_reason
-                  FROM decide d GROUP BY d.job_id) c
-            WHERE j.job_id = c.job_id
-            RETURNING j.job_id, j.name, c.pause_reason,
-                      c.pause_reason IS NOT NULL AND NOT c.was_paused AS paused_now
+                paused = true,
+                paused_reason = c.pause_reason,
+                updated_at = p_now
+            FROM per_job c
+            WHERE j.job_id = c.job_id AND c.pause_reason IS NOT NULL AND NOT j.paused
+            RETURNING j.job_id, j.name, c.pause_reason, NOT c.was_paused AS paused_now
         ),
         notes AS (
             INSERT INTO cronbox.outbox (run_id, queue, kind, message, created_at, available_at)
@@ -298,8 +306,9 @@ BEGIN
                   AND NOT EXISTS (
                       SELECT 1 FROM unnest(a.after) AS n(name)
                       LEFT JOIN cronbox.job u ON u.name = n.name
-                      WHERE u.last_success_at IS NULL
-                         OR (a.frontier IS NOT NULL AND u.last_success_at <= a.frontier))
+                      LEFT JOIN cronbox.job_stat us ON us.job_id = u.job_id
+                      WHERE us.last_success_at IS NULL
+                         OR (a.frontier IS NOT NULL AND us.last_success_at <= a.frontier))
             ),
             mark AS (
                 UPDATE cronbox.job a SET frontier = p_now
