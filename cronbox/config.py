@@ -137,7 +137,8 @@ class Config:
     misfire_grace: timedelta = timedelta(seconds=30)  # older unmaterialised fires go to catch-up
     saturate_batch: int = 100
     dispatch_batch: int = 1000
-    dispatch_lead: timedelta = timedelta(0)  # early dispatch (0 = off): see docs/runs.md
+    # early dispatch, on by default (0 = off): see docs/runs.md, "Early dispatch"
+    dispatch_lead: timedelta = timedelta(milliseconds=500)
     poll_interval: timedelta = timedelta(seconds=1)
     dispatch_tick_cap: int = 0          # max runs dispatched per wake-up; 0 = no cap
     reap_interval: timedelta = timedelta(seconds=1)
@@ -160,7 +161,7 @@ class Config:
     def from_env(cls, env: Mapping[str, str] | None = None) -> Config:
         env = os.environ if env is None else env
         dsn = env.get("CRONBOX_DATABASE_URL") or env.get("DATABASE_URL") or ""
-        return cls(
+        cfg = cls(
             dsn=dsn,
             log_level=env_choice(env, "CRONBOX_LOG_LEVEL", "info", ("debug", "info", "warning", "error")),
             log_format=env_choice(env, "CRONBOX_LOG_FORMAT", "text", ("text", "json")),
@@ -168,7 +169,7 @@ class Config:
             misfire_grace=env_duration(env, "CRONBOX_MISFIRE_GRACE", "30s"),
             saturate_batch=env_int(env, "CRONBOX_SATURATE_BATCH", 100),
             dispatch_batch=env_int(env, "CRONBOX_DISPATCH_BATCH", 1000),
-            dispatch_lead=env_duration(env, "CRONBOX_DISPATCH_LEAD", "0s", zero_ok=True),
+            dispatch_lead=env_duration(env, "CRONBOX_DISPATCH_LEAD", "500ms", zero_ok=True),
             poll_interval=env_duration(env, "CRONBOX_POLL_INTERVAL", "1s"),
             dispatch_tick_cap=env_int(env, "CRONBOX_DISPATCH_TICK_CAP", 0, minimum=0),
             reap_interval=env_duration(env, "CRONBOX_REAP_INTERVAL", "1s"),
@@ -183,6 +184,13 @@ class Config:
             connect_timeout=env_duration(env, "CRONBOX_CONNECT_TIMEOUT", "5s"),
             startup_timeout=env_duration(env, "CRONBOX_STARTUP_TIMEOUT", "0s", zero_ok=True),
         )
+        # Early dispatch holds messages up to the lead before their time: it must end well
+        # inside the relay's lease (the lease runs from the due time) and the horizon.
+        limit = min(cfg.relay_lease / 2, cfg.horizon / 2, timedelta(hours=1))
+        if cfg.dispatch_lead > limit:
+            raise ConfigError(f"CRONBOX_DISPATCH_LEAD: must be at most {limit.total_seconds():g}s (half the relay "
+                              f"lease and the horizon, at most 1h), got {cfg.dispatch_lead.total_seconds():g}s")
+        return cfg
 
     def describe(self) -> dict[str, object]:
         """Effective values for the start-up log line, secrets redacted."""

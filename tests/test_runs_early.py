@@ -99,9 +99,10 @@ def test_released_early_rows_come_back_at_their_due_time_not_before(conn):
     assert [r[0] for r in claim(conn, 10, owner="r2")] == [oid]
 
 
-@pytest.mark.parametrize("change", ["pause", "unschedule", "update"])
+@pytest.mark.parametrize("change", ["pause", "unschedule", "update", "dependency"])
 def test_a_change_withdraws_early_runs_no_relay_holds_yet(conn, change):
     job(conn, "tick", overlap="allow")
+    job(conn, "upstream")
     future(conn, "tick", 10)
     future(conn, "tick", 11)
     assert ahead(conn, 9.5, lead=timedelta(seconds=2)) == 2
@@ -112,8 +113,10 @@ def test_a_change_withdraws_early_runs_no_relay_holds_yet(conn, change):
         conn.execute("SELECT cronbox.pause_at('tick', p_now => %s)", (at(9.7),))
     elif change == "unschedule":
         conn.execute("SELECT cronbox.unschedule_at('tick', p_now => %s)", (at(9.7),))
-    else:
+    elif change == "update":
         conn.execute("SELECT cronbox.schedule_at('tick', every => '2 hours', overlap => 'allow', p_now => %s)", (at(9.7),))
+    else:  # a gate added after the fire was decided early
+        conn.execute("SELECT cronbox.add_dependency_at('tick', 'upstream', p_now => %s)", (at(9.7),))
     rows = dict(conn.execute(
         "SELECT fire_at, (state, error) FROM cronbox.run WHERE job_name = 'tick'").fetchall())
     assert rows[at(10)] == ("dispatched", None)  # held by a relay: sent at its time
