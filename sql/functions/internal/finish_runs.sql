@@ -248,52 +248,24 @@ BEGIN
                    AND (f.attempt < j.max_attempts OR j.on_error = 'retry_soon'));
 
         -- 5. Limited queues: free the slots and release that many queue-held futures.
-        PERFORM 1 FROM cronbox.queue_limit q
-        WHERE q.queue IN (SELECT f.queue FROM unnest(v_fin) f)
-        ORDER BY q.queue FOR NO KEY UPDATE;
-        IF FOUND THEN
-            WITH c AS (
-                SELECT f.queue, count(*) AS n FROM unnest(v_fin) f GROUP BY f.queue
-            ),
-            freed AS (
-                UPDATE cronbox.queue_limit q SET running = greatest(q.running - c.n, 0), updated_at = p_now
-                FROM c WHERE q.queue = c.queue
-                RETURNING q.queue, q.max_running - q.running AS free
-            ),
-            released AS (
-                UPDATE cronbox.job_future f SET hold = NULL, hold_queue = NULL, hold_until = NULL
-                FROM (SELECT h.future_id
-                      FROM freed CROSS JOIN LATERAL (
-                          SELECT f2.future_id FROM cronbox.job_future f2
-                          WHERE f2.hold = 'queue_limit' AND f2.hold_queue = freed.queue
-                          ORDER BY f2.priority, f2.due_at
-                          LIMIT greatest(freed.free, 0)) h) x
-                WHERE f.future_id = x.future_id
-                RETURNING 1
-            )
-            SELECT count(*) INTO v_n FROM released;
-            v_woken := v_woken + v_n;
-        END IF;
+        PERFORM cronbox.release_queue_slots(array_agg(c.queue), array_agg(c.n), p_now)
+        FROM (SELECT f.queue, count(*) AS n FROM unnest(v_fin) f GROUP BY f.queue) c;
 
         -- 6. Overlap buffers: the job's earliest held fire may go now.
-        UPDATE cronbox.job_future f SET hold = NULL, hold_until = NULL
-        FROM (SELECT DISTINCT ON (h.job_id) h.future_id
-              FROM cronbox.job_future h
-              WHERE h.job_id IN (SELECT f2.job_id FROM unnest(v_fin) f2) AND h.hold = 'overlap'
-              ORDER BY h.job_id, h.fire_at) x
-        WHERE f.future_id = x.future_id;
-        GET DIAGNOSTICS v_n = ROW_COUNT;
-        v_woken := v_woken + v_n;
+        v_woken := v_woken + cronbox.release_futures(ARRAY(
+            SELECT DISTINCT ON (h.job_id) h.future_id
+            FROM cronbox.job_future h
+            WHERE h.job_id IN (SELECT f2.job_id FROM unnest(v_fin) f2) AND h.hold = 'overlap'
+            ORDER BY h.job_id, h.fire_at));
     END IF;
 
     IF p_outcome = 'succeeded' AND v_fin IS NOT NULL THEN
         -- 7. Jobs gated on these (add_dependency): their waiting fires look again.
-        UPDATE cronbox.job_future f SET hold = NULL, hold_until = NULL
-        WHERE f.hold = 'dependency'
-          AND f.job_id IN (SELECT d.job_id FROM cronbox.job_dependency d
-                           WHERE d.upstream_id IN (SELECT f2.job_id FROM unnest(v_fin) f2));
-        GET DIAGNOSTICS v_n = ROW_COUNT;
-        v_woken := v_woken + v_n;
+        v_woken := v_woken + cronbox.release_futures(ARRAY(
+            SELECT f.future_id FROM cronbox.job_future f
+            WHERE f.hold = 'dependency'
+              AND f.job_id IN (SELECT d.job_id FROM cronbox.job_dependency d
+                               WHERE d.upstream_id IN (SELECT f2.job_id FROM unnest(v_fin) f2))));
 
         -- 8. after-jobs: fire once all their upstreams succeeded since their last fire
         --    (job.frontier marks that fire for kind 'after'). A fresh statement, so it sees
