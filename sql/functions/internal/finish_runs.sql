@@ -36,6 +36,7 @@ DECLARE
     v_ids bigint[];
     v_states text[];
     v_verdicts text[];
+    v_updated bigint[];
     v_woken integer := 0;
     v_n integer;
     v_paused_ids bigint[];
@@ -73,8 +74,12 @@ BEGIN
     PERFORM 1 FROM cronbox.job j WHERE j.job_id = ANY (v_jobs || v_after)
     ORDER BY j.job_id FOR NO KEY UPDATE;
 
-    -- 2. The runs, locked in run_id order: final state, or a late report kept aside. The
-    --    reports (result, error) are looked up by run id (the first report of an id wins).
+    -- 2. The runs: final state, or a late report kept aside. The reports (result, error) are
+    --    looked up by run id (the first report of an id wins). Read without a row lock: every
+    --    finisher of a run holds its job's lock (step 1), so only start_run, heartbeat, claims
+    --    and acks can change a run meanwhile, and the final UPDATE re-checks what they could
+    --    change (still unfinished; for 'lost', the lease still expired). A separate FOR UPDATE
+    --    pass cost a WAL record per run.
     IF p_results IS NOT NULL OR p_errors IS NOT NULL THEN
         SELECT jsonb_object_agg(x.id::text, x.result) FILTER (WHERE x.result IS NOT NULL),
                jsonb_object_agg(x.id::text, x.error) FILTER (WHERE x.error IS NOT NULL)
@@ -88,8 +93,6 @@ BEGIN
                r.state, r.cancel_requested, r.lease_until
         FROM cronbox.run r
         WHERE r.run_id = ANY (p_run_ids) AND r.run_id BETWEEN v_lo AND v_hi
-        ORDER BY r.run_id
-        FOR UPDATE
     ),
     classified AS (
         SELECT l.*, v_error_of ->> l.run_id::text AS error,
@@ -121,9 +124,10 @@ BEGIN
       INTO v_fin, v_done, v_late, v_ids, v_states, v_verdicts
     FROM classified c;
 
-    -- No join: the runs are probed through the primary key in run_id order (locked above, so
-    -- the state is the one classified), their reports looked up by id.
+    -- No join: the runs are probed through the primary key in run_id order (the row locks are
+    -- taken here, in that order), their reports looked up by id.
     IF v_done IS NOT NULL THEN
+        WITH finished AS (
         UPDATE cronbox.run r SET
             state = CASE WHEN p_outcome = 'succeeded' THEN 'succeeded'
                          WHEN r.cancel_requested THEN 'cancelled'
@@ -139,7 +143,22 @@ BEGIN
                                        OR (p_outcome <> 'succeeded' AND r.cancel_requested)
                                   THEN 'cancelled' END),
             lease_until = NULL
-        WHERE r.run_id = ANY (v_done) AND r.run_id BETWEEN v_lo AND v_hi;
+        WHERE r.run_id = ANY (v_done) AND r.run_id BETWEEN v_lo AND v_hi
+          AND r.state IN ('dispatched', 'delivered', 'running')
+          AND (p_outcome <> 'lost' OR (r.state IN ('delivered', 'running') AND r.lease_until < p_now))
+        RETURNING r.run_id
+        )
+        SELECT array_agg(f.run_id) INTO v_updated FROM finished f;
+        IF cardinality(v_updated) IS DISTINCT FROM cardinality(v_done) THEN
+            -- Changed since read (a heartbeat renewed an expiring lease): not finished here.
+            v_fin := ARRAY(SELECT f FROM unnest(v_fin) f WHERE f.run_id = ANY (v_updated));
+            v_verdicts := ARRAY(SELECT CASE WHEN x.verdict = 'finished' AND NOT (x.id = ANY (coalesce(v_updated, '{}')))
+                                            THEN 'ignored' ELSE x.verdict END
+                                FROM unnest(v_ids, v_verdicts) WITH ORDINALITY AS x(id, verdict, n) ORDER BY x.n);
+            IF cardinality(v_fin) = 0 THEN
+                v_fin := NULL;
+            END IF;
+        END IF;
     END IF;
     IF v_late IS NOT NULL THEN
         UPDATE cronbox.run r SET late_report = jsonb_build_object(
