@@ -256,7 +256,7 @@ def free_jobs(conn: psycopg.Connection) -> None:
     """No unfinished runs: a timed dispatch then moves every due fire (none skipped for
     overlap). The steady window and each earlier size leave dispatched runs behind (no relay)."""
     conn.execute("TRUNCATE cronbox.outbox, cronbox.run")
-    conn.execute("UPDATE cronbox.job SET active_runs = 0, last_run_id = NULL, last_run_state = NULL "
+    conn.execute("UPDATE cronbox.job_stat SET active_runs = 0, last_run_id = NULL, last_run_state = NULL "
                  "WHERE active_runs <> 0 OR last_run_id IS NOT NULL")
 
 

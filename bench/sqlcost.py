@@ -11,7 +11,8 @@ Per stage and in total, per run: the server time (median over batches), the WAL 
 (exact: LSN distance, split into record bytes and full-page images), the WAL records by kind
 (pg_walinspect: heap inserts, updates, HOT updates, deletes, row locks, and B-tree entries
 inserted: every index entry a stage adds), and the row writes per table (pg_stat_user_tables:
-inserts, updates, HOT updates, deletes; partitions counted under their root). A CHECKPOINT
+inserts, updates, HOT updates, deletes; partitions counted under their root), and the WAL bytes
+by relation (each record counted under the table or index of its first block). A CHECKPOINT
 starts each flow, so full-page images are those of a first touch after a checkpoint, as in
 production once per checkpoint interval.
 
@@ -118,6 +119,25 @@ class Meter:
                     totals["btree_entries"] += count
         return totals
 
+    def wal_by_relation(self, stage: str) -> dict[str, float]:
+        """WAL bytes (whole records, full-page images included; and "<relation> (FPI)": of which
+        full-page images) of the stage's calls by the relation of each record's first block (a table, an index, a partition under its own name); records
+        without a block (commits) as "(no block)"."""
+        totals: dict[str, float] = defaultdict(float)
+        for start, end in self.ranges[stage]:
+            if start == end:
+                continue
+            for rel, size, fpi in self.conn.execute(
+                    "SELECT coalesce(pg_filenode_relation(CASE WHEN m[1]::oid = 1663 THEN 0 ELSE m[1]::oid END, "
+                    "m[3]::oid)::regclass::text, CASE WHEN m IS NULL THEN '(no block)' ELSE '(other)' END), "
+                    "sum(w.record_length), sum(w.fpi_length) "
+                    "FROM pg_get_wal_records_info(%s::pg_lsn, %s::pg_lsn) w "
+                    "LEFT JOIN LATERAL regexp_match(w.block_ref, 'rel (\\d+)/(\\d+)/(\\d+)') m ON true "
+                    "GROUP BY 1", (start, end)):
+                totals[rel.removeprefix("cronbox.")] += float(size)
+                totals[rel.removeprefix("cronbox.") + " (FPI)"] += float(fpi)
+        return totals
+
 
 def run_flow(database: Database, flow: str, n: int, batch: int) -> dict[str, Any]:
     load(database, n, None)
@@ -176,6 +196,10 @@ def run_flow(database: Database, flow: str, n: int, batch: int) -> dict[str, Any
                 "heap_records_per_run": {k: round(wal[k] / runs, 2) for k in HEAP_KINDS.values() if wal.get(k)},
                 "row_writes_per_run": {t: {k: round(v / runs, 2) for k, v in c.items()}
                                        for t, c in sorted(meter.rows[stage].items())},
+                "wal_bytes_by_relation_per_run": {
+                    rel: round(b / runs, 1)
+                    for rel, b in sorted(meter.wal_by_relation(stage).items(), key=lambda kv: -kv[1])
+                    if b / runs >= 1},
             }
     total = {key: round(sum(s[key] for s in per_stage.values()), 2)
              for key in ("us_per_run", "wal_bytes_per_run", "wal_record_bytes_per_run", "wal_fpi_bytes_per_run",
@@ -246,6 +270,8 @@ def main(argv: list[str] | None = None) -> int:
             rows = ", ".join(f"{t.removeprefix('cronbox.')} " + "/".join(f"{k}{v:g}" for k, v in c.items())
                              for t, c in s["row_writes_per_run"].items())
             summary.append(f"    rows {flow}/{stage}: {rows}")
+            wal = ", ".join(f"{rel} {b:g}" for rel, b in s["wal_bytes_by_relation_per_run"].items())
+            summary.append(f"    WAL B by relation {flow}/{stage}: {wal}")
     summary.append(f"  every run succeeded once, nothing left queued: {report['complete']}")
     emit(args, report, summary)
     return 0 if report["complete"] else 1

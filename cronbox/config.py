@@ -249,6 +249,14 @@ class Settings:
         return out
 
 
+def check_dispatch_lead(lead: timedelta, other: timedelta, what: str) -> None:
+    """Early dispatch holds messages up to the lead before their time: it must end well inside
+    the relay's lease (the lease runs from the due time) and the poller's horizon."""
+    if lead > other / 2:
+        raise ConfigError(f"CRONBOX_DISPATCH_LEAD: must be at most {(other / 2).total_seconds():g}s (half {what}), "
+                          f"got {lead.total_seconds():g}s")
+
+
 def env_help(*classes: type, only: Iterable[str] | None = None, title: str = "environment") -> str:
     """The variables of these settings classes as help text: name, default, what it does. A
     variable listed by several classes is shown once; `only` keeps those fields of the first
@@ -290,9 +298,10 @@ class Config(Settings):
                                          "at start, wait this long for a writable primary (0 = forever)")
     poll_interval: timedelta = setting("CRONBOX_POLL_INTERVAL", "1s", duration(),
                                        "backstop poll when no NOTIFY arrives")
-    dispatch_lead: timedelta = setting("CRONBOX_DISPATCH_LEAD", "0s", duration(zero_ok=True),
+    dispatch_lead: timedelta = setting("CRONBOX_DISPATCH_LEAD", "500ms", duration(zero_ok=True, maximum="1h"),
                                        "early dispatch: hand runs to the relay this long before their time, "
-                                       "sent at it (0 = off; docs/runs.md)")
+                                       "sent at it (0 = off; at most half the relay lease and the horizon; "
+                                       "docs/runs.md)")
     shutdown_timeout: timedelta = setting("CRONBOX_SHUTDOWN_TIMEOUT", "10s", duration(),
                                           "on SIGTERM, time to finish in-flight work")
     metrics_port: int = setting("CRONBOX_METRICS_PORT", "0", integer(0, 65535),

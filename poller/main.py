@@ -28,7 +28,7 @@ from typing import TypeVar
 import psycopg
 
 from cronbox import db, metrics
-from cronbox.config import Config, listen_target
+from cronbox.config import Config, check_dispatch_lead, listen_target
 from cronbox.log import event
 from cronbox.proc import Waker, cancel_quietly, identity, listen
 from cronbox.registry import keep_registered
@@ -210,6 +210,7 @@ async def saturate_loop(pool, cfg: Config, ps: PollerSettings, waker: Waker, dis
 
 async def run(cfg: Config, waker: Waker, settings: PollerSettings | None = None) -> None:
     ps = settings or PollerSettings.from_env()
+    check_dispatch_lead(cfg.dispatch_lead, ps.horizon, "CRONBOX_HORIZON")
     name = identity("poller")
     event(log, "starting", process=name, **{**cfg.describe(), **ps.describe()})
     pool = await db.open_pool(cfg.dsn, min_size=2, max_size=5, name="poller")

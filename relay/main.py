@@ -23,7 +23,7 @@ from collections import defaultdict
 import psycopg
 
 from cronbox import db, metrics
-from cronbox.config import Config, ConfigError, listen_target
+from cronbox.config import Config, ConfigError, check_dispatch_lead, listen_target
 from cronbox.log import event
 from cronbox.proc import Supervisor, Waker, identity, listen, pause, ticks
 from cronbox.registry import keep_registered
@@ -307,6 +307,7 @@ class Relay:
 
 async def run(cfg: Config, waker: Waker, settings: RelaySettings | None = None) -> None:
     s = settings or RelaySettings.from_env()
+    check_dispatch_lead(cfg.dispatch_lead, s.lease, "CRONBOX_RELAY_LEASE")
     routes = parse_routes(s.sinks or "*=log", os.environ)
     owner = identity("relay")
     event(log, "starting", process=owner, **{**cfg.describe(), **s.describe(), "sinks": routes.describe()})

@@ -61,7 +61,9 @@ def active(conn: psycopg.Connection, name: str) -> list[int]:
 
 
 def jobrow(conn: psycopg.Connection, name: str) -> dict[str, Any]:
-    cur = conn.execute("SELECT * FROM cronbox.job WHERE name = %s", (name,))
+    # the definition and its run statistics (cronbox.job_stat, migration 0122)
+    cur = conn.execute("SELECT j.*, s.* FROM cronbox.job j JOIN cronbox.job_stat s USING (job_id) "
+                       "WHERE j.name = %s", (name,))
     cols = [d.name for d in cur.description]
     return dict(zip(cols, cur.fetchone()))
 

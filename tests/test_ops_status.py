@@ -35,7 +35,9 @@ def test_status_as_a_reader_shows_every_section_as_plain_text(fresh_dsn, logins)
         su.execute("SELECT cronbox.schedule('nightly', cron => '0 3 * * *', timezone => 'Europe/Paris')")
         su.execute("SELECT cronbox.schedule(%s, every => '5 minutes')", ("two lines " + "x" * 80,))
         # a multi-line value (names cannot hold one; a reason can) is flattened to one line
-        su.execute("UPDATE cronbox.job SET consecutive_failures = 3, name = 'two\nlines ' || repeat('x', 80) "
+        su.execute("UPDATE cronbox.job_stat SET consecutive_failures = 3 WHERE job_id = "
+                   "(SELECT job_id FROM cronbox.job WHERE name = 'two lines ' || repeat('x', 80))")
+        su.execute("UPDATE cronbox.job SET name = 'two\nlines ' || repeat('x', 80) "
                    "WHERE name = 'two lines ' || repeat('x', 80)")
     out = _status(logins.dsn(fresh_dsn, "reader"))
     assert "\x1b" not in out  # no terminal escapes when piped

@@ -170,7 +170,7 @@ async def test_an_outcome_in_the_answer_completes_the_run_in_the_same_step(fresh
         await relay.stop()
         await worker.stop()
     assert set((await states(fresh_dsn, runs)).values()) == {("failed", "boom")}
-    assert (await query(fresh_dsn, "SELECT active_runs FROM cronbox.job WHERE name = 'outcome'")) == [(0,)]
+    assert (await query(fresh_dsn, "SELECT active_runs FROM cronbox.schedules WHERE name = 'outcome'")) == [(0,)]
 
 
 async def test_a_worker_failing_with_500_for_a_while_gets_every_message_once_it_recovers(fresh_dsn):

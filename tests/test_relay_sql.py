@@ -33,7 +33,7 @@ def run_state(conn, run_id):
 
 
 def active_runs(conn, job):
-    return conn.execute("SELECT active_runs FROM cronbox.job WHERE name = %s", (job,)).fetchone()[0]
+    return conn.execute("SELECT active_runs FROM cronbox.schedules WHERE name = %s", (job,)).fetchone()[0]
 
 
 def nack(conn, owner, ids, errors, *, retryable=None, retry_after=None, max_attempts=10, now=None):
@@ -314,8 +314,8 @@ def test_unsent_rows_are_handed_back_in_their_place_with_the_attempt_taken_back(
     back = conn.execute("SELECT outbox_id, attempts, lease_owner, available_at FROM cronbox.outbox "
                         "WHERE outbox_id = ANY(%s) ORDER BY outbox_id", (ids,)).fetchall()
     assert [(b[1], b[2]) for b in back[:2]] == [(0, None), (0, None)]
-    # claimable at once, ordered as before the claim (due rows: from the claim time)
-    assert all(b[3] == max(before[b[0]], now) for b in back[:2])
+    # claimable at once, in exactly their place before the claim (the claim never moved it)
+    assert all(b[3] == before[b[0]] for b in back[:2])
     assert back[2][1:3] == (1, "r1")  # not named: still leased
     assert sorted(r[0] for r in claim(conn, "r3", now=now)) == ids[:2]
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import psycopg
 import pytest
 
@@ -16,8 +18,13 @@ def test_dispatch_writes_run_and_outbox_message_and_removes_the_future(conn):
     [run] = runs(conn, "nightly")
     assert (run["state"], run["attempt"], run["queue"], run["fire_at"]) == ("dispatched", 1, "etl", at(0))
     assert run["dispatched_at"] == at(1)
-    msg, timeout = conn.execute(
+    stored, timeout = conn.execute(
         "SELECT message, timeout FROM cronbox.outbox WHERE run_id = %s AND kind = 'run'", (run["run_id"],)).fetchone()
+    assert stored is None  # a run's row carries no copy of its message: the claim builds it
+    [msg] = [r[0] for r in conn.execute(
+        "SELECT message FROM cronbox.claim_outbox_at('r1', 10, '30 seconds', p_now => %s)", (at(1),))]
+    assert msg["deadline"] == (at(1) + timedelta(seconds=90)).isoformat()
+    assert msg["run_id"] == run["run_id"] and msg["fire_at"] == at(0).isoformat()
     assert msg["idempotency_key"] == f"{run['run_id']}:1"
     assert (msg["job"], msg["queue"], msg["payload"], msg["attempt"]) == ("nightly", "etl", {"k": 1}, 1)
     assert timeout.total_seconds() == 90

@@ -81,8 +81,9 @@ def test_a_relay_claims_early_rows_only_when_asked_and_the_lease_runs_from_the_d
     [(oid, run_id, available, message)] = claim(conn, 9.3, LEAD)
     assert available == at(10)
     assert message["deadline"] == (at(10) + timedelta(seconds=90)).isoformat()
-    leased = conn.execute("SELECT available_at FROM cronbox.outbox WHERE outbox_id = %s", (oid,)).fetchone()[0]
-    assert leased == at(10) + timedelta(seconds=30)
+    leased = conn.execute("SELECT available_at, lease_until FROM cronbox.outbox WHERE outbox_id = %s",
+                          (oid,)).fetchone()
+    assert leased == (at(10), at(10) + timedelta(seconds=30))  # the claim leaves available_at alone
     assert claim(conn, 9.4, LEAD, owner="r2") == []     # leased to r1
 
 
@@ -98,9 +99,10 @@ def test_released_early_rows_come_back_at_their_due_time_not_before(conn):
     assert [r[0] for r in claim(conn, 10, owner="r2")] == [oid]
 
 
-@pytest.mark.parametrize("change", ["pause", "unschedule", "update"])
+@pytest.mark.parametrize("change", ["pause", "unschedule", "update", "dependency"])
 def test_a_change_withdraws_early_runs_no_relay_holds_yet(conn, change):
     job(conn, "tick", overlap="allow")
+    job(conn, "upstream")
     future(conn, "tick", 10)
     future(conn, "tick", 11)
     assert ahead(conn, 9.5, lead=timedelta(seconds=2)) == 2
@@ -111,8 +113,10 @@ def test_a_change_withdraws_early_runs_no_relay_holds_yet(conn, change):
         conn.execute("SELECT cronbox.pause_at('tick', p_now => %s)", (at(9.7),))
     elif change == "unschedule":
         conn.execute("SELECT cronbox.unschedule_at('tick', p_now => %s)", (at(9.7),))
-    else:
+    elif change == "update":
         conn.execute("SELECT cronbox.schedule_at('tick', every => '2 hours', overlap => 'allow', p_now => %s)", (at(9.7),))
+    else:  # a gate added after the fire was decided early
+        conn.execute("SELECT cronbox.add_dependency_at('tick', 'upstream', p_now => %s)", (at(9.7),))
     rows = dict(conn.execute(
         "SELECT fire_at, (state, error) FROM cronbox.run WHERE job_name = 'tick'").fetchall())
     assert rows[at(10)] == ("dispatched", None)  # held by a relay: sent at its time
@@ -184,3 +188,47 @@ def test_an_eligible_fire_whose_job_is_locked_elsewhere_is_reported_busy(fresh_d
                                   (at(9.5),)).fetchone() == (0, 1)
         assert poller.execute("SELECT dispatched, busy FROM cronbox.dispatch_ahead_at(10, '1 second', %s)",
                               (at(9.5),)).fetchone() == (1, 0)
+
+
+def test_early_rows_of_a_relay_that_died_holding_them_are_sent_by_another_after_the_lease(fresh_dsn, tmp_path):
+    """Early dispatch is on by default: a relay that claimed rows ahead of their time and died
+    before sending them (here: a claim by a relay that never sends) leaves them to the lease,
+    which runs from the due time (lease_until, not available_at: the claim is a HOT update).
+    A real relay then sends each exactly once, never before the lease ends: none lost."""
+    arrivals: list[tuple[float, dict]] = []
+
+    async def answer(request: web.Request, body: bytes) -> web.StreamResponse:
+        now = time.time()
+        doc = orjson.loads(body)
+        arrivals.extend((now, m) for m in (doc if isinstance(doc, list) else [doc]))
+        return web.Response(status=202)
+
+    with db.connect(fresh_dsn) as conn:
+        conn.execute("SELECT cronbox.schedule('held', cron => '0 0 1 1 *', overlap => 'allow')")
+        conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
+                     "SELECT job_id, now() + interval '300 ms' + n * interval '1 ms', now() + interval '300 ms' "
+                     "FROM cronbox.job, generate_series(1, 5) AS n WHERE name = 'held'")
+        assert conn.execute("SELECT dispatched FROM cronbox.dispatch_ahead(100, '1 second')").fetchone()[0] == 5
+        conn.execute("SELECT * FROM cronbox.claim_outbox('dead-relay', 100, '1 second', p_ahead => '1 second')")
+        claimed, lease_ends = conn.execute(
+            "SELECT count(*), max(extract(epoch FROM lease_until)) FROM cronbox.outbox "
+            "WHERE lease_owner = 'dead-relay' AND lease_until >= available_at + interval '1 second'").fetchone()
+    assert claimed == 5 and lease_ends is not None
+    with ThreadedWorker(answer) as worker:
+        env = {"CRONBOX_SINKS": f"*={worker.url}", "CRONBOX_RELAY_LEASE": "1s", "CRONBOX_POLL_INTERVAL": "100ms"}
+        with Proc("relay", fresh_dsn, tmp_path, **env) as relay:
+            wait_until(lambda: len(arrivals) >= 5, timeout=20, what="the dead relay's rows delivered")
+            wait_until(lambda: one(fresh_dsn, "SELECT count(*) FROM cronbox.outbox") == 0, timeout=10,
+                       what="acked")
+            assert relay.terminate() == 0, relay.output
+    keys = sorted(m["idempotency_key"] for _, m in arrivals)
+    assert len(keys) == 5 and len(set(keys)) == 5  # each once
+    assert min(t for t, _ in arrivals) >= float(lease_ends) - 0.005  # not before the lease ended
+    with db.connect(fresh_dsn) as conn:
+        assert conn.execute("SELECT state, count(*) FROM cronbox.run WHERE job_name = 'held' GROUP BY state"
+                            ).fetchall() == [("delivered", 5)]
+
+
+def one(dsn: str, sql: str) -> object:
+    with db.connect(dsn) as conn:
+        return conn.execute(sql).fetchone()[0]

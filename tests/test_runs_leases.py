@@ -78,3 +78,33 @@ def test_reaping_is_rechecked_under_lock_so_a_renewed_lease_is_not_lost(conn):
                            ([rid], at(62))).fetchone()[0]
     assert verdict == "ignored"
     assert runs(conn, "l")[0]["state"] == "running"
+
+
+def test_a_heartbeat_committing_while_the_reaper_waits_keeps_the_run_alive(fresh_dsn):
+    """finish_runs reads runs without a row lock (one WAL record fewer per run) and re-checks in
+    its UPDATE: a heartbeat that renews an expired lease and commits while the reaper waits for
+    the row wins; the run is neither lost nor retried."""
+    import threading
+
+    from cronbox import db
+
+    from .procs import wait_until
+
+    with db.connect(fresh_dsn) as conn:
+        rid = running(conn, max_attempts=3)
+    with db.connect(fresh_dsn, autocommit=False) as worker, db.connect(fresh_dsn) as reaper:
+        worker.execute("SELECT cronbox.heartbeat_at(%s, 'w1', %s)", (rid, at(60)))  # lease until at(120), not committed
+        pid = reaper.execute("SELECT pg_backend_pid()").fetchone()[0]
+        result: list[int] = []
+        t = threading.Thread(target=lambda: result.append(reap(reaper, 62)))
+        t.start()
+        with db.connect(fresh_dsn) as watch:
+            wait_until(lambda: watch.execute("SELECT wait_event_type FROM pg_stat_activity WHERE pid = %s",
+                                             (pid,)).fetchone()[0] == "Lock", what="reaper waits for the run's row")
+        worker.commit()
+        t.join(10)
+    assert result == [0]
+    with db.connect(fresh_dsn) as conn:
+        [r] = runs(conn, "l")
+        assert (r["state"], r["lease_until"]) == ("running", at(120))
+        assert futures(conn, "l") == []

@@ -44,7 +44,8 @@ def test_failed_run_is_retried_as_new_attempts_with_capped_exponential_backoff(c
     assert states(conn, "r") == ["failed"] * 4
     [note] = notifications(conn, "run_failed")
     assert (note["job"], note["attempt"], note["error"]) == ("r", 4, "boom 4")
-    msg = conn.execute("SELECT message FROM cronbox.outbox WHERE kind = 'run' ORDER BY outbox_id DESC LIMIT 1").fetchone()[0]
+    msg = conn.execute("SELECT message FROM cronbox.claim_outbox_at('r', 1000, '30 seconds', p_now => %s) "
+                       "WHERE kind = 'run' ORDER BY outbox_id DESC LIMIT 1", (at(now + 1),)).fetchone()[0]
     assert msg["idempotency_key"] == f"{rid}:4"
 
 

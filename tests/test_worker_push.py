@@ -32,7 +32,11 @@ def post(port: int, body: bytes, signature: str | None) -> tuple[int, object]:
 
 
 def message(conn, run_id: int) -> bytes:
-    return conn.execute("SELECT message::text FROM cronbox.outbox WHERE run_id = %s", (run_id,)).fetchone()[0].encode()
+    # the message the relay's claim sends: a run's outbox row carries none, it is built from the run
+    return conn.execute(
+        "SELECT cronbox.run_message(r.run_id, r.job_name, r.queue, r.payload, r.fire_at, r.attempt)::text "
+        "FROM cronbox.run r JOIN cronbox.outbox o ON o.run_id = r.run_id WHERE r.run_id = %s",
+        (run_id,)).fetchone()[0].encode()
 
 
 def ready(port: int) -> bool:

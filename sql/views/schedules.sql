@@ -4,10 +4,10 @@
 --         | waiting (an `after` job: fired by its upstream jobs).
 -- next_fire: the earliest pending future; else, for an active job the poller has not
 -- materialised yet, the frontier bound it will start from.
--- last_run_state: the state of the job's newest run. The job row records it when the run is
--- dispatched and when it finishes; in between (delivered, running) it is read from the run
--- itself (one primary-key probe, only for jobs whose newest run is in flight), so the hot
--- worker paths (claim_runs, start_run, the relay's ack) never write the job row.
+-- last_run_state: the state of the job's newest run. The job's statistics row (cronbox.job_stat)
+-- records it when the run is dispatched and when it finishes; in between (delivered, running)
+-- it is read from the run itself (one primary-key probe, only for jobs whose newest run is in
+-- flight), so the hot worker paths (claim_runs, start_run, the relay's ack) write neither row.
 DROP VIEW IF EXISTS cronbox.schedules;
 CREATE VIEW cronbox.schedules AS
 SELECT j.name, j.kind,
@@ -20,23 +20,24 @@ SELECT j.name, j.kind,
        j.timezone,
        CASE WHEN j.paused AND j.paused_reason LIKE 'quarantined: %' THEN 'quarantined'
             WHEN j.paused THEN 'paused'
-            WHEN j.finished_at IS NOT NULL AND j.active_runs = 0 AND f.next_fire IS NULL THEN 'finished'
+            WHEN j.finished_at IS NOT NULL AND s.active_runs = 0 AND f.next_fire IS NULL THEN 'finished'
             WHEN j.kind = 'after' THEN 'waiting'
             ELSE 'active' END AS status,
        j.paused, j.paused_reason, j.paused_at,
        coalesce(f.next_fire, CASE WHEN NOT j.paused THEN j.next_fire END) AS next_fire,
        f.pending,
-       j.last_fire_at,
-       CASE WHEN j.last_run_state = 'dispatched' AND j.last_run_id IS NOT NULL
-            THEN coalesce((SELECT r.state FROM cronbox.run r WHERE r.run_id = j.last_run_id),
-                          j.last_run_state)
-            ELSE j.last_run_state END AS last_run_state,
-       j.last_success_at,
-       j.consecutive_failures, j.consecutive_crashes, j.active_runs, j.missed_count,
+       s.last_fire_at,
+       CASE WHEN s.last_run_state = 'dispatched' AND s.last_run_id IS NOT NULL
+            THEN coalesce((SELECT r.state FROM cronbox.run r WHERE r.run_id = s.last_run_id),
+                          s.last_run_state)
+            ELSE s.last_run_state END AS last_run_state,
+       s.last_success_at,
+       s.consecutive_failures, s.consecutive_crashes, s.active_runs, s.missed_count,
        j.queue, j.priority, j.overlap, j.on_error, j.catchup, j.catchup_window, j.jitter,
        j.starts_at, j.ends_at, j.finished_at,
        j.owner, j.job_id, j.created_at, j.updated_at
 FROM cronbox.job j
+JOIN cronbox.job_stat s ON s.job_id = j.job_id  -- run statistics (migration 0122)
 LEFT JOIN LATERAL (
     SELECT min(fu.fire_at) AS next_fire, count(*) AS pending
     FROM cronbox.job_future fu WHERE fu.job_id = j.job_id

@@ -1,7 +1,7 @@
 -- cronbox.redrive(id, queue, everything): puts dead letters back into the outbox
 -- (attempts reset, claimable now) and wakes the relays. Choose rows by dead_letter id, by
 -- queue, or everything => true; id and queue combine with AND. A run that was marked
--- 'undeliverable' goes back to dispatched (job.active_runs follows). One statement per table.
+-- 'undeliverable' goes back to dispatched (job_stat.active_runs follows). One statement per table.
 -- Returns the number of messages put back.
 -- Thin wrapper: the body is cronbox.redrive_at (internal/redrive_at.sql), called with now();
 -- errors are re-raised from here so psql shows one CONTEXT line (docs/sql.md, "Errors").

@@ -70,6 +70,10 @@ BEGIN
     VALUES (v_job_id, v_up_id, add_dependency_at.within, add_dependency_at.wait_timeout, p_now)
     ON CONFLICT ON CONSTRAINT job_dependency_pkey
     DO UPDATE SET within = excluded.within, wait_timeout = excluded.wait_timeout;
+    -- Early dispatch (on by default) decided the job's next fires without this gate: the
+    -- runs no relay holds yet are withdrawn (under the job's lock, as dispatch takes it).
+    PERFORM 1 FROM cronbox.job j WHERE j.job_id = v_job_id FOR NO KEY UPDATE;
+    PERFORM cronbox.withdraw_early_runs(v_job_id, 'cancelled: dependency added before its fire time', p_now);
     PERFORM cronbox.record_change(v_job_id, v_name, 'updated',
         format('waits for %s (within %s, wait_timeout %s)', add_dependency_at.upstream,
                coalesce(add_dependency_at.within::text, 'since previous fire'),

@@ -2,10 +2,11 @@
 -- cronbox.claim_outbox passes now(); no cronbox role may execute this one (tests call it as the
 -- owner or a superuser to fix the clock).
 -- cronbox.claim_outbox_at(p_owner, p_limit, p_lease, p_queues, p_exclude, p_now): the relay's
--- claim. Leases up to p_limit available outbox rows (oldest first) to p_owner for p_lease by
--- pushing available_at to the lease end; FOR UPDATE SKIP LOCKED on outbox_claim_idx, so
--- relays get disjoint rows. p_queues (NULL = all) / p_exclude (NULL = none) keep pull-mode
--- queues out. A relay that dies leaves rows that come back when the lease ends.
+-- claim. Leases up to p_limit available outbox rows (oldest first) to p_owner for p_lease
+-- (lease_until; FOR UPDATE SKIP LOCKED on outbox_claim_idx, so relays get disjoint rows).
+-- available_at is left alone, and no index covers the lease columns, so a claim is a HOT
+-- update (migration 0120); rows under a live lease are skipped in the index walk.
+-- p_queues (NULL = all) / p_exclude (NULL = none) keep pull-mode queues out. A relay that dies leaves rows that come back when the lease ends.
 -- Counts the attempt; returns the messages with their deadline (now + timeout) filled in.
 -- p_ahead (CRONBOX_DISPATCH_LEAD) also takes rows that become available within p_ahead
 -- (written early by cronbox.dispatch_ahead): the relay holds them until available_at, which
@@ -29,23 +30,34 @@ AS $$
         SELECT o.outbox_id, o.available_at
         FROM cronbox.outbox o
         WHERE o.available_at <= p_now + p_ahead
+          AND (o.lease_until IS NULL OR o.lease_until <= p_now)
           AND (p_queues IS NULL OR o.queue = ANY (p_queues))
           AND (p_exclude IS NULL OR o.queue <> ALL (p_exclude))
         ORDER BY o.available_at
         LIMIT p_limit
         FOR UPDATE SKIP LOCKED
+    ),
+    leased AS (
+        UPDATE cronbox.outbox o SET
+            lease_until = greatest(p.available_at, p_now) + p_lease,
+            lease_owner = p_owner,
+            attempts = o.attempts + 1
+        FROM picked p
+        WHERE o.outbox_id = p.outbox_id
+        RETURNING o.outbox_id, o.run_id, o.queue, o.kind, o.message, o.timeout, o.attempts, p.available_at
     )
-    UPDATE cronbox.outbox o SET
-        available_at = greatest(p.available_at, p_now) + p_lease,
-        lease_owner = p_owner,
-        attempts = o.attempts + 1
-    FROM picked p
-    WHERE o.outbox_id = p.outbox_id
-    RETURNING o.outbox_id, o.run_id, o.queue, o.kind,
-              CASE WHEN o.kind = 'run'
-                   THEN o.message || jsonb_build_object('deadline', greatest(p.available_at, p_now) + o.timeout)
-                   ELSE o.message END,
-              o.attempts, p.available_at
+    -- A run's row carries no message (0121): built from the run row, one primary-key probe
+    -- each (the partition found at run time). A run gone by retention still gets its ids.
+    SELECT l.outbox_id, l.run_id, l.queue, l.kind,
+           CASE WHEN l.kind = 'run'
+                THEN coalesce(l.message,
+                              cronbox.run_message(r.run_id, r.job_name, r.queue, r.payload, r.fire_at, r.attempt),
+                              jsonb_build_object('run_id', l.run_id, 'queue', l.queue))
+                     || jsonb_build_object('deadline', greatest(l.available_at, p_now) + l.timeout)
+                ELSE l.message END,
+           l.attempts, l.available_at
+    FROM leased l
+    LEFT JOIN cronbox.run r ON r.run_id = l.run_id AND l.message IS NULL
 $$;
 
 COMMENT ON FUNCTION cronbox.claim_outbox_at(text, integer, interval, text[], text[], interval, timestamp with time zone) IS

@@ -52,6 +52,7 @@ BEGIN
         SELECT o.outbox_id
         FROM cronbox.outbox o
         WHERE o.kind = 'run' AND o.queue = claim_runs_at.queue AND o.available_at <= p_now
+          AND (o.lease_until IS NULL OR o.lease_until <= p_now)
         ORDER BY o.available_at
         LIMIT claim_runs_at.n
         FOR UPDATE SKIP LOCKED
@@ -81,7 +82,11 @@ BEGIN
             lease_until = p_now + (v_timeout_of ->> r.run_id::text)::interval
         WHERE r.run_id = ANY (v_ids) AND r.run_id BETWEEN v_ids[1] AND v_ids[cardinality(v_ids)]
           AND r.state = 'dispatched'
-        RETURNING r.run_id, r.lease_until, v_message_of -> r.run_id::text AS message
+        -- a run's outbox row carries no message (0121): built from the run row
+        RETURNING r.run_id, r.lease_until,
+                  coalesce(nullif(v_message_of -> r.run_id::text, 'null'::jsonb),
+                           cronbox.run_message(r.run_id, r.job_name, r.queue, r.payload, r.fire_at, r.attempt))
+                      AS message
     )
     SELECT s.run_id, s.message ->> 'job', s.message -> 'payload',
            (s.message ->> 'fire_at')::timestamptz, (s.message ->> 'attempt')::integer,

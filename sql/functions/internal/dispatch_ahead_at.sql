@@ -15,7 +15,7 @@
 -- decided: pause(), unschedule() or an update withdraw early runs no relay holds yet
 -- (cronbox.withdraw_early_runs), not those a relay holds (docs/runs.md, "Early dispatch").
 -- Locks as dispatch: futures FOR UPDATE SKIP LOCKED, then their jobs FOR NO KEY UPDATE SKIP
--- LOCKED.
+-- LOCKED. The write is dispatch's own (cronbox.dispatch_locked): one path for both.
 CREATE OR REPLACE FUNCTION cronbox.dispatch_ahead_at(
     p_limit integer,
     p_lead interval,
@@ -29,6 +29,8 @@ AS $$
 DECLARE
     v_dispatched integer;
     v_picked integer;
+    v_futures bigint[];
+    v_jobs bigint[];
 BEGIN
     IF p_limit IS NULL OR p_limit < 1 THEN
         RAISE EXCEPTION 'p_limit: must be at least 1, got %', p_limit USING ERRCODE = 'invalid_parameter_value';
@@ -40,12 +42,14 @@ BEGIN
         RAISE EXCEPTION 'p_lead: must be between 0 and 1 hour, got %', p_lead USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
+    -- 1. Eligible ready futures due within the lead, lowest priority first, and their jobs
+    --    (FOR NO KEY UPDATE SKIP LOCKED: a job busy elsewhere is retried soon).
     WITH
     prio(p) AS (SELECT r.p FROM cronbox.ready_priorities() AS r(p)),
     picked AS MATERIALIZED (
         SELECT x.*
         FROM prio CROSS JOIN LATERAL (
-            SELECT f.future_id, f.job_id, f.fire_at, f.due_at, f.priority, f.attempt, f.payload
+            SELECT f.future_id, f.job_id
             FROM cronbox.job_future f
             JOIN cronbox.job j ON j.job_id = f.job_id
             WHERE f.hold IS NULL AND f.priority = prio.p
@@ -60,57 +64,36 @@ BEGIN
         ) x
         LIMIT p_limit
     ),
-    -- The jobs' latest versions, one poller per job at a time; still eligible.
-    locked_job AS MATERIALIZED (
-        SELECT j.job_id, j.name, j.queue, j.timeout, j.payload
+    locked AS MATERIALIZED (
+        SELECT j.job_id
         FROM cronbox.job j
         WHERE j.job_id IN (SELECT picked.job_id FROM picked)
-          AND j.overlap = 'allow' AND NOT j.paused
         FOR NO KEY UPDATE SKIP LOCKED
-    ),
-    fire AS MATERIALIZED (
-        SELECT cronbox.new_run_id() AS run_id, p.future_id, p.job_id, p.fire_at, p.due_at,
-               p.priority, p.attempt, coalesce(p.payload, j.payload) AS message_payload,
-               j.name, j.queue, j.timeout
-        FROM picked p
-        JOIN locked_job j ON j.job_id = p.job_id
-    ),
-    gone AS (
-        DELETE FROM cronbox.job_future f
-        WHERE f.future_id = ANY (ARRAY(SELECT fire.future_id FROM fire))
-    ),
-    new_run AS (
-        INSERT INTO cronbox.run (run_id, job_id, job_name, queue, fire_at, due_at, state, attempt,
-                                 origin, payload, priority, created_at, dispatched_at)
-        SELECT fire.run_id, fire.job_id, fire.name, fire.queue, fire.fire_at, fire.due_at,
-               'dispatched', fire.attempt, 'schedule', fire.message_payload, fire.priority,
-               p_now, fire.due_at
-        FROM fire
-    ),
-    new_message AS (
-        INSERT INTO cronbox.outbox (run_id, queue, kind, message, timeout, created_at, available_at)
-        SELECT fire.run_id, fire.queue, 'run',
-               cronbox.run_message(fire.run_id, fire.name, fire.queue, fire.message_payload,
-                                   fire.fire_at, fire.attempt),
-               fire.timeout, p_now, fire.due_at
-        FROM fire
-    ),
-    job_counts AS (
-        UPDATE cronbox.job j SET
-            active_runs = j.active_runs + c.n_run,
-            last_fire_at = greatest(j.last_fire_at, c.last_fire),
-            last_run_id = greatest(j.last_run_id, c.last_run),
-            last_run_state = CASE WHEN c.last_run >= coalesce(j.last_run_id, 0) THEN 'dispatched'
-                                  ELSE j.last_run_state END
-        FROM (SELECT fire.job_id, count(*) AS n_run, max(fire.fire_at) AS last_fire,
-                     max(fire.run_id) AS last_run
-              FROM fire GROUP BY fire.job_id) c
-        WHERE j.job_id = c.job_id
     )
-    SELECT (SELECT count(*) FROM fire), (SELECT count(*) FROM picked) INTO v_dispatched, v_picked;
+    SELECT (SELECT count(*) FROM picked)::integer,
+           array_agg(p.future_id) FILTER (WHERE p.job_id IN (SELECT locked.job_id FROM locked)),
+           array_agg(DISTINCT p.job_id) FILTER (WHERE p.job_id IN (SELECT locked.job_id FROM locked))
+      INTO v_picked, v_futures, v_jobs
+    FROM picked p;
 
-    IF v_dispatched > 0 THEN
-        PERFORM pg_notify('cronbox_outbox', '');
+    -- 2. Still eligible, read under the locks (a pause or an update that committed before them
+    --    is seen here; one after them waits for this transaction).
+    IF v_jobs IS NOT NULL THEN
+        SELECT array_agg(j.job_id) INTO v_jobs
+        FROM cronbox.job j
+        WHERE j.job_id = ANY (v_jobs) AND j.overlap = 'allow' AND NOT j.paused
+          AND NOT EXISTS (SELECT 1 FROM cronbox.job_dependency d WHERE d.job_id = j.job_id);
+        SELECT array_agg(f.future_id) INTO v_futures
+        FROM cronbox.job_future f
+        WHERE f.future_id = ANY (v_futures) AND f.job_id = ANY (v_jobs);
+    END IF;
+
+    -- 3. The same write as dispatch (cronbox.dispatch_locked): every eligible fire is a run,
+    --    dispatched as of its due time and available to the relays then.
+    v_dispatched := 0;
+    IF v_futures IS NOT NULL THEN
+        SELECT d.dispatched INTO v_dispatched
+        FROM cronbox.dispatch_locked(v_futures, v_jobs, NULL, p_now) d;
     END IF;
     -- busy: eligible fires whose job was locked elsewhere (a saturation pass, a worker's report):
     -- worth another try soon, before they are due.

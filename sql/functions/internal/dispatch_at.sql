@@ -7,6 +7,8 @@
 -- exactly once whatever crashes. Locks: futures FOR UPDATE SKIP LOCKED (job_future_ready_idx,
 -- walked priority by priority), their jobs FOR NO KEY UPDATE SKIP LOCKED (a job busy elsewhere
 -- waits for the next call), then the queue_limit rows concerned. Any number of pollers may call it.
+-- Two statements: pick and lock, then decide and write with a snapshot taken under the locks.
+-- The job's counters and last-run columns are in cronbox.job_stat (the job row is only locked).
 -- p_jobs: only futures of these jobs (the poller isolating a job that makes a batch fail).
 -- p_grace: a scheduled fire due more than p_grace ago with a newer fire of its job in the same
 -- batch was missed (the poller was down or behind): recorded 'missed' unless catchup = 'all',
@@ -24,26 +26,24 @@ SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
 DECLARE
-    v_dispatched integer;
-    v_skipped integer;
-    v_failed integer;
-    v_held integer;
-    v_superseded bigint[];
+    v_futures bigint[];
+    v_jobs bigint[];
 BEGIN
     IF p_limit IS NULL OR p_limit < 1 THEN
         RAISE EXCEPTION 'p_limit: must be at least 1, got %', p_limit USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
+    -- 1. Due futures, lowest priority first, oldest first within a priority (rows are only
+    --    read and locked as far as the batch needs), and their jobs, locked so that one poller
+    --    at a time decides for a job (a job busy elsewhere waits for the next call). Everyone
+    --    who changes a job's definition or statistics holds this lock.
     WITH
     -- The priorities that have ready futures (a loose index scan, one probe per value).
     prio(p) AS (SELECT r.p FROM cronbox.ready_priorities() AS r(p)),
-    -- Due futures, lowest priority first, oldest first within a priority; rows are only
-    -- read (and locked) as far as the batch needs.
     picked AS MATERIALIZED (
         SELECT x.*
         FROM prio CROSS JOIN LATERAL (
-            SELECT f.future_id, f.job_id, f.fire_at, f.due_at, f.priority, f.attempt, f.origin,
-                   f.payload, f.retry_of
+            SELECT f.future_id, f.job_id
             FROM cronbox.job_future f
             WHERE f.hold IS NULL AND f.priority = prio.p AND f.due_at <= p_now
               AND (p_jobs IS NULL OR f.job_id = ANY (p_jobs))
@@ -53,224 +53,26 @@ BEGIN
         ) x
         LIMIT p_limit
     ),
-    -- Decisions are made on the jobs' latest versions, one poller per job at a time.
-    locked_job AS MATERIALIZED (
-        SELECT j.job_id, j.name, j.queue, j.paused, j.overlap, j.timeout, j.active_runs,
-               j.last_fire_at, j.payload, j.catchup
+    locked AS MATERIALIZED (
+        SELECT j.job_id
         FROM cronbox.job j
         WHERE j.job_id IN (SELECT picked.job_id FROM picked)
         FOR NO KEY UPDATE SKIP LOCKED
-    ),
-    -- Paused job, then the dependency gate (upstreams without a recent enough success).
-    gate AS MATERIALIZED (
-        SELECT p.*, j.name, j.queue, j.overlap, j.timeout, j.active_runs, j.catchup,
-               coalesce(p.payload, j.payload) AS message_payload,
-               g.waiting, g.timeout_at,
-               CASE WHEN j.paused AND p.origin <> 'manual' THEN 'hold_paused'  -- trigger() runs anyway
-                    WHEN g.waiting IS NOT NULL AND g.timeout_at <= p_now THEN 'fail_dependency'
-                    WHEN g.waiting IS NOT NULL THEN 'hold_dependency' END AS pre
-        FROM picked p
-        JOIN locked_job j ON j.job_id = p.job_id
-        LEFT JOIN LATERAL (
-            SELECT string_agg(u.name, ', ' ORDER BY u.name) AS waiting,
-                   min(p.due_at + d.wait_timeout) AS timeout_at
-            FROM cronbox.job_dependency d
-            JOIN cronbox.job u ON u.job_id = d.upstream_id
-            WHERE d.job_id = p.job_id
-              AND p.origin <> 'retry'  -- a retry's fire already passed the gate
-              AND NOT coalesce(u.last_success_at, '-infinity')
-                      > coalesce(p_now - d.within, j.last_fire_at, '-infinity')
-        ) g ON true
-    ),
-    -- The overlap policy, over the job's unfinished runs and the job's other futures in
-    -- this batch (nth: order of fire; cancel_other keeps only the newest).
-    -- Late scheduled fires with a newer fire of the same job due in this batch: the poller
-    -- was not there at their time; the catch-up policy (not overlap) decides: missed.
-    late AS (
-        SELECT g.*,
-               (g.catchup <> 'all' AND g.origin = 'schedule' AND g.attempt = 1
-                AND p_grace IS NOT NULL AND g.due_at < p_now - p_grace
-                AND g.fire_at < max(g.fire_at) OVER (PARTITION BY g.job_id)) AS late_missed
-        FROM gate g
-        WHERE g.pre IS NULL
-    ),
-    proceed AS (
-        SELECT l.*,
-               row_number() OVER (PARTITION BY l.job_id, l.late_missed ORDER BY l.fire_at, l.attempt, l.future_id) AS nth,
-               count(*) OVER (PARTITION BY l.job_id, l.late_missed) AS batch_n
-        FROM late l
-    ),
-    wish AS (
-        SELECT p.*,
-               CASE
-                   WHEN p.late_missed THEN 'miss'
-                   WHEN p.overlap = 'allow' THEN 'run'
-                   WHEN p.overlap = 'cancel_other' THEN CASE WHEN p.nth = p.batch_n THEN 'run' ELSE 'supersede' END
-                   WHEN p.active_runs = 0 AND p.nth = 1 THEN 'run'
-                   WHEN p.overlap = 'skip' THEN 'skip'
-                   WHEN p.overlap = 'buffer_all' THEN 'hold_overlap'
-                   -- buffer_one: the first waiting fire is buffered unless one already is
-                   WHEN p.nth = CASE WHEN p.active_runs = 0 THEN 2 ELSE 1 END
-                        AND NOT EXISTS (SELECT 1 FROM cronbox.job_future h
-                                        WHERE h.job_id = p.job_id AND h.hold = 'overlap')
-                       THEN 'hold_overlap'
-                   ELSE 'skip'
-               END AS wish
-        FROM proceed p
-    ),
-    -- Free slots of the limited queues concerned, locked in a fixed order.
-    limited AS MATERIALIZED (
-        SELECT q.queue, q.max_running - q.running AS free
-        FROM cronbox.queue_limit q
-        WHERE q.queue IN (SELECT w.queue FROM wish w WHERE w.wish = 'run')
-        ORDER BY q.queue
-        FOR NO KEY UPDATE
-    ),
-    placed AS (
-        SELECT w.*,
-               CASE WHEN w.wish <> 'run' OR l.queue IS NULL THEN w.wish
-                    WHEN row_number() OVER (PARTITION BY w.queue, w.wish = 'run'
-                                            ORDER BY w.priority, w.due_at, w.future_id) <= l.free
-                        THEN 'run'
-                    ELSE 'hold_queue' END AS placed
-        FROM wish w
-        LEFT JOIN limited l ON l.queue = w.queue
-    ),
-    -- A job whose run waits for a queue slot keeps its other fires waiting with it.
-    outcome AS MATERIALIZED (
-        SELECT pl.future_id, pl.job_id, pl.name, pl.queue, pl.fire_at, pl.due_at, pl.priority,
-               pl.attempt, pl.origin, pl.retry_of, pl.message_payload, pl.timeout, pl.overlap,
-               pl.active_runs, pl.catchup, NULL::text AS waiting, NULL::timestamptz AS timeout_at,
-               CASE WHEN pl.placed IN ('skip', 'supersede', 'hold_overlap')
-                         AND bool_or(pl.placed = 'hold_queue') OVER (PARTITION BY pl.job_id)
-                    THEN 'hold_queue' ELSE pl.placed END AS act
-        FROM placed pl
-        UNION ALL
-        SELECT g.future_id, g.job_id, g.name, g.queue, g.fire_at, g.due_at, g.priority,
-               g.attempt, g.origin, g.retry_of, g.message_payload, g.timeout, g.overlap,
-               g.active_runs, g.catchup, g.waiting, g.timeout_at, g.pre
-        FROM gate g
-        WHERE g.pre IS NOT NULL
-    ),
-    fire AS MATERIALIZED (
-        SELECT cronbox.new_run_id() AS run_id, o.*
-        FROM outcome o
-        WHERE o.act IN ('run', 'skip', 'supersede', 'fail_dependency', 'miss')
-    ),
-    -- = ANY (ARRAY(...)): primary-key probes whatever the CTE row estimates say.
-    gone AS (
-        DELETE FROM cronbox.job_future f
-        WHERE f.future_id = ANY (ARRAY(SELECT fire.future_id FROM fire))
-    ),
-    held AS (
-        UPDATE cronbox.job_future f SET
-            hold = CASE o.act WHEN 'hold_paused' THEN 'paused' WHEN 'hold_dependency' THEN 'dependency'
-                              WHEN 'hold_queue' THEN 'queue_limit' ELSE 'overlap' END,
-            hold_queue = CASE WHEN o.act = 'hold_queue' THEN o.queue END,
-            held_since = coalesce(f.held_since, p_now),
-            -- the backstop: re-examined then whatever happens (a dependency at its timeout)
-            hold_until = least(p_now + interval '30 seconds', o.timeout_at)
-        FROM outcome o
-        WHERE f.future_id = ANY (ARRAY(SELECT o2.future_id FROM outcome o2 WHERE o2.act LIKE 'hold\_%'))
-          AND f.future_id = o.future_id AND o.act LIKE 'hold\_%'
-    ),
-    new_run AS (
-        INSERT INTO cronbox.run (run_id, job_id, job_name, queue, fire_at, due_at, state, attempt,
-                                 origin, retry_of, payload, priority, created_at, dispatched_at,
-                                 finished_at, error, missed_fires, missed_last_at)
-        SELECT fire.run_id, fire.job_id, fire.name, fire.queue, fire.fire_at, fire.due_at,
-               CASE fire.act WHEN 'run' THEN 'dispatched' WHEN 'fail_dependency' THEN 'failed'
-                             WHEN 'miss' THEN 'missed' ELSE 'skipped' END,
-               fire.attempt, fire.origin, fire.retry_of, fire.message_payload, fire.priority,
-               p_now,
-               CASE WHEN fire.act = 'run' THEN p_now END,
-               CASE WHEN fire.act <> 'run' THEN p_now END,
-               CASE fire.act
-                   WHEN 'skip' THEN 'overlap: skipped, an earlier run of this job is unfinished'
-                   WHEN 'supersede' THEN 'overlap: superseded by a newer fire (cancel_other)'
-                   WHEN 'fail_dependency' THEN format(
-                       'dependency: no recent enough success of %s after waiting %s (wait_timeout)',
-                       fire.waiting, p_now - fire.due_at)
-                   WHEN 'miss' THEN format(
-                       'missed: the poller was not running at the fire time, a newer fire of this job is due (catch-up policy %s)',
-                       fire.catchup)
-               END,
-               CASE WHEN fire.act = 'miss' THEN 1 END,
-               CASE WHEN fire.act = 'miss' THEN fire.fire_at END
-        FROM fire
-    ),
-    new_message AS (
-        INSERT INTO cronbox.outbox (run_id, queue, kind, message, timeout, created_at, available_at)
-        SELECT fire.run_id, fire.queue, 'run',
-               cronbox.run_message(fire.run_id, fire.name, fire.queue, fire.message_payload,
-                                   fire.fire_at, fire.attempt),
-               fire.timeout, p_now, p_now
-        FROM fire
-        WHERE fire.act = 'run'
-        UNION ALL
-        SELECT fire.run_id, 'cronbox.notifications', 'notification',
-               jsonb_build_object(
-                   'event', 'dependency_timeout', 'job', fire.name, 'run_id', fire.run_id,
-                   'fire_at', fire.fire_at, 'waiting_for', fire.waiting, 'at', p_now,
-                   'error', format('dependency: no recent enough success of %s', fire.waiting),
-                   'idempotency_key', 'dependency_timeout:' || fire.run_id),
-               interval '5 minutes', p_now, p_now
-        FROM fire
-        WHERE fire.act = 'fail_dependency'
-    ),
-    -- cancel_other: the job's unfinished runs are asked to stop (heartbeat answers 'cancel').
-    cancel_others AS (
-        UPDATE cronbox.run r SET cancel_requested = true
-        WHERE r.job_id IN (SELECT fire.job_id FROM fire
-                           WHERE fire.act = 'run' AND fire.overlap = 'cancel_other' AND fire.active_runs > 0)
-          AND r.state IN ('dispatched', 'delivered', 'running')
-          AND NOT r.cancel_requested
-        RETURNING r.run_id, r.state
-    ),
-    job_counts AS (
-        UPDATE cronbox.job j SET
-            active_runs = j.active_runs + c.n_run,
-            last_fire_at = CASE WHEN c.n_run > 0 THEN greatest(j.last_fire_at, c.last_fire)
-                                ELSE j.last_fire_at END,
-            last_run_id = coalesce(c.last_run, j.last_run_id),
-            last_run_state = coalesce(c.last_state, j.last_run_state),
-            consecutive_failures = j.consecutive_failures + c.n_failed,
-            missed_count = j.missed_count + c.n_missed
-        FROM (SELECT fire.job_id,
-                     count(*) FILTER (WHERE fire.act = 'miss') AS n_missed,
-                     count(*) FILTER (WHERE fire.act = 'run') AS n_run,
-                     count(*) FILTER (WHERE fire.act = 'fail_dependency') AS n_failed,
-                     max(fire.fire_at) FILTER (WHERE fire.act = 'run') AS last_fire,
-                     max(fire.run_id) FILTER (WHERE fire.act IN ('run', 'fail_dependency')) AS last_run,
-                     (array_agg(CASE fire.act WHEN 'run' THEN 'dispatched' ELSE 'failed' END
-                                ORDER BY fire.run_id DESC)
-                          FILTER (WHERE fire.act IN ('run', 'fail_dependency')))[1] AS last_state
-              FROM fire GROUP BY fire.job_id) c
-        WHERE j.job_id = ANY (ARRAY(SELECT fire.job_id FROM fire))
-          AND j.job_id = c.job_id AND (c.n_run > 0 OR c.n_failed > 0 OR c.n_missed > 0)
-    ),
-    queue_counts AS (
-        UPDATE cronbox.queue_limit q SET running = q.running + c.n, updated_at = p_now
-        FROM (SELECT fire.queue, count(*) AS n FROM fire WHERE fire.act = 'run' GROUP BY fire.queue) c
-        WHERE q.queue = c.queue
     )
-    SELECT count(*) FILTER (WHERE o.act = 'run'),
-           count(*) FILTER (WHERE o.act IN ('skip', 'supersede', 'miss')),
-           count(*) FILTER (WHERE o.act = 'fail_dependency'),
-           count(*) FILTER (WHERE o.act LIKE 'hold\_%'),
-           (SELECT array_agg(c.run_id) FROM cancel_others c WHERE c.state = 'dispatched')
-      INTO v_dispatched, v_skipped, v_failed, v_held, v_superseded
-    FROM outcome o;
-
-    -- cancel_other: a superseded run whose message is still in the outbox never reaches a worker.
-    IF v_superseded IS NOT NULL THEN
-        PERFORM cronbox.withdraw_superseded_runs(v_superseded, p_now);
+    SELECT array_agg(p.future_id), array_agg(DISTINCT p.job_id)
+      INTO v_futures, v_jobs
+    FROM picked p
+    WHERE p.job_id IN (SELECT locked.job_id FROM locked);
+    IF v_futures IS NULL THEN
+        RETURN QUERY SELECT 0, 0, 0, 0, cronbox.next_due();
+        RETURN;
     END IF;
 
-    IF v_dispatched > 0 OR v_failed > 0 THEN
-        PERFORM pg_notify('cronbox_outbox', '');
-    END IF;
-    RETURN QUERY SELECT v_dispatched, v_skipped, v_failed, v_held, cronbox.next_due();
+    -- 2. Decide and write (cronbox.dispatch_locked, shared with early dispatch), in a new
+    --    statement whose snapshot is taken with the locks held.
+    RETURN QUERY
+    SELECT d.dispatched, d.skipped, d.failed, d.held, cronbox.next_due()
+    FROM cronbox.dispatch_locked(v_futures, v_jobs, p_grace, p_now) d;
 END
 $$;
 

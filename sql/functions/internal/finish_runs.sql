@@ -2,7 +2,7 @@
 -- which runs reach a final state (complete_run(s), fail_run(s), the reaper, cancel). Set-based:
 -- a few statements whatever the batch size. Locks, always in this order (no deadlock with
 -- dispatch): the jobs (and, on success, the after-jobs listing them) by job_id, the runs, the
--- queue_limit rows by queue. Then: job bookkeeping, retry futures (a retry is a new run
+-- queue_limit rows by queue. Then: job bookkeeping (cronbox.job_stat), retry futures (a retry is a new run
 -- later), on_error, notifications, releases of held futures, after-jobs whose upstreams all
 -- succeeded. A report for a run already final is kept in late_report and changes nothing.
 CREATE OR REPLACE FUNCTION cronbox.finish_runs(
@@ -36,6 +36,7 @@ DECLARE
     v_ids bigint[];
     v_states text[];
     v_verdicts text[];
+    v_updated bigint[];
     v_woken integer := 0;
     v_n integer;
     v_paused_ids bigint[];
@@ -73,8 +74,12 @@ BEGIN
     PERFORM 1 FROM cronbox.job j WHERE j.job_id = ANY (v_jobs || v_after)
     ORDER BY j.job_id FOR NO KEY UPDATE;
 
-    -- 2. The runs, locked in run_id order: final state, or a late report kept aside. The
-    --    reports (result, error) are looked up by run id (the first report of an id wins).
+    -- 2. The runs: final state, or a late report kept aside. The reports (result, error) are
+    --    looked up by run id (the first report of an id wins). Read without a row lock: every
+    --    finisher of a run holds its job's lock (step 1), so only start_run, heartbeat, claims
+    --    and acks can change a run meanwhile, and the final UPDATE re-checks what they could
+    --    change (still unfinished; for 'lost', the lease still expired). A separate FOR UPDATE
+    --    pass cost a WAL record per run.
     IF p_results IS NOT NULL OR p_errors IS NOT NULL THEN
         SELECT jsonb_object_agg(x.id::text, x.result) FILTER (WHERE x.result IS NOT NULL),
                jsonb_object_agg(x.id::text, x.error) FILTER (WHERE x.error IS NOT NULL)
@@ -88,8 +93,6 @@ BEGIN
                r.state, r.cancel_requested, r.lease_until
         FROM cronbox.run r
         WHERE r.run_id = ANY (p_run_ids) AND r.run_id BETWEEN v_lo AND v_hi
-        ORDER BY r.run_id
-        FOR UPDATE
     ),
     classified AS (
         SELECT l.*, v_error_of ->> l.run_id::text AS error,
@@ -121,9 +124,10 @@ BEGIN
       INTO v_fin, v_done, v_late, v_ids, v_states, v_verdicts
     FROM classified c;
 
-    -- No join: the runs are probed through the primary key in run_id order (locked above, so
-    -- the state is the one classified), their reports looked up by id.
+    -- No join: the runs are probed through the primary key in run_id order (the row locks are
+    -- taken here, in that order), their reports looked up by id.
     IF v_done IS NOT NULL THEN
+        WITH finished AS (
         UPDATE cronbox.run r SET
             state = CASE WHEN p_outcome = 'succeeded' THEN 'succeeded'
                          WHEN r.cancel_requested THEN 'cancelled'
@@ -139,7 +143,22 @@ BEGIN
                                        OR (p_outcome <> 'succeeded' AND r.cancel_requested)
                                   THEN 'cancelled' END),
             lease_until = NULL
-        WHERE r.run_id = ANY (v_done) AND r.run_id BETWEEN v_lo AND v_hi;
+        WHERE r.run_id = ANY (v_done) AND r.run_id BETWEEN v_lo AND v_hi
+          AND r.state IN ('dispatched', 'delivered', 'running')
+          AND (p_outcome <> 'lost' OR (r.state IN ('delivered', 'running') AND r.lease_until < p_now))
+        RETURNING r.run_id
+        )
+        SELECT array_agg(f.run_id) INTO v_updated FROM finished f;
+        IF cardinality(v_updated) IS DISTINCT FROM cardinality(v_done) THEN
+            -- Changed since read (a heartbeat renewed an expiring lease): not finished here.
+            v_fin := ARRAY(SELECT f FROM unnest(v_fin) f WHERE f.run_id = ANY (v_updated));
+            v_verdicts := ARRAY(SELECT CASE WHEN x.verdict = 'finished' AND NOT (x.id = ANY (coalesce(v_updated, '{}')))
+                                            THEN 'ignored' ELSE x.verdict END
+                                FROM unnest(v_ids, v_verdicts) WITH ORDINALITY AS x(id, verdict, n) ORDER BY x.n);
+            IF cardinality(v_fin) = 0 THEN
+                v_fin := NULL;
+            END IF;
+        END IF;
     END IF;
     IF v_late IS NOT NULL THEN
         UPDATE cronbox.run r SET late_report = jsonb_build_object(
@@ -170,38 +189,46 @@ BEGIN
             ON CONFLICT ON CONSTRAINT job_future_fire_unique DO NOTHING
             RETURNING 1
         ),
-        book AS (
-            UPDATE cronbox.job j SET
-                active_runs = greatest(j.active_runs - c.n, 0),
-                last_run_state = CASE WHEN c.last_run >= coalesce(j.last_run_id, 0)
-                                      THEN c.last_state ELSE j.last_run_state END,
-                last_success_at = CASE WHEN c.n_ok > 0 THEN greatest(j.last_success_at, p_now)
-                                       ELSE j.last_success_at END,
+        -- Per job: the counts of this call (one row per job).
+        per_job AS MATERIALIZED (
+            SELECT d.job_id, count(*) AS n, bool_or(d.was_paused) AS was_paused,
+                   max(d.run_id) AS last_run,
+                   (array_agg(d.state ORDER BY d.run_id DESC))[1] AS last_state,
+                   count(*) FILTER (WHERE d.state = 'succeeded') AS n_ok,
+                   count(*) FILTER (WHERE d.state = 'lost') AS n_lost,
+                   count(*) FILTER (WHERE d.exhausted AND d.attempt <= d.max_attempts) AS n_runs_failed,
+                   (array_agg(format('paused after failure: run %s (attempt %s) %s: %s',
+                                     d.run_id, d.attempt, d.state, coalesce(d.error, 'no error text'))
+                              ORDER BY d.run_id DESC)
+                        FILTER (WHERE d.exhausted AND d.on_error = 'pause'))[1] AS pause_reason
+            FROM decide d GROUP BY d.job_id
+        ),
+        -- The statistics row (narrow, HOT: cronbox.job_stat); the job row itself is only
+        -- written when on_error = 'pause' pauses it.
+        stat AS (
+            UPDATE cronbox.job_stat s SET
+                active_runs = greatest(s.active_runs - c.n, 0),
+                last_run_state = CASE WHEN c.last_run >= coalesce(s.last_run_id, 0)
+                                      THEN c.last_state ELSE s.last_run_state END,
+                last_success_at = CASE WHEN c.n_ok > 0 THEN greatest(s.last_success_at, p_now)
+                                       ELSE s.last_success_at END,
                 -- runs, not attempts: a run counts once, when its attempts are exhausted
                 -- (the run_failed notification's condition); an attempt retried is no failure yet
                 consecutive_failures = CASE WHEN c.n_ok > 0 THEN 0
-                                            ELSE j.consecutive_failures + c.n_runs_failed END,
+                                            ELSE s.consecutive_failures + c.n_runs_failed END,
                 consecutive_crashes = CASE WHEN c.n_ok > 0 THEN 0
-                                           ELSE j.consecutive_crashes + c.n_lost END,
-                paused = j.paused OR c.pause_reason IS NOT NULL,
-                paused_reason = CASE WHEN c.pause_reason IS NOT NULL AND NOT j.paused
-                                     THEN c.pause_reason ELSE j.paused_reason END,
-                updated_at = CASE WHEN c.pause_reason IS NOT NULL AND NOT j.paused
-                                  THEN p_now ELSE j.updated_at END
-            FROM (SELECT d.job_id, count(*) AS n, bool_or(d.was_paused) AS was_paused,
-                         max(d.run_id) AS last_run,
-                         (array_agg(d.state ORDER BY d.run_id DESC))[1] AS last_state,
-                         count(*) FILTER (WHERE d.state = 'succeeded') AS n_ok,
-                         count(*) FILTER (WHERE d.state = 'lost') AS n_lost,
-                         count(*) FILTER (WHERE d.exhausted AND d.attempt <= d.max_attempts) AS n_runs_failed,
-                         (array_agg(format('paused after failure: run %s (attempt %s) %s: %s',
-                                           d.run_id, d.attempt, d.state, coalesce(d.error, 'no error text'))
-                                    ORDER BY d.run_id DESC)
-                              FILTER (WHERE d.exhausted AND d.on_error = 'pause'))[1] AS pause_reason
-                  FROM decide d GROUP BY d.job_id) c
-            WHERE j.job_id = c.job_id
-            RETURNING j.job_id, j.name, c.pause_reason,
-                      c.pause_reason IS NOT NULL AND NOT c.was_paused AS paused_now
+                                           ELSE s.consecutive_crashes + c.n_lost END
+            FROM per_job c
+            WHERE s.job_id = c.job_id
+        ),
+        book AS (
+            UPDATE cronbox.job j SET
+                paused = true,
+                paused_reason = c.pause_reason,
+                updated_at = p_now
+            FROM per_job c
+            WHERE j.job_id = c.job_id AND c.pause_reason IS NOT NULL AND NOT j.paused
+            RETURNING j.job_id, j.name, c.pause_reason, NOT c.was_paused AS paused_now
         ),
         notes AS (
             INSERT INTO cronbox.outbox (run_id, queue, kind, message, created_at, available_at)
@@ -242,52 +269,24 @@ BEGIN
                    AND (f.attempt < j.max_attempts OR j.on_error = 'retry_soon'));
 
         -- 5. Limited queues: free the slots and release that many queue-held futures.
-        PERFORM 1 FROM cronbox.queue_limit q
-        WHERE q.queue IN (SELECT f.queue FROM unnest(v_fin) f)
-        ORDER BY q.queue FOR NO KEY UPDATE;
-        IF FOUND THEN
-            WITH c AS (
-                SELECT f.queue, count(*) AS n FROM unnest(v_fin) f GROUP BY f.queue
-            ),
-            freed AS (
-                UPDATE cronbox.queue_limit q SET running = greatest(q.running - c.n, 0), updated_at = p_now
-                FROM c WHERE q.queue = c.queue
-                RETURNING q.queue, q.max_running - q.running AS free
-            ),
-            released AS (
-                UPDATE cronbox.job_future f SET hold = NULL, hold_queue = NULL, hold_until = NULL
-                FROM (SELECT h.future_id
-                      FROM freed CROSS JOIN LATERAL (
-                          SELECT f2.future_id FROM cronbox.job_future f2
-                          WHERE f2.hold = 'queue_limit' AND f2.hold_queue = freed.queue
-                          ORDER BY f2.priority, f2.due_at
-                          LIMIT greatest(freed.free, 0)) h) x
-                WHERE f.future_id = x.future_id
-                RETURNING 1
-            )
-            SELECT count(*) INTO v_n FROM released;
-            v_woken := v_woken + v_n;
-        END IF;
+        PERFORM cronbox.release_queue_slots(array_agg(c.queue), array_agg(c.n), p_now)
+        FROM (SELECT f.queue, count(*) AS n FROM unnest(v_fin) f GROUP BY f.queue) c;
 
         -- 6. Overlap buffers: the job's earliest held fire may go now.
-        UPDATE cronbox.job_future f SET hold = NULL, hold_until = NULL
-        FROM (SELECT DISTINCT ON (h.job_id) h.future_id
-              FROM cronbox.job_future h
-              WHERE h.job_id IN (SELECT f2.job_id FROM unnest(v_fin) f2) AND h.hold = 'overlap'
-              ORDER BY h.job_id, h.fire_at) x
-        WHERE f.future_id = x.future_id;
-        GET DIAGNOSTICS v_n = ROW_COUNT;
-        v_woken := v_woken + v_n;
+        v_woken := v_woken + cronbox.release_futures(ARRAY(
+            SELECT DISTINCT ON (h.job_id) h.future_id
+            FROM cronbox.job_future h
+            WHERE h.job_id IN (SELECT f2.job_id FROM unnest(v_fin) f2) AND h.hold = 'overlap'
+            ORDER BY h.job_id, h.fire_at));
     END IF;
 
     IF p_outcome = 'succeeded' AND v_fin IS NOT NULL THEN
         -- 7. Jobs gated on these (add_dependency): their waiting fires look again.
-        UPDATE cronbox.job_future f SET hold = NULL, hold_until = NULL
-        WHERE f.hold = 'dependency'
-          AND f.job_id IN (SELECT d.job_id FROM cronbox.job_dependency d
-                           WHERE d.upstream_id IN (SELECT f2.job_id FROM unnest(v_fin) f2));
-        GET DIAGNOSTICS v_n = ROW_COUNT;
-        v_woken := v_woken + v_n;
+        v_woken := v_woken + cronbox.release_futures(ARRAY(
+            SELECT f.future_id FROM cronbox.job_future f
+            WHERE f.hold = 'dependency'
+              AND f.job_id IN (SELECT d.job_id FROM cronbox.job_dependency d
+                               WHERE d.upstream_id IN (SELECT f2.job_id FROM unnest(v_fin) f2))));
 
         -- 8. after-jobs: fire once all their upstreams succeeded since their last fire
         --    (job.frontier marks that fire for kind 'after'). A fresh statement, so it sees
@@ -300,8 +299,9 @@ BEGIN
                   AND NOT EXISTS (
                       SELECT 1 FROM unnest(a.after) AS n(name)
                       LEFT JOIN cronbox.job u ON u.name = n.name
-                      WHERE u.last_success_at IS NULL
-                         OR (a.frontier IS NOT NULL AND u.last_success_at <= a.frontier))
+                      LEFT JOIN cronbox.job_stat us ON us.job_id = u.job_id
+                      WHERE us.last_success_at IS NULL
+                         OR (a.frontier IS NOT NULL AND us.last_success_at <= a.frontier))
             ),
             mark AS (
                 UPDATE cronbox.job a SET frontier = p_now

@@ -6,7 +6,7 @@
 -- Rows still leased to p_owner either wait (available_at = now + exponential backoff from
 -- p_backoff per attempt, capped at p_backoff_max, equal jitter, at least Retry-After) or,
 -- when not retryable or out of attempts, move to cronbox.dead_letter; their runs become
--- failed with 'undeliverable: <error>' (job.active_runs decremented). Two statements, no loop.
+-- failed with 'undeliverable: <error>' (job_stat.active_runs decremented). Two statements, no loop.
 -- The result type changed (dead_ids added): CREATE OR REPLACE cannot change it, so drop first
 -- (same transaction as the re-create; grants.sql re-grants after every re-apply).
 CREATE OR REPLACE FUNCTION cronbox.nack_outbox_at(
@@ -64,6 +64,7 @@ BEGIN
                 CASE WHEN m.retry_after IS NOT NULL  -- greatest/least skip NULLs
                      THEN make_interval(secs => least(m.retry_after, 86400)) END),
             lease_owner = NULL,
+            lease_until = NULL,
             last_error = m.error
         FROM mine m
         WHERE o.outbox_id = m.outbox_id AND NOT m.give_up AND o.lease_owner = p_owner
@@ -77,9 +78,14 @@ BEGIN
     moved AS (
         INSERT INTO cronbox.dead_letter (outbox_id, run_id, queue, kind, message, timeout, created_at,
                                          attempts, last_error, lease_owner, dead_at)
-        SELECT b.outbox_id, b.run_id, b.queue, b.kind, b.message, b.timeout, b.created_at,
-               b.attempts, b.error, b.lease_owner, p_now
+        -- the dead letter keeps the message as sent: a run's row has none (0121), built here
+        SELECT b.outbox_id, b.run_id, b.queue, b.kind,
+               coalesce(b.message,
+                        cronbox.run_message(r.run_id, r.job_name, r.queue, r.payload, r.fire_at, r.attempt),
+                        jsonb_build_object('run_id', b.run_id, 'queue', b.queue)),
+               b.timeout, b.created_at, b.attempts, b.error, b.lease_owner, p_now
         FROM buried b
+        LEFT JOIN cronbox.run r ON r.run_id = b.run_id AND b.message IS NULL
         RETURNING outbox_id, run_id, last_error
     )
     SELECT (SELECT count(*) FROM retried)::integer, count(*)::integer,

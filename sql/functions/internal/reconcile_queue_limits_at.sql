@@ -16,45 +16,14 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_queues text[];
-    v_n integer;
-    v_released integer;
 BEGIN
-    SELECT array_agg(x.queue) INTO v_queues FROM (
-        SELECT q.queue FROM cronbox.queue_limit q
-        WHERE p_queues IS NULL OR q.queue = ANY (p_queues)
-        ORDER BY q.queue FOR NO KEY UPDATE) x;
+    SELECT array_agg(q.queue) INTO v_queues FROM cronbox.queue_limit q
+    WHERE p_queues IS NULL OR q.queue = ANY (p_queues);
     IF v_queues IS NULL THEN
         RETURN 0;
     END IF;
-    WITH actual AS (
-        SELECT r.queue, count(*) AS n
-        FROM cronbox.run r
-        WHERE r.state IN ('dispatched', 'delivered', 'running') AND r.queue = ANY (v_queues)
-        GROUP BY r.queue
-    ),
-    counted AS (
-        UPDATE cronbox.queue_limit q SET running = coalesce(a.n, 0), updated_at = p_now
-        FROM (SELECT u.queue, actual.n FROM unnest(v_queues) u(queue)
-              LEFT JOIN actual ON actual.queue = u.queue) a
-        WHERE q.queue = a.queue
-        RETURNING q.queue, q.max_running - q.running AS free
-    ),
-    released AS (
-        UPDATE cronbox.job_future f SET hold = NULL, hold_queue = NULL, hold_until = NULL
-        FROM (SELECT h.future_id
-              FROM counted CROSS JOIN LATERAL (
-                  SELECT f2.future_id FROM cronbox.job_future f2
-                  WHERE f2.hold = 'queue_limit' AND f2.hold_queue = counted.queue
-                  ORDER BY f2.priority, f2.due_at
-                  LIMIT greatest(counted.free, 0)) h) x
-        WHERE f.future_id = x.future_id
-        RETURNING 1
-    )
-    SELECT (SELECT count(*) FROM counted), (SELECT count(*) FROM released) INTO v_n, v_released;
-    IF v_released > 0 THEN
-        PERFORM pg_notify('cronbox_future', '');
-    END IF;
-    RETURN v_n;
+    -- recounted from the unfinished runs (p_freed NULL), holds released up to the free slots
+    RETURN cronbox.release_queue_slots(v_queues, NULL, p_now);
 END
 $$;
 

@@ -4,7 +4,7 @@
 -- cronbox.redrive_at(id, queue, everything, p_now): puts dead letters back into the outbox
 -- (attempts reset, claimable now) and wakes the relays. Choose rows by dead_letter id, by
 -- queue, or everything => true; id and queue combine with AND. A run that was marked
--- 'undeliverable' goes back to dispatched (job.active_runs follows). One statement per table.
+-- 'undeliverable' goes back to dispatched (job_stat.active_runs follows). One statement per table.
 -- Returns the number of messages put back.
 CREATE OR REPLACE FUNCTION cronbox.redrive_at(
     id bigint DEFAULT NULL,
@@ -51,9 +51,9 @@ BEGIN
             WHERE r.run_id = ANY (v_runs) AND r.state = 'failed' AND r.error LIKE 'undeliverable:%'
             RETURNING r.job_id
         )
-        UPDATE cronbox.job j SET active_runs = j.active_runs + c.n
+        UPDATE cronbox.job_stat s SET active_runs = s.active_runs + c.n
         FROM (SELECT v.job_id, count(*)::integer AS n FROM revived v GROUP BY v.job_id) c
-        WHERE j.job_id = c.job_id;
+        WHERE s.job_id = c.job_id;
     END IF;
     IF v_count > 0 THEN
         PERFORM pg_notify('cronbox_outbox', '');

@@ -15,21 +15,13 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET jit = off  -- short OLTP statements: compiling costs more than running
 AS $$
-DECLARE
-    v_n integer;
 BEGIN
-    UPDATE cronbox.job_future f SET hold = NULL, hold_queue = NULL, hold_until = NULL
-    WHERE f.future_id IN (
+    RETURN cronbox.release_futures(ARRAY(
         SELECT h.future_id FROM cronbox.job_future h
         WHERE h.hold IS NOT NULL AND h.hold_until <= p_now
         ORDER BY h.hold_until
         LIMIT p_limit
-        FOR UPDATE SKIP LOCKED);
-    GET DIAGNOSTICS v_n = ROW_COUNT;
-    IF v_n > 0 THEN
-        PERFORM pg_notify('cronbox_future', '');
-    END IF;
-    RETURN v_n;
+        FOR UPDATE SKIP LOCKED));
 END
 $$;
 

@@ -10,16 +10,10 @@ LANGUAGE plpgsql
 SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    v_n integer;
 BEGIN
-    UPDATE cronbox.job_future f SET hold = NULL, hold_queue = NULL, hold_until = NULL
-    WHERE f.job_id = p_job_id AND f.hold IS NOT NULL;
-    GET DIAGNOSTICS v_n = ROW_COUNT;
-    IF v_n > 0 THEN
-        PERFORM pg_notify('cronbox_future', '');
-    END IF;
-    RETURN v_n;
+    RETURN cronbox.release_futures(ARRAY(
+        SELECT f.future_id FROM cronbox.job_future f
+        WHERE f.job_id = p_job_id AND f.hold IS NOT NULL));
 END
 $$;
 

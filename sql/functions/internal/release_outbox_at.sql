@@ -4,9 +4,10 @@
 -- cronbox.release_outbox_at(p_owner, p_ids, p_now): a relay hands back leases it will not
 -- finish (shutdown): rows still leased to p_owner (p_ids, or all of them when NULL) become
 -- claimable now instead of when the lease ends. Row locks only; the no-ids form scans the
--- small outbox (shutdown only). Idempotent. Returns the number released. p_lease (the
--- relay's lease) keeps a row claimed ahead of its due time (CRONBOX_DISPATCH_LEAD) from
--- becoming claimable before that time: the claim set available_at = greatest(due, then) + lease.
+-- small outbox (shutdown only). Idempotent. Returns the number released. A row claimed ahead
+-- of its due time (CRONBOX_DISPATCH_LEAD) stays unclaimable until that time: the claim never
+-- moved available_at (the lease is lease_until), so clearing the lease is all; p_lease is
+-- checked and kept for callers but no longer needed.
 CREATE OR REPLACE FUNCTION cronbox.release_outbox_at(
     p_owner text,
     p_ids bigint[] DEFAULT NULL,
@@ -19,10 +20,9 @@ SET search_path = pg_catalog, pg_temp
 SET jit = off  -- short OLTP statements: compiling costs more than running
 AS $$
     WITH released AS (
-        UPDATE cronbox.outbox o SET available_at = greatest(p_now, o.available_at - p_lease),
-                                    lease_owner = NULL
+        UPDATE cronbox.outbox o SET lease_owner = NULL, lease_until = NULL
         WHERE o.lease_owner = p_owner
-          AND o.available_at > p_now
+          AND o.lease_until > p_now
           AND (p_ids IS NULL OR o.outbox_id = ANY (p_ids))
         RETURNING 1
     )

@@ -41,9 +41,9 @@ BEGIN
     END IF;
     PERFORM cronbox.record_change(v_job_id, v_name, 'updated',
         format('no longer waits for %s', remove_dependency_at.upstream), p_now);
-    UPDATE cronbox.job_future f SET hold = NULL, hold_until = NULL
-    WHERE f.job_id = v_job_id AND f.hold = 'dependency';
-    PERFORM pg_notify('cronbox_future', '');
+    PERFORM cronbox.release_futures(ARRAY(
+        SELECT f.future_id FROM cronbox.job_future f
+        WHERE f.job_id = v_job_id AND f.hold = 'dependency'));
     RETURN true;
 END
 $$;

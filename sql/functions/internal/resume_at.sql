@@ -27,7 +27,7 @@ BEGIN
     END IF;
     IF v_job.kind = 'every' AND v_job.every_mode = 'fixed_delay' THEN
         -- One interval after resume; a run still going continues the chain when it finishes.
-        v_anchor := CASE WHEN v_job.active_runs > 0 THEN NULL
+        v_anchor := CASE WHEN (SELECT s.active_runs FROM cronbox.job_stat s WHERE s.job_id = v_job.job_id) > 0 THEN NULL
                          ELSE greatest(date_trunc('second', p_now) + v_job.every, v_job.starts_at) END;
         UPDATE cronbox.job j SET
             anchor = coalesce(v_anchor, j.anchor),

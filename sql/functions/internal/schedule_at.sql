@@ -152,7 +152,7 @@ BEGIN
                  AND schedule_at.starts_at IS DISTINCT FROM v_old.starts_at THEN date_trunc('second', p_now)
             WHEN v_old.kind = 'every' AND v_old.every_mode = 'fixed_delay' AND v_old.every = schedule_at.every
                 THEN coalesce(v_pending, v_old.next_fire,
-                              CASE WHEN v_old.active_runs > 0 THEN NULL
+                              CASE WHEN (SELECT s.active_runs FROM cronbox.job_stat s WHERE s.job_id = v_old.job_id) > 0 THEN NULL
                                    ELSE date_trunc('second', p_now) + schedule_at.every END)
             ELSE date_trunc('second', p_now) + schedule_at.every END;
         v_new.frontier := v_new.anchor - interval '1 microsecond';

@@ -35,9 +35,9 @@ BEGIN
     END IF;
     IF set_queue_limit_at.max_running IS NULL THEN
         DELETE FROM cronbox.queue_limit q WHERE q.queue = set_queue_limit_at.queue;
-        UPDATE cronbox.job_future f SET hold = NULL, hold_queue = NULL, hold_until = NULL
-        WHERE f.hold = 'queue_limit' AND f.hold_queue = set_queue_limit_at.queue;
-        PERFORM pg_notify('cronbox_future', '');
+        PERFORM cronbox.release_futures(ARRAY(
+            SELECT f.future_id FROM cronbox.job_future f
+            WHERE f.hold = 'queue_limit' AND f.hold_queue = set_queue_limit_at.queue));
         RETURN NULL;
     END IF;
     INSERT INTO cronbox.queue_limit AS q (queue, max_running, updated_at)

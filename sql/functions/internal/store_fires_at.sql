@@ -6,7 +6,7 @@
 -- futures (idempotent on job_future_fire_unique; due_at = fire_at + random jitter), records
 -- fires the catch-up policy dropped as 'missed' history rows in bounded form: one row per
 -- gap (fire_at = first missed fire, missed_last_at = last, missed_fires = how many; counted
--- in job.missed_count),
+-- in job_stat.missed_count),
 -- advances each job's frontier and next_fire, marks jobs with no fire left finished, and
 -- pauses jobs whose fires could not be computed. Jobs must be locked by claim_saturation.
 CREATE OR REPLACE FUNCTION cronbox.store_fires_at(
@@ -79,12 +79,17 @@ BEGIN
                session_user, p_now
         FROM pass p JOIN cronbox.job j ON j.job_id = p.job_id
         WHERE p.error IS NOT NULL OR (p.finished AND j.finished_at IS NULL)
+    ),
+    -- Missed fires are counted in the job's statistics row (cronbox.job_stat).
+    missed AS (
+        UPDATE cronbox.job_stat s SET missed_count = s.missed_count + p.n_missed
+        FROM pass p
+        WHERE s.job_id = p.job_id AND p.n_missed > 0
     )
     UPDATE cronbox.job j SET
         frontier = coalesce(p.frontier, j.frontier),
         next_fire = p.next_fire,
         finished_at = CASE WHEN p.finished THEN coalesce(j.finished_at, p_now) END,
-        missed_count = j.missed_count + p.n_missed,
         paused = j.paused OR p.error IS NOT NULL,
         paused_reason = CASE WHEN p.error IS NOT NULL THEN 'poller cannot compute fires: ' || p.error
                              ELSE j.paused_reason END,

@@ -1,5 +1,6 @@
--- cronbox.withdraw_early_runs(p_job_id, p_reason, p_now): pause(), unschedule() and a schedule
--- update reach the fires already written by early dispatch (CRONBOX_DISPATCH_LEAD): runs still
+-- cronbox.withdraw_early_runs(p_job_id, p_reason, p_now): pause(), unschedule(), a schedule
+-- update and add_dependency() reach the fires already written by early dispatch
+-- (CRONBOX_DISPATCH_LEAD, on by default): runs still
 -- waiting for their due time whose message no relay has claimed yet are cancelled (error =
 -- p_reason) and their messages deleted. A message a relay already holds is not recalled: it is
 -- sent at its time (docs/runs.md, "Early dispatch"). Call with the job locked. Returns the
@@ -27,7 +28,8 @@ BEGIN
     END IF;
     WITH early AS (
         DELETE FROM cronbox.outbox o
-        WHERE o.kind = 'run' AND o.lease_owner IS NULL AND o.available_at > p_now
+        WHERE o.kind = 'run' AND (o.lease_until IS NULL OR o.lease_until <= p_now)
+          AND o.available_at > p_now
           AND o.run_id = ANY (v_early)
         RETURNING o.run_id
     )

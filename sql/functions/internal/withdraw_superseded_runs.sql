@@ -1,6 +1,6 @@
 -- cronbox.withdraw_superseded_runs(p_run_ids, p_now): overlap 'cancel_other' asked these runs to
 -- stop because a newer fire of their job was just dispatched. Those whose message is still
--- waiting in the outbox (no relay holds it: lease_owner NULL or its lease over) never reach a
+-- waiting in the outbox (no relay holds it: lease_until NULL or over) never reach a
 -- worker: the message is deleted and the run ends 'cancelled' at once, through finish_runs
 -- (their slots freed in the same transaction). A message a relay holds is not recalled: its
 -- run keeps cancel_requested (start_run refuses it, heartbeat answers 'cancel'). Reads the
@@ -32,7 +32,7 @@ BEGIN
         WHERE o.outbox_id IN (
             SELECT o2.outbox_id FROM cronbox.outbox o2
             WHERE o2.kind = 'run' AND o2.queue = ANY (v_queues) AND o2.run_id = ANY (p_run_ids)
-              AND (o2.lease_owner IS NULL OR o2.available_at <= p_now)
+              AND (o2.lease_until IS NULL OR o2.lease_until <= p_now)
             FOR UPDATE SKIP LOCKED)
         RETURNING o.run_id
     )

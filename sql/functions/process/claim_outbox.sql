@@ -1,7 +1,7 @@
 -- cronbox.claim_outbox(p_owner, p_limit, p_lease, p_queues, p_exclude): the relay's
--- claim. Leases up to p_limit available outbox rows (oldest first) to p_owner for p_lease by
--- pushing available_at to the lease end; FOR UPDATE SKIP LOCKED on outbox_claim_idx, so
--- relays get disjoint rows. p_queues (NULL = all) / p_exclude (NULL = none) keep pull-mode
+-- claim. Leases up to p_limit available outbox rows (oldest first) to p_owner for p_lease
+-- (lease_until, a column no index covers: the claim is a HOT update); FOR UPDATE SKIP LOCKED
+-- on outbox_claim_idx, so relays get disjoint rows. p_queues (NULL = all) / p_exclude (NULL = none) keep pull-mode
 -- queues out. A relay that dies leaves rows that come back when the lease ends.
 -- Counts the attempt; returns the messages with their deadline (now + timeout) filled in.
 -- p_ahead (CRONBOX_DISPATCH_LEAD) also takes rows that become available within p_ahead

@@ -3,7 +3,7 @@
 -- Rows still leased to p_owner either wait (available_at = now + exponential backoff from
 -- p_backoff per attempt, capped at p_backoff_max, equal jitter, at least Retry-After) or,
 -- when not retryable or out of attempts, move to cronbox.dead_letter; their runs become
--- failed with 'undeliverable: <error>' (job.active_runs decremented). Two statements, no loop.
+-- failed with 'undeliverable: <error>' (job_stat.active_runs decremented). Two statements, no loop.
 -- The result type changed (dead_ids added): CREATE OR REPLACE cannot change it, so drop first
 -- (same transaction as the re-create; grants.sql re-grants after every re-apply).
 -- Thin wrapper: the body is cronbox.nack_outbox_at (internal/nack_outbox_at.sql), called with now().

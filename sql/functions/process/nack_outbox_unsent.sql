@@ -1,9 +1,9 @@
 -- cronbox.nack_outbox_unsent(p_owner, p_ids, p_lease): the relay hands back rows it claimed
 -- but did not send: their queue's circuit breaker opened while they waited, or they waited so
 -- long for a connection that their lease would run out mid-send. Rows still leased to p_owner
--- get back the place in the claim order they had before the claim (the claim set available_at
--- = greatest(due, claim time) + p_lease, so available_at - p_lease), so a backlog still drains
--- oldest first; the claim's attempt is taken back (nothing was sent), so a route that is down
+-- get back the place in the claim order they had before the claim (a claim leaves available_at
+-- alone and leases through lease_until: clearing the lease is enough), so a backlog still
+-- drains oldest first; p_lease is checked but no longer needed; the claim's attempt is taken back (nothing was sent), so a route that is down
 -- never uses up its rows' attempts. Row locks by primary key only; idempotent (a row no longer
 -- leased to p_owner is left alone). Returns the number handed back.
 CREATE OR REPLACE FUNCTION cronbox.nack_outbox_unsent(
@@ -25,8 +25,8 @@ BEGIN
     END IF;
     WITH handed AS (
         UPDATE cronbox.outbox o SET
-            available_at = o.available_at - p_lease,
             lease_owner = NULL,
+            lease_until = NULL,
             attempts = greatest(o.attempts - 1, 0)
         WHERE o.outbox_id = ANY (p_ids) AND o.lease_owner = p_owner
         RETURNING 1
@@ -37,7 +37,7 @@ END
 $$;
 
 COMMENT ON FUNCTION cronbox.nack_outbox_unsent(text, bigint[], interval) IS
-'Relay: hands back rows leased to p_owner that were never sent (circuit breaker open, or lease too short to send safely): claimable again at the place in the claim order they had before the claim (available_at - p_lease), the claim''s attempt taken back. p_lease: the relay''s lease (positive, at most 1 day). Returns the count.';
+'Relay: hands back rows leased to p_owner that were never sent (circuit breaker open, or lease too short to send safely): claimable again at the place in the claim order they had before the claim (the lease is cleared, available_at was never moved), the claim''s attempt taken back. p_lease: the relay''s lease (positive, at most 1 day). Returns the count.';
 
 ALTER FUNCTION cronbox.nack_outbox_unsent(text, bigint[], interval) OWNER TO cronbox_owner;
 REVOKE ALL ON FUNCTION cronbox.nack_outbox_unsent(text, bigint[], interval) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

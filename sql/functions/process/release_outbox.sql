@@ -1,9 +1,10 @@
 -- cronbox.release_outbox(p_owner, p_ids): a relay hands back leases it will not
 -- finish (shutdown): rows still leased to p_owner (p_ids, or all of them when NULL) become
 -- claimable now instead of when the lease ends. Row locks only; the no-ids form scans the
--- small outbox (shutdown only). Idempotent. Returns the number released. p_lease (the
--- relay's lease) keeps a row claimed ahead of its due time (CRONBOX_DISPATCH_LEAD) from
--- becoming claimable before that time: the claim set available_at = greatest(due, then) + lease.
+-- small outbox (shutdown only). Idempotent. Returns the number released. A row claimed ahead
+-- of its due time (CRONBOX_DISPATCH_LEAD) stays unclaimable until that time: the claim never
+-- moved available_at (the lease is lease_until), so clearing the lease is all; p_lease is
+-- checked and kept for callers but no longer needed.
 -- Bounds: p_lease NULL or 0..1 day.
 -- Thin wrapper: the body is cronbox.release_outbox_at (internal/release_outbox_at.sql), called with now().
 CREATE OR REPLACE FUNCTION cronbox.release_outbox(

@@ -3,7 +3,7 @@
 -- futures (idempotent on job_future_fire_unique; due_at = fire_at + random jitter), records
 -- fires the catch-up policy dropped as ONE 'missed' history row per gap (p_gap_last: its last
 -- fire, p_gap_count: how many, p_gap_exact: false when the count is a lower bound; counted
--- in job.missed_count),
+-- in job_stat.missed_count),
 -- advances each job's frontier and next_fire, marks jobs with no fire left finished, and
 -- pauses jobs whose fires could not be computed. Jobs must be locked by claim_saturation.
 -- Thin wrapper: the body is cronbox.store_fires_at (internal/store_fires_at.sql), called with now().

@@ -1,0 +1,33 @@
+-- cronbox.release_futures(p_future_ids): the one "release held futures" write. Makes the given
+-- futures ready again (hold, hold_queue, hold_until cleared; the next dispatch decides afresh)
+-- and wakes the pollers (NOTIFY cronbox_future) when any was held. Every path that releases
+-- holds (a run finishing: queue slot, overlap buffer, upstream success; resume; dependency or
+-- queue limit removed; the hold_until backstop) chooses which futures and calls this. Locks
+-- the futures by primary key; idempotent (a future no longer held is left alone). Returns the
+-- number released.
+CREATE OR REPLACE FUNCTION cronbox.release_futures(p_future_ids bigint[]) RETURNS integer
+LANGUAGE plpgsql
+SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_n integer;
+BEGIN
+    IF p_future_ids IS NULL OR cardinality(p_future_ids) = 0 THEN
+        RETURN 0;
+    END IF;
+    UPDATE cronbox.job_future f SET hold = NULL, hold_queue = NULL, hold_until = NULL
+    WHERE f.future_id = ANY (p_future_ids) AND f.hold IS NOT NULL;
+    GET DIAGNOSTICS v_n = ROW_COUNT;
+    IF v_n > 0 THEN
+        PERFORM pg_notify('cronbox_future', '');
+    END IF;
+    RETURN v_n;
+END
+$$;
+
+COMMENT ON FUNCTION cronbox.release_futures(bigint[]) IS
+'Internal: makes held futures ready again (the one release write; callers choose which) and wakes the pollers. Returns the count.';
+
+ALTER FUNCTION cronbox.release_futures(bigint[]) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.release_futures(bigint[]) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
