@@ -282,9 +282,11 @@ def explain_dispatch(conn: psycopg.Connection, batch: int) -> list[dict[str, Any
             ms = float(body[0].split("duration:")[1].split("ms")[0])
         except (IndexError, ValueError):
             continue
+        if not any("->" in ln for ln in body):
+            continue  # a bare call of a wrapper (dispatch -> dispatch_at -> dispatch_locked): no table work
         first_buf = next((ln.strip() for ln in body if "Buffers:" in ln), None)
         plans.append({"ms": ms, "top_buffers": first_buf, "plan": "\n".join(body[:600])})
-    # the function call itself and its two or three real statements; not the per-row id draws
+    # the statements that touch tables, slowest first; not the wrapper calls nor the per-row id draws
     return sorted(plans, key=lambda p: -p["ms"])[:3]
 
 
