@@ -267,3 +267,17 @@ async def test_start_is_refused_when_a_mapped_role_is_missing(fresh_dsn):
             await check_roles(pool, settings)
     finally:
         await pool.close()
+
+
+async def test_overview_counts_live_processes_in_words_that_agree_with_the_count(console):
+    client, dsn, _ = console
+    with db.connect(dsn) as su:
+        su.execute("DELETE FROM cronbox.process")
+        su.execute("SELECT cronbox.register_process('poller', 'poller:t:1', 't', 1, 'test')")
+        su.execute("SELECT cronbox.register_process('relay', 'relay:t:2', 't', 2, 'test')")
+    text = " ".join((await (await client.get("/", headers=basic("admin"))).text()).split())
+    assert "live processes</a> (1 poller, 1 relay)" in text, text[:3000]
+    with db.connect(dsn) as su:
+        su.execute("SELECT cronbox.register_process('relay', 'relay:t:3', 't', 3, 'test')")
+    text = " ".join((await (await client.get("/", headers=basic("admin"))).text()).split())
+    assert "(1 poller, 2 relays)" in text, text[:3000]
