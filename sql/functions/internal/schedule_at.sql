@@ -6,7 +6,9 @@
 -- name again updates the definition in place under the job's row lock: pending scheduled
 -- futures after p_now are deleted and the frontier is set so the poller recomputes them from
 -- the new definition in its next pass; history and the change log are kept. An identical call
--- is a no-op (nothing written, no change-log row). Returns the job id.
+-- is a no-op (nothing written, no change-log row). Returns the job id. The options are those
+-- of cronbox.schedule_options(): checked, compared and written from that declaration (the
+-- INSERT/UPDATE are built from it with EXECUTE); only the timing columns are computed here.
 CREATE OR REPLACE FUNCTION cronbox.schedule_at(
     name            text,
     cron            text        DEFAULT NULL,
