@@ -1,0 +1,132 @@
+"""pause(until =>) and backfill(name, from, to) at the SQL level (issue #17): bounds, errors,
+row-level security, the automatic resume through resume_at, backfilled fires made by the
+poller's pass (poller/backfill.py) with the saturation fire code, never a fire twice, queued
+behind regular fires, shown as origin backfill. Time is driven with p_now (T0 lies in the past
+of the real clock, so run ids, which encode the real creation time, follow their fires)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import psycopg
+import pytest
+
+from poller.backfill import backfill_once
+
+from .schedhelp import aconn, changes, futures, one, rows, saturate, schedule, utc  # noqa: F401
+
+T0 = utc(2024, 1, 1, 0, 0)
+MIN = timedelta(minutes=1)
+HOUR = timedelta(hours=1)
+SEC = timedelta(seconds=1)
+
+
+async def fails(conn: psycopg.AsyncConnection, state: str, match: str, query: str, *params) -> None:
+    with pytest.raises(psycopg.Error, match=match) as err:
+        async with conn.transaction():
+            await conn.execute(query, params)
+    assert err.value.sqlstate == state, err.value
+
+
+# -- pause until -------------------------------------------------------------------------
+
+async def test_pause_until_resumes_by_itself_from_its_time_logged_as_cronbox(aconn):
+    await schedule(aconn, name="p", every="10 minutes", p_now=T0)
+    await schedule(aconn, name="other", every="10 minutes", p_now=T0)
+    await saturate(aconn, T0, horizon=HOUR)
+    until = T0 + 30 * MIN
+    assert await one(aconn, "SELECT cronbox.pause_at('p', 'deploy', until => %s, p_now => %s)", until, T0 + 5 * MIN)
+    assert await futures(aconn, "p") == []
+    assert await one(aconn, "SELECT paused_until FROM cronbox.schedules WHERE name = 'p'") == until
+    assert await one(aconn, "SELECT cronbox.resume_paused_at(100, %s)", until - SEC) == 0  # not yet
+    assert await one(aconn, "SELECT cronbox.resume_paused_at(100, %s)", until + 2 * SEC) == 1
+    assert await one(aconn, "SELECT cronbox.resume_paused_at(100, %s)", until + 3 * SEC) == 0  # once
+    assert await one(aconn, "SELECT paused, paused_until FROM cronbox.schedules WHERE name = 'p'") == (False, None)
+    last = (await changes(aconn, "p"))[-1]
+    assert last == ("resumed", f"resumed automatically: paused until {until.strftime('%Y-%m-%d %H:%M:%S')}+00", "cronbox")
+    # continues from its until time: the fire at exactly that time runs, nothing before it
+    await saturate(aconn, until + 2 * SEC, horizon=HOUR)
+    got = await futures(aconn, "p")
+    assert got[0] == until and T0 + 20 * MIN not in got
+    assert await futures(aconn, "other") == [T0 + k * 10 * MIN for k in range(1, 7)]  # untouched
+
+
+async def test_a_new_pause_replaces_until_and_a_manual_resume_clears_it(aconn):
+    await schedule(aconn, name="p", every="1 hour", p_now=T0)
+    a, b = T0 + HOUR, T0 + 2 * HOUR
+    assert await one(aconn, "SELECT cronbox.pause_at('p', until => %s, p_now => %s)", a, T0)
+    assert await one(aconn, "SELECT cronbox.pause_at('p', until => %s, p_now => %s)", a, T0) is False  # same
+    assert await one(aconn, "SELECT cronbox.pause_at('p', 'longer', until => %s, p_now => %s)", b, T0)
+    assert await one(aconn, "SELECT paused_until FROM cronbox.job WHERE name = 'p'") == b
+    assert await one(aconn, "SELECT cronbox.resume_paused_at(100, %s)", a + SEC) == 0  # replaced
+    assert await one(aconn, "SELECT cronbox.pause_at('p', 'indefinitely', p_now => %s)", T0)
+    assert await one(aconn, "SELECT paused_until FROM cronbox.job WHERE name = 'p'") is None
+    assert await one(aconn, "SELECT cronbox.resume_paused_at(100, %s)", b + SEC) == 0
+    assert await one(aconn, "SELECT cronbox.pause_at('p', until => %s, p_now => %s)", a, T0)
+    assert await one(aconn, "SELECT cronbox.resume_at('p', p_now => %s)", T0 + MIN)
+    assert await one(aconn, "SELECT paused_until FROM cronbox.job WHERE name = 'p'") is None
+    assert await one(aconn, "SELECT cronbox.resume_paused_at(100, %s)", a + SEC) == 0
+    assert [c[:2] for c in await changes(aconn, "p")][1:] == [
+        ("paused", f"paused by operator (until {a.strftime('%Y-%m-%d %H:%M:%S')}+00)"),
+        ("paused", f"longer (until {b.strftime('%Y-%m-%d %H:%M:%S')}+00)"),
+        ("paused", "indefinitely (until resumed)"),
+        ("paused", f"paused by operator (until {a.strftime('%Y-%m-%d %H:%M:%S')}+00)"),
+        ("resumed", "resumed by operator")]
+
+
+@pytest.mark.parametrize("until", ["now() - interval '1 second'", "now()", "'infinity'",
+                                   "now() + interval '367 days'"])
+async def test_pause_until_must_be_finite_after_now_and_within_366_days(aconn, until):
+    await schedule(aconn, name="p", every="1 hour")
+    await fails(aconn, "22023", "^until: must be a finite time after now and at most 366 days ahead",
+                f"SELECT cronbox.pause('p', until => {until})")
+    assert await one(aconn, "SELECT paused, paused_until FROM cronbox.job WHERE name = 'p'") == (False, None)
+    assert await one(aconn, "SELECT cronbox.pause('p', until => now() + interval '366 days')")
+
+
+# -- backfill ----------------------------------------------------------------------------
+
+async def _pass(conn, now) -> tuple[int, int, int]:
+    return await backfill_once(conn, now=now)
+
+
+async def _dispatch(conn, now) -> int:
+    return await one(conn, "SELECT dispatched FROM cronbox.dispatch_at(100, p_now => %s)", now)
+
+
+async def _complete_all(conn, now) -> None:
+    await rows(conn, "SELECT cronbox.complete_run_at(run_id, NULL, %s) FROM cronbox.run "
+                     "WHERE state = 'dispatched'", now)
+
+
+async def test_backfill_fires_the_skipped_times_once_one_after_another_behind_regular_fires(aconn):
+    await schedule(aconn, name="b", every="10 minutes", overlap="allow", p_now=T0)
+    await saturate(aconn, T0, horizon=HOUR)
+    assert await _dispatch(aconn, T0 + 10 * MIN) == 1                      # the fire of T0+10m ran
+    await _complete_all(aconn, T0 + 11 * MIN)
+    await one(aconn, "SELECT cronbox.pause_at('b', p_now => %s)", T0 + 15 * MIN)  # 20, 30, 40 never fire
+    await one(aconn, "SELECT cronbox.resume_at('b', p_now => %s)", T0 + 45 * MIN)
+    await saturate(aconn, T0 + 45 * MIN, horizon=HOUR)
+    now = T0 + 50 * MIN
+    request = await one(aconn, "SELECT cronbox.backfill_at('b', %s, %s, p_now => %s)", T0, now, now)
+    user = await one(aconn, "SELECT current_user")
+    assert (await changes(aconn, "b"))[-1] == (
+        "backfill", f"backfill {request}: fires from 2024-01-01 00:00:00+00 to 2024-01-01 00:50:00+00 "
+                    f"(5 fires), overlap buffer_all, priority 0", user)
+    assert await _pass(aconn, now) == (1, 3, 2)  # T0+10m ran, T0+50m is pending: not again
+    assert await futures(aconn, "b", origin="backfill") == [T0 + 20 * MIN, T0 + 30 * MIN, T0 + 40 * MIN]
+    assert await one(aconn, "SELECT state, fires, duplicates FROM cronbox.backfills WHERE backfill_id = %s",
+                     request) == ("done", 3, 2)
+    assert await _pass(aconn, now) == (0, 0, 0)
+    ran = []
+    for k in range(6):
+        t = now + SEC + k * MIN
+        await _dispatch(aconn, t)
+        ran += await rows(aconn, "SELECT fire_at, origin FROM cronbox.runs WHERE job = 'b' AND state = 'dispatched' "
+                                 "ORDER BY fire_at")
+        await _complete_all(aconn, t + SEC)
+    assert ran[0] == (T0 + 50 * MIN, "schedule")  # the regular fire first
+    assert [r for r in ran if r[1] == "backfill"] == [(T0 + k * 10 * MIN, "backfill") for k in (2, 3, 4)]
+    fired = await rows(aconn, "SELECT fire_at FROM cronbox.runs WHERE job = 'b' AND fire_at <= %s "
+                              "AND state <> 'skipped' ORDER BY fire_at", now)
+    assert len(fired) == len(set(fired))  # never a fire twice
