@@ -130,3 +130,97 @@ async def test_backfill_fires_the_skipped_times_once_one_after_another_behind_re
     fired = await rows(aconn, "SELECT fire_at FROM cronbox.runs WHERE job = 'b' AND fire_at <= %s "
                               "AND state <> 'skipped' ORDER BY fire_at", now)
     assert len(fired) == len(set(fired))  # never a fire twice
+
+
+@pytest.mark.parametrize("args, state, match", [
+    ("NULL, now() - interval '1 hour', now()", "22004", "^name: must not be NULL"),
+    ("'b', NULL, now()", "22004", "^from: must not be NULL"),
+    ("'b', now() - interval '1 hour', NULL", "22004", "^to: must not be NULL"),
+    ("'b', '-infinity', now()", "22023", "^from: must be a finite time"),
+    ("'b', now() - interval '1 hour', 'infinity'", "22023", "^to: must be a finite time not after now"),
+    ("'b', now() - interval '1 hour', now() + interval '1 second'", "22023", "^to: must be a finite time not after now"),
+    ("'b', now() - interval '1 hour', now() - interval '2 hours'", "22023", "^from: must be before to"),
+    ("'b', now() - interval '367 days', now()", "22023", "^from: the range from .. to must be at most 366 days"),
+    ("'b', now() - interval '1 day', now()", "22023", "^from: the range holds 1441 fires of 'b', at most 1000"),
+    ("'b', now() - interval '10 days', now() - interval '9 days'", "22023", "^from: no scheduled time of 'b'"),
+    ("'b', now() - interval '1 hour', now(), overlap => 'sometimes'", "22023", "^overlap: must be one of"),
+    ("'b', now() - interval '1 hour', now(), priority => 40000", "22023", "^priority: must be between"),
+    ("'nope', now() - interval '1 hour', now()", "P0002", "^name: no schedule named 'nope'"),
+    ("'dep', now() - interval '1 hour', now()", "55000", "^name: 'dep' has no fixed fire times to backfill"),
+    ("'slow', now() - interval '1 hour', now()", "55000", "^name: 'slow' has no fixed fire times to backfill"),
+])
+async def test_backfill_checks_every_argument_before_writing(aconn, args, state, match):
+    await aconn.execute("SELECT cronbox.schedule('b', every => '1 minute', starts_at => now() - interval '2 days')")
+    await schedule(aconn, name="dep", after=["b"])
+    await schedule(aconn, name="slow", every="1 minute", every_mode="fixed_delay")
+    before = await one(aconn, "SELECT count(*) FROM cronbox.job_change")
+    await fails(aconn, state, match, f"SELECT cronbox.backfill({args})")
+    assert await one(aconn, "SELECT count(*) FROM cronbox.backfill") == 0
+    assert await one(aconn, "SELECT count(*) FROM cronbox.job_change") == before
+
+
+async def test_cron_backfill_stops_at_1000_fires_and_says_so(aconn):
+    await schedule(aconn, name="c", cron="* * * * * *", p_now=T0)  # every second
+    await saturate(aconn, T0 + HOUR, horizon=MIN)
+    request = await one(aconn, "SELECT cronbox.backfill_at('c', %s, %s, overlap => 'allow', p_now => %s)",
+                        T0, T0 + HOUR, T0 + HOUR)
+    await _pass(aconn, T0 + HOUR)
+    state, fires, dups, outcome = await one(
+        aconn, "SELECT state, fires, duplicates, outcome FROM cronbox.backfills WHERE backfill_id = %s", request)
+    assert (state, fires + dups) == ("done", 1000)
+    assert outcome.endswith("stopped at the cap of 1000 fires: fires from 2024-01-01T00:16:40+00:00 on were not backfilled")
+    got = await futures(aconn, "c", origin="backfill")
+    assert got[0] == T0 and got[-1] == T0 + 999 * SEC and len(got) == fires  # from and to included
+
+
+async def test_backfill_waits_for_fires_the_poller_has_not_passed_yet(aconn):
+    await schedule(aconn, name="w", every="10 minutes", p_now=T0)
+    await saturate(aconn, T0, horizon=20 * MIN)
+    await one(aconn, "SELECT cronbox.pause_at('w', p_now => %s)", T0 + MIN)  # frontier back before T0+10m
+    now = T0 + HOUR
+    request = await one(aconn, "SELECT cronbox.backfill_at('w', %s, %s, p_now => %s)", T0, now, now)
+    assert await _pass(aconn, now) == (1, 0, 0)
+    assert await one(aconn, "SELECT state FROM cronbox.backfills WHERE backfill_id = %s", request) == "pending"
+    await one(aconn, "SELECT cronbox.resume_at('w', p_now => %s)", now)  # resume moves the frontier to now
+    assert await _pass(aconn, now) == (1, 6, 0)
+    assert await futures(aconn, "w", origin="backfill") == [T0 + k * 10 * MIN for k in range(1, 7)]
+    assert await one(aconn, "SELECT state FROM cronbox.backfills WHERE backfill_id = %s", request) == "done"
+
+
+async def test_two_backfills_of_the_same_range_fire_it_once(aconn):
+    await schedule(aconn, name="d", every="10 minutes", p_now=T0)
+    await saturate(aconn, T0, horizon=10 * MIN)
+    await one(aconn, "SELECT cronbox.pause_at('d', p_now => %s)", T0 + MIN)
+    await one(aconn, "SELECT cronbox.resume_at('d', p_now => %s)", T0 + HOUR)
+    for _ in range(2):
+        await one(aconn, "SELECT cronbox.backfill_at('d', %s, %s, p_now => %s)", T0, T0 + HOUR, T0 + HOUR)
+    assert await _pass(aconn, T0 + HOUR) == (2, 6, 6)
+    assert await futures(aconn, "d", origin="backfill") == [T0 + k * 10 * MIN for k in range(1, 7)]
+
+
+async def test_owners_backfill_and_pause_only_their_own_jobs_and_readers_not_at_all(aconn):
+    tag = await one(aconn, "SELECT pg_backend_pid()")
+    alice, bob, reader = f"t_ops_alice_{tag}", f"t_ops_bob_{tag}", f"t_ops_reader_{tag}"
+    for role, member in ((alice, "cronbox_user"), (bob, "cronbox_user"), (reader, "cronbox_reader")):
+        await aconn.execute(f'CREATE ROLE "{role}" NOLOGIN IN ROLE {member}')  # rolled back with the test
+    for role, name in ((alice, "mine"), (bob, "theirs")):
+        await aconn.execute(f'SET ROLE "{role}"')
+        await aconn.execute("SELECT cronbox.schedule(%s, every => '1 minute', starts_at => now() - interval '1 day')",
+                            (name,))
+        await aconn.execute("RESET ROLE")
+    await aconn.execute(f'SET ROLE "{alice}"')
+    request = await one(aconn, "SELECT cronbox.backfill('mine', now() - interval '1 hour', now())")
+    assert await one(aconn, "SELECT job, requested_by FROM cronbox.backfills") == ("mine", alice)
+    assert await one(aconn, "SELECT cronbox.pause('mine', until => now() + interval '1 hour')")
+    for call in ("SELECT cronbox.backfill('theirs', now() - interval '1 hour', now())",
+                 "SELECT cronbox.pause('theirs', until => now() + interval '1 hour')"):
+        await fails(aconn, "P0002", "^name: no schedule named 'theirs'", call)
+    await aconn.execute(f'SET ROLE "{reader}"')
+    assert await one(aconn, "SELECT count(*) FROM cronbox.backfills") == 1  # readers see them
+    for call in ("SELECT cronbox.backfill('mine', now() - interval '1 hour', now())",
+                 "SELECT cronbox.pause('mine', until => now() + interval '2 hours')"):
+        await fails(aconn, "42501", "permission denied", call)
+    await aconn.execute("RESET ROLE")
+    assert await one(aconn, "SELECT count(*) FROM cronbox.backfill") == 1 and request
+    assert await one(aconn, "SELECT changed_by FROM cronbox.schedule_changes WHERE job = 'mine' "
+                            "AND action = 'backfill'") == alice
