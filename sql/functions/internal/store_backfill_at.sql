@@ -5,7 +5,8 @@
 -- arrays. Inserts the computed fires as futures of origin 'backfill' (due at p_now plus one
 -- microsecond per fire, in fire order: behind regular fires of the same priority already
 -- due; the request's overlap and priority), except fires of the job that already ran (a run
--- in any state but missed or skipped: run_job_history_idx, from a day before the first fire)
+-- in any state but missed, skipped or cancelled before delivery: run_job_history_idx, from a
+-- day before the first fire)
 -- or are pending (a scheduled, retry or backfilled future): counted as duplicates. Records
 -- each request's progress and marks finished ones done. The jobs must be locked by
 -- claim_backfills in the same transaction (then a concurrent saturation or dispatch of the
@@ -44,6 +45,8 @@ BEGIN
           AND r.fire_at >= (SELECT min(fire.fire_at) FROM fire)
           AND r.fire_at <= (SELECT max(fire.fire_at) FROM fire)
           AND r.state NOT IN ('missed', 'skipped')
+          -- cancelled before any worker had it (pause() withdrawing an early run): never ran
+          AND NOT (r.state = 'cancelled' AND r.delivered_at IS NULL AND r.started_at IS NULL)
           AND r.origin IN ('schedule', 'retry', 'backfill')
     ),
     fresh AS (

@@ -2,7 +2,7 @@
 -- arrays. Inserts the fires the poller computed as futures of origin 'backfill' (due now, in
 -- fire order, so regular fires of the same priority already due go first; the request's
 -- overlap and priority), except fires of the job that already ran (a run in any state but
--- missed or skipped) or are pending (a scheduled, retry or backfilled future): counted as
+-- missed, skipped or cancelled before delivery) or are pending (a scheduled, retry or backfilled future): counted as
 -- duplicates. Then records each request's progress and marks finished ones done. The jobs
 -- must be locked by claim_backfills in the same transaction.
 -- Thin wrapper: the body is cronbox.store_backfill_at (internal/store_backfill_at.sql), called with now().
