@@ -175,11 +175,12 @@ def test_pause_until_and_backfill_through_the_ui(site, admin, logins):  # noqa: 
     assert page.locator("table.backfills tbody tr").count() == 1
     assert scalar(dsn, "SELECT overlap || ' ' || requested_by FROM cronbox.backfills") == f"allow {logins.name('admin')}"
     until = now + timedelta(days=1)
+    admin.go("/schedules/alice-job")
     page.fill("form[action='/actions/pause'] input[name=reason]", "until tomorrow")
     page.fill("form[action='/actions/pause'] input[name=until]", until.isoformat())
     page.click("form[action='/actions/pause'] button")
     page.wait_for_selector(".paused-until")
-    assert scalar(dsn, "SELECT paused_until = %s::timestamptz FROM cronbox.job WHERE name = 'nightly-report'",
+    assert scalar(dsn, "SELECT paused_until = %s::timestamptz FROM cronbox.job WHERE name = 'alice-job'",
                   until.isoformat() + "+00:00") is True
     page.click("form[action='/actions/resume'] button")
     page.wait_for_selector("form[action='/actions/pause']")
