@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import orjson
 import psycopg
 import pytest
 
@@ -224,3 +225,22 @@ async def test_owners_backfill_and_pause_only_their_own_jobs_and_readers_not_at_
     assert await one(aconn, "SELECT count(*) FROM cronbox.backfill") == 1 and request
     assert await one(aconn, "SELECT changed_by FROM cronbox.schedule_changes WHERE job = 'mine' "
                             "AND action = 'backfill'") == alice
+
+
+def test_the_reaper_lookups_read_their_partial_indexes(conn):
+    conn.execute("""INSERT INTO cronbox.job (name, kind, every, anchor, paused, paused_until)
+                    SELECT 'j' || g, 'every', '1 hour', now(), g <= 3, CASE WHEN g <= 3 THEN now() END
+                    FROM generate_series(1, 20000) g""")
+    conn.execute("""INSERT INTO cronbox.backfill (job_id, from_at, to_at, overlap, priority, requested_at, done_at)
+                    SELECT job_id, now() - interval '1 day', now(), 'allow', 0, now(),
+                           CASE WHEN job_id % 10000 <> 0 THEN now() END FROM cronbox.job""")
+    conn.execute("ANALYZE cronbox.job")
+    conn.execute("ANALYZE cronbox.backfill")
+    for query, index in [
+        ("SELECT j.name FROM cronbox.job j WHERE j.paused_until <= now() AND j.paused "
+         "ORDER BY j.paused_until LIMIT 1000 FOR UPDATE SKIP LOCKED", "job_paused_until_idx"),
+        ("SELECT b.backfill_id FROM cronbox.backfill b WHERE b.done_at IS NULL "
+         "ORDER BY b.backfill_id LIMIT 10 FOR UPDATE SKIP LOCKED", "backfill_pending_idx"),
+    ]:
+        plan = conn.execute("EXPLAIN (FORMAT JSON) " + query).fetchone()[0]
+        assert index in orjson.dumps(plan).decode(), plan
