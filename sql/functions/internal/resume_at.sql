@@ -36,7 +36,7 @@ BEGIN
     IF v_job.kind = 'every' AND v_job.every_mode = 'fixed_delay' THEN
         -- One interval after resume; a run still going continues the chain when it finishes.
         v_anchor := CASE WHEN (SELECT s.active_runs FROM cronbox.job_stat s WHERE s.job_id = v_job.job_id) > 0 THEN NULL
-                         ELSE greatest(date_trunc('second', v_from) + v_job.every, v_job.starts_at) END;
+                         ELSE greatest(date_trunc('second', coalesce(p_paused_until, p_now)) + v_job.every, v_job.starts_at) END;
         UPDATE cronbox.job j SET
             anchor = coalesce(v_anchor, j.anchor),
             frontier = v_anchor - interval '1 microsecond',
