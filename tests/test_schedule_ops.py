@@ -244,3 +244,11 @@ def test_the_reaper_lookups_read_their_partial_indexes(conn):
     ]:
         plan = conn.execute("EXPLAIN (FORMAT JSON) " + query).fetchone()[0]
         assert index in orjson.dumps(plan).decode(), plan
+
+
+async def test_a_fixed_delay_job_resumed_by_its_until_fires_one_interval_after_it(aconn):
+    await schedule(aconn, name="fd", every="10 minutes", every_mode="fixed_delay", p_now=T0)
+    until = T0 + HOUR
+    await one(aconn, "SELECT cronbox.pause_at('fd', until => %s, p_now => %s)", until, T0 + MIN)
+    assert await one(aconn, "SELECT cronbox.resume_paused_at(10, %s)", until + 5 * SEC) == 1
+    assert await one(aconn, "SELECT anchor FROM cronbox.job WHERE name = 'fd'") == until + 10 * MIN
