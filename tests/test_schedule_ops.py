@@ -252,3 +252,16 @@ async def test_a_fixed_delay_job_resumed_by_its_until_fires_one_interval_after_i
     await one(aconn, "SELECT cronbox.pause_at('fd', until => %s, p_now => %s)", until, T0 + MIN)
     assert await one(aconn, "SELECT cronbox.resume_paused_at(10, %s)", until + 5 * SEC) == 1
     assert await one(aconn, "SELECT anchor FROM cronbox.job WHERE name = 'fd'") == until + 10 * MIN
+
+
+async def test_a_request_whose_fires_cannot_be_computed_ends_and_the_others_go_on(aconn):
+    for name in ("bad", "good"):
+        await schedule(aconn, name=name, cron="*/10 * * * *", p_now=T0)
+        await one(aconn, "SELECT cronbox.backfill_at(%s, %s, %s, p_now => %s)", name, T0, T0 + HOUR, T0 + HOUR)
+    await saturate(aconn, T0 + HOUR)  # catch-up 'latest': T0+10m..40m missed, 50m and 60m pending
+    await aconn.execute("UPDATE cronbox.job SET cron_normalized = 'not a cron' WHERE name = 'bad'")
+    assert await _pass(aconn, T0 + HOUR) == (2, 5, 2)
+    got = await rows(aconn, "SELECT job, state, fires, outcome FROM cronbox.backfills ORDER BY job")
+    assert got[0][:3] == ("bad", "done", 0) and "cannot compute fires" in got[0][3]
+    assert got[1] == ("good", "done", 5, "done: 5 fires backfilled, 2 already ran or pending")
+    assert await futures(aconn, "good", origin="backfill") == [T0 + k * 10 * MIN for k in range(5)]
