@@ -1,7 +1,7 @@
 """Backfill passes: materialise the fires of `cronbox.backfill(name, from, to)` requests.
 
-One pass = one transaction: `cronbox.claim_backfills` locks a few pending requests (SKIP
-LOCKED) and their jobs, `plan_request()` computes each request's fires with the saturation
+One pass = one transaction: `cronbox.claim_backfills` locks a few pending requests and their
+jobs (SKIP LOCKED: a job being saturated or dispatched is taken next round), `plan_request()` computes each request's fires with the saturation
 code (`poller.fires.source`, the same fire times as regular saturation), and
 `cronbox.store_backfill` writes them as futures of origin 'backfill', skipping fires that
 already ran or are pending.

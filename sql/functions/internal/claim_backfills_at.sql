@@ -3,9 +3,10 @@
 -- owner or a superuser to fix the clock).
 -- cronbox.claim_backfills_at(p_limit, p_now): the first half of a backfill pass. Locks up to
 -- p_limit pending backfill requests (backfill_pending_idx, FOR UPDATE SKIP LOCKED: pollers get
--- disjoint requests), then their jobs (FOR NO KEY UPDATE, in job_id order: saturation and
--- dispatch of those jobs wait for the pass; the job columns are read from the locked row
--- version), and returns what the poller needs to compute the fires with the saturation code.
+-- disjoint requests) and their jobs (FOR NO KEY UPDATE SKIP LOCKED: a job being saturated,
+-- dispatched or changed right now is left for the next pass, so the reaper round never waits
+-- on a lock; saturation and dispatch of a locked job wait for this pass), and returns what
+-- the poller needs to compute the fires with the saturation code.
 CREATE OR REPLACE FUNCTION cronbox.claim_backfills_at(
     p_limit integer DEFAULT 10,
     p_now timestamptz DEFAULT now()
@@ -15,34 +16,22 @@ CREATE OR REPLACE FUNCTION cronbox.claim_backfills_at(
     ends_at timestamptz, frontier timestamptz, from_at timestamptz, to_at timestamptz,
     done_through timestamptz, fires_left integer, now timestamptz
 )
-LANGUAGE plpgsql
+LANGUAGE sql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    v_ids bigint[];
-BEGIN
-    SELECT array_agg(b.backfill_id) INTO v_ids
-    FROM (SELECT b.backfill_id FROM cronbox.backfill b
-          WHERE b.done_at IS NULL
-          ORDER BY b.backfill_id
-          LIMIT p_limit
-          FOR UPDATE SKIP LOCKED) b;
-    IF v_ids IS NULL THEN
-        RETURN;
-    END IF;
-    -- A separate statement, so the caller's next statement (store_backfill) reads what
-    -- concurrent saturation or dispatch of these jobs committed before the lock was granted.
-    RETURN QUERY
+    -- The caller's next statement (store_backfill) takes a new snapshot, which holds whatever
+    -- saturation or dispatch of these jobs committed before this lock.
     SELECT b.backfill_id, j.job_id, j.kind, j.cron_normalized, j.every, j.every_mode, j.anchor,
            j.at, j.timezone, j.starts_at, j.ends_at, j.frontier, b.from_at, b.to_at,
            b.done_through, 1000 - b.fires - b.duplicates, p_now
     FROM cronbox.backfill b
     JOIN cronbox.job j ON j.job_id = b.job_id
-    WHERE b.backfill_id = ANY (v_ids)
-    ORDER BY j.job_id, b.backfill_id
-    FOR NO KEY UPDATE OF j;
-END
+    WHERE b.done_at IS NULL
+    ORDER BY b.backfill_id
+    LIMIT p_limit
+    FOR UPDATE OF b SKIP LOCKED
+    FOR NO KEY UPDATE OF j SKIP LOCKED
 $$;
 
 COMMENT ON FUNCTION cronbox.claim_backfills_at(integer, timestamp with time zone) IS

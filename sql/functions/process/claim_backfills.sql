@@ -1,7 +1,7 @@
 -- cronbox.claim_backfills(p_limit): the first half of a backfill pass. Locks up to p_limit
 -- pending backfill requests (backfill_pending_idx, FOR UPDATE SKIP LOCKED: pollers get
--- disjoint requests), then their jobs (FOR NO KEY UPDATE, in job_id order: saturation and
--- dispatch of those jobs wait for the pass), and returns what the poller needs to compute
+-- disjoint requests) and their jobs (FOR NO KEY UPDATE SKIP LOCKED: a job being saturated,
+-- dispatched or changed right now is left for the next pass), and returns what the poller needs to compute
 -- the fires with the saturation code (the job's schedule, its frontier, the request's range,
 -- progress and how many fires it may still make). Call cronbox.store_backfill next, in the
 -- same transaction.
