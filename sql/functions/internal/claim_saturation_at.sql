@@ -28,14 +28,19 @@ AS $$
     SELECT j.job_id, j.kind, j.cron_normalized, j.every, j.every_mode, j.anchor, j.at,
            j.timezone, j.frontier, j.catchup, j.catchup_window, j.starts_at, j.ends_at, p_now,
            cronbox.catchup_start(p_now, j.catchup_window)
-    FROM cronbox.job j
-    WHERE j.next_fire IS NOT NULL AND NOT j.paused
-      AND j.next_fire <= p_now + p_horizon / 2
-      -- the job's lock first (as everyone: cronbox.lock_job_id), skipped when held elsewhere
-      AND cronbox.try_lock_job_id(j.job_id)
+    FROM (
+        SELECT j.*
+        FROM cronbox.job j
+        WHERE j.next_fire IS NOT NULL AND NOT j.paused
+          AND j.next_fire <= p_now + p_horizon / 2
+        ORDER BY j.next_fire
+        LIMIT p_limit
+        FOR UPDATE SKIP LOCKED
+    ) j
+    -- and the job's lock (cronbox.lock_job_id), only for the rows taken: a job whose lock is
+    -- held elsewhere (dispatch, a report, a definition change) is left for the next pass
+    WHERE cronbox.try_lock_job_id(j.job_id)
     ORDER BY j.next_fire
-    LIMIT p_limit
-    FOR UPDATE SKIP LOCKED
 $$;
 
 COMMENT ON FUNCTION cronbox.claim_saturation_at(integer, interval, timestamp with time zone) IS
