@@ -2,9 +2,10 @@
 -- which runs reach a final state (complete_run(s), fail_run(s), the reaper, cancel). Set-based:
 -- a few statements whatever the batch size. Locks, always in this order (no deadlock with
 -- dispatch): the jobs' locks (advisory, cronbox.lock_job_id; on success the after-jobs listing
--- them too) by job_id, the runs, the queue_limit rows by queue. Then: job bookkeeping (cronbox.job_stat), retry futures (a retry is a new run
--- later), on_error, notifications, releases of held futures, after-jobs whose upstreams all
--- succeeded. A report for a run already final is kept in late_report and changes nothing.
+-- them too) by job_id, the runs, the queue_limit rows by queue. Then: job bookkeeping
+-- (cronbox.job_stat), retry futures (a retry is a new run later), on_error, notifications,
+-- releases of held futures, after-jobs whose upstreams all succeeded. A report for a run
+-- already final is kept in late_report and changes nothing.
 CREATE OR REPLACE FUNCTION cronbox.finish_runs(
     p_run_ids   bigint[],
     p_outcome   text,                    -- succeeded | failed | lost | cancelled

@@ -1,6 +1,7 @@
 -- cronbox.lock_job(name): the job's lock (cronbox.lock_job_named), then the job row locked FOR
--- UPDATE, for the functions that change one job by name (pause, resume). Raises 22004 for a NULL name and P0002 (no_data_found)
--- 'name: no schedule named ...' for an unknown (or, under row security, invisible) one.
+-- UPDATE, for the functions that change one job by name (pause, resume). Raises 22004 for a
+-- NULL name and P0002 (no_data_found) 'name: no schedule named ...' for an unknown (or, under
+-- row security, invisible) one.
 CREATE OR REPLACE FUNCTION cronbox.lock_job(p_name text) RETURNS cronbox.job
 LANGUAGE plpgsql
 SECURITY INVOKER
