@@ -263,7 +263,7 @@ def test_dispatch_rejects_a_batch_below_one(conn):
 
 def test_skip_dispatches_only_after_the_previous_run_committed_its_end_timestamps_are_transaction_starts(fresh_dsn):
     """overlap 'skip': the next run is dispatched only once the previous run's end has
-    committed (dispatch decides under the job's row lock, SKIP LOCKED). Timestamps are each
+    committed (dispatch decides under the job's lock, SKIP semantics). Timestamps are each
     transaction's start (now()): a dispatch transaction that began before the finishing one
     records a dispatched_at before the previous finished_at (docs/runs.md, Overlap)."""
     import psycopg

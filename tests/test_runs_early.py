@@ -183,7 +183,8 @@ def test_an_eligible_fire_whose_job_is_locked_elsewhere_is_reported_busy(fresh_d
         future(conn, "tick", 10)
     with db.connect(fresh_dsn) as saturating, db.connect(fresh_dsn) as poller:
         with saturating.transaction():
-            saturating.execute("SELECT 1 FROM cronbox.job WHERE name = 'tick' FOR UPDATE")
+            # the job's lock as a saturation pass holds it (cronbox.claim_saturation)
+            saturating.execute("SELECT cronbox.lock_job_id(job_id) FROM cronbox.job WHERE name = 'tick'")
             assert poller.execute("SELECT dispatched, busy FROM cronbox.dispatch_ahead_at(10, '1 second', %s)",
                                   (at(9.5),)).fetchone() == (0, 1)
         assert poller.execute("SELECT dispatched, busy FROM cronbox.dispatch_ahead_at(10, '1 second', %s)",

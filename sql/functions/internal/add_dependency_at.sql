@@ -46,7 +46,9 @@ BEGIN
     PERFORM cronbox.assert_at_most('within', add_dependency_at.within, interval '366 days');
     PERFORM cronbox.assert_at_most('wait_timeout', add_dependency_at.wait_timeout, interval '366 days');
     PERFORM pg_advisory_xact_lock(hashtext('cronbox.dependencies'));
-    SELECT j.job_id INTO v_job_id FROM cronbox.job j WHERE j.name = v_name;
+    -- the job's lock (before the row's key-share lock the new edge takes): dispatch decides
+    -- on its gates, and its early runs are withdrawn below, under it
+    v_job_id := cronbox.lock_job_named(v_name);
     IF v_job_id IS NULL THEN
         RAISE EXCEPTION '%: no schedule named %', v_field, quote_literal(v_name)
             USING ERRCODE = 'no_data_found';
@@ -71,8 +73,7 @@ BEGIN
     ON CONFLICT ON CONSTRAINT job_dependency_pkey
     DO UPDATE SET within = excluded.within, wait_timeout = excluded.wait_timeout;
     -- Early dispatch (on by default) decided the job's next fires without this gate: the
-    -- runs no relay holds yet are withdrawn (under the job's lock, as dispatch takes it).
-    PERFORM 1 FROM cronbox.job j WHERE j.job_id = v_job_id FOR NO KEY UPDATE;
+    -- runs no relay holds yet are withdrawn (under the job's lock, taken above).
     PERFORM cronbox.withdraw_early_runs(v_job_id, 'cancelled: dependency added before its fire time', p_now);
     PERFORM cronbox.record_change(v_job_id, v_name, 'updated',
         format('waits for %s (within %s, wait_timeout %s)', add_dependency_at.upstream,

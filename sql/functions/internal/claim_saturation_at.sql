@@ -3,8 +3,9 @@
 -- owner or a superuser to fix the clock).
 -- cronbox.claim_saturation_at(p_limit, p_horizon, p_now): locks up to p_limit unpaused jobs that
 -- have less than half the horizon materialised (next_fire <= p_now + p_horizon/2) and returns
--- what the poller needs to compute their fires up to p_now + p_horizon. FOR UPDATE SKIP LOCKED
--- on job_saturate_idx: concurrent pollers get disjoint jobs, and an idle tick reads no row.
+-- what the poller needs to compute their fires up to p_now + p_horizon. The job's lock
+-- (cronbox.try_lock_job_id) and FOR UPDATE SKIP LOCKED on job_saturate_idx: concurrent pollers
+-- get disjoint jobs, dispatch skips them meanwhile, and an idle tick reads no row.
 -- The columns come from the locked row version itself, never from an older snapshot. Call
 -- cronbox.store_fires in the same transaction: schedule()/pause() wait for the pair to commit.
 -- catchup_from: start of the catch-up window (cronbox.catchup_start), computed here so the
@@ -27,12 +28,19 @@ AS $$
     SELECT j.job_id, j.kind, j.cron_normalized, j.every, j.every_mode, j.anchor, j.at,
            j.timezone, j.frontier, j.catchup, j.catchup_window, j.starts_at, j.ends_at, p_now,
            cronbox.catchup_start(p_now, j.catchup_window)
-    FROM cronbox.job j
-    WHERE j.next_fire IS NOT NULL AND NOT j.paused
-      AND j.next_fire <= p_now + p_horizon / 2
+    FROM (
+        SELECT j.*
+        FROM cronbox.job j
+        WHERE j.next_fire IS NOT NULL AND NOT j.paused
+          AND j.next_fire <= p_now + p_horizon / 2
+        ORDER BY j.next_fire
+        LIMIT p_limit
+        FOR UPDATE SKIP LOCKED
+    ) j
+    -- and the job's lock (cronbox.lock_job_id), only for the rows taken: a job whose lock is
+    -- held elsewhere (dispatch, a report, a definition change) is left for the next pass
+    WHERE cronbox.try_lock_job_id(j.job_id)
     ORDER BY j.next_fire
-    LIMIT p_limit
-    FOR UPDATE SKIP LOCKED
 $$;
 
 COMMENT ON FUNCTION cronbox.claim_saturation_at(integer, interval, timestamp with time zone) IS

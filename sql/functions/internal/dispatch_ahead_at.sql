@@ -14,8 +14,9 @@
 -- hold it); the run is dispatched as of its due time. The price: a fire decided early has been
 -- decided: pause(), unschedule() or an update withdraw early runs no relay holds yet
 -- (cronbox.withdraw_early_runs), not those a relay holds (docs/runs.md, "Early dispatch").
--- Locks as dispatch: futures FOR UPDATE SKIP LOCKED, then their jobs FOR NO KEY UPDATE SKIP
--- LOCKED. The write is dispatch's own (cronbox.dispatch_locked): one path for both.
+-- Locks as dispatch: futures FOR UPDATE SKIP LOCKED, then their jobs' locks (advisory,
+-- cronbox.try_lock_job_id, skipped when held elsewhere). The write is dispatch's own
+-- (cronbox.dispatch_locked): one path for both.
 CREATE OR REPLACE FUNCTION cronbox.dispatch_ahead_at(
     p_limit integer,
     p_lead interval,
@@ -43,7 +44,7 @@ BEGIN
     END IF;
 
     -- 1. Eligible ready futures due within the lead, lowest priority first, and their jobs
-    --    (FOR NO KEY UPDATE SKIP LOCKED: a job busy elsewhere is retried soon).
+    --    (their locks, cronbox.try_lock_job_id: a job busy elsewhere is retried soon).
     WITH
     prio(p) AS (SELECT r.p FROM cronbox.ready_priorities() AS r(p)),
     picked AS MATERIALIZED (
@@ -65,10 +66,9 @@ BEGIN
         LIMIT p_limit
     ),
     locked AS MATERIALIZED (
-        SELECT j.job_id
-        FROM cronbox.job j
-        WHERE j.job_id IN (SELECT picked.job_id FROM picked)
-        FOR NO KEY UPDATE SKIP LOCKED
+        SELECT d.job_id
+        FROM (SELECT DISTINCT picked.job_id FROM picked) d
+        WHERE cronbox.try_lock_job_id(d.job_id)
     )
     SELECT (SELECT count(*) FROM picked)::integer,
            array_agg(p.future_id) FILTER (WHERE p.job_id IN (SELECT locked.job_id FROM locked)),

@@ -5,10 +5,11 @@
 -- due ready futures, lower priority first, and writes it: run + outbox row (dispatched), a
 -- skipped or failed run row, or a hold on the future. One transaction: a fire is dispatched
 -- exactly once whatever crashes. Locks: futures FOR UPDATE SKIP LOCKED (job_future_ready_idx,
--- walked priority by priority), their jobs FOR NO KEY UPDATE SKIP LOCKED (a job busy elsewhere
--- waits for the next call), then the queue_limit rows concerned. Any number of pollers may call it.
+-- walked priority by priority), their jobs' locks (cronbox.try_lock_job_id: an advisory lock,
+-- skipped when held elsewhere; a job busy elsewhere waits for the next call), then the
+-- queue_limit rows concerned. Any number of pollers may call it.
 -- Two statements: pick and lock, then decide and write with a snapshot taken under the locks.
--- The job's counters and last-run columns are in cronbox.job_stat (the job row is only locked).
+-- The job's counters and last-run columns are in cronbox.job_stat (the job row is only read).
 -- p_jobs: only futures of these jobs (the poller isolating a job that makes a batch fail).
 -- p_grace: a scheduled fire due more than p_grace ago with a newer fire of its job in the same
 -- batch was missed (the poller was down or behind): recorded 'missed' unless catchup = 'all',
@@ -53,11 +54,11 @@ BEGIN
         ) x
         LIMIT p_limit
     ),
+    -- The jobs' locks (advisory, no WAL: cronbox.lock_job_id), skipping those held elsewhere.
     locked AS MATERIALIZED (
-        SELECT j.job_id
-        FROM cronbox.job j
-        WHERE j.job_id IN (SELECT picked.job_id FROM picked)
-        FOR NO KEY UPDATE SKIP LOCKED
+        SELECT d.job_id
+        FROM (SELECT DISTINCT picked.job_id FROM picked) d
+        WHERE cronbox.try_lock_job_id(d.job_id)
     )
     SELECT array_agg(p.future_id), array_agg(DISTINCT p.job_id)
       INTO v_futures, v_jobs

@@ -1,6 +1,7 @@
--- cronbox.lock_job(name): the job row, locked FOR UPDATE, for the functions that change one
--- job by name (pause, resume). Raises 22004 for a NULL name and P0002 (no_data_found)
--- 'name: no schedule named ...' for an unknown (or, under row security, invisible) one.
+-- cronbox.lock_job(name): the job's lock (cronbox.lock_job_named), then the job row locked FOR
+-- UPDATE, for the functions that change one job by name (pause, resume). Raises 22004 for a
+-- NULL name and P0002 (no_data_found) 'name: no schedule named ...' for an unknown (or, under
+-- row security, invisible) one.
 CREATE OR REPLACE FUNCTION cronbox.lock_job(p_name text) RETURNS cronbox.job
 LANGUAGE plpgsql
 SECURITY INVOKER
@@ -10,6 +11,8 @@ DECLARE
     v_job cronbox.job;
 BEGIN
     PERFORM cronbox.assert_not_null('name', p_name);
+    -- the job's lock (advisory) before its row lock, as everyone takes them
+    PERFORM cronbox.lock_job_named(p_name);
     SELECT * INTO v_job FROM cronbox.job j WHERE j.name = p_name FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'name: no schedule named %', quote_literal(p_name) USING ERRCODE = 'no_data_found';
@@ -19,7 +22,7 @@ END
 $$;
 
 COMMENT ON FUNCTION cronbox.lock_job(text) IS
-'Internal: the job named p_name, locked FOR UPDATE; 22004 for NULL, P0002 for an unknown name.';
+'Internal: the job named p_name, its lock (cronbox.lock_job_named) taken and its row locked FOR UPDATE; 22004 for NULL, P0002 for an unknown name.';
 
 ALTER FUNCTION cronbox.lock_job(text) OWNER TO cronbox_owner;
 REVOKE ALL ON FUNCTION cronbox.lock_job(text) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

@@ -94,6 +94,7 @@ BEGIN
         v_cron := cronbox.normalize_cron(schedule_at.cron);
     END IF;
 
+    PERFORM cronbox.lock_job_named(schedule_at.name);  -- the job's lock, before its row lock
     SELECT * INTO v_old FROM cronbox.job j WHERE j.name = schedule_at.name FOR UPDATE;
 
     -- An identical call changes nothing (config-as-code may re-apply the same definition).

@@ -22,6 +22,7 @@ BEGIN
     IF unschedule_at.name IS NULL THEN
         RAISE EXCEPTION 'name: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
+    PERFORM cronbox.lock_job_named(unschedule_at.name);  -- the job's lock, before its row lock
     SELECT j.job_id INTO v_job_id FROM cronbox.job j WHERE j.name = unschedule_at.name FOR UPDATE;
     IF v_job_id IS NULL THEN
         RETURN false;

@@ -19,6 +19,7 @@ DECLARE
     v_first timestamptz;
     v_reason text;
 BEGIN
+    PERFORM cronbox.lock_job_id(p_job_id);  -- the job's lock, before its row lock
     SELECT j.name, j.paused INTO v_name, v_paused
     FROM cronbox.job j WHERE j.job_id = p_job_id FOR UPDATE;
     IF NOT FOUND OR v_paused THEN

@@ -1,0 +1,126 @@
+"""The job's lock is a transaction-level advisory lock keyed by job_id (cronbox.lock_job_id,
+issue #14), no longer a lock on the job row: dispatch takes it with SKIP semantics, the
+finishing functions wait for it, and every writer of a job's definition or state takes it
+before anything else. The window this opens: a writer that forgot it would change a job while
+dispatch decides on it. These tests hold each writer's transaction open and check that
+dispatch leaves the job alone until it ends; and that the hot path writes nothing to the job
+table (which is why the row lock went)."""
+
+from __future__ import annotations
+
+import threading
+
+import psycopg
+import pytest
+
+from cronbox import db
+
+from .procs import wait_until
+
+# Each writer, run in a transaction left open while dispatch is called (job 'w', upstream 'up').
+WRITERS = {
+    "pause": "SELECT cronbox.pause('w')",
+    "resume": "SELECT cronbox.resume('w')",
+    "schedule_update": "SELECT cronbox.schedule('w', every => '2 hours', overlap => 'allow')",
+    "unschedule": "SELECT cronbox.unschedule('w')",
+    "add_dependency": "SELECT cronbox.add_dependency('w', 'up')",
+    "quarantine_job": "SELECT cronbox.quarantine_job(job_id, 'boom') FROM cronbox.job WHERE name = 'w'",
+    "saturation": "SELECT count(*) FROM cronbox.claim_saturation(100, '1 day')",
+    "complete_run": "SELECT cronbox.complete_run(run_id) FROM cronbox.run WHERE job_name = 'w' AND state = 'dispatched'",
+}
+
+
+def counts(conn: psycopg.Connection) -> tuple[int, int, int, int]:
+    return conn.execute("SELECT dispatched, skipped, failed, held FROM cronbox.dispatch(100)").fetchone()
+
+
+@pytest.mark.parametrize("writer", list(WRITERS))
+def test_dispatch_leaves_a_job_alone_while_any_writer_of_it_is_in_flight(fresh_dsn, writer):
+    with db.connect(fresh_dsn) as setup:
+        setup.execute("SELECT cronbox.schedule('up', every => '1 hour')")
+        setup.execute("SELECT cronbox.schedule('w', every => '1 hour', overlap => 'allow')")
+        if writer == "complete_run":  # an unfinished run to report on
+            setup.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) SELECT job_id, "
+                          "now() - interval '1 minute', now() - interval '1 minute' FROM cronbox.job WHERE name = 'w'")
+            assert counts(setup)[0] == 1
+        if writer == "resume":
+            setup.execute("SELECT cronbox.pause('w')")
+        # a fire of 'w' due now (a manual one, so pause and schedule updates leave it in place)
+        setup.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at, origin) SELECT job_id, "
+                      "now() - interval '1 second', now() - interval '1 second', 'manual' "
+                      "FROM cronbox.job WHERE name = 'w'")
+    with db.connect(fresh_dsn, autocommit=False) as writing, db.connect(fresh_dsn) as poller:
+        writing.execute(WRITERS[writer])  # holds the job's lock, not committed
+        # busy: nothing is decided for the job (not even a hold), its fire stays due
+        assert counts(poller) == (0, 0, 0, 0)
+        assert poller.execute("SELECT count(*) FROM cronbox.job_future f JOIN cronbox.job j USING (job_id) "
+                              "WHERE j.name = 'w' AND f.origin = 'manual' AND f.hold IS NULL").fetchone()[0] == 1
+        writing.rollback()
+        # the lock went with the transaction: the fire is decided now (dispatched, or held: paused)
+        assert sum(counts(poller)) == 1
+
+
+def test_a_report_waits_for_a_dispatch_deciding_on_its_job(fresh_dsn):
+    """The other direction: the finishing functions wait for the job's lock (no SKIP), so a
+    run's end is never counted while a dispatch is deciding with the old count."""
+    with db.connect(fresh_dsn) as setup:
+        setup.execute("SELECT cronbox.schedule('w', every => '1 hour', overlap => 'skip')")
+        setup.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) SELECT job_id, "
+                      "now() - interval '1 minute', now() - interval '1 minute' FROM cronbox.job WHERE name = 'w'")
+        assert counts(setup)[0] == 1
+        run_id = setup.execute("SELECT run_id FROM cronbox.run WHERE job_name = 'w'").fetchone()[0]
+    with db.connect(fresh_dsn, autocommit=False) as poller, db.connect(fresh_dsn) as worker, \
+            db.connect(fresh_dsn) as watch:
+        poller.execute("SELECT cronbox.lock_job_id(job_id) FROM cronbox.job WHERE name = 'w'")  # as dispatch holds it
+        pid = worker.execute("SELECT pg_backend_pid()").fetchone()[0]
+        worker.execute("SELECT set_config('statement_timeout', '20s', false)")
+        done: list[str] = []
+        t = threading.Thread(target=lambda: done.append(
+            worker.execute("SELECT cronbox.complete_run(%s)", (run_id,)).fetchone()[0]))
+        t.start()
+        wait_until(lambda: watch.execute(
+            "SELECT wait_event_type = 'Lock' AND wait_event = 'advisory' FROM pg_stat_activity WHERE pid = %s",
+            (pid,)).fetchone()[0], timeout=20, what="the report waiting for the job's lock")
+        assert done == []
+        poller.commit()
+        t.join(20)
+        assert done == ["succeeded"]
+
+
+def test_dispatch_and_the_reports_write_nothing_to_the_job_table(fresh_dsn):
+    """Why the row lock went (issue #14): FOR NO KEY UPDATE on the job row wrote a WAL record per
+    run and a full-page image per job page after each checkpoint. Dispatch, claim, ack with the
+    answer, ack then complete_runs, claim_runs: none writes a heap record for cronbox.job."""
+    with db.connect(fresh_dsn) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect SCHEMA public")
+        conn.execute("INSERT INTO cronbox.job (name, kind, at, frontier, next_fire, finished_at, overlap, queue) "
+                     "SELECT 'wal-' || i, 'at', now(), now(), NULL, now(), 'allow', "
+                     "       CASE WHEN i % 3 = 0 THEN 'pull' ELSE 'default' END "
+                     "FROM generate_series(1, 60) AS i")
+        conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
+                     "SELECT job_id, at, now() - interval '1 second' FROM cronbox.job WHERE name LIKE 'wal-%'")
+        start = conn.execute("SELECT pg_current_wal_insert_lsn()").fetchone()[0]
+        assert counts(conn)[0] == 60
+        rows = conn.execute("SELECT outbox_id, run_id FROM cronbox.claim_outbox('r', 100, p_exclude => ARRAY['pull'])"
+                            ).fetchall()
+        assert len(rows) == 40
+        answered = [o for o, _ in rows[:20]]
+        conn.execute("SELECT cronbox.ack_outbox('r', %s, %s)", (
+            answered, db.Jsonb([{"outbox_id": o, "state": "succeeded"} for o in answered])))
+        conn.execute("SELECT cronbox.ack_outbox('r', %s)", ([o for o, _ in rows[20:]],))
+        conn.execute("SELECT count(*) FROM cronbox.complete_runs(%s::bigint[])", ([r for _, r in rows[20:]],))
+        pulled = [r[0] for r in conn.execute("SELECT run_id FROM cronbox.claim_runs('pull', 'w1', 100)")]
+        assert len(pulled) == 20
+        conn.execute("SELECT count(*) FROM cronbox.complete_runs(%s::bigint[])", (pulled,))
+        assert conn.execute("SELECT count(*) FROM cronbox.run WHERE state = 'succeeded'").fetchone()[0] == 60
+        end = conn.execute("SELECT pg_current_wal_insert_lsn()").fetchone()[0]
+        wait_until(lambda: conn.execute("SELECT pg_current_wal_flush_lsn() >= %s::pg_lsn", (end,)).fetchone()[0],
+                   timeout=20, what="the WAL flushed")
+        job_file, stat_file = conn.execute(
+            "SELECT pg_relation_filenode('cronbox.job'), pg_relation_filenode('cronbox.job_stat')").fetchone()
+        touched = dict(conn.execute(
+            "SELECT m[1]::oid, count(*) FROM public.pg_get_wal_records_info(%s::pg_lsn, %s::pg_lsn) w, "
+            "LATERAL regexp_matches(w.block_ref, 'rel \\d+/\\d+/(\\d+)', 'g') m "
+            "WHERE w.resource_manager = 'Heap' GROUP BY 1", (start, end)).fetchall())
+    assert touched.get(stat_file, 0) > 0  # the statistics row is written (the check sees relations)
+    assert touched.get(job_file, 0) == 0
