@@ -22,6 +22,7 @@ ROLES = ("cronbox_admin", "cronbox_user", "cronbox_worker", "cronbox_reader", "c
 # the fire times the poller computed from the schedule (never from its own clock).
 TIME_DATA = {
     "schedule": {"at", "starts_at", "ends_at"},
+    "preview": {"starts_at"},
     "run_id_at": {"p_ts"},
     "store_fires": {"p_fire_at", "p_frontier", "p_next_fire", "p_gap_last"},
 }

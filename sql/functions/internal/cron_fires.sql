@@ -17,6 +17,7 @@ CREATE OR REPLACE FUNCTION cronbox.cron_fires(
 LANGUAGE plpgsql STABLE PARALLEL SAFE
 SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
+SET TimeZone = 'UTC'  -- timestamptz + interval must not follow the session's DST rules
 AS $$
 DECLARE
     v_f text[] := string_to_array(cronbox.normalize_cron(p_cron), ' ');
