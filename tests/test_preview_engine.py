@@ -82,7 +82,7 @@ def starts(draw) -> tuple[str, datetime]:
     return tz, base + timedelta(seconds=delta, microseconds=micro)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(expr=expressions(), start=starts(), n=st.sampled_from([1, 3, 20, 60]))
 def test_sql_engine_agrees_with_the_poller_on_generated_expressions(conn, expr: str, start, n: int) -> None:
     tz, after = start
@@ -91,10 +91,37 @@ def test_sql_engine_agrees_with_the_poller_on_generated_expressions(conn, expr: 
     assert sql_fires(conn, expr, tz, after, n, until) == want, (expr, tz, after)
 
 
-@pytest.mark.parametrize("expr", ["*/5 * * * * *", "* * * * *", "0 0 29 2 *", "0 30 2 * * *", "0 0 0 L * * *",
+@pytest.mark.parametrize("expr", ["0 * * */2 * 0-6 *", "0 0 0 1-31 * 1 *", "0 0 0 */1 * 1 *", "0 0 0 1-31 * */2 *",
+                                  "0 0 0 L * 0-6 *", "0 0 0 */3 * 0-7 *", "*/5 * * * * *", "* * * * *", "0 0 29 2 *", "0 30 2 * * *", "0 0 0 L * * *",
                                   "0 0 0 * * 5#5 *", "0 0 12 * * 1L *", "0 */20 1-3 * * * *", "0 0 0 1 1 * 2030"])
 @pytest.mark.parametrize("tz", ["Europe/Berlin", "Australia/Lord_Howe", "America/Santiago"])
 def test_sql_engine_agrees_on_chosen_expressions_over_years(conn, expr: str, tz: str) -> None:
     after = datetime(2026, 1, 1, 0, 0, 0, 500_000, tzinfo=UTC)
     until = after + timedelta(days=10 * 366)
     assert sql_fires(conn, expr, tz, after, 1000, until) == py_fires(expr, tz, after, 1000, until)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(expr=expressions(), minutes=st.lists(st.integers(0, 3 * 366 * 1440), min_size=1, max_size=40))
+def test_calendar_cron_matching_agrees_with_croniter_to_the_minute(conn, expr: str, minutes: list[int]) -> None:
+    # exclusion calendars match a fire's local time against their cron expressions to the
+    # minute (seconds ignored): the same days and times croniter walks
+    from croniter import croniter
+
+    fields = normalize(expr).split(" ")
+    fields[0] = "0"
+    minute_expr = " ".join(fields)
+    with conn.transaction(force_rollback=True):
+        cal = conn.execute("SELECT cronbox.create_calendar_at('c', crons => ARRAY[%s], p_now => now())", (expr,)).fetchone()[0]
+        walls = [datetime(2026, 1, 1) + timedelta(minutes=m, seconds=s % 60) for m, s in zip(minutes, range(7, 1000, 13))]
+        got = conn.execute("SELECT cronbox.excluded_by(ARRAY[%s]::bigint[], %s::timestamptz[])",
+                           (cal, [w.replace(tzinfo=UTC) for w in walls])).fetchone()[0]
+    for wall, name in zip(walls, got):
+        top = wall.replace(second=0)
+        it = croniter(minute_expr, top - timedelta(seconds=1), ret_type=datetime, second_at_beginning=True,
+                      max_years_between_matches=130)
+        try:
+            hit = it.get_next(datetime) == top
+        except Exception:
+            hit = False
+        assert (name == "c") == hit, (expr, wall)

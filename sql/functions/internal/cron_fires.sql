@@ -90,6 +90,10 @@ BEGIN
     ELSE
         v_dow := cronbox.cron_values(v_f[6], 0, 7);
     END IF;
+    -- croniter reads a day field listing every value as `*` when the other day field's text
+    -- contains a `*` (`*/2` included): then the days are not OR-ed (poller/cron.py walks them).
+    v_dom_all := v_dom_all OR (cardinality(v_dom) = 31 AND NOT v_dom_last AND strpos(v_f[6], '*') > 0);
+    v_dow_all := v_dow_all OR (NOT v_special AND cardinality(v_dow) = 7 AND strpos(v_f[4], '*') > 0);
     -- Debian cron's rule: fixed-time unless the minute or the hour field starts with `*`.
     v_fixed := NOT (v_f[2] LIKE '*%' OR v_f[3] LIKE '*%');
 

@@ -38,12 +38,21 @@ BEGIN
     -- Exclusion calendars: THE predicate (cronbox.excluded_by, also behind preview and
     -- next_fires), asked only when a job of this pass uses a calendar.
     IF EXISTS (SELECT 1 FROM cronbox.job_calendar jc WHERE jc.job_id = ANY (p_job)) THEN
-        SELECT array_agg(CASE WHEN NOT f.missed AND c.ids IS NOT NULL
-                              THEN cronbox.excluded_by(c.ids, f.fire_at) END ORDER BY f.i)
-        INTO v_excluded
-        FROM unnest(p_fire_job, p_fire_at, p_missed) WITH ORDINALITY AS f(job_id, fire_at, missed, i)
-        LEFT JOIN (SELECT jc.job_id, array_agg(jc.calendar_id) AS ids FROM cronbox.job_calendar jc
-                   WHERE jc.job_id = ANY (p_job) GROUP BY jc.job_id) c ON c.job_id = f.job_id;
+        WITH per_job AS (
+            SELECT array_agg(f.i ORDER BY f.i) AS pos, array_agg(f.fire_at ORDER BY f.i) AS fires, c.ids
+            FROM unnest(p_fire_job, p_fire_at, p_missed) WITH ORDINALITY AS f(job_id, fire_at, missed, i)
+            JOIN (SELECT jc.job_id, array_agg(jc.calendar_id) AS ids FROM cronbox.job_calendar jc
+                  WHERE jc.job_id = ANY (p_job) GROUP BY jc.job_id) c ON c.job_id = f.job_id
+            WHERE NOT f.missed
+            GROUP BY f.job_id, c.ids
+        ),
+        why AS (
+            SELECT x.i, x.cal FROM per_job p
+            CROSS JOIN LATERAL unnest(p.pos, cronbox.excluded_by(p.ids, p.fires)) AS x(i, cal)
+        )
+        SELECT array_agg(w.cal ORDER BY f.i) INTO v_excluded
+        FROM generate_subscripts(p_fire_job, 1) AS f(i)
+        LEFT JOIN why w ON w.i = f.i;
     END IF;
     -- max_runs: the k-th fire of a job in this pass is stored only while fires_made + k <= max_runs.
     IF EXISTS (SELECT 1 FROM cronbox.job j WHERE j.job_id = ANY (p_job) AND j.max_runs IS NOT NULL) THEN

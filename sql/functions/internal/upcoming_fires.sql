@@ -32,7 +32,8 @@ DECLARE
     v_seen integer := 0;
     v_got integer := 0;
     v_batch timestamptz[];
-    v_t timestamptz;
+    v_why text[];
+    v_i integer;
     v_k bigint;
     v_size integer;
     v_step interval := make_interval(secs => extract(epoch FROM p_every));  -- elapsed time, as the poller
@@ -44,7 +45,8 @@ BEGIN
         v_after := p_starts_at - interval '1 microsecond';  -- never a fire before the start
     END IF;
     WHILE v_got < p_n AND v_seen < c_candidates AND v_after < v_until LOOP
-        v_size := least(greatest(2 * (p_n - v_got), 16), 1000);
+        -- first batch: a little more than asked; after exclusions, larger ones
+        v_size := CASE WHEN v_seen = 0 THEN least(greatest(2 * p_n, 16), 1000) ELSE 1000 END;
         IF p_kind = 'cron' THEN
             v_batch := cronbox.cron_fires(p_cron, p_timezone, v_after, v_size, v_until);
         ELSIF p_kind = 'every' THEN
@@ -60,11 +62,12 @@ BEGIN
             RETURN;
         END IF;
         EXIT WHEN cardinality(v_batch) = 0;
-        FOREACH v_t IN ARRAY v_batch LOOP
-            v_seen := v_seen + 1;
-            IF cronbox.excluded_by(p_calendars, v_t) IS NULL THEN
+        v_seen := v_seen + cardinality(v_batch);
+        v_why := CASE WHEN cardinality(p_calendars) > 0 THEN cronbox.excluded_by(p_calendars, v_batch) ELSE '{}' END;
+        FOR v_i IN 1 .. cardinality(v_batch) LOOP
+            IF v_why[v_i] IS NULL THEN
                 v_got := v_got + 1;
-                RETURN NEXT v_t;
+                RETURN NEXT v_batch[v_i];
                 EXIT WHEN v_got >= p_n;
             END IF;
         END LOOP;
