@@ -5,7 +5,7 @@
 -- one of its cron expressions to the minute (the seconds field is not looked at; days as in
 -- cronbox.cron_fires: both day fields restricted, either matches; L, d#n, Ld).
 -- THE exclusion predicate: cronbox.store_fires (what the poller stores) and
--- cronbox.upcoming_fires (preview, next_fires) both call it, so they cannot disagree.
+-- cronbox.plan_fires (preview, next_fires) both call it, so they cannot disagree.
 -- Set-based: each calendar and expression is read and expanded once per call, then every fire
 -- is tested by arithmetic. Reads cronbox.calendar by primary key; no lock.
 CREATE OR REPLACE FUNCTION cronbox.excluded_by(p_calendars bigint[], p_fires timestamptz[])

@@ -2,7 +2,7 @@
 -- public cronbox.next_fires passes now(); no cronbox role may execute this one.
 -- cronbox.next_fires_at(name, n, p_now): the next n fires of an existing schedule: first its
 -- pending scheduled futures (already stored by the poller, exclusions applied), then the fires
--- the poller will store after its frontier, computed by cronbox.upcoming_fires (the same fire
+-- the poller will store after its frontier, computed by cronbox.plan_fires (the same fire
 -- engine as preview, the same exclusion predicate as cronbox.store_fires), within starts_at /
 -- ends_at and the fires max_runs still allows. None while the job is paused, none for an
 -- `after` job; a fixed-delay job shows its one known next fire. n is 1..1000; at most 10
@@ -51,7 +51,7 @@ BEGIN
     END IF;
     v_after := greatest(coalesce(v_job.frontier, p_now), p_now, v_pending[cardinality(v_pending)]);
     RETURN QUERY
-    SELECT f.t FROM cronbox.upcoming_fires(
+    SELECT f.t FROM cronbox.plan_fires(
         v_job.kind, v_job.cron_normalized, v_job.timezone, v_job.every, v_job.anchor, v_job.at,
         v_job.starts_at, v_job.ends_at, v_after,
         ARRAY(SELECT jc.calendar_id FROM cronbox.job_calendar jc WHERE jc.job_id = v_job.job_id),

@@ -3,7 +3,7 @@
 -- owner or a superuser to fix the clock).
 -- cronbox.preview_at(cron | every, timezone, starts_at, n, exclude, p_now): the next n fire
 -- times (after p_now) a schedule with this definition would get, computed as the poller
--- computes them (cronbox.upcoming_fires: the SQL fire engine proven to agree with
+-- computes them (cronbox.plan_fires: the SQL fire engine proven to agree with
 -- poller/cron.py) and without the fires the named exclusion calendars drop. Arguments are
 -- checked as schedule() checks them; n is 1..1000; the search looks at most 10 years ahead.
 -- Writes nothing, takes no lock.
@@ -35,7 +35,7 @@ BEGIN
     PERFORM cronbox.checked_limit('n', preview_at.n, 1000);
     v_calendars := cronbox.resolve_calendars(preview_at.exclude);
     RETURN QUERY
-    SELECT f.t FROM cronbox.upcoming_fires(
+    SELECT f.t FROM cronbox.plan_fires(
         CASE WHEN preview_at.cron IS NOT NULL THEN 'cron' ELSE 'every' END,
         preview_at.cron, preview_at.timezone, preview_at.every,
         coalesce(preview_at.starts_at, date_trunc('second', p_now) + preview_at.every),

@@ -1,4 +1,4 @@
--- cronbox.upcoming_fires(kind, cron, timezone, every, anchor, at, starts_at, ends_at, after,
+-- cronbox.plan_fires(kind, cron, timezone, every, anchor, at, starts_at, ends_at, after,
 -- calendars, n, until): the first n fires of a definition strictly after `after`, at most
 -- `until`, that the poller would store as futures: the same fire rule (cronbox.cron_fires
 -- for cron; anchor + k * every for a fixed rate; the one time of `at`), the window
@@ -6,7 +6,7 @@
 -- (cronbox.excluded_by, the predicate cronbox.store_fires applies). Shared by preview and
 -- next_fires. Work is bounded: at most 100,000 candidate fires are looked at (a calendar
 -- that excludes everything ends the search there). Pure apart from reading the calendars.
-CREATE OR REPLACE FUNCTION cronbox.upcoming_fires(
+CREATE OR REPLACE FUNCTION cronbox.plan_fires(
     p_kind      text,
     p_cron      text,
     p_timezone  text,
@@ -77,8 +77,8 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION cronbox.upcoming_fires(text, text, text, interval, timestamp with time zone, timestamp with time zone, timestamp with time zone, timestamp with time zone, timestamp with time zone, bigint[], integer, timestamp with time zone) IS
+COMMENT ON FUNCTION cronbox.plan_fires(text, text, text, interval, timestamp with time zone, timestamp with time zone, timestamp with time zone, timestamp with time zone, timestamp with time zone, bigint[], integer, timestamp with time zone) IS
 'Internal: the first n fires of a schedule definition after a time, as the poller would store them (cron by cronbox.cron_fires, fixed rate anchor + k * every, at), inside [starts_at, ends_at], without the fires its exclusion calendars drop (cronbox.excluded_by). Shared by preview and next_fires; at most 100,000 candidates are examined.';
 
-ALTER FUNCTION cronbox.upcoming_fires(text, text, text, interval, timestamp with time zone, timestamp with time zone, timestamp with time zone, timestamp with time zone, timestamp with time zone, bigint[], integer, timestamp with time zone) OWNER TO cronbox_owner;
-REVOKE ALL ON FUNCTION cronbox.upcoming_fires(text, text, text, interval, timestamp with time zone, timestamp with time zone, timestamp with time zone, timestamp with time zone, timestamp with time zone, bigint[], integer, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
+ALTER FUNCTION cronbox.plan_fires(text, text, text, interval, timestamp with time zone, timestamp with time zone, timestamp with time zone, timestamp with time zone, timestamp with time zone, bigint[], integer, timestamp with time zone) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.plan_fires(text, text, text, interval, timestamp with time zone, timestamp with time zone, timestamp with time zone, timestamp with time zone, timestamp with time zone, bigint[], integer, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
