@@ -23,6 +23,7 @@ ROLES = ("cronbox_admin", "cronbox_user", "cronbox_worker", "cronbox_reader", "c
 TIME_DATA = {
     "schedule": {"at", "starts_at", "ends_at"},
     "preview": {"starts_at"},
+    "create_calendar": {"dates", "ranges"},  # the excluded days, not a clock
     "run_id_at": {"p_ts"},
     "store_fires": {"p_fire_at", "p_frontier", "p_next_fire", "p_gap_last"},
 }
