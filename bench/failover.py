@@ -31,21 +31,18 @@ Exit status 1 when anything was lost, doubled or stuck, or a process exited on i
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
-import signal
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-import orjson
 import psycopg
 
-from bench.chaos import DURABLE, Child, db_now, log, schedule_jobs, settle, warm_up
-from bench.chaos_checks import SLOW_QUEUE, check, recovery
-from bench.common import machine, process_env
+from bench.chaos import DURABLE
+from bench.common import machine
+from bench.fleet import Child, conclude, finish, log, main_for, outcome_lines, start_fleet
 from cronbox import db
 from cronbox.migrate import migrate
 from cronbox.pgcluster import Cluster, ClusterError, free_port
@@ -153,21 +150,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         dsn = (f"host=127.0.0.1,127.0.0.1 port={a.port},{b.port} user=postgres dbname=chaos "
                "target_session_attrs=read-write connect_timeout=2")
         migrate(dsn)
-        fast_port, slow_port = free_port(), free_port()
-        rec_fast, rec_slow = tmp / "deliveries-fast.jsonl", tmp / "deliveries-slow.jsonl"
-        worker = [sys.executable, "-m", "bench.chaos_worker"]
-        env = process_env(dsn, {
-            "CRONBOX_LOG_LEVEL": "info", "CRONBOX_RELAY_LEASE": "5s", "CRONBOX_HTTP_TIMEOUT": "2s",
-            "CRONBOX_SINKS": f"{SLOW_QUEUE}=http://127.0.0.1:{slow_port}/run;*=http://127.0.0.1:{fast_port}/run"})
-        children.append(Child("worker-fast", [*worker, "--port", str(fast_port), "--record", str(rec_fast)], env, tmp))
-        children.append(Child("worker-slow", [*worker, "--port", str(slow_port), "--record", str(rec_slow),
-                                              "--mode", "sql", "--dsn", dsn], env, tmp))
-        names, start = schedule_jobs(dsn, args.jobs)
-        procs = {f"poller-{i}": "poller" for i in range(args.pollers)} | {f"relay-{i}": "relay" for i in range(args.relays)}
-        for name, cmd in procs.items():
-            children.append(Child(name, [sys.executable, "-m", "cronbox", cmd], env, tmp))
-        warm_s = warm_up([rec_fast, rec_slow], children)
-        log(f"failover: {len(names)} jobs/s for {args.duration:g}s, {args.failovers} failovers, logs in {tmp}")
+        fleet = start_fleet(dsn, tmp, args, children)
+        log(f"failover: {len(fleet.names)} jobs/s for {args.duration:g}s, {args.failovers} failovers, logs in {tmp}")
         t0 = time.monotonic()
         faults: list[dict[str, Any]] = []
         primary, standby = a, b
@@ -183,34 +167,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for c in children:
                 c.revive_if_exited()
             time.sleep(0.2)
-        cutoff = db_now(dsn) - 1.0
-        expected = len(names) * (int(cutoff - start) + 1)
-        settled_s = settle(dsn, cutoff, expected, children, timeout=args.settle)
-        for c in children:
-            c.revive_if_exited()
-        for c in reversed(children):
-            c.stop()
-        records = [orjson.loads(line) for f in (rec_fast, rec_slow) if f.exists()
-                   for line in f.read_bytes().splitlines() if line.strip()]
-        result = check(dsn, names, start, cutoff, records)
-        with db.connect(dsn) as conn:
-            dispatches = sorted(float(r[0]) for r in conn.execute(
-                "SELECT extract(epoch FROM dispatched_at) FROM cronbox.run WHERE dispatched_at IS NOT NULL").fetchall())
+        done = finish(dsn, fleet, children, args.settle)
         report = {
             "bench": "failover", "command": "python -m bench.failover " + " ".join(args.argv),
             "machine": machine(), "settings": HA, "synchronous_standby_names": SYNC_NAMES,
-            "duration_s": args.duration, "jobs_per_second": len(names), "pollers": args.pollers, "relays": args.relays,
-            "warm_up_s": round(warm_s, 1), "settle_s": round(settled_s, 1),
+            "duration_s": args.duration, "jobs_per_second": len(fleet.names), "pollers": args.pollers,
+            "relays": args.relays, "warm_up_s": round(fleet.warm_s, 1),
             "faults": {"failover": len(faults)}, "failovers": faults,
-            "unexpected_exits": {c.name: c.unexpected_exits for c in children if c.unexpected_exits},
-            "checks": result,
-            "recovery": recovery(faults, dispatches, sorted(r["t"] for r in records)),
         }
-        c = result
-        report["ok"] = ok = (c["lost"] == 0 and c["doubled"] == 0 and c["stuck"] == 0 and c["orphan_outbox_rows"] == 0
-                             and c["duplicates_with_another_key"] == 0 and c["keys_shared_by_two_runs"] == 0
-                             and c["succeeded_without_delivery"] == 0 and c["lost_runs_not_retried"] == 0
-                             and c["delivered_runs_unknown"] == 0 and not report["unexpected_exits"])
+        ok = conclude(report, done, faults, children)
         return report
     finally:
         for c in reversed(children):
@@ -224,18 +189,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def summary(r: dict[str, Any]) -> list[str]:
-    c = r["checks"]
-    lines = [f"failovers: {len(r['failovers'])}, promoted {', '.join(str(f['promoted_s']) for f in r['failovers'])} s "
-             "after the kill",
-             f"fires expected {c['expected_fires']}: lost {c['lost']}, doubled {c['doubled']}, missed {c['missed']}; "
-             f"stuck {c['stuck']}, leased {c['leased']}, orphan outbox rows {c['orphan_outbox_rows']}, "
-             f"delivered runs unknown to the database {c['delivered_runs_unknown']}",
-             f"deliveries {c['deliveries']}: runs delivered twice {c['runs_delivered_more_than_once']} "
-             f"(with another key: {c['duplicates_with_another_key']}), unexpected exits {r['unexpected_exits'] or 0}"]
-    for kind, d in r["recovery"].items():
-        lines.append(f"recovery {kind}: " + ", ".join(f"{k} p50 {v['p50_s']:.2f}s max {v['max_s']:.2f}s" for k, v in d.items()))
-    lines.append("OK" if r["ok"] else "FAILED")
-    return lines
+    return [f"failovers: {len(r['failovers'])}, promoted {', '.join(str(f['promoted_s']) for f in r['failovers'])} s "
+            "after the kill", *outcome_lines(r)]
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
@@ -260,21 +215,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def _exit_on_sigterm(signum: int, frame: object) -> None:
-    raise SystemExit(128 + signum)
-
-
 def main(argv: list[str] | None = None) -> int:
-    signal.signal(signal.SIGTERM, _exit_on_sigterm)
-    args = parse(argv)
-    report = run(args)
-    text = json.dumps(report, indent=2, default=str)
-    if args.json_out:
-        Path(args.json_out).write_text(text)
-    else:
-        print(text)
-    print("\n".join(summary(report)), file=sys.stderr, flush=True)
-    return 0 if report["ok"] else 1
+    return main_for(parse, run, summary, argv)
 
 
 if __name__ == "__main__":

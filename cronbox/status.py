@@ -1,7 +1,8 @@
 """`cronbox status`: what an operator needs at a glance, read from the views only.
 
 Sections: schedules (next fire, last state, failures), queues (due, in outbox, running,
-oldest lag), dead letters, live processes. Plain aligned text that survives a pipe (no
+oldest lag), dead letters, live processes (and those gone within the hour; older ones are
+counted, not listed). Plain aligned text that survives a pipe (no
 colour, no terminal tricks; long cells are shortened), or `--json` for scripts (full
 values). A view that does not exist in this database, or that the role may not read, is
 reported as such instead of failing the command, so `cronbox status` works for a
@@ -33,6 +34,8 @@ class Section:
     columns: tuple[str, ...] | None  # preferred columns, in order (None: every column)
     order: str | None = None
     where: str | None = None  # a fixed filter (SQL text, no user input)
+    where_needs: str = "status"  # the column the filter reads (an older schema may lack it)
+    hidden: str | None = None  # what the rows the filter leaves out are, for the count line
 
 
 SECTIONS = (
@@ -44,7 +47,11 @@ SECTIONS = (
             where="status = 'quarantined'"),
     Section("queues", "queues", None, "queue"),
     Section("dead letters", "dead_letters", None, None),
-    Section("processes", "processes", None, None),
+    # Live processes and those gone within the hour (a crash worth seeing); older entries stay in
+    # cronbox.processes for a day but are only counted here.
+    Section("processes", "processes", None, None,
+            where="live OR last_seen >= now() - interval '1 hour'", where_needs="live",
+            hidden="not seen for over an hour"),
 )
 
 
@@ -53,6 +60,7 @@ class Result:
     rows: list[dict[str, Any]] | None
     more: bool = False
     note: str | None = None  # why rows is None
+    hidden: int = 0  # rows the section's filter left out
 
 
 def _read(conn: psycopg.Connection, section: Section, limit: int) -> Result:
@@ -64,15 +72,19 @@ def _read(conn: psycopg.Connection, section: Section, limit: int) -> Result:
     cols = [c for c in section.columns if c in have] if section.columns else have
     query = sql.SQL("SELECT {} FROM cronbox.{}").format(
         sql.SQL(", ").join(sql.Identifier(c) for c in cols), sql.Identifier(section.view))
+    hidden = 0
     if section.where:
-        if "status" not in have:
-            return Result([], note=None)
+        if section.where_needs not in have:
+            return Result([], note=None) if section.hidden is None else Result(None, note="(view not available)")
+        if section.hidden:
+            hidden = conn.execute(sql.SQL("SELECT count(*) AS n FROM cronbox.{} WHERE NOT ({})").format(
+                sql.Identifier(section.view), sql.SQL(section.where))).fetchone()["n"]
         query += sql.SQL(" WHERE " + section.where)
     if section.order and section.order in have:
         query += sql.SQL(" ORDER BY {}").format(sql.Identifier(section.order))
     query += sql.SQL(" LIMIT {}").format(sql.Literal(limit + 1))
     rows = conn.execute(query).fetchall()
-    return Result(rows[:limit], more=len(rows) > limit)
+    return Result(rows[:limit], more=len(rows) > limit, hidden=hidden)
 
 
 def collect(dsn: str, limit: int = 50) -> dict[str, Result]:
@@ -149,6 +161,9 @@ def render(data: dict[str, Result], limit: int) -> str:
         body = table(result.rows)
         if result.more:
             body += f"\n  ... more than {limit}; use --limit or query cronbox.{title.replace(' ', '_')}"
+        section = next((s for s in SECTIONS if s.title == title), None)
+        if result.hidden and section is not None:
+            body += f"\n  ... and {result.hidden} {section.hidden} (query cronbox.{section.view})"
         parts.append(f"{title}:\n{body}")
     return "\n\n".join(parts) + "\n"
 
@@ -156,6 +171,7 @@ def render(data: dict[str, Result], limit: int) -> str:
 def to_json(data: dict[str, Result]) -> str:
     doc = {title.replace(" ", "_"): (r.rows if r.rows is not None else None) for title, r in data.items()}
     doc["unavailable"] = {t.replace(" ", "_"): r.note for t, r in data.items() if r.rows is None}
+    doc["hidden"] = {t.replace(" ", "_"): r.hidden for t, r in data.items() if r.hidden}
     return orjson.dumps(doc, default=str, option=orjson.OPT_INDENT_2).decode() + "\n"
 
 

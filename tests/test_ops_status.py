@@ -111,3 +111,21 @@ def test_status_lists_open_circuit_breakers_reported_by_live_relays(fresh_dsn, l
     doc = orjson.loads(_status(logins.dsn(fresh_dsn, "reader"), "--json"))
     assert doc["circuit_breakers"] == [{"relay": "relay:h:1", "queue": "billing", "state": "open",
                                         "consecutive_failures": 7, "probe_every_s": 4.0}]
+
+
+def test_status_lists_live_and_recently_gone_processes_and_only_counts_older_ones(fresh_dsn, logins):
+    with db.connect(fresh_dsn) as su:
+        su.execute("SELECT cronbox.register_process('poller', 'poller:h:1', 'h', 1, 'test')")
+        # one that crashed ten minutes ago (worth seeing) and one gone for five hours (only counted)
+        su.execute("SELECT cronbox.register_process_at('relay', 'relay:h:2', 'h', 2, 'test', "
+                   "p_now => now() - interval '10 minutes')")
+        su.execute("SELECT cronbox.register_process_at('relay', 'relay:old:3', 'old', 3, 'test', "
+                   "p_now => now() - interval '5 hours')")
+    text = _status(logins.dsn(fresh_dsn, "reader"))
+    section = text.split("processes:\n", 1)[1].split("\n\n", 1)[0]
+    assert "poller:h:1" in section and "relay:h:2" in section, section
+    assert "relay:old:3" not in section, section
+    assert "... and 1 not seen for over an hour (query cronbox.processes)" in section, section
+    doc = orjson.loads(_status(logins.dsn(fresh_dsn, "reader"), "--json"))
+    assert {p["name"]: p["live"] for p in doc["processes"]} == {"poller:h:1": True, "relay:h:2": False}
+    assert doc["hidden"] == {"processes": 1}

@@ -287,3 +287,17 @@ async def test_the_schedule_page_lists_next_fires_with_its_calendars_and_runs_le
     # a reader may not call next_fires: the page falls back to the stored fires
     resp = await client.get("/schedules/nightly-report", headers=basic("reader"))
     assert resp.status == 200 and "not stored yet" not in await resp.text()
+
+
+async def test_overview_counts_live_processes_in_words_that_agree_with_the_count(console):
+    client, dsn, _ = console
+    with db.connect(dsn) as su:
+        su.execute("DELETE FROM cronbox.process")
+        su.execute("SELECT cronbox.register_process('poller', 'poller:t:1', 't', 1, 'test')")
+        su.execute("SELECT cronbox.register_process('relay', 'relay:t:2', 't', 2, 'test')")
+    text = " ".join((await (await client.get("/", headers=basic("admin"))).text()).split())
+    assert "live processes</a> (1 poller, 1 relay)" in text, text[:3000]
+    with db.connect(dsn) as su:
+        su.execute("SELECT cronbox.register_process('relay', 'relay:t:3', 't', 3, 'test')")
+    text = " ".join((await (await client.get("/", headers=basic("admin"))).text()).split())
+    assert "(1 poller, 2 relays)" in text, text[:3000]

@@ -28,10 +28,11 @@ BEGIN
             CASE WHEN preview_at.cron IS NULL THEN 'none' ELSE 'cron and every' END
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    PERFORM cronbox.validate_schedule_args('preview', preview_at.cron, preview_at.every, NULL, '{}',
-        'default', preview_at.timezone, 0, 'skip', 'retry_schedule', 1, interval '10 seconds',
-        interval '1 hour', interval '5 minutes', 'latest', interval '1 day', interval '0',
-        preview_at.starts_at, NULL, NULL, 'fixed_rate');
+    -- schedule()'s own checks, with every other option at its declared default
+    PERFORM cronbox.validate_schedule_args(
+        (SELECT jsonb_object_agg(o.option, o.default_value) FROM cronbox.schedule_options() o)
+        || jsonb_build_object('name', 'preview', 'cron', preview_at.cron, 'every', preview_at.every,
+                              'timezone', preview_at.timezone, 'starts_at', preview_at.starts_at));
     PERFORM cronbox.checked_limit('n', preview_at.n, 1000);
     v_calendars := cronbox.resolve_calendars(preview_at.exclude);
     RETURN QUERY

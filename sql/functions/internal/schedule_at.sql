@@ -6,7 +6,9 @@
 -- name again updates the definition in place under the job's row lock: pending scheduled
 -- futures after p_now are deleted and the frontier is set so the poller recomputes them from
 -- the new definition in its next pass; history and the change log are kept. An identical call
--- is a no-op (nothing written, no change-log row). Returns the job id.
+-- is a no-op (nothing written, no change-log row). Returns the job id. The options are those
+-- of cronbox.schedule_options(): checked, compared and written from that declaration (the
+-- INSERT/UPDATE are built from it with EXECUTE); only the timing columns are computed here.
 CREATE OR REPLACE FUNCTION cronbox.schedule_at(
     name            text,
     cron            text        DEFAULT NULL,
@@ -37,6 +39,20 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    -- The options as declared by cronbox.schedule_options(), keyed by name (plus the name):
+    -- validated, compared, inserted and updated from here. A new option goes here and in the
+    -- two signatures, nowhere else in this file.
+    v_args jsonb := jsonb_build_object('name', schedule_at.name,
+        'cron', schedule_at.cron, 'every', schedule_at.every, 'at', schedule_at.at,
+        'payload', schedule_at.payload, 'queue', schedule_at.queue, 'timezone', schedule_at.timezone,
+        'priority', schedule_at.priority, 'overlap', schedule_at.overlap, 'on_error', schedule_at.on_error,
+        'max_attempts', schedule_at.max_attempts, 'retry_delay', schedule_at.retry_delay,
+        'retry_max_delay', schedule_at.retry_max_delay, 'timeout', schedule_at.timeout,
+        'catchup', schedule_at.catchup, 'catchup_window', schedule_at.catchup_window,
+        'jitter', schedule_at.jitter, 'starts_at', schedule_at.starts_at, 'ends_at', schedule_at.ends_at,
+        'after', schedule_at.after, 'every_mode', schedule_at.every_mode);
+    v_cols text;              -- the columns written: computed ones + every declared option
+    v_vals text;              -- the same columns of the record $1 (v_new)
     v_kind text;
     v_cron text;
     v_new cronbox.job;        -- the definition asked for (timing columns computed below)
@@ -46,13 +62,7 @@ DECLARE
     v_missing text;
     v_cycle text;
 BEGIN
-    PERFORM cronbox.validate_schedule_args(
-        schedule_at.name, schedule_at.cron, schedule_at.every, schedule_at.at, schedule_at.payload,
-        schedule_at.queue, schedule_at.timezone, schedule_at.priority, schedule_at.overlap,
-        schedule_at.on_error, schedule_at.max_attempts, schedule_at.retry_delay,
-        schedule_at.retry_max_delay, schedule_at.timeout, schedule_at.catchup,
-        schedule_at.catchup_window, schedule_at.jitter, schedule_at.starts_at, schedule_at.ends_at,
-        schedule_at.after, schedule_at.every_mode);
+    PERFORM cronbox.validate_schedule_args(v_args);
     IF length(schedule_at.reason) > 1000 THEN
         RAISE EXCEPTION 'reason: must be at most 1000 characters, got %', length(schedule_at.reason)
             USING ERRCODE = 'invalid_parameter_value';
@@ -87,18 +97,8 @@ BEGIN
     SELECT * INTO v_old FROM cronbox.job j WHERE j.name = schedule_at.name FOR UPDATE;
 
     -- An identical call changes nothing (config-as-code may re-apply the same definition).
-    IF v_old.job_id IS NOT NULL
-       AND (v_old.kind, v_old.cron, v_old.every, v_old.every_mode, v_old.at, v_old.after,
-            v_old.timezone, v_old.payload, v_old.queue, v_old.priority, v_old.overlap,
-            v_old.on_error, v_old.max_attempts, v_old.retry_delay, v_old.retry_max_delay,
-            v_old.timeout, v_old.catchup, v_old.catchup_window, v_old.jitter, v_old.starts_at,
-            v_old.ends_at)
-           IS NOT DISTINCT FROM
-           (v_kind, schedule_at.cron, schedule_at.every, schedule_at.every_mode, schedule_at.at, schedule_at.after,
-            schedule_at.timezone, schedule_at.payload, schedule_at.queue, schedule_at.priority, schedule_at.overlap,
-            schedule_at.on_error, schedule_at.max_attempts, schedule_at.retry_delay, schedule_at.retry_max_delay,
-            schedule_at.timeout, schedule_at.catchup, schedule_at.catchup_window, schedule_at.jitter,
-            schedule_at.starts_at, schedule_at.ends_at) THEN
+    IF v_old.job_id IS NOT NULL AND v_old.kind = v_kind
+       AND jsonb_populate_record(v_old, v_args) IS NOT DISTINCT FROM v_old THEN
         RETURN v_old.job_id;
     END IF;
 
@@ -173,41 +173,28 @@ BEGIN
         WHEN v_new.next_fire IS NULL AND (v_kind = 'at' OR v_new.frontier >= schedule_at.ends_at)
             THEN coalesce(v_old.finished_at, p_now) END;
 
+    -- The row to write: the declared options as given, the computed columns beside them.
+    v_new := jsonb_populate_record(v_new, v_args);
+    v_new.kind := v_kind;
+    v_new.cron_normalized := v_cron;
+    v_new.updated_at := p_now;
+    SELECT string_agg(quote_ident(c.col), ', '), string_agg('($1).' || quote_ident(c.col), ', ')
+    INTO v_cols, v_vals
+    FROM (SELECT unnest(ARRAY['kind', 'cron_normalized', 'anchor', 'frontier', 'next_fire', 'finished_at', 'updated_at'])
+          UNION ALL SELECT o.option FROM cronbox.schedule_options() o) AS c(col);
     IF v_old.job_id IS NULL THEN
-        INSERT INTO cronbox.job AS j (
-            name, kind, cron, cron_normalized, every, every_mode, anchor, at, after, timezone,
-            payload, queue, priority, overlap, on_error, max_attempts, retry_delay,
-            retry_max_delay, timeout, catchup, catchup_window, jitter, starts_at, ends_at,
-            frontier, next_fire, finished_at, created_at, updated_at)
-        VALUES (
-            schedule_at.name, v_kind, schedule_at.cron, v_cron, schedule_at.every,
-            schedule_at.every_mode, v_new.anchor, schedule_at.at, schedule_at.after, schedule_at.timezone,
-            schedule_at.payload, schedule_at.queue, schedule_at.priority, schedule_at.overlap,
-            schedule_at.on_error, schedule_at.max_attempts, schedule_at.retry_delay,
-            schedule_at.retry_max_delay, schedule_at.timeout, schedule_at.catchup,
-            schedule_at.catchup_window, schedule_at.jitter, schedule_at.starts_at, schedule_at.ends_at,
-            v_new.frontier, v_new.next_fire, v_new.finished_at, p_now, p_now)
-        RETURNING j.job_id INTO v_job_id;
+        EXECUTE format('INSERT INTO cronbox.job AS j (name, created_at, %s) VALUES (($1).name, ($1).updated_at, %s) '
+                       'RETURNING j.job_id',
+                       v_cols, v_vals)
+            USING v_new INTO v_job_id;
         PERFORM cronbox.record_change(v_job_id, schedule_at.name, 'created',
                                       coalesce(schedule_at.reason, 'created'), p_now);
     ELSE
         v_job_id := v_old.job_id;
-        UPDATE cronbox.job j SET
-            kind = v_kind, cron = schedule_at.cron, cron_normalized = v_cron,
-            every = schedule_at.every, every_mode = schedule_at.every_mode, anchor = v_new.anchor,
-            at = schedule_at.at, after = schedule_at.after, timezone = schedule_at.timezone,
-            payload = schedule_at.payload, queue = schedule_at.queue, priority = schedule_at.priority,
-            overlap = schedule_at.overlap, on_error = schedule_at.on_error,
-            max_attempts = schedule_at.max_attempts, retry_delay = schedule_at.retry_delay,
-            retry_max_delay = schedule_at.retry_max_delay, timeout = schedule_at.timeout,
-            catchup = schedule_at.catchup, catchup_window = schedule_at.catchup_window,
-            jitter = schedule_at.jitter, starts_at = schedule_at.starts_at, ends_at = schedule_at.ends_at,
-            frontier = v_new.frontier,
-            next_fire = v_new.next_fire,
-            finished_at = v_new.finished_at,
-            definition_version = j.definition_version + 1,
-            updated_at = p_now
-        WHERE j.job_id = v_job_id;
+        EXECUTE format('UPDATE cronbox.job j SET (%s) = ROW(%s), '
+                       'definition_version = j.definition_version + 1 WHERE j.job_id = $2',
+                       v_cols, v_vals)
+            USING v_new, v_job_id;
         PERFORM cronbox.record_change(v_job_id, schedule_at.name, 'updated',
                                       coalesce(schedule_at.reason, 'updated'), p_now);
     END IF;
