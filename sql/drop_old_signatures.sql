@@ -65,3 +65,6 @@ DROP FUNCTION IF EXISTS cronbox.remove_dependency_at(text,text,timestamp with ti
 -- validate_schedule_args takes the call's arguments as one jsonb (the options are declared by
 -- cronbox.schedule_options()), so a new schedule option no longer changes its signature.
 DROP FUNCTION IF EXISTS cronbox.validate_schedule_args(text,text,interval,timestamp with time zone,jsonb,text,text,integer,text,text,integer,interval,interval,interval,text,interval,interval,timestamp with time zone,timestamp with time zone,text[],text);
+-- schedule() gained max_runs and exclude (#17).
+DROP FUNCTION IF EXISTS cronbox.schedule(text, text, interval, timestamp with time zone, jsonb, text, text, integer, text, text, integer, interval, interval, interval, text, interval, interval, timestamp with time zone, timestamp with time zone, text[], text, text);
+DROP FUNCTION IF EXISTS cronbox.schedule_at(text, text, interval, timestamp with time zone, jsonb, text, text, integer, text, text, integer, interval, interval, interval, text, interval, interval, timestamp with time zone, timestamp with time zone, text[], text, text, timestamp with time zone);

@@ -31,6 +31,8 @@ CREATE INDEX job_calendar_calendar_idx ON cronbox.job_calendar (calendar_id);
 
 ALTER TABLE cronbox.job
     ADD COLUMN max_runs integer CONSTRAINT job_max_runs_positive CHECK (max_runs > 0),
+    -- the exclude argument as given (schedule option); cronbox.job_calendar holds the links
+    ADD COLUMN exclude text,
     ADD COLUMN fires_made bigint NOT NULL DEFAULT 0,
     -- the `skipped` history row of the job's current excluded stretch, extended by the next
     -- saturation pass while the exclusion goes on (NULL: the last fire was not excluded)

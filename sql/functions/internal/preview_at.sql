@@ -30,7 +30,9 @@ BEGIN
     END IF;
     -- schedule()'s own checks, with every other option at its declared default
     PERFORM cronbox.validate_schedule_args(
-        (SELECT jsonb_object_agg(o.option, o.default_value) FROM cronbox.schedule_options() o)
+        (SELECT jsonb_object_agg(o.option, CASE WHEN o.type = 'jsonb' THEN o.default_value::jsonb
+                                                ELSE to_jsonb(o.default_value) END)
+         FROM cronbox.schedule_options() o)
         || jsonb_build_object('name', 'preview', 'cron', preview_at.cron, 'every', preview_at.every,
                               'timezone', preview_at.timezone, 'starts_at', preview_at.starts_at));
     PERFORM cronbox.checked_limit('n', preview_at.n, 1000);
