@@ -194,3 +194,52 @@ def test_each_user_sees_and_uses_only_its_own_calendars(fresh_dsn, logins):  # n
                 c.rollback()
     with db.connect(fresh_dsn) as su:
         assert su.execute("SELECT owner FROM cronbox.calendar").fetchone()[0] == logins.name("alice")
+
+
+def test_schedule_exclude_links_calendars_and_is_checked_before_writing(conn):
+    calendar(conn, "h", dates=["2030-04-01"])
+    calendar(conn, "w", crons=["* * * * SAT,SUN"])
+    sched = "SELECT cronbox.schedule_at('j', cron => '0 9 * * *', exclude => %s, p_now => %s)"
+    job = conn.execute(sched, ("h, w", NOW)).fetchone()[0]
+    links = "SELECT array_agg(c.name ORDER BY c.name) FROM cronbox.job_calendar jc JOIN cronbox.calendar c USING (calendar_id) WHERE jc.job_id = %s"
+    assert conn.execute(links, (job,)).fetchone()[0] == ["h", "w"]
+    version = "SELECT definition_version FROM cronbox.job WHERE job_id = %s"
+    v = conn.execute(version, (job,)).fetchone()[0]
+    conn.execute(sched, ("h, w", NOW))  # identical: a no-op
+    assert conn.execute(version, (job,)).fetchone()[0] == v
+    conn.execute(sched, ("{w}", NOW))
+    assert conn.execute(links, (job,)).fetchone()[0] == ["w"]
+    assert public(conn, "drop_calendar", name="h") == [(True,)]
+    conn.execute(sched, (None, NOW))
+    assert conn.execute(links, (job,)).fetchone()[0] is None
+    for args, state, message in (
+            ("cron => '* * * * *', exclude => 'nope'", "P0002", "exclude: no calendar named 'nope'"),
+            ("cron => '* * * * *', exclude => 'w,w,,'", "22023", "exclude: calendar names are"),
+            ("every => '1 hour', every_mode => 'fixed_delay', exclude => 'w'", "22023",
+             "exclude: only cron, fixed-rate every and at schedules may use exclusion calendars, got every_mode fixed_delay"),
+            ("after => ARRAY['j'], exclude => 'w'", "22023", "exclude: only cron"),
+            ("cron => '* * * * *', max_runs => 0", "22023", "max_runs: must be between 1 and 1000000000, got 0"),
+            ("cron => '* * * * *', max_runs => 1000000001", "22023", "max_runs: must be between 1 and 1000000000"),
+    ):
+        with pytest.raises(psycopg.Error) as info, conn.transaction():
+            conn.execute(f"SELECT cronbox.schedule('k', {args})")
+        assert info.value.sqlstate == state, (args, info.value)
+        assert info.value.diag.message_primary.startswith(message), info.value.diag.message_primary
+    assert conn.execute("SELECT count(*) FROM cronbox.job WHERE name = 'k'").fetchone()[0] == 0
+
+
+def test_a_schedule_may_use_only_its_owners_calendars(fresh_dsn, logins):  # noqa: F811
+    with logins.connect(fresh_dsn, "alice") as alice:
+        alice.execute("SELECT cronbox.create_calendar('alice-days', dates => '{2031-01-01}')")
+        alice.execute("SELECT cronbox.schedule('alice-job', cron => '0 9 * * *', exclude => 'alice-days')")
+    with logins.connect(fresh_dsn, "bob") as bob:
+        with pytest.raises(errors.NoDataFound):  # invisible to bob
+            bob.execute("SELECT cronbox.schedule('bob-job', cron => '0 9 * * *', exclude => 'alice-days')")
+    with logins.connect(fresh_dsn, "admin") as admin:
+        with pytest.raises(errors.InvalidParameterValue) as info:  # visible, but not the admin's
+            admin.execute("SELECT cronbox.schedule('admin-job', cron => '0 9 * * *', exclude => 'alice-days')")
+        assert "belongs to another role than the schedule's owner" in info.value.diag.message_primary
+        admin.rollback()
+        # an admin updating alice's job may keep her calendar (the owner stays alice)
+        admin.execute("SELECT cronbox.schedule('alice-job', cron => '0 10 * * *', exclude => 'alice-days')")
+        assert admin.execute("SELECT used_by FROM cronbox.calendars").fetchone()[0] == ["alice-job"]

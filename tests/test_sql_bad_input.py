@@ -36,7 +36,7 @@ FUNCTIONS = [
                   ("overlap", "text"), ("timeout", "interval"), ("retry_delay", "interval"),
                   ("retry_max_delay", "interval"), ("catchup_window", "interval"), ("jitter", "interval"),
                   ("starts_at", "timestamptz"), ("ends_at", "timestamptz"), ("after", "text[]"),
-                  ("max_attempts", "integer"), ("reason", "text")], ADMIN),
+                  ("max_attempts", "integer"), ("reason", "text"), ("max_runs", "integer"), ("exclude", "text")], ADMIN),
     ("unschedule", [("name", "text"), ("reason", "text")], ADMIN),
     ("preview", [("cron", "text"), ("every", "interval"), ("timezone", "text"), ("starts_at", "timestamptz"),
                  ("n", "integer"), ("exclude", "text")], ADMIN),
