@@ -222,7 +222,13 @@ BEGIN
         PERFORM cronbox.record_change(v_job_id, schedule_at.name, 'updated',
                                       coalesce(schedule_at.reason, 'updated'), p_now);
     END IF;
-    -- The calendars the job honours (cronbox.store_fires reads these links).
+    -- The calendars the job honours (cronbox.store_fires reads these links). Key-share locked
+    -- first: a drop_calendar that committed meanwhile is a clean P0002, not a foreign-key error.
+    IF (SELECT count(*) FROM (SELECT 1 FROM cronbox.calendar c WHERE c.calendar_id = ANY (v_calendars)
+                              FOR KEY SHARE) l) < cardinality(v_calendars) THEN
+        RAISE EXCEPTION 'exclude: a calendar named in % was dropped meanwhile', quote_literal(schedule_at.exclude)
+            USING ERRCODE = 'no_data_found';
+    END IF;
     DELETE FROM cronbox.job_calendar jc WHERE jc.job_id = v_job_id AND NOT jc.calendar_id = ANY (v_calendars);
     INSERT INTO cronbox.job_calendar (job_id, calendar_id)
     SELECT v_job_id, c FROM unnest(v_calendars) AS c
