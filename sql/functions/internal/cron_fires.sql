@@ -84,7 +84,7 @@ BEGIN
         END LOOP;
         IF NOT v_dom_all THEN
             -- croniter (the poller) ignores such a day-of-month, or finds no date at all.
-            RAISE EXCEPTION 'cron: a day-of-month restriction together with # or L days of the week is not supported by preview, got "%"', p_cron
+            RAISE EXCEPTION 'cron: a day-of-month restriction together with # or L days of the week is not supported by preview and next_fires, got "%"', p_cron
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
     ELSE
