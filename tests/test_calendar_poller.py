@@ -123,3 +123,17 @@ def test_a_real_poller_skips_the_excluded_job_while_the_canary_fires(fresh_dsn, 
                             "WHERE j.name = 'quiet'").fetchone()[0] == 0
     [(state, n, error)] = got  # one row for the whole stretch, over several passes
     assert state == "skipped" and n >= 8 and error.startswith(f"excluded by calendar 'freeze': {n} fires from ")
+
+
+async def test_next_fires_lists_exactly_what_the_poller_then_stores_with_calendars_and_max_runs(aconn):
+    # Berlin around its 2030 spring-forward night, a cron calendar for nights and a date
+    t0 = utc(2030, 3, 30, 12, 0)
+    await calendar(aconn, "nights", now=t0, crons=["* 0-5 * * *"], timezone="Europe/Berlin")
+    await calendar(aconn, "sunday", now=t0, dates=["2030-03-31"], timezone="Europe/Berlin")
+    await schedule(aconn, name="j", cron="*/20 * * * *", timezone="Europe/Berlin", exclude="nights, sunday",
+                   max_runs=40, p_now=t0)
+    promised = await rows(aconn, "SELECT fire_at FROM cronbox.next_fires_at('j', 1000, %s)", t0)
+    assert len(promised) == 40
+    await saturate(aconn, t0, horizon=timedelta(days=3))
+    assert await futures(aconn, "j") == promised
+    assert await one(aconn, "SELECT finished_at IS NOT NULL FROM cronbox.job WHERE name = 'j'")

@@ -125,3 +125,22 @@ def test_calendar_cron_matching_agrees_with_croniter_to_the_minute(conn, expr: s
         except Exception:
             hit = False
         assert (name == "c") == hit, (expr, wall)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@given(anchor=st.integers(0, 10**9), every=st.integers(1, 366 * 86400), offset=st.integers(-10**8, 10**9),
+       micro=st.integers(0, 999_999), n=st.sampled_from([1, 5, 50]))
+def test_sql_fixed_rate_fires_agree_with_the_poller(conn, anchor: int, every: int, offset: int, micro: int, n: int) -> None:
+    from itertools import islice
+
+    from poller.fires import EveryFires
+
+    start = datetime(2000, 1, 1, tzinfo=UTC) + timedelta(seconds=anchor)
+    step = timedelta(seconds=every)
+    after = start + timedelta(seconds=offset, microseconds=micro)
+    until = after + timedelta(days=200 * 366)
+    want = [t for t in islice(EveryFires(start, step).iterate(after), n) if t <= until]
+    got = [r[0] for r in conn.execute(
+        "SELECT t FROM cronbox.plan_fires('every', NULL, 'UTC', %s, %s, NULL, NULL, NULL, %s, '{}', %s, %s) AS t",
+        (step, start, after, n, until))]
+    assert got == want
