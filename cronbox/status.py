@@ -1,8 +1,9 @@
 """`cronbox status`: what an operator needs at a glance, read from the views only.
 
-Sections: schedules (next fire, last state, failures), queues (due, in outbox, running,
-oldest lag), dead letters, live processes (and those gone within the hour; older ones are
-counted, not listed). Plain aligned text that survives a pipe (no
+Sections: schedules (next fire, last state, failures), quarantined and paused schedules
+(with paused_until), queues (due, in outbox, running, oldest lag), dead letters, live
+processes (and those gone within the hour; older ones are counted, not listed). Plain aligned
+text that survives a pipe (no
 colour, no terminal tricks; long cells are shortened), or `--json` for scripts (full
 values). A view that does not exist in this database, or that the role may not read, is
 reported as such instead of failing the command, so `cronbox status` works for a
@@ -45,6 +46,9 @@ SECTIONS = (
     # Jobs the poller set aside because it could not process them (docs/operations.md).
     Section("quarantined", "schedules", ("name", "paused_at", "paused_reason"), "name",
             where="status = 'quarantined'"),
+    # Paused schedules, and when each resumes by itself (pause(..., until => ...)).
+    Section("paused", "schedules", ("name", "paused_at", "paused_until", "paused_reason"), "name",
+            where="status = 'paused'"),
     Section("queues", "queues", None, "queue"),
     Section("dead letters", "dead_letters", None, None),
     # Live processes and those gone within the hour (a crash worth seeing); older entries stay in

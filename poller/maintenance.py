@@ -1,4 +1,5 @@
-"""The poller's side loops: the reaper (leases, held-future backstop) and history maintenance.
+"""The poller's side loops: the reaper (leases, held-future backstop, pauses whose until passed,
+backfill requests) and history maintenance.
 
 Both are plain SQL calls on a timer; any number of pollers may run them at once (the reaper
 re-checks every run under lock, partition maintenance takes an advisory lock). A failure is
@@ -14,13 +15,15 @@ from datetime import timedelta
 from cronbox import db
 from cronbox.log import event
 from cronbox.proc import Waker
-from poller import metrics, store
+from poller import backfill, metrics, store
 from poller.health import LoopHealth
 
 log = logging.getLogger("cronbox.poller")
 
 REAP_BATCH = 1000
 RELEASE_BATCH = 10000
+RESUME_BATCH = 1000
+BACKFILL_PASSES = 10  # per reaper round: at most 10 x 10 requests
 PARTITIONS_AHEAD_DAYS = 7
 TALLY_BATCH = 100_000
 TALLY_ROUNDS = 20  # at most this many batches per maintenance round; the rest waits a minute
@@ -37,6 +40,20 @@ async def reap_once(pool) -> tuple[int, int]:
                 break
         released = await store.release_holds(conn, RELEASE_BATCH)
     return lost, released
+
+
+async def schedule_ops_once(pool) -> tuple[int, int]:
+    """End pauses whose until has passed (cronbox.resume_paused) and materialise backfill
+    requests (poller/backfill.py): (jobs resumed, backfilled futures made)."""
+    made = 0
+    async with pool.connection() as conn:
+        resumed = await store.resume_paused(conn, RESUME_BATCH)
+        for _ in range(BACKFILL_PASSES):
+            claimed, n, _dups = await backfill.backfill_once(conn)
+            made += n
+            if claimed < backfill.BATCH or n == 0:
+                break
+    return resumed, made
 
 
 async def maintain_once(pool, retention: timedelta) -> list[str]:
@@ -63,6 +80,9 @@ async def reaper_loop(pool, waker: Waker, every: timedelta, health: LoopHealth |
             metrics.observe_reaped(lost)
             if lost or released:
                 event(log, "reaped", lost=lost, holds_released=released)
+            resumed, backfilled = await db.retrying(lambda: schedule_ops_once(pool), budget=60, what="reaper")
+            if resumed or backfilled:
+                event(log, "schedule operations", resumed=resumed, backfilled=backfilled)
             health.ok()
         except Exception as exc:  # the reaper must never stop dispatching
             health.failed(db.explain(exc))

@@ -86,6 +86,34 @@ async def release_holds(conn: psycopg.AsyncConnection, limit: int) -> int:
     return (await cur.fetchone())[0]
 
 
+async def resume_paused(conn: psycopg.AsyncConnection, limit: int, now: datetime | None = None) -> int:
+    """End pauses whose until has passed (pause(..., until => ...)): the number of jobs resumed."""
+    if now is None:
+        cur = await conn.execute("SELECT cronbox.resume_paused(%s)", (limit,))
+    else:  # tests: the internal body with the chosen clock
+        cur = await conn.execute("SELECT cronbox.resume_paused_at(%s, %s)", (limit, now))
+    return (await cur.fetchone())[0]
+
+
+async def claim_backfills(cur: psycopg.AsyncCursor[Any], limit: int, now: datetime | None = None) -> None:
+    """Lock pending backfill requests and their jobs; the rows stay on `cur`."""
+    if now is None:
+        await cur.execute("SELECT * FROM cronbox.claim_backfills(%s)", (limit,))
+    else:
+        await cur.execute("SELECT * FROM cronbox.claim_backfills_at(%s, %s)", (limit, now))
+
+
+async def store_backfill(conn: psycopg.AsyncConnection, args: list[Any], now: datetime | None = None) -> tuple[int, int]:
+    """Write a backfill pass (poller.backfill): (futures, duplicates)."""
+    if now is None:
+        query = "SELECT futures, duplicates FROM cronbox.store_backfill(%s, %s, %s, %s, %s, %s)"
+    else:
+        args = [*args, now]
+        query = "SELECT futures, duplicates FROM cronbox.store_backfill_at(%s, %s, %s, %s, %s, %s, %s)"
+    row = await (await conn.execute(query, args)).fetchone()
+    return row[0], row[1]
+
+
 async def ensure_run_partitions(conn: psycopg.AsyncConnection, days_ahead: int) -> None:
     await conn.execute("SELECT cronbox.ensure_run_partitions(%s)", (days_ahead,))
 

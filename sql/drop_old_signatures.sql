@@ -22,7 +22,16 @@ DROP FUNCTION IF EXISTS cronbox.heartbeat_process(bigint,timestamp with time zon
 DROP FUNCTION IF EXISTS cronbox.metrics_gauges(timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.nack_outbox(text, bigint[], text[], boolean[], double precision[], integer, interval, interval, timestamptz);
 DROP FUNCTION IF EXISTS cronbox.nack_outbox(text,bigint[],text[],boolean[],double precision[],integer,interval,interval,timestamp with time zone);
-DROP FUNCTION IF EXISTS cronbox.pause(text,text,boolean,timestamp with time zone);
+-- pause(text,text,boolean,timestamptz) was once (name, reason, after_failure, p_now); since
+-- issue #17 the same types are (name, reason, after_failure, until): drop only the old one.
+DO $$
+BEGIN
+    IF (SELECT p.proargnames[4] FROM pg_catalog.pg_proc p
+        WHERE p.oid = pg_catalog.to_regprocedure('cronbox.pause(text,text,boolean,timestamp with time zone)')) = 'p_now' THEN
+        DROP FUNCTION cronbox.pause(text,text,boolean,timestamp with time zone);
+    END IF;
+END
+$$;
 DROP FUNCTION IF EXISTS cronbox.reap_lost(integer,timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.reconcile_queue_limits(text[],timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.redrive(bigint,text,boolean,timestamp with time zone);
@@ -65,6 +74,9 @@ DROP FUNCTION IF EXISTS cronbox.remove_dependency_at(text,text,timestamp with ti
 -- validate_schedule_args takes the call's arguments as one jsonb (the options are declared by
 -- cronbox.schedule_options()), so a new schedule option no longer changes its signature.
 DROP FUNCTION IF EXISTS cronbox.validate_schedule_args(text,text,interval,timestamp with time zone,jsonb,text,text,integer,text,text,integer,interval,interval,interval,text,interval,interval,timestamp with time zone,timestamp with time zone,text[],text);
+DROP FUNCTION IF EXISTS cronbox.pause(text,text,boolean);
+DROP FUNCTION IF EXISTS cronbox.pause_at(text,text,boolean,timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.resume_at(text,text,timestamp with time zone);
 -- schedule() gained max_runs and exclude (#17).
 DROP FUNCTION IF EXISTS cronbox.schedule(text, text, interval, timestamp with time zone, jsonb, text, text, integer, text, text, integer, interval, interval, interval, text, interval, interval, timestamp with time zone, timestamp with time zone, text[], text, text);
 DROP FUNCTION IF EXISTS cronbox.schedule_at(text, text, interval, timestamp with time zone, jsonb, text, text, integer, text, text, integer, interval, interval, interval, text, interval, interval, timestamp with time zone, timestamp with time zone, text[], text, text, timestamp with time zone);

@@ -60,9 +60,14 @@ def test_status_json_is_complete_and_machine_readable(fresh_dsn, logins):
     name = "x" * 120
     with db.connect(fresh_dsn) as su:
         su.execute("SELECT cronbox.schedule(%s, every => '1 hour')", (name,))
+        su.execute("SELECT cronbox.schedule('napping', every => '1 hour')")
+        until = su.execute("SELECT now() + interval '1 hour'").fetchone()[0]
+        su.execute("SELECT cronbox.pause('napping', 'deploy', until => %s)", (until,))
     doc = orjson.loads(_status(logins.dsn(fresh_dsn, "reader"), "--json"))
-    assert [s["name"] for s in doc["schedules"]] == [name]  # not shortened
-    assert doc["schedules"][0]["status"] == "active"  # active, paused, quarantined, finished, waiting
+    assert [s["name"] for s in doc["schedules"]] == ["napping", name]  # not shortened
+    assert [(p["name"], p["paused_reason"]) for p in doc["paused"]] == [("napping", "deploy")]
+    assert doc["paused"][0]["paused_until"] is not None
+    assert doc["schedules"][1]["status"] == "active"  # active, paused, quarantined, finished, waiting
     assert doc["quarantined"] == []
     views = _existing_views(fresh_dsn)
     for title, view in OPTIONAL_VIEWS.items():

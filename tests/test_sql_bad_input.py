@@ -44,7 +44,9 @@ FUNCTIONS = [
     ("create_calendar", [("name", "text"), ("dates", "date[]"), ("ranges", "daterange[]"), ("crons", "text[]"),
                          ("timezone", "text")], ADMIN),
     ("drop_calendar", [("name", "text")], ADMIN),
-    ("pause", [("name", "text"), ("reason", "text")], ADMIN),
+    ("pause", [("name", "text"), ("reason", "text"), ("until", "timestamptz")], ADMIN),
+    ("backfill", [("name", "text"), ("from", "timestamptz"), ("to", "timestamptz"), ("overlap", "text"),
+                  ("priority", "integer")], ADMIN),
     ("resume", [("name", "text"), ("reason", "text")], ADMIN),
     ("trigger", [("name", "text"), ("payload", "jsonb"), ("reason", "text")], ADMIN),
     ("add_dependency", [("name", "text"), ("upstream", "text"), ("within", "interval"),
@@ -65,6 +67,8 @@ FUNCTIONS = [
     ("touch_process", [("p_process_id", "bigint"), ("p_info", "jsonb")], PROCESS),
     ("reap_lost", [("p_limit", "integer")], PROCESS),
     ("release_holds", [("p_limit", "integer")], PROCESS),
+    ("resume_paused", [("p_limit", "integer")], PROCESS),
+    ("claim_backfills", [("p_limit", "integer")], PROCESS),
     ("dispatch_ahead", [("p_limit", "integer"), ("p_lead", "interval")], PROCESS),
     ("claim_saturation", [("p_limit", "integer"), ("p_horizon", "interval")], PROCESS),
     ("claim_outbox", [("p_owner", "text"), ("p_limit", "integer"), ("p_lease", "interval"),
@@ -87,7 +91,7 @@ REQUIRED = {"cancel": 1, "claim_runs": 2, "complete_run": 1, "complete_runs": 1,
             "schedule": 1, "set_queue_limit": 2, "start_run": 2, "trigger": 1, "unschedule": 1,
             "dispatch_ahead": 2, "claim_saturation": 2, "claim_outbox": 2, "release_outbox": 1,
             "ack_outbox": 2, "nack_outbox_unsent": 3, "quarantine_job": 2, "due_jobs": 1, "touch_process": 2,
-            "search_schedules": 1, "next_fires": 1, "create_calendar": 1, "drop_calendar": 1}
+            "search_schedules": 1, "backfill": 3, "next_fires": 1, "create_calendar": 1, "drop_calendar": 1}
 
 STRINGS = st.one_of(
     st.sampled_from(["", " ", "ok", "a b;c", "x'; DROP TABLE cronbox.job; --", "cronbox.notifications",
@@ -166,7 +170,7 @@ def test_generated_bad_calls_fail_cleanly_or_are_harmless_and_the_canary_still_f
                 stats["cast"] += 1
                 return  # not a value of the parameter's type: PostgreSQL refuses the literal itself
         binds = {p: v for p, (t, v) in args.items()}
-        sql = ", ".join(f"{p} => %({p})s::{t}" for p, (t, v) in args.items())
+        sql = ", ".join(f'"{p}" => %({p})s::{t}' for p, (t, v) in args.items())  # "from", "to" are keywords
         before = conn.execute(CHECKSUM).fetchone()[0]
         try:
             with conn.transaction():

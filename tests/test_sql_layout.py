@@ -24,6 +24,9 @@ TIME_DATA = {
     "schedule": {"at", "starts_at", "ends_at"},
     "preview": {"starts_at"},
     "create_calendar": {"dates", "ranges"},  # the excluded days, not a clock
+    "pause": {"until"},  # when a paused job resumes by itself
+    "backfill": {"from", "to"},  # the range of scheduled times to fire
+    "store_backfill": {"p_fire_at", "p_done_through"},  # fire times the poller computed
     "run_id_at": {"p_ts"},
     "store_fires": {"p_fire_at", "p_frontier", "p_next_fire", "p_gap_last"},
 }
@@ -95,7 +98,7 @@ def test_each_role_that_tries_to_pass_a_time_is_refused(fresh_dsn, logins, who):
             ("SELECT cronbox.trigger('t', p_now => 'infinity')", "42883"),
             ("SELECT cronbox.heartbeat(1, 'w', p_now => NULL)", "42883"),
             ("SELECT cronbox.complete_run(1, NULL, NULL::timestamptz)", "42883"),
-            ("SELECT cronbox.pause('t', 'r', false, now())", "42883"),
+            ("SELECT cronbox.pause('t', 'r', false, now() + interval '1 hour', now())", "42883"),
         ]:
             with pytest.raises(psycopg.Error) as err:
                 c.execute(stmt)

@@ -7,6 +7,7 @@ import base64
 import hashlib
 import hmac
 from collections.abc import AsyncIterator
+from datetime import timedelta
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
@@ -301,3 +302,40 @@ async def test_overview_counts_live_processes_in_words_that_agree_with_the_count
         su.execute("SELECT cronbox.register_process('relay', 'relay:t:3', 't', 3, 'test')")
     text = " ".join((await (await client.get("/", headers=basic("admin"))).text()).split())
     assert "(1 poller, 2 relays)" in text, text[:3000]
+
+
+async def test_an_owner_backfills_and_pauses_until_through_the_console(console, logins):  # noqa: F811
+    import psycopg
+
+    from poller.backfill import backfill_once
+
+    client, dsn, _ = console
+    token = await _form(client, "alice", "/schedules/alice-job")
+    now = scalar(dsn, "SELECT date_trunc('second', now() AT TIME ZONE 'UTC')")
+    form = {"csrf": token, "name": "alice-job", "from": (now - timedelta(seconds=3599)).isoformat(),  # 12 fires
+            "to": now.isoformat(), "overlap": "allow"}
+    resp = await client.post("/actions/backfill", data=form, headers=basic("alice"), allow_redirects=False)
+    assert resp.status == 303, await resp.text()
+    assert scalar(dsn, "SELECT requested_by || ' ' || overlap FROM cronbox.backfills WHERE job = 'alice-job'") \
+        == f"{logins.name('alice')} allow"
+    resp = await client.post("/actions/backfill", data={**form, "name": "bob-job"}, headers=basic("alice"))
+    assert resp.status == 400 and "no schedule named" in await resp.text()  # row security: not hers
+    assert scalar(dsn, "SELECT count(*) FROM cronbox.backfill") == 1
+    async with await psycopg.AsyncConnection.connect(dsn, autocommit=True) as conn:  # the poller's pass
+        assert (await backfill_once(conn))[1] == 12
+        await conn.execute("SELECT * FROM cronbox.dispatch(1000)")
+    page = await (await client.get("/runs?job=alice-job", headers=basic("alice"))).text()
+    assert page.count('<span class="origin origin-backfill">backfill</span>') == 12
+    page = await (await client.get("/schedules/alice-job", headers=basic("alice"))).text()
+    assert "<h2>Backfills</h2>" in page and "done: 12 fires backfilled" in page
+
+    until = now + timedelta(hours=2)
+    resp = await client.post("/actions/pause", data={"csrf": token, "name": "alice-job", "reason": "deploy",
+                                                     "until": until.isoformat(timespec="minutes")},
+                             headers=basic("alice"))
+    assert resp.status == 200 and "resumes by itself at" in await resp.text()
+    assert scalar(dsn, "SELECT paused_until = %s::timestamptz FROM cronbox.job WHERE name = 'alice-job'",
+                  until.replace(second=0).isoformat() + "+00:00") is True
+    resp = await client.post("/actions/pause", data={"csrf": token, "name": "alice-job", "reason": "x",
+                                                     "until": "yesterday"}, headers=basic("alice"))
+    assert resp.status == 400 and "until: expected a time" in await resp.text()

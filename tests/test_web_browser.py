@@ -9,6 +9,7 @@ import hmac
 import os
 import urllib.request
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -159,6 +160,30 @@ def test_pause_resume_and_trigger_through_the_ui(site, admin, logins):  # noqa: 
     assert scalar(dsn, "SELECT f.payload FROM cronbox.job_future f JOIN cronbox.job j USING (job_id) "
                        "WHERE j.name = 'bob-job' AND f.origin = 'manual'") == {"from": "ui"}
     assert [r[1] for r in _changes(dsn, "bob-job", "triggered")] == [logins.name("admin")]
+    assert admin.errors == []
+
+
+def test_pause_until_and_backfill_through_the_ui(site, admin, logins):  # noqa: F811
+    dsn, page = site["dsn"], admin.page
+    now = scalar(dsn, "SELECT date_trunc('second', now() AT TIME ZONE 'UTC')")
+    admin.go("/schedules/nightly-report")
+    page.fill("form[action='/actions/backfill'] input[name=from]", (now - timedelta(days=3)).isoformat())
+    page.fill("form[action='/actions/backfill'] input[name=to]", now.isoformat())
+    page.select_option("form[action='/actions/backfill'] select[name=overlap]", "allow")
+    page.click("form[action='/actions/backfill'] button")
+    page.wait_for_selector("text=requested")
+    assert page.locator("table.backfills tbody tr").count() == 1
+    assert scalar(dsn, "SELECT overlap || ' ' || requested_by FROM cronbox.backfills") == f"allow {logins.name('admin')}"
+    until = now + timedelta(days=1)
+    admin.go("/schedules/alice-job")
+    page.fill("form[action='/actions/pause'] input[name=reason]", "until tomorrow")
+    page.fill("form[action='/actions/pause'] input[name=until]", until.isoformat())
+    page.click("form[action='/actions/pause'] button")
+    page.wait_for_selector(".paused-until")
+    assert scalar(dsn, "SELECT paused_until = %s::timestamptz FROM cronbox.job WHERE name = 'alice-job'",
+                  until.isoformat() + "+00:00") is True
+    page.click("form[action='/actions/resume'] button")
+    page.wait_for_selector("form[action='/actions/pause']")
     assert admin.errors == []
 
 

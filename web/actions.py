@@ -5,6 +5,7 @@ the role as who did it. The CSRF check happens before (app.auth_mw). Destructive
 
 from __future__ import annotations
 
+from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import urlencode
 
@@ -28,6 +29,19 @@ def _field(form: Any, name: str, *, required: bool = True, limit: int = MAX_TEXT
     if len(value) > limit:
         raise ValueError(f"{name}: at most {limit} characters")
     return value
+
+
+def _time(form: Any, name: str, *, required: bool = True) -> datetime | None:
+    """A time from a form (datetime-local gives no offset: read as UTC, the console's zone);
+    the SQL function checks its bounds."""
+    text = _field(form, name, required=required, limit=40)
+    if not text:
+        return None
+    try:
+        value = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"{name}: expected a time like 2030-01-01T06:00 (UTC) or with an offset") from None
+    return value if value.tzinfo is not None else value.replace(tzinfo=timezone.utc)
 
 
 def _back(target: str, msg: str) -> web.Response:
@@ -67,19 +81,28 @@ async def act(request: web.Request) -> web.StreamResponse:
     action = request.match_info["action"]
     form = await request.post()
     try:
-        if action in ("pause", "resume", "trigger"):
+        if action in ("pause", "resume", "trigger", "backfill"):
             name = _field(form, "name", limit=200)
             back = _schedule_url(name)
             if action == "pause":
                 reason = _signed(request, _field(form, "reason"))
-                ok = await _scalar(request, "SELECT cronbox.pause(name => %(n)s, reason => %(r)s)",
-                                   {"n": name, "r": reason})
-                return _back(back, "paused" if ok is not False else "already paused")
+                until = _time(form, "until", required=False)
+                ok = await _scalar(request, "SELECT cronbox.pause(name => %(n)s, reason => %(r)s, until => %(u)s)",
+                                   {"n": name, "r": reason, "u": until})
+                done = "paused" + (f" until {until.isoformat(sep=' ')}" if until else "")
+                return _back(back, done if ok is not False else "already paused")
             if action == "resume":
                 reason = _signed(request, _field(form, "reason", required=False) or "resumed from the web console")
                 ok = await _scalar(request, "SELECT cronbox.resume(name => %(n)s, reason => %(r)s)",
                                    {"n": name, "r": reason})
                 return _back(back, "resumed" if ok is not False else "was not paused")
+            if action == "backfill":
+                start, end = _time(form, "from"), _time(form, "to")
+                overlap = _field(form, "overlap", required=False, limit=20) or "buffer_all"
+                request_id = await _scalar(
+                    request, 'SELECT cronbox.backfill(name => %(n)s, "from" => %(f)s, "to" => %(t)s, overlap => %(o)s)',
+                    {"n": name, "f": start, "t": end, "o": overlap})
+                return _back(back, f"backfill {request_id} requested: the poller fires the range shortly")
             raw = _field(form, "payload", required=False, limit=MAX_PAYLOAD)
             payload = None
             if raw:

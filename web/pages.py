@@ -87,6 +87,7 @@ async def schedule(request: web.Request) -> web.Response:
     return render(request, "schedule.html", s=s, d=await q.definition(conn, name),
                   fires=fires, computed=computed, n_fires=NEXT_FIRES,
                   runs=await q.recent_runs(conn, s["job_id"]), changes=await q.changes(conn, s["job_id"]),
+                  backfills=await q.backfills(conn, s["job_id"]),
                   graph=dependency_graph(name, edges))
 
 

@@ -144,6 +144,13 @@ async def upcoming(conn: AsyncConnection, job_id: int, n: int) -> list[Row]:
         WHERE job_id = %s ORDER BY fire_at, attempt LIMIT %s""", (job_id, n))
 
 
+async def backfills(conn: AsyncConnection, job_id: int, limit: int = 10) -> list[Row]:
+    return await rows(conn, """
+        SELECT backfill_id, from_at, to_at, overlap, state, fires, duplicates, requested_by, requested_at,
+               outcome FROM cronbox.backfills
+        WHERE job_id = %s ORDER BY backfill_id DESC LIMIT %s""", (job_id, limit))
+
+
 async def changes(conn: AsyncConnection, job_id: int, limit: int = 30) -> list[Row]:
     return await rows(conn, """
         SELECT changed_at, action, reason, changed_by FROM cronbox.schedule_changes

@@ -23,7 +23,7 @@ SELECT j.name, j.kind,
             WHEN j.finished_at IS NOT NULL AND s.active_runs = 0 AND f.next_fire IS NULL THEN 'finished'
             WHEN j.kind = 'after' THEN 'waiting'
             ELSE 'active' END AS status,
-       j.paused, j.paused_reason, j.paused_at,
+       j.paused, j.paused_reason, j.paused_at, j.paused_until,
        coalesce(f.next_fire, CASE WHEN NOT j.paused THEN j.next_fire END) AS next_fire,
        f.pending,
        s.last_fire_at,
@@ -42,4 +42,4 @@ LEFT JOIN LATERAL (
     SELECT min(fu.fire_at) AS next_fire, count(*) AS pending
     FROM cronbox.job_future fu WHERE fu.job_id = j.job_id
 ) f ON true;
-COMMENT ON VIEW cronbox.schedules IS 'Schedules: expression, time zone, status (active, paused, quarantined, finished, waiting), next fire, pending futures, last run state and success, failure and crash streaks, active runs, missed fires.';
+COMMENT ON VIEW cronbox.schedules IS 'Schedules: expression, time zone, status (active, paused, quarantined, finished, waiting), paused_until (a pause that ends by itself), next fire, pending futures, last run state and success, failure and crash streaks, active runs, missed fires.';

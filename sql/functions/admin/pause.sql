@@ -1,14 +1,17 @@
--- cronbox.pause(name, reason, after_failure): stops a job from firing. Under the job's
+-- cronbox.pause(name, reason, after_failure, until): stops a job from firing. Under the job's
 -- row lock it deletes the pending scheduled futures (first attempts of regular fires) and marks
 -- the job paused; the saturation index skips paused jobs. Retry and manual futures stay, held
 -- by dispatch until resume. Fires that fall inside the pause are not run and not recorded.
--- Returns false if the job was already paused (nothing written). Unknown name: P0002.
+-- until (optional: finite, after now(), at most 366 days ahead): the poller resumes it by
+-- itself then (cronbox.resume_paused). Pausing a paused job replaces its until; returns false
+-- if the job was already paused with the same until (nothing written). Unknown name: P0002.
 -- Thin wrapper: the body is cronbox.pause_at (internal/pause_at.sql), called with now();
 -- errors are re-raised from here so psql shows one CONTEXT line (docs/sql.md, "Errors").
 CREATE OR REPLACE FUNCTION cronbox.pause(
     name text,
     reason text DEFAULT 'paused by operator'::text,
-    after_failure boolean DEFAULT false
+    after_failure boolean DEFAULT false,
+    until timestamptz DEFAULT NULL
 ) RETURNS boolean
 LANGUAGE plpgsql VOLATILE
 SECURITY DEFINER
@@ -20,7 +23,7 @@ DECLARE
     v_detail text;
     v_hint text;
 BEGIN
-    RETURN cronbox.pause_at($1, $2, $3, now());
+    RETURN cronbox.pause_at($1, $2, $3, $4, now());
 EXCEPTION WHEN OTHERS THEN
     -- Re-raised from here so that psql shows the message and one CONTEXT line naming the
     -- function the user called, not the internal frames (docs/sql.md, "Errors"): the same
@@ -38,9 +41,9 @@ EXCEPTION WHEN OTHERS THEN
 END
 $$;
 
-COMMENT ON FUNCTION cronbox.pause(text, text, boolean) IS
-'Pauses a job: its pending scheduled futures are deleted atomically and no new ones are made; fires inside the pause are skipped (not run, not recorded). after_failure => true logs it as paused_after_failure. Returns false if already paused.';
+COMMENT ON FUNCTION cronbox.pause(text, text, boolean, timestamp with time zone) IS
+'Pauses a job: its pending scheduled futures are deleted atomically and no new ones are made; fires inside the pause are skipped (not run, not recorded). after_failure => true logs it as paused_after_failure. until => a time (finite, after now(), at most 366 days ahead): the poller resumes it by itself then, logged as an automatic resume (NULL: until resume()). Pausing a paused job replaces its until; returns false if it was already paused with the same until.';
 
-ALTER FUNCTION cronbox.pause(text, text, boolean) OWNER TO cronbox_owner;
-REVOKE ALL ON FUNCTION cronbox.pause(text, text, boolean) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
-GRANT EXECUTE ON FUNCTION cronbox.pause(text, text, boolean) TO cronbox_admin, cronbox_user;
+ALTER FUNCTION cronbox.pause(text, text, boolean, timestamp with time zone) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.pause(text, text, boolean, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
+GRANT EXECUTE ON FUNCTION cronbox.pause(text, text, boolean, timestamp with time zone) TO cronbox_admin, cronbox_user;

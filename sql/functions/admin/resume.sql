@@ -2,6 +2,7 @@
 -- frontier to now(), so the job continues with its first regular fire after now(): fires that
 -- fell inside the pause are skipped, not caught up. Exception: a one-off (`at`) whose time
 -- passed during the pause is handed to its catch-up policy (default 'latest': it fires now).
+-- A pause with until => ... is ended early (paused_until cleared).
 -- Returns false if the job was not paused (nothing written). Unknown name: P0002.
 -- Thin wrapper: the body is cronbox.resume_at (internal/resume_at.sql), called with now();
 -- errors are re-raised from here so psql shows one CONTEXT line (docs/sql.md, "Errors").
@@ -19,7 +20,7 @@ DECLARE
     v_detail text;
     v_hint text;
 BEGIN
-    RETURN cronbox.resume_at($1, $2, now());
+    RETURN cronbox.resume_at($1, $2, NULL, now());
 EXCEPTION WHEN OTHERS THEN
     -- Re-raised from here so that psql shows the message and one CONTEXT line naming the
     -- function the user called, not the internal frames (docs/sql.md, "Errors"): the same

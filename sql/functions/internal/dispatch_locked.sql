@@ -29,7 +29,7 @@ BEGIN
     WITH
     picked AS MATERIALIZED (
         SELECT f.future_id, f.job_id, f.fire_at, f.due_at, f.priority, f.attempt, f.origin,
-               f.payload, f.retry_of
+               f.payload, f.retry_of, f.overlap AS future_overlap
         FROM cronbox.job_future f
         WHERE f.future_id = ANY (p_futures)
     ),
@@ -42,7 +42,9 @@ BEGIN
     ),
     -- Paused job, then the dependency gate (upstreams without a recent enough success).
     gate AS MATERIALIZED (
-        SELECT p.*, j.name, j.queue, j.overlap, j.timeout, j.active_runs, j.catchup,
+        -- a backfilled future carries its request's overlap policy (migration 0171)
+        SELECT p.*, j.name, j.queue, coalesce(p.future_overlap, j.overlap) AS overlap, j.timeout,
+               j.active_runs, j.catchup,
                coalesce(p.payload, j.payload) AS message_payload,
                g.waiting, g.timeout_at,
                CASE WHEN j.paused AND p.origin <> 'manual' THEN 'hold_paused'  -- trigger() runs anyway
@@ -74,10 +76,15 @@ BEGIN
         FROM gate g
         WHERE g.pre IS NULL
     ),
+    -- Backfilled fires come after the job's other fires of the batch (they queue behind
+    -- regular runs); cancel_other's "newest" is the last of its own kind.
     proceed AS (
         SELECT l.*,
-               row_number() OVER (PARTITION BY l.job_id, l.late_missed ORDER BY l.fire_at, l.attempt, l.future_id) AS nth,
-               count(*) OVER (PARTITION BY l.job_id, l.late_missed) AS batch_n
+               row_number() OVER (PARTITION BY l.job_id, l.late_missed
+                                  ORDER BY l.origin = 'backfill', l.fire_at, l.attempt, l.future_id) AS nth,
+               row_number() OVER (PARTITION BY l.job_id, l.late_missed, l.origin = 'backfill'
+                                  ORDER BY l.fire_at, l.attempt, l.future_id) AS kind_nth,
+               count(*) OVER (PARTITION BY l.job_id, l.late_missed, l.origin = 'backfill') AS batch_n
         FROM late l
     ),
     wish AS (
@@ -85,7 +92,7 @@ BEGIN
                CASE
                    WHEN p.late_missed THEN 'miss'
                    WHEN p.overlap = 'allow' THEN 'run'
-                   WHEN p.overlap = 'cancel_other' THEN CASE WHEN p.nth = p.batch_n THEN 'run' ELSE 'supersede' END
+                   WHEN p.overlap = 'cancel_other' THEN CASE WHEN p.kind_nth = p.batch_n THEN 'run' ELSE 'supersede' END
                    WHEN p.active_runs = 0 AND p.nth = 1 THEN 'run'
                    WHEN p.overlap = 'skip' THEN 'skip'
                    WHEN p.overlap = 'buffer_all' THEN 'hold_overlap'

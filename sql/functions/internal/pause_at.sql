@@ -1,15 +1,18 @@
 -- Internal: the body of cronbox.pause, with the time as its last parameter p_now. The public
 -- cronbox.pause passes now(); no cronbox role may execute this one (tests call it as the
 -- owner or a superuser to fix the clock).
--- cronbox.pause_at(name, reason, after_failure, p_now): stops a job from firing. Under the job's
+-- cronbox.pause_at(name, reason, after_failure, until, p_now): stops a job from firing. Under the job's
 -- row lock it deletes the pending scheduled futures (first attempts of regular fires) and marks
 -- the job paused; the saturation index skips paused jobs. Retry and manual futures stay, held
 -- by dispatch until resume. Fires that fall inside the pause are not run and not recorded.
--- Returns false if the job was already paused (nothing written). Unknown name: P0002.
+-- until (optional: finite, after p_now, at most 366 days ahead): the poller resumes it by
+-- itself then (cronbox.resume_paused). Pausing a paused job replaces its until; returns false
+-- if the job was already paused with the same until (nothing written). Unknown name: P0002.
 CREATE OR REPLACE FUNCTION cronbox.pause_at(
     name          text,
     reason        text DEFAULT 'paused by operator',
     after_failure boolean DEFAULT false,
+    until         timestamptz DEFAULT NULL,
     p_now         timestamptz DEFAULT now()
 ) RETURNS boolean
 LANGUAGE plpgsql
@@ -23,9 +26,28 @@ DECLARE
 BEGIN
     PERFORM cronbox.assert_job_name('name', pause_at.name);
     PERFORM cronbox.assert_reason(pause_at.reason);
+    IF pause_at.until IS NOT NULL AND NOT (isfinite(pause_at.until) AND pause_at.until > p_now
+                                            AND pause_at.until <= p_now + interval '366 days') THEN
+        RAISE EXCEPTION 'until: must be a finite time after now and at most 366 days ahead, got %',
+            pause_at.until USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     v_job := cronbox.lock_job(pause_at.name);
     IF v_job.paused THEN
-        RETURN false;
+        IF v_job.paused_until IS NOT DISTINCT FROM pause_at.until THEN
+            RETURN false;
+        END IF;
+        -- A new pause of a paused job replaces when (or whether) it resumes by itself.
+        UPDATE cronbox.job j SET
+            paused_until = pause_at.until,
+            paused_reason = coalesce(pause_at.reason, 'paused by operator'),
+            updated_at = p_now
+        WHERE j.job_id = v_job.job_id;
+        PERFORM cronbox.record_change(v_job.job_id, v_job.name,
+                                      CASE WHEN pause_at.after_failure THEN 'paused_after_failure' ELSE 'paused' END,
+                                      coalesce(pause_at.reason, 'paused by operator')
+                                      || CASE WHEN pause_at.until IS NULL THEN ' (until resumed)'
+                                              ELSE ' (until ' || pause_at.until || ')' END, p_now);
+        RETURN true;
     END IF;
     -- Fires already written by early dispatch and not yet claimed by a relay are cancelled.
     v_gone := cronbox.withdraw_early_runs(v_job.job_id, 'cancelled: paused before its fire time', p_now);
@@ -47,18 +69,21 @@ BEGIN
         paused = true,
         paused_reason = coalesce(pause_at.reason, 'paused by operator'),
         paused_at = p_now,
+        paused_until = pause_at.until,
         updated_at = p_now
     WHERE j.job_id = v_job.job_id;
     PERFORM cronbox.record_change(v_job.job_id, v_job.name,
                                   CASE WHEN pause_at.after_failure THEN 'paused_after_failure' ELSE 'paused' END,
-                                  coalesce(pause_at.reason, 'paused by operator'), p_now);
+                                  coalesce(pause_at.reason, 'paused by operator')
+                                  || CASE WHEN pause_at.until IS NULL THEN ''
+                                          ELSE ' (until ' || pause_at.until || ')' END, p_now);
     PERFORM pg_notify('cronbox_schedule', v_job.job_id::text);
     RETURN true;
 END
 $$;
 
-COMMENT ON FUNCTION cronbox.pause_at(text, text, boolean, timestamp with time zone) IS
-'Internal (no cronbox role may execute it): the body of cronbox.pause(text, text, boolean) with the time as p_now; tests use it to fix the clock. Pauses a job: its pending scheduled futures are deleted atomically and no new ones are made; fires inside the pause are skipped (not run, not recorded). after_failure => true logs it as paused_after_failure. Returns false if already paused.';
+COMMENT ON FUNCTION cronbox.pause_at(text, text, boolean, timestamp with time zone, timestamp with time zone) IS
+'Internal (no cronbox role may execute it): the body of cronbox.pause(text, text, boolean, timestamp with time zone) with the time as p_now; tests use it to fix the clock. Pauses a job: its pending scheduled futures are deleted atomically and no new ones are made; fires inside the pause are skipped (not run, not recorded). after_failure => true logs it as paused_after_failure. until => a time (finite, after p_now, at most 366 days ahead): the poller resumes it by itself then, logged as an automatic resume (NULL: until resume()). Pausing a paused job replaces its until; returns false if it was already paused with the same until.';
 
-ALTER FUNCTION cronbox.pause_at(text, text, boolean, timestamp with time zone) OWNER TO cronbox_owner;
-REVOKE ALL ON FUNCTION cronbox.pause_at(text, text, boolean, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
+ALTER FUNCTION cronbox.pause_at(text, text, boolean, timestamp with time zone, timestamp with time zone) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.pause_at(text, text, boolean, timestamp with time zone, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

@@ -1,0 +1,86 @@
+"""Backfill passes: materialise the fires of `cronbox.backfill(name, from, to)` requests.
+
+One pass = one transaction: `cronbox.claim_backfills` locks a few pending requests and their
+jobs (SKIP LOCKED: a job being saturated or dispatched is taken next round), `plan_request()` computes each request's fires with the saturation
+code (`poller.fires.source`, the same fire times as regular saturation), and
+`cronbox.store_backfill` writes them as futures of origin 'backfill', skipping fires that
+already ran or are pending.
+
+Only fires the job's saturation has passed (<= its frontier) are handled: a fire is then
+either pending, ran, was recorded missed or fell inside a pause, and saturation never
+materialises it again, so a backfilled fire and a regular one of the same time cannot both
+be made. Fires beyond the frontier wait for a later pass (a paused job's: until resumed).
+A request makes at most `fires_left` fires (1000 in all); a cron range with more stops there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from datetime import datetime, timedelta
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+from poller import store
+from poller.fires import source
+from poller.quarantine import CONNECTION_ERRORS, describe
+
+BATCH = 10  # requests per pass (each at most 1000 fires)
+_TINY = timedelta(microseconds=1)
+
+
+@dataclasses.dataclass
+class Step:
+    fires: list[datetime]
+    done_through: datetime | None
+    done: bool
+    note: str | None = None
+
+
+def plan_request(req: dict[str, Any]) -> Step:
+    """The fires of one request this pass may make, oldest first."""
+    after = req["done_through"] or req["from_at"] - _TINY
+    if req["starts_at"] is not None and after < req["starts_at"] - _TINY:
+        after = req["starts_at"] - _TINY
+    to, ends_at, frontier = req["to_at"], req["ends_at"], req["frontier"]
+    last = to if ends_at is None else min(to, ends_at)
+    fires: list[datetime] = []
+    if frontier is None:  # the poller has not saturated this job yet
+        return Step(fires, req["done_through"], False)
+    for fire in source(req).iterate(after):
+        if fire > last:
+            break
+        if fire > frontier:  # not handled by saturation yet: a later pass
+            return Step(fires, fires[-1] if fires else req["done_through"], False)
+        if len(fires) >= req["fires_left"]:
+            return Step(fires, fires[-1] if fires else req["done_through"], True,
+                        f"stopped at the cap of 1000 fires: fires from {fire.isoformat()} on were not backfilled")
+        fires.append(fire)
+    return Step(fires, fires[-1] if fires else req["done_through"], True)
+
+
+async def backfill_once(conn: psycopg.AsyncConnection, batch: int = BATCH,
+                        now: datetime | None = None) -> tuple[int, int, int]:
+    """One pass in one transaction: (requests claimed, futures made, duplicates skipped).
+    `now` overrides the database clock (tests only: the internal _at functions)."""
+    async with conn.transaction():
+        cur = conn.cursor(row_factory=dict_row)
+        await store.claim_backfills(cur, batch, now)
+        reqs = await cur.fetchall()
+        if not reqs:
+            return 0, 0, 0
+        ids, through, done, notes, fire_req, fire_at = [], [], [], [], [], []
+        for req in reqs:
+            try:
+                step = plan_request(req)
+            except CONNECTION_ERRORS:
+                raise
+            except Exception as exc:  # the job's fires cannot be computed: the request ends here
+                step = Step([], req["done_through"], True, f"cannot compute fires: {describe(exc)}")
+            ids.append(req["backfill_id"]), through.append(step.done_through)
+            done.append(step.done), notes.append(step.note)
+            fire_req += [req["backfill_id"]] * len(step.fires)
+            fire_at += step.fires
+        made, dups = await store.store_backfill(conn, [ids, through, done, notes, fire_req, fire_at], now)
+        return len(reqs), made, dups

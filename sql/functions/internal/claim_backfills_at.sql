@@ -1,0 +1,41 @@
+-- Internal: the body of cronbox.claim_backfills, with the time as its last parameter p_now. The public
+-- cronbox.claim_backfills passes now(); no cronbox role may execute this one (tests call it as the
+-- owner or a superuser to fix the clock).
+-- cronbox.claim_backfills_at(p_limit, p_now): the first half of a backfill pass. Locks up to
+-- p_limit pending backfill requests (backfill_pending_idx, FOR UPDATE SKIP LOCKED: pollers get
+-- disjoint requests) and their jobs (FOR NO KEY UPDATE SKIP LOCKED: a job being saturated,
+-- dispatched or changed right now is left for the next pass, so the reaper round never waits
+-- on a lock; saturation and dispatch of a locked job wait for this pass), and returns what
+-- the poller needs to compute the fires with the saturation code.
+CREATE OR REPLACE FUNCTION cronbox.claim_backfills_at(
+    p_limit integer DEFAULT 10,
+    p_now timestamptz DEFAULT now()
+) RETURNS TABLE (
+    backfill_id bigint, job_id bigint, kind text, cron_normalized text, every interval,
+    every_mode text, anchor timestamptz, at timestamptz, timezone text, starts_at timestamptz,
+    ends_at timestamptz, frontier timestamptz, from_at timestamptz, to_at timestamptz,
+    done_through timestamptz, fires_left integer, now timestamptz
+)
+LANGUAGE sql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+    -- The caller's next statement (store_backfill) takes a new snapshot, which holds whatever
+    -- saturation or dispatch of these jobs committed before this lock.
+    SELECT b.backfill_id, j.job_id, j.kind, j.cron_normalized, j.every, j.every_mode, j.anchor,
+           j.at, j.timezone, j.starts_at, j.ends_at, j.frontier, b.from_at, b.to_at,
+           b.done_through, 1000 - b.fires - b.duplicates, p_now
+    FROM cronbox.backfill b
+    JOIN cronbox.job j ON j.job_id = b.job_id
+    WHERE b.done_at IS NULL
+    ORDER BY b.backfill_id
+    LIMIT p_limit
+    FOR UPDATE OF b SKIP LOCKED
+    FOR NO KEY UPDATE OF j SKIP LOCKED
+$$;
+
+COMMENT ON FUNCTION cronbox.claim_backfills_at(integer, timestamp with time zone) IS
+'Internal (no cronbox role may execute it): the body of cronbox.claim_backfills(integer) with the time as p_now; tests use it to fix the clock. Poller: locks up to p_limit pending backfill requests (SKIP LOCKED) and their jobs and returns the schedules, frontiers, ranges and progress to compute their fires; follow with cronbox.store_backfill in the same transaction.';
+
+ALTER FUNCTION cronbox.claim_backfills_at(integer, timestamp with time zone) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.claim_backfills_at(integer, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

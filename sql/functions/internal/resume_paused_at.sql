@@ -1,0 +1,43 @@
+-- Internal: the body of cronbox.resume_paused, with the time as its last parameter p_now. The public
+-- cronbox.resume_paused passes now(); no cronbox role may execute this one (tests call it as the
+-- owner or a superuser to fix the clock).
+-- cronbox.resume_paused_at(p_limit, p_now): ends pauses whose until has passed. Up to p_limit
+-- jobs from job_paused_until_idx, locked FOR UPDATE SKIP LOCKED (two pollers take disjoint
+-- jobs), each resumed through cronbox.resume_at from its until time (one call per job: the
+-- resume code is per job and such jobs are few), logged as 'resumed' by 'cronbox'. A job
+-- resumed or re-paused meanwhile is left alone. Returns how many jobs were resumed.
+CREATE OR REPLACE FUNCTION cronbox.resume_paused_at(
+    p_limit integer DEFAULT 1000,
+    p_now timestamptz DEFAULT now()
+) RETURNS integer
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_job record;
+    v_n integer := 0;
+BEGIN
+    FOR v_job IN
+        SELECT j.name, j.paused_until
+        FROM cronbox.job j
+        WHERE j.paused_until <= p_now AND j.paused
+        ORDER BY j.paused_until
+        LIMIT p_limit
+        FOR UPDATE SKIP LOCKED
+    LOOP
+        IF cronbox.resume_at(v_job.name,
+                             format('resumed automatically: paused until %s', v_job.paused_until),
+                             v_job.paused_until, p_now) THEN
+            v_n := v_n + 1;
+        END IF;
+    END LOOP;
+    RETURN v_n;
+END
+$$;
+
+COMMENT ON FUNCTION cronbox.resume_paused_at(integer, timestamp with time zone) IS
+'Internal (no cronbox role may execute it): the body of cronbox.resume_paused(integer) with the time as p_now; tests use it to fix the clock. Poller: resumes up to p_limit jobs paused with until => ... whose time has passed, through the same code as resume(), from that time; the change log says resumed automatically, by cronbox. Returns the count.';
+
+ALTER FUNCTION cronbox.resume_paused_at(integer, timestamp with time zone) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.resume_paused_at(integer, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
