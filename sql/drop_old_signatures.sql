@@ -77,3 +77,6 @@ DROP FUNCTION IF EXISTS cronbox.validate_schedule_args(text,text,interval,timest
 DROP FUNCTION IF EXISTS cronbox.pause(text,text,boolean);
 DROP FUNCTION IF EXISTS cronbox.pause_at(text,text,boolean,timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.resume_at(text,text,timestamp with time zone);
+-- schedule() gained max_runs and exclude (#17).
+DROP FUNCTION IF EXISTS cronbox.schedule(text, text, interval, timestamp with time zone, jsonb, text, text, integer, text, text, integer, interval, interval, interval, text, interval, interval, timestamp with time zone, timestamp with time zone, text[], text, text);
+DROP FUNCTION IF EXISTS cronbox.schedule_at(text, text, interval, timestamp with time zone, jsonb, text, text, integer, text, text, integer, interval, interval, interval, text, interval, interval, timestamp with time zone, timestamp with time zone, text[], text, text, timestamp with time zone);

@@ -36,8 +36,14 @@ FUNCTIONS = [
                   ("overlap", "text"), ("timeout", "interval"), ("retry_delay", "interval"),
                   ("retry_max_delay", "interval"), ("catchup_window", "interval"), ("jitter", "interval"),
                   ("starts_at", "timestamptz"), ("ends_at", "timestamptz"), ("after", "text[]"),
-                  ("max_attempts", "integer"), ("reason", "text")], ADMIN),
+                  ("max_attempts", "integer"), ("reason", "text"), ("max_runs", "integer"), ("exclude", "text")], ADMIN),
     ("unschedule", [("name", "text"), ("reason", "text")], ADMIN),
+    ("preview", [("cron", "text"), ("every", "interval"), ("timezone", "text"), ("starts_at", "timestamptz"),
+                 ("n", "integer"), ("exclude", "text")], ADMIN),
+    ("next_fires", [("name", "text"), ("n", "integer")], ADMIN),
+    ("create_calendar", [("name", "text"), ("dates", "date[]"), ("ranges", "daterange[]"), ("crons", "text[]"),
+                         ("timezone", "text")], ADMIN),
+    ("drop_calendar", [("name", "text")], ADMIN),
     ("pause", [("name", "text"), ("reason", "text"), ("until", "timestamptz")], ADMIN),
     ("backfill", [("name", "text"), ("from", "timestamptz"), ("to", "timestamptz"), ("overlap", "text"),
                   ("priority", "integer")], ADMIN),
@@ -85,7 +91,7 @@ REQUIRED = {"cancel": 1, "claim_runs": 2, "complete_run": 1, "complete_runs": 1,
             "schedule": 1, "set_queue_limit": 2, "start_run": 2, "trigger": 1, "unschedule": 1,
             "dispatch_ahead": 2, "claim_saturation": 2, "claim_outbox": 2, "release_outbox": 1,
             "ack_outbox": 2, "nack_outbox_unsent": 3, "quarantine_job": 2, "due_jobs": 1, "touch_process": 2,
-            "search_schedules": 1, "backfill": 3}
+            "search_schedules": 1, "backfill": 3, "next_fires": 1, "create_calendar": 1, "drop_calendar": 1}
 
 STRINGS = st.one_of(
     st.sampled_from(["", " ", "ok", "a b;c", "x'; DROP TABLE cronbox.job; --", "cronbox.notifications",
@@ -99,13 +105,16 @@ INTERVALS = st.sampled_from(["0", "-1 second", "1 second", "1 hour", "1 month", 
 TIMES = st.sampled_from(["infinity", "-infinity", "4713-01-01 BC", "0001-01-01", "1969-12-31",
                          "294276-12-31", "2999-01-01", "now", "yesterday", "tomorrow", "garbage"])
 INTEGERS = st.one_of(st.sampled_from([0, -1, 1, 1000, 1001, 2**31 - 1, -(2**31), 2**62]), st.integers(-5, 5))
+DATES = st.sampled_from(["2030-01-01", "1969-12-31", "2200-01-01", "infinity", "4713-01-01 BC", "garbage"])
+DATERANGES = st.sampled_from(["[2030-01-01,2030-01-05)", "[2030-01-01,2030-01-01]", "empty", "[2030-01-01,)",
+                              "(,)", "[2031-01-01,2030-01-01)", "[1900-01-01,2300-01-01)", "garbage"])
 JSONS = st.sampled_from(["{}", '{"a": 1}', "[]", "1", "null", '"s"', "{bad json", '{"big": "' + "z" * 70_000 + '"}'])
 
 
 def _value(typ: str) -> st.SearchStrategy:
     base = {"text": STRINGS, "interval": INTERVALS, "timestamptz": TIMES, "jsonb": JSONS,
             "integer": INTEGERS.map(str), "bigint": INTEGERS.map(str),
-            "boolean": st.sampled_from(["true", "false", "maybe"])}
+            "boolean": st.sampled_from(["true", "false", "maybe"]), "date": DATES, "daterange": DATERANGES}
     if typ.endswith("[]"):
         elem = base[typ[:-2]] if typ[:-2] in base else STRINGS
         return st.one_of(st.none(), st.lists(st.one_of(st.none(), elem), max_size=3))

@@ -22,6 +22,8 @@ ROLES = ("cronbox_admin", "cronbox_user", "cronbox_worker", "cronbox_reader", "c
 # the fire times the poller computed from the schedule (never from its own clock).
 TIME_DATA = {
     "schedule": {"at", "starts_at", "ends_at"},
+    "preview": {"starts_at"},
+    "create_calendar": {"dates", "ranges"},  # the excluded days, not a clock
     "pause": {"until"},  # when a paused job resumes by itself
     "backfill": {"from", "to"},  # the range of scheduled times to fire
     "store_backfill": {"p_fire_at", "p_done_through"},  # fire times the poller computed

@@ -270,6 +270,26 @@ async def test_start_is_refused_when_a_mapped_role_is_missing(fresh_dsn):
         await pool.close()
 
 
+async def test_the_schedule_page_lists_next_fires_with_its_calendars_and_runs_left(console, logins):  # noqa: F811
+    client, dsn, _ = console
+    with db.connect(dsn) as conn:
+        conn.execute(f'SET ROLE "{logins.name("alice")}"')
+        conn.execute("SELECT cronbox.create_calendar('alice-days', crons => '{\"* * * * SAT,SUN\"}', timezone => 'Europe/Berlin')")
+        conn.execute("SELECT cronbox.schedule('alice-weekly', cron => '0 9 * * *', timezone => 'Europe/Berlin', "
+                     "exclude => 'alice-days', max_runs => 30)")
+        want = [r[0] for r in conn.execute("SELECT fire_at FROM cronbox.next_fires('alice-weekly', 10)")]
+    assert len(want) == 10 and all(t.astimezone(__import__("zoneinfo").ZoneInfo("Europe/Berlin")).weekday() < 5 for t in want)
+    resp = await client.get("/schedules/alice-weekly", headers=basic("alice"))
+    html = await resp.text()
+    assert resp.status == 200, html
+    assert "alice-days" in html and "30 (30 left; 0 made)" in html
+    assert html.count("not stored yet") == 10  # computed by next_fires, beyond the poller's horizon
+    assert "cronbox.next_fires" in html
+    # a reader may not call next_fires: the page falls back to the stored fires
+    resp = await client.get("/schedules/nightly-report", headers=basic("reader"))
+    assert resp.status == 200 and "not stored yet" not in await resp.text()
+
+
 async def test_overview_counts_live_processes_in_words_that_agree_with_the_count(console):
     client, dsn, _ = console
     with db.connect(dsn) as su:

@@ -80,8 +80,12 @@ async def schedule(request: web.Request) -> web.Response:
     if s is None:
         return error_page(request, 404, "No such schedule", f"There is no schedule named {name!r} that you may see.")
     edges = await q.edges(conn, name, bool(ctx(request).can["see_gates"]))
+    # cronbox.next_fires for the roles that may call it (admin, user); readers see the stored ones
+    computed = bool(ctx(request).can["next_fires"])
+    fires = (await q.next_fires(conn, name, s["job_id"], NEXT_FIRES) if computed
+             else await q.upcoming(conn, s["job_id"], NEXT_FIRES))
     return render(request, "schedule.html", s=s, d=await q.definition(conn, name),
-                  fires=await q.upcoming(conn, s["job_id"], NEXT_FIRES), n_fires=NEXT_FIRES,
+                  fires=fires, computed=computed, n_fires=NEXT_FIRES,
                   runs=await q.recent_runs(conn, s["job_id"]), changes=await q.changes(conn, s["job_id"]),
                   backfills=await q.backfills(conn, s["job_id"]),
                   graph=dependency_graph(name, edges))

@@ -36,6 +36,9 @@ async def abilities(conn: AsyncConnection) -> Row:
                EXISTS (SELECT 1 FROM pg_catalog.pg_proc p
                        WHERE p.pronamespace = 'cronbox'::regnamespace AND p.proname = 'redrive'
                          AND pg_catalog.has_function_privilege(p.oid, 'EXECUTE')) AS redrive,
+               EXISTS (SELECT 1 FROM pg_catalog.pg_proc p
+                       WHERE p.pronamespace = 'cronbox'::regnamespace AND p.proname = 'next_fires'
+                         AND pg_catalog.has_function_privilege(p.oid, 'EXECUTE')) AS next_fires,
                pg_catalog.has_table_privilege('cronbox.dependencies', 'SELECT') AS see_gates,
                pg_catalog.has_table_privilege('cronbox.queues', 'SELECT') AS see_queues,
                pg_catalog.has_table_privilege('cronbox.processes', 'SELECT') AS see_processes,
@@ -116,6 +119,23 @@ async def schedule(conn: AsyncConnection, name: str) -> Row | None:
 
 async def definition(conn: AsyncConnection, name: str) -> Row | None:
     return await one(conn, "SELECT * FROM cronbox.schedule_definitions WHERE name = %s", (name,))
+
+
+async def next_fires(conn: AsyncConnection, name: str, job_id: int, n: int) -> list[Row]:
+    """The next n fires as cronbox.next_fires computes them (the poller's engine, exclusion
+    calendars, max_runs, nothing while paused), each with its materialised future if the poller
+    has stored it (due time, hold), plus materialised retries and manual runs; by fire time."""
+    return await rows(conn, """
+        SELECT n.fire_at, u.due_at, coalesce(u.origin, 'schedule') AS origin, coalesce(u.attempt, 1) AS attempt,
+               u.hold, u.job_id IS NOT NULL AS stored
+        FROM cronbox.next_fires(%(name)s, %(n)s) n
+        LEFT JOIN cronbox.upcoming_fires u ON u.job_id = %(job)s AND u.fire_at = n.fire_at
+                                          AND u.origin = 'schedule' AND u.attempt = 1
+        UNION ALL
+        SELECT u.fire_at, u.due_at, u.origin, u.attempt, u.hold, true
+        FROM cronbox.upcoming_fires u
+        WHERE u.job_id = %(job)s AND (u.origin <> 'schedule' OR u.attempt > 1)
+        ORDER BY 1, 4 LIMIT %(n)s""", {"name": name, "job": job_id, "n": n})
 
 
 async def upcoming(conn: AsyncConnection, job_id: int, n: int) -> list[Row]:

@@ -22,6 +22,7 @@ AS $$
 DECLARE
     v_job cronbox.job;
     v_first timestamptz;
+    v_gone bigint;
 BEGIN
     PERFORM cronbox.assert_job_name('name', pause_at.name);
     PERFORM cronbox.assert_reason(pause_at.reason);
@@ -49,7 +50,7 @@ BEGIN
         RETURN true;
     END IF;
     -- Fires already written by early dispatch and not yet claimed by a relay are cancelled.
-    PERFORM cronbox.withdraw_early_runs(v_job.job_id, 'cancelled: paused before its fire time', p_now);
+    v_gone := cronbox.withdraw_early_runs(v_job.job_id, 'cancelled: paused before its fire time', p_now);
     -- Rewind the frontier before the deleted fires, so a one-off whose future is dropped
     -- here is not taken as done (resume() decides what happens to it).
     WITH gone AS (
@@ -57,13 +58,14 @@ BEGIN
         WHERE f.job_id = v_job.job_id AND f.origin = 'schedule' AND f.attempt = 1
         RETURNING f.fire_at
     )
-    SELECT min(g.fire_at) INTO v_first FROM gone g;
+    SELECT min(g.fire_at), v_gone + count(*) INTO v_first, v_gone FROM gone g;
     UPDATE cronbox.job j SET
         frontier = CASE WHEN v_first IS NULL THEN j.frontier
                         ELSE least(j.frontier, v_first - interval '1 microsecond') END,
         next_fire = CASE WHEN v_first IS NULL THEN j.next_fire
                          ELSE least(j.next_fire, v_first) END,
         finished_at = CASE WHEN v_first IS NULL THEN j.finished_at END,
+        fires_made = greatest(j.fires_made - v_gone, 0),  -- dropped fires do not count towards max_runs
         paused = true,
         paused_reason = coalesce(pause_at.reason, 'paused by operator'),
         paused_at = p_now,

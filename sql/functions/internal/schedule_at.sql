@@ -6,7 +6,9 @@
 -- name again updates the definition in place under the job's row lock: pending scheduled
 -- futures after p_now are deleted and the frontier is set so the poller recomputes them from
 -- the new definition in its next pass; history and the change log are kept. An identical call
--- is a no-op (nothing written, no change-log row). Returns the job id. The options are those
+-- is a no-op (nothing written, no change-log row). Returns the job id. exclude: the job's links
+-- to its calendars (cronbox.job_calendar) follow it; max_runs: a job that has made that many
+-- scheduled fires is finished (fires this update drops no longer count). The options are those
 -- of cronbox.schedule_options(): checked, compared and written from that declaration (the
 -- INSERT/UPDATE are built from it with EXECUTE); only the timing columns are computed here.
 CREATE OR REPLACE FUNCTION cronbox.schedule_at(
@@ -32,6 +34,8 @@ CREATE OR REPLACE FUNCTION cronbox.schedule_at(
     after           text[]      DEFAULT NULL,
     every_mode      text        DEFAULT 'fixed_rate',
     reason          text        DEFAULT NULL,
+    max_runs        integer     DEFAULT NULL,
+    exclude         text        DEFAULT NULL,
     p_now           timestamptz DEFAULT now()
 ) RETURNS bigint
 LANGUAGE plpgsql
@@ -50,7 +54,8 @@ DECLARE
         'retry_max_delay', schedule_at.retry_max_delay, 'timeout', schedule_at.timeout,
         'catchup', schedule_at.catchup, 'catchup_window', schedule_at.catchup_window,
         'jitter', schedule_at.jitter, 'starts_at', schedule_at.starts_at, 'ends_at', schedule_at.ends_at,
-        'after', schedule_at.after, 'every_mode', schedule_at.every_mode);
+        'after', schedule_at.after, 'every_mode', schedule_at.every_mode,
+        'max_runs', schedule_at.max_runs, 'exclude', schedule_at.exclude);
     v_cols text;              -- the columns written: computed ones + every declared option
     v_vals text;              -- the same columns of the record $1 (v_new)
     v_kind text;
@@ -61,6 +66,8 @@ DECLARE
     v_job_id bigint;
     v_missing text;
     v_cycle text;
+    v_calendars bigint[];     -- exclude, resolved (cronbox.job_calendar)
+    v_gone bigint := 0;       -- scheduled fires dropped by this update: no longer counted (max_runs)
 BEGIN
     PERFORM cronbox.validate_schedule_args(v_args);
     IF length(schedule_at.reason) > 1000 THEN
@@ -97,6 +104,16 @@ BEGIN
     PERFORM cronbox.lock_job_named(schedule_at.name);  -- the job's lock, before its row lock
     SELECT * INTO v_old FROM cronbox.job j WHERE j.name = schedule_at.name FOR UPDATE;
 
+    -- Exclusion calendars: the schedule's owner's own (row security hides the others from a user).
+    v_calendars := cronbox.resolve_calendars(schedule_at.exclude);
+    SELECT string_agg(quote_literal(c.name), ', ') INTO v_missing
+    FROM cronbox.calendar c
+    WHERE c.calendar_id = ANY (v_calendars) AND c.owner <> coalesce(v_old.owner, cronbox.caller());
+    IF v_missing IS NOT NULL THEN
+        RAISE EXCEPTION 'exclude: calendar % belongs to another role than the schedule''s owner %',
+            v_missing, coalesce(v_old.owner, cronbox.caller()) USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
     -- An identical call changes nothing (config-as-code may re-apply the same definition).
     IF v_old.job_id IS NOT NULL AND v_old.kind = v_kind
        AND jsonb_populate_record(v_old, v_args) IS NOT DISTINCT FROM v_old THEN
@@ -113,9 +130,9 @@ BEGIN
               AND f.fire_at > p_now
             RETURNING f.fire_at
         )
-        SELECT min(g.fire_at) INTO v_pending FROM gone g;
+        SELECT min(g.fire_at), count(*) INTO v_pending, v_gone FROM gone g;
         -- Fires of the old definition already written by early dispatch, unclaimed: cancelled.
-        PERFORM cronbox.withdraw_early_runs(v_old.job_id, 'cancelled: schedule updated before its fire time', p_now);
+        v_gone := v_gone + cronbox.withdraw_early_runs(v_old.job_id, 'cancelled: schedule updated before its fire time', p_now);
     END IF;
 
     -- Where saturation starts: the poller materialises fires strictly after the frontier.
@@ -169,8 +186,14 @@ BEGIN
     IF v_new.next_fire > schedule_at.ends_at THEN
         v_new.next_fire := NULL;
     END IF;
-    -- Finished: nothing left to fire (a one-off already handled, or ends_at passed).
+    -- max_runs reached (fires dropped just now no longer count): nothing left to fire.
+    v_new.fires_made := greatest(coalesce(v_old.fires_made, 0) - v_gone, 0);
+    IF v_new.fires_made >= schedule_at.max_runs THEN
+        v_new.next_fire := NULL;
+    END IF;
+    -- Finished: nothing left to fire (a one-off already handled, ends_at passed, max_runs reached).
     v_new.finished_at := CASE
+        WHEN v_new.fires_made >= schedule_at.max_runs THEN coalesce(v_old.finished_at, p_now)
         WHEN v_new.next_fire IS NULL AND (v_kind = 'at' OR v_new.frontier >= schedule_at.ends_at)
             THEN coalesce(v_old.finished_at, p_now) END;
 
@@ -181,7 +204,8 @@ BEGIN
     v_new.updated_at := p_now;
     SELECT string_agg(quote_ident(c.col), ', '), string_agg('($1).' || quote_ident(c.col), ', ')
     INTO v_cols, v_vals
-    FROM (SELECT unnest(ARRAY['kind', 'cron_normalized', 'anchor', 'frontier', 'next_fire', 'finished_at', 'updated_at'])
+    FROM (SELECT unnest(ARRAY['kind', 'cron_normalized', 'anchor', 'frontier', 'next_fire', 'finished_at', 'updated_at',
+                              'fires_made', 'excluded_run_id'])
           UNION ALL SELECT o.option FROM cronbox.schedule_options() o) AS c(col);
     IF v_old.job_id IS NULL THEN
         EXECUTE format('INSERT INTO cronbox.job AS j (name, created_at, %s) VALUES (($1).name, ($1).updated_at, %s) '
@@ -199,6 +223,17 @@ BEGIN
         PERFORM cronbox.record_change(v_job_id, schedule_at.name, 'updated',
                                       coalesce(schedule_at.reason, 'updated'), p_now);
     END IF;
+    -- The calendars the job honours (cronbox.store_fires reads these links). Key-share locked
+    -- first: a drop_calendar that committed meanwhile is a clean P0002, not a foreign-key error.
+    IF (SELECT count(*) FROM (SELECT 1 FROM cronbox.calendar c WHERE c.calendar_id = ANY (v_calendars)
+                              FOR KEY SHARE) l) < cardinality(v_calendars) THEN
+        RAISE EXCEPTION 'exclude: a calendar named in % was dropped meanwhile', quote_literal(schedule_at.exclude)
+            USING ERRCODE = 'no_data_found';
+    END IF;
+    DELETE FROM cronbox.job_calendar jc WHERE jc.job_id = v_job_id AND NOT jc.calendar_id = ANY (v_calendars);
+    INSERT INTO cronbox.job_calendar (job_id, calendar_id)
+    SELECT v_job_id, c FROM unnest(v_calendars) AS c
+    ON CONFLICT ON CONSTRAINT job_calendar_pkey DO NOTHING;
     IF v_kind = 'after' THEN
         -- A cycle can only close through existing jobs; the error aborts the whole statement.
         v_cycle := cronbox.find_dependency_cycle(v_job_id, ARRAY(
@@ -214,8 +249,8 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION cronbox.schedule_at(text, text, interval, timestamp with time zone, jsonb, text, text, integer, text, text, integer, interval, interval, interval, text, interval, interval, timestamp with time zone, timestamp with time zone, text[], text, text, timestamp with time zone) IS
-'Internal (no cronbox role may execute it): the body of cronbox.schedule(text, text, interval, timestamp with time zone, jsonb, text, text, integer, text, text, integer, interval, interval, interval, text, interval, interval, timestamp with time zone, timestamp with time zone, text[], text, text) with the time as p_now; tests use it to fix the clock. Creates or updates (same name) a job; returns its id. Exactly one of cron, every, at, after. Every argument is validated before anything is written (SQLSTATE 22004/22023, message starting with the field name). An update deletes the pending scheduled futures and lets the poller recompute them in the same way, atomically; history and the change log (cronbox.schedule_changes) are kept. An identical call is a no-op. See docs/schedules.md.';
+COMMENT ON FUNCTION cronbox.schedule_at(text, text, interval, timestamp with time zone, jsonb, text, text, integer, text, text, integer, interval, interval, interval, text, interval, interval, timestamp with time zone, timestamp with time zone, text[], text, text, integer, text, timestamp with time zone) IS
+'Internal (no cronbox role may execute it): the body of cronbox.schedule(text, text, interval, timestamp with time zone, jsonb, text, text, integer, text, text, integer, interval, interval, interval, text, interval, interval, timestamp with time zone, timestamp with time zone, text[], text, text, integer, text) with the time as p_now; tests use it to fix the clock. Creates or updates (same name) a job; returns its id. Exactly one of cron, every, at, after. Every argument is validated before anything is written (SQLSTATE 22004/22023, message starting with the field name). An update deletes the pending scheduled futures and lets the poller recompute them in the same way, atomically; history and the change log (cronbox.schedule_changes) are kept. An identical call is a no-op. See docs/schedules.md.';
 
-ALTER FUNCTION cronbox.schedule_at(text, text, interval, timestamp with time zone, jsonb, text, text, integer, text, text, integer, interval, interval, interval, text, interval, interval, timestamp with time zone, timestamp with time zone, text[], text, text, timestamp with time zone) OWNER TO cronbox_owner;
-REVOKE ALL ON FUNCTION cronbox.schedule_at(text, text, interval, timestamp with time zone, jsonb, text, text, integer, text, text, integer, interval, interval, interval, text, interval, interval, timestamp with time zone, timestamp with time zone, text[], text, text, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
+ALTER FUNCTION cronbox.schedule_at(text, text, interval, timestamp with time zone, jsonb, text, text, integer, text, text, integer, interval, interval, interval, text, interval, interval, timestamp with time zone, timestamp with time zone, text[], text, text, integer, text, timestamp with time zone) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.schedule_at(text, text, interval, timestamp with time zone, jsonb, text, text, integer, text, text, integer, interval, interval, interval, text, interval, interval, timestamp with time zone, timestamp with time zone, text[], text, text, integer, text, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

@@ -38,7 +38,9 @@ AS $$
     ('starts_at',      'timestamp with time zone', NULL,             'custom', NULL,                                                        NULL,     false, NULL,       false),
     ('ends_at',        'timestamp with time zone', NULL,             'custom', NULL,                                                        NULL,     false, NULL,       false),
     ('after',          'text[]',                   NULL,             'custom', NULL,                                                        NULL,     false, NULL,       false),
-    ('every_mode',     'text',                     'fixed_rate',     'one_of', ARRAY['fixed_rate', 'fixed_delay'],                          NULL,     false, NULL,       false)
+    ('every_mode',     'text',                     'fixed_rate',     'one_of', ARRAY['fixed_rate', 'fixed_delay'],                          NULL,     false, NULL,       false),
+    ('max_runs',       'integer',                  NULL,             'range',  NULL,                                                        '1',      false, '1000000000', false),
+    ('exclude',        'text',                     NULL,             'custom', NULL,                                                        NULL,     false, NULL,       false)
     ) AS o(option, type, default_value, check_kind, allowed, lower_bound, lower_exclusive, upper_bound, null_hint)
 $$;
 

@@ -31,16 +31,52 @@ AS $$
 DECLARE
     v_futures integer;
     v_missed integer;
+    v_excluded text[];  -- per fire: the calendar that excludes it (cronbox.excluded_by), NULL: none
+    v_cut boolean[];    -- per fire: beyond the job's max_runs
+    v_stored bigint[];  -- the job of each future written
 BEGIN
-    INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority)
-    SELECT f.job_id, f.fire_at,
-           f.fire_at + CASE WHEN j.jitter > interval '0' THEN random() * j.jitter ELSE interval '0' END,
-           j.priority
-    FROM unnest(p_fire_job, p_fire_at, p_missed) AS f(job_id, fire_at, missed)
-    JOIN cronbox.job j ON j.job_id = f.job_id
-    WHERE NOT f.missed
-    ON CONFLICT ON CONSTRAINT job_future_fire_unique DO NOTHING;
-    GET DIAGNOSTICS v_futures = ROW_COUNT;
+    -- Exclusion calendars: THE predicate (cronbox.excluded_by, also behind preview and
+    -- next_fires), asked only when a job of this pass uses a calendar.
+    IF EXISTS (SELECT 1 FROM cronbox.job_calendar jc WHERE jc.job_id = ANY (p_job)) THEN
+        WITH per_job AS (
+            SELECT array_agg(f.i ORDER BY f.i) AS pos, array_agg(f.fire_at ORDER BY f.i) AS fires, c.ids
+            FROM unnest(p_fire_job, p_fire_at, p_missed) WITH ORDINALITY AS f(job_id, fire_at, missed, i)
+            JOIN (SELECT jc.job_id, array_agg(jc.calendar_id) AS ids FROM cronbox.job_calendar jc
+                  WHERE jc.job_id = ANY (p_job) GROUP BY jc.job_id) c ON c.job_id = f.job_id
+            WHERE NOT f.missed
+            GROUP BY f.job_id, c.ids
+        ),
+        why AS (
+            SELECT x.i, x.cal FROM per_job p
+            CROSS JOIN LATERAL unnest(p.pos, cronbox.excluded_by(p.ids, p.fires)) AS x(i, cal)
+        )
+        SELECT array_agg(w.cal ORDER BY f.i) INTO v_excluded
+        FROM generate_subscripts(p_fire_job, 1) AS f(i)
+        LEFT JOIN why w ON w.i = f.i;
+    END IF;
+    -- max_runs: the k-th fire of a job in this pass is stored only while fires_made + k <= max_runs.
+    IF EXISTS (SELECT 1 FROM cronbox.job j WHERE j.job_id = ANY (p_job) AND j.max_runs IS NOT NULL) THEN
+        SELECT array_agg(x.cut ORDER BY x.i) INTO v_cut FROM (
+            SELECT f.i, j.max_runs IS NOT NULL AND NOT f.missed AND v_excluded[f.i] IS NULL
+                        AND j.fires_made + count(*) FILTER (WHERE NOT f.missed AND v_excluded[f.i] IS NULL)
+                            OVER (PARTITION BY f.job_id ORDER BY f.i) > j.max_runs AS cut
+            FROM unnest(p_fire_job, p_missed) WITH ORDINALITY AS f(job_id, missed, i)
+            JOIN cronbox.job j ON j.job_id = f.job_id) x;
+    END IF;
+
+    WITH written AS (
+        INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority)
+        SELECT f.job_id, f.fire_at,
+               f.fire_at + CASE WHEN j.jitter > interval '0' THEN random() * j.jitter ELSE interval '0' END,
+               j.priority
+        FROM unnest(p_fire_job, p_fire_at, p_missed) WITH ORDINALITY AS f(job_id, fire_at, missed, i)
+        JOIN cronbox.job j ON j.job_id = f.job_id
+        WHERE NOT f.missed AND v_excluded[f.i] IS NULL AND v_cut[f.i] IS NOT TRUE
+        ON CONFLICT ON CONSTRAINT job_future_fire_unique DO NOTHING
+        RETURNING job_id
+    )
+    SELECT array_agg(w.job_id) INTO v_stored FROM written w;
+    v_futures := coalesce(cardinality(v_stored), 0);
 
     INSERT INTO cronbox.run (run_id, job_id, job_name, queue, fire_at, due_at, state,
                              priority, created_at, finished_at, error, missed_fires, missed_last_at)
@@ -57,15 +93,27 @@ BEGIN
     WHERE f.missed;
     GET DIAGNOSTICS v_missed = ROW_COUNT;
 
+    IF v_excluded IS NOT NULL THEN
+        PERFORM cronbox.record_excluded(p_fire_job, p_fire_at, p_missed, v_excluded, p_now);
+    END IF;
+
     WITH pass AS (
-        SELECT a.job_id, a.frontier, a.next_fire, a.finished, a.error, coalesce(m.n, 0) AS n_missed
+        SELECT a.job_id, a.frontier, a.next_fire, a.error, coalesce(m.n, 0) AS n_missed,
+               coalesce(w.n, 0) AS n_stored,
+               -- max_runs reached: nothing is left to fire, as for a one-off that has fired
+               a.finished OR coalesce(j.fires_made + coalesce(w.n, 0) >= j.max_runs, false) AS finished,
+               coalesce(j.fires_made + coalesce(w.n, 0) >= j.max_runs, false) AND NOT a.finished AS limit_reached
         FROM unnest(p_job, p_frontier, p_next_fire, p_finished, p_error)
              AS a(job_id, frontier, next_fire, finished, error)
+        JOIN cronbox.job j ON j.job_id = a.job_id
         LEFT JOIN (
             SELECT f.job_id, sum(coalesce(f.n, 1)) AS n
             FROM unnest(p_fire_job, p_missed, p_gap_count) AS f(job_id, missed, n)
             WHERE f.missed GROUP BY f.job_id
         ) m ON m.job_id = a.job_id
+        LEFT JOIN (
+            SELECT s.job_id, count(*) AS n FROM unnest(v_stored) AS s(job_id) GROUP BY s.job_id
+        ) w ON w.job_id = a.job_id
     ),
     -- Change-log rows for jobs that finish or break in this pass (read before the update).
     logged AS (
@@ -73,6 +121,7 @@ BEGIN
         SELECT j.job_id, j.name,
                CASE WHEN p.error IS NOT NULL THEN 'paused' ELSE 'finished' END,
                CASE WHEN p.error IS NOT NULL THEN 'poller cannot compute fires: ' || p.error
+                    WHEN p.limit_reached THEN format('max_runs reached: %s fires', j.max_runs)
                     WHEN j.kind = 'at' THEN 'one-off fire handled'
                     WHEN p.frontier >= j.ends_at OR j.next_fire > j.ends_at THEN 'ends_at passed'
                     ELSE 'no fire left' END,
@@ -88,8 +137,11 @@ BEGIN
     )
     UPDATE cronbox.job j SET
         frontier = coalesce(p.frontier, j.frontier),
-        next_fire = p.next_fire,
+        next_fire = CASE WHEN p.finished THEN NULL ELSE p.next_fire END,
         finished_at = CASE WHEN p.finished THEN coalesce(j.finished_at, p_now) END,
+        fires_made = j.fires_made + p.n_stored,
+        -- no calendar in this pass: a stored fire closes any open excluded stretch
+        excluded_run_id = CASE WHEN v_excluded IS NULL AND p.n_stored > 0 THEN NULL ELSE j.excluded_run_id END,
         paused = j.paused OR p.error IS NOT NULL,
         paused_reason = CASE WHEN p.error IS NOT NULL THEN 'poller cannot compute fires: ' || p.error
                              ELSE j.paused_reason END,

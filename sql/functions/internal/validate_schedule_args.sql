@@ -222,6 +222,16 @@ BEGIN
         RAISE EXCEPTION 'every_mode: fixed_delay needs every'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    -- exclude: calendars the caller can see (cronbox.resolve_calendars: 22023 malformed, P0002
+    -- unknown); a fixed-delay or `after` job would never fire again after an excluded fire.
+    IF nullif(btrim(v_job.exclude, E' \t{}'), '') IS NOT NULL THEN
+        IF v_job.every_mode = 'fixed_delay' OR v_after IS NOT NULL THEN
+            RAISE EXCEPTION 'exclude: only cron, fixed-rate every and at schedules may use exclusion calendars, got %',
+                CASE WHEN v_after IS NOT NULL THEN 'after' ELSE 'every_mode fixed_delay' END
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        PERFORM cronbox.resolve_calendars(v_job.exclude);
+    END IF;
     IF v_job.retry_max_delay < v_job.retry_delay THEN
         RAISE EXCEPTION 'retry_max_delay: must be at least retry_delay (% < %)', v_job.retry_max_delay, v_job.retry_delay
             USING ERRCODE = 'invalid_parameter_value';
