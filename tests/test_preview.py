@@ -170,6 +170,28 @@ def test_next_fires_shows_nothing_while_paused_and_p0002_for_an_unknown_name(con
         assert info.value.sqlstate == state
 
 
+def test_next_fires_of_a_job_paused_until_a_time_are_the_fires_from_that_time_on(conn):
+    conn.execute("SELECT cronbox.schedule_at('j', cron => '0 * * * *', max_runs => 3, p_now => %s)", (NOW,))
+    conn.execute("SELECT cronbox.schedule_at('d', every => '1 hour', every_mode => 'fixed_delay', p_now => %s)", (NOW,))
+    until = datetime(2030, 3, 31, 3, 0, tzinfo=UTC)  # a fire exactly at until runs (resume_at)
+    for name in ("j", "d"):
+        conn.execute("SELECT cronbox.pause_at(%s, 'window', until => %s, p_now => %s)", (name, until, NOW))
+    got = [r[0] for r in conn.execute("SELECT * FROM cronbox.next_fires_at('j', 10, %s)", (NOW,))]
+    assert got == [until, until + timedelta(hours=1), until + timedelta(hours=2)]  # max_runs still counts
+    # a fixed-delay job is anchored one interval after the pause's end, as resume_at does
+    assert [r[0] for r in conn.execute("SELECT * FROM cronbox.next_fires_at('d', 3, %s)", (NOW,))] == [
+        until + timedelta(hours=1)]
+    # what the automatic resume then does agrees: its frontier lets the fire at until through
+    assert conn.execute("SELECT cronbox.resume_paused_at(10, %s)", (until + timedelta(seconds=1),)).fetchone()[0] == 2
+    frontier = conn.execute("SELECT frontier FROM cronbox.job WHERE name = 'j'").fetchone()[0]
+    assert frontier < until and [r[0] for r in conn.execute(
+        "SELECT * FROM cronbox.plan_fires('cron', (SELECT cron_normalized FROM cronbox.job WHERE name = 'j'), 'UTC', "
+        "NULL, NULL, NULL, NULL, NULL, %s, '{}', 1, %s)", (frontier, until + timedelta(days=1)))] == [until]
+    conn.execute("SELECT cronbox.pause_at('j', 'for good', p_now => %s)", (until + timedelta(seconds=2),))
+    assert conn.execute("SELECT count(*) FROM cronbox.next_fires_at('j', 10, %s)",
+                        (until + timedelta(seconds=2),)).fetchone()[0] == 0  # no end: none
+
+
 def test_each_user_sees_and_uses_only_its_own_calendars(fresh_dsn, logins):  # noqa: F811
     with logins.connect(fresh_dsn, "alice") as alice:
         alice.execute("SELECT cronbox.create_calendar('alice-days', dates => '{2031-01-01}')")

@@ -133,6 +133,22 @@ async def test_backfill_fires_the_skipped_times_once_one_after_another_behind_re
     assert len(fired) == len(set(fired))  # never a fire twice
 
 
+async def test_backfill_skips_the_fires_the_jobs_calendars_exclude_and_counts_them(aconn):
+    # the range's fires fall on 1 and 2 January 2024; a calendar excludes 1 January
+    await one(aconn, "SELECT cronbox.create_calendar_at('new-year', dates => '{2024-01-01}', p_now => %s)", T0)
+    await schedule(aconn, name="c", cron="0 12 * * *", exclude="new-year", overlap="allow", p_now=T0)
+    await one(aconn, "SELECT cronbox.pause_at('c', p_now => %s)", T0 + MIN)        # both fires fall in the pause
+    await one(aconn, "SELECT cronbox.resume_at('c', p_now => %s)", T0 + 2 * 24 * HOUR)
+    await saturate(aconn, T0 + 2 * 24 * HOUR, horizon=HOUR)
+    now = T0 + 2 * 24 * HOUR + MIN
+    request = await one(aconn, "SELECT cronbox.backfill_at('c', %s, %s, p_now => %s)", T0, now, now)
+    assert await _pass(aconn, now) == (1, 1, 0)  # 2 January's fire made; 1 January's neither made nor a duplicate
+    assert await futures(aconn, "c", origin="backfill") == [utc(2024, 1, 2, 12, 0)]
+    assert await one(aconn, "SELECT state, fires, duplicates, excluded, outcome FROM cronbox.backfills "
+                            "WHERE backfill_id = %s", request) == (
+        "done", 1, 0, 1, "done: 1 fire backfilled, 0 already ran or pending, 1 excluded by calendars")
+
+
 @pytest.mark.parametrize("args, state, match", [
     ("NULL, now() - interval '1 hour', now()", "22004", "^name: must not be NULL"),
     ("'b', NULL, now()", "22004", "^from: must not be NULL"),

@@ -1,7 +1,8 @@
 -- cronbox.next_fires(name, n): the next n fires of an existing schedule, as the poller makes
 -- them: its pending futures, then the fires computed after its frontier by the same engine
 -- as preview, without the fires its exclusion calendars drop, within starts_at/ends_at and
--- what max_runs still allows. None while the job is paused (and none for an `after` job).
+-- what max_runs still allows. A job paused until a time shows the fires from that time on;
+-- none while paused without an end (and none for an `after` job).
 -- n is 1..1000; at most 10 years ahead. Writes nothing, takes no lock. Unknown name: P0002.
 -- Thin wrapper: the body is cronbox.next_fires_at (internal/next_fires_at.sql), called with now();
 -- errors are re-raised from here so psql shows one CONTEXT line (docs/sql.md, "Errors").
@@ -38,7 +39,7 @@ END
 $$;
 
 COMMENT ON FUNCTION cronbox.next_fires(text, integer) IS
-'The next n fires of an existing schedule, as the poller makes them: pending futures first, then fires computed by the same engine as preview, honouring its exclusion calendars, starts_at/ends_at and max_runs. None while paused. n 1..1000; at most 10 years ahead. Unknown name: P0002. See docs/schedules.md.';
+'The next n fires of an existing schedule, as the poller makes them: pending futures first, then fires computed by the same engine as preview, honouring its exclusion calendars, starts_at/ends_at and max_runs. Paused until a time: the fires from that time on; paused without an end: none. n 1..1000; at most 10 years ahead. Unknown name: P0002. See docs/schedules.md.';
 
 ALTER FUNCTION cronbox.next_fires(text, integer) OWNER TO cronbox_owner;
 REVOKE ALL ON FUNCTION cronbox.next_fires(text, integer) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

@@ -7,7 +7,9 @@
 -- due; the request's overlap and priority), except fires of the job that already ran (a run
 -- in any state but missed, skipped or cancelled before delivery: run_job_history_idx, from a
 -- day before the first fire)
--- or are pending (a scheduled, retry or backfilled future): counted as duplicates. Records
+-- or are pending (a scheduled, retry or backfilled future): counted as duplicates; and except
+-- fires the job's exclusion calendars exclude (cronbox.excluded_by, the predicate store_fires
+-- applies to regular fires): counted as excluded. Records
 -- each request's progress and marks finished ones done. The jobs must be locked by
 -- claim_backfills in the same transaction (then a concurrent saturation or dispatch of the
 -- same fire has committed before this statement's snapshot, or waits for this transaction).
@@ -36,6 +38,18 @@ BEGIN
         FROM unnest(p_fire_backfill, p_fire_at) AS f(backfill_id, fire_at)
         JOIN cronbox.backfill b ON b.backfill_id = f.backfill_id
     ),
+    -- Fires the job's exclusion calendars exclude: the same predicate as regular fires.
+    excl AS MATERIALIZED (
+        SELECT p.job_id, x.fire_at
+        FROM (SELECT fire.job_id, c.ids, array_agg(fire.fire_at ORDER BY fire.fire_at) AS fires
+              FROM fire
+              JOIN (SELECT jc.job_id, array_agg(jc.calendar_id) AS ids FROM cronbox.job_calendar jc
+                    WHERE jc.job_id = ANY (ARRAY(SELECT DISTINCT fire.job_id FROM fire))
+                    GROUP BY jc.job_id) c ON c.job_id = fire.job_id
+              GROUP BY fire.job_id, c.ids) p
+        CROSS JOIN LATERAL unnest(p.fires, cronbox.excluded_by(p.ids, p.fires)) AS x(fire_at, cal)
+        WHERE x.cal IS NOT NULL
+    ),
     -- Fires of these jobs that ran: one walk of each job's history since the first fire.
     ran AS MATERIALIZED (
         SELECT DISTINCT r.job_id, r.fire_at
@@ -53,6 +67,7 @@ BEGIN
         SELECT fire.*
         FROM fire
         WHERE NOT EXISTS (SELECT 1 FROM ran WHERE ran.job_id = fire.job_id AND ran.fire_at = fire.fire_at)
+          AND NOT EXISTS (SELECT 1 FROM excl WHERE excl.job_id = fire.job_id AND excl.fire_at = fire.fire_at)
           AND NOT EXISTS (SELECT 1 FROM cronbox.job_future p
                           WHERE p.job_id = fire.job_id AND p.fire_at = fire.fire_at
                             AND p.origin IN ('schedule', 'retry', 'backfill'))
@@ -69,8 +84,10 @@ BEGIN
     per_request AS (
         SELECT fire.backfill_id,
                count(*) FILTER (WHERE i.job_id IS NOT NULL) AS n_new,
-               count(*) FILTER (WHERE i.job_id IS NULL) AS n_dup
+               count(*) FILTER (WHERE i.job_id IS NULL AND e.job_id IS NULL) AS n_dup,
+               count(e.job_id) AS n_excl
         FROM fire
+        LEFT JOIN excl e ON e.job_id = fire.job_id AND e.fire_at = fire.fire_at
         -- two requests of one job covering the same fire in one pass: the first one made it
         LEFT JOIN (SELECT DISTINCT ON (i.job_id, i.fire_at) i.job_id, i.fire_at, fire.backfill_id
                    FROM inserted i JOIN fire ON fire.job_id = i.job_id AND fire.fire_at = i.fire_at
@@ -82,13 +99,17 @@ BEGIN
     UPDATE cronbox.backfill b SET
         fires = b.fires + coalesce(c.n_new, 0),
         duplicates = b.duplicates + coalesce(c.n_dup, 0),
+        excluded = b.excluded + coalesce(c.n_excl, 0),
         done_through = coalesce(a.done_through, b.done_through),
         done_at = CASE WHEN a.done THEN p_now END,
         outcome = CASE WHEN a.done THEN
-                      format('done: %s fire%s backfilled, %s already ran or pending%s',
+                      format('done: %s fire%s backfilled, %s already ran or pending%s%s',
                              b.fires + coalesce(c.n_new, 0),
                              CASE WHEN b.fires + coalesce(c.n_new, 0) = 1 THEN '' ELSE 's' END,
                              b.duplicates + coalesce(c.n_dup, 0),
+                             CASE WHEN b.excluded + coalesce(c.n_excl, 0) > 0
+                                  THEN format(', %s excluded by calendars', b.excluded + coalesce(c.n_excl, 0))
+                                  ELSE '' END,
                              CASE WHEN a.note IS NOT NULL THEN '; ' || a.note ELSE '' END)
                   ELSE format('in progress: fires up to %s handled%s',
                               coalesce(a.done_through, b.done_through),
@@ -97,7 +118,8 @@ BEGIN
     LEFT JOIN per_request c ON c.backfill_id = a.backfill_id
     WHERE b.backfill_id = a.backfill_id
     )
-    SELECT (SELECT count(*) FROM inserted), (SELECT count(*) FROM fire) - (SELECT count(*) FROM inserted)
+    SELECT (SELECT count(*) FROM inserted),
+           (SELECT count(*) FROM fire) - (SELECT count(*) FROM inserted) - (SELECT count(*) FROM excl)
       INTO v_futures, v_duplicates;
 
     IF v_futures > 0 THEN
@@ -108,7 +130,7 @@ END
 $$;
 
 COMMENT ON FUNCTION cronbox.store_backfill_at(bigint[], timestamp with time zone[], boolean[], text[], bigint[], timestamp with time zone[], timestamp with time zone) IS
-'Internal (no cronbox role may execute it): the body of cronbox.store_backfill(bigint[], timestamp with time zone[], boolean[], text[], bigint[], timestamp with time zone[]) with the time as p_now; tests use it to fix the clock. Poller: stores a backfill pass computed from cronbox.claim_backfills: fires as futures of origin backfill (due now, in fire order), except those that already ran or are pending (counted as duplicates); each request''s progress, done ones marked done. Returns (futures, duplicates).';
+'Internal (no cronbox role may execute it): the body of cronbox.store_backfill(bigint[], timestamp with time zone[], boolean[], text[], bigint[], timestamp with time zone[]) with the time as p_now; tests use it to fix the clock. Poller: stores a backfill pass computed from cronbox.claim_backfills: fires as futures of origin backfill (due now, in fire order), except those that already ran or are pending (counted as duplicates) and those its exclusion calendars exclude (counted as excluded); each request''s progress, done ones marked done. Returns (futures, duplicates).';
 
 ALTER FUNCTION cronbox.store_backfill_at(bigint[], timestamp with time zone[], boolean[], text[], bigint[], timestamp with time zone[], timestamp with time zone) OWNER TO cronbox_owner;
 REVOKE ALL ON FUNCTION cronbox.store_backfill_at(bigint[], timestamp with time zone[], boolean[], text[], bigint[], timestamp with time zone[], timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
