@@ -20,9 +20,11 @@ import time
 from typing import Any
 
 from bench.common import Database, Fleet, extra_env, log, pct, postgres_cpu, wait_until
+from bench.database import WaitSampler
 
 LEAD_CAP = 60.0        # CRONBOX_DISPATCH_LEAD_MAX's default
-SATURATE_RATE = 2_500  # futures/s assumed when choosing B (measured 3,500/s for one poller)
+SATURATE_RATE = 800    # futures/s assumed when choosing B (3,500/s for one poller on a quiet machine,
+                       # ~900/s for two on the shared one)
 
 
 def burst(database: Database, args: argparse.Namespace, logdir: Any, n: int) -> dict[str, Any]:
@@ -55,13 +57,19 @@ def burst(database: Database, args: argparse.Namespace, logdir: Any, n: int) -> 
         out["materialised_s_before_boundary"] = round(margin, 1)
         log(f"materialised in {out['saturation_s']} s, {margin:.0f} s before the boundary")
         c0 = [p.cpu() for p in pollers]
+        # the profile of the dispatch: statements inside the functions too, and server waits
+        database.set_statement_tracking("all")
+        database.reset_statements()
         # every fire of B has a run (or the wait ends: refused below)
-        try:
-            wait_until(lambda: fleet.check_alive() or database.scalar(
-                "SELECT count(*) >= %s FROM cronbox.run WHERE fire_at = %s", (n, b)),
-                max(0.0, margin) + 600, "burst dispatched", interval=1.0)
-        except TimeoutError as exc:
-            out["wait_error"] = str(exc)
+        with WaitSampler(database, interval=0.5) as waits:
+            try:
+                wait_until(lambda: fleet.check_alive() or database.scalar(
+                    "SELECT count(*) >= %s FROM cronbox.run WHERE fire_at = %s", (n, b)),
+                    max(0.0, margin) + 600, "burst dispatched", interval=1.0)
+            except TimeoutError as exc:
+                out["wait_error"] = str(exc)
+        out["server_waits"] = waits.top(8)
+        out["top_statements"] = database.top_statements(8)
         c1 = [p.cpu() for p in pollers]
         pg1 = postgres_cpu(database.postmaster)
         out["rss_mb"] = {p.name: p.rss() for p in pollers}

@@ -30,7 +30,7 @@ INITIAL_RATE = 5_000.0
 # are dominated by the round trip).
 MEASURE_MIN = 500
 # The share of the measured rate counted on (the rate drops while the relay and saturation run).
-SAFETY = 0.6
+SAFETY = 0.5
 
 
 class LeadPlanner:

@@ -90,6 +90,7 @@ async def tick(pool, cfg: Config, ps: PollerSettings, limit: int, planner: LeadP
     without the job(s) at fault, which are quarantined: the other jobs go out in the same tick."""
     planner = planner or lead_planner(cfg, ps)
     grace = ps.misfire_grace
+    t0 = time.monotonic()
     async with pool.connection() as conn:
         try:
             dispatched, skipped, failed, held, wait = await store.dispatch(conn, limit, None, grace)
@@ -105,16 +106,16 @@ async def tick(pool, cfg: Config, ps: PollerSettings, limit: int, planner: LeadP
                 if planner.stale():
                     planner.observe_profile(await store.due_ahead(conn, planner.cap, planner.count_limit()))
                     lead = planner.lead()
-                t0 = time.monotonic()
                 early, busy, wait = await store.dispatch_ahead(conn, limit - decided, lead)
-                planner.observe_rate(early, time.monotonic() - t0)
             except CONNECTION_ERRORS:
                 raise
             except Exception as exc:  # early dispatch is an optimisation: due fires go at their time
                 event(log, "early dispatch failed", level=logging.WARNING, error=describe(exc))
+    # the rate early runs are written at, the whole tick counted (both calls and the commits)
+    planner.observe_rate(early, time.monotonic() - t0)
     if decided or early:
         event(log, "dispatched", level=logging.DEBUG, runs=dispatched, skipped=skipped,
-              failed=failed, held=held, early=early)
+              failed=failed, held=held, early=early, lead=lead.total_seconds() if lead else 0)
     again = decided + early >= limit
     sleep = cfg.poll_interval.total_seconds()
     if wait is not None:

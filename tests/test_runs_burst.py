@@ -34,7 +34,7 @@ def test_a_steady_rate_keeps_the_base_lead():
 
 
 def test_a_burst_starts_early_enough_for_its_fires_at_the_measured_rate():
-    p = planner(rate=10_000)  # counted at 60 %: 6,000/s
+    p = planner(rate=12_000)  # counted at 50 %: 6,000/s
     p.observe_profile([(0, 100), (39, 120_000)], now=100.0)  # 120,000 fires 39-40 s away
     assert p.lead(now=100.0) == L  # 20 s of work, 39 s left: not yet
     p.observe_profile([(0, 100), (19, 120_000)], now=200.0)
