@@ -5,10 +5,13 @@ relay holds, however long before its fire it was written."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+import time
+from datetime import datetime, timedelta
 
+import orjson
 import psycopg
 import pytest
+from aiohttp import web
 
 from cronbox import db
 from cronbox.config import Config
@@ -16,6 +19,8 @@ from poller.lead import LeadPlanner
 from poller.main import lead_planner
 from poller.settings import PollerSettings
 
+from .procs import Proc, wait_until
+from .relay_support import ThreadedWorker
 from .runs_support import at, future, job, runs
 
 L = timedelta(milliseconds=500)
@@ -106,3 +111,31 @@ def test_a_pause_withdraws_a_fire_dispatched_a_minute_ahead(conn):
     [run] = runs(conn, "far")
     assert run["state"] == "cancelled" and "before its fire time" in run["error"]
     assert conn.execute("SELECT count(*) FROM cronbox.outbox WHERE kind = 'run'").fetchone()[0] == 0
+
+
+def test_a_relay_picks_up_a_run_written_beyond_its_lead_in_time_without_a_notify(fresh_dsn, tmp_path):
+    """The poller's lead may exceed the relay's (a burst): the NOTIFY comes when the run is
+    written, too early for the relay to claim it. The relay still claims it once it comes within
+    its own lead (it claims again every half lead) and sends it at its time, not a poll interval
+    (here 30 s) later."""
+    arrivals: list[tuple[float, dict]] = []
+
+    async def answer(request: web.Request, body: bytes) -> web.StreamResponse:
+        doc = orjson.loads(body)
+        arrivals.extend((time.time(), m) for m in (doc if isinstance(doc, list) else [doc]))
+        return web.Response(status=202)
+
+    with ThreadedWorker(answer) as worker:
+        env = {"CRONBOX_SINKS": f"*={worker.url}", "CRONBOX_DISPATCH_LEAD": "500ms", "CRONBOX_POLL_INTERVAL": "30s"}
+        with Proc("relay", fresh_dsn, tmp_path, **env) as relay:
+            with db.connect(fresh_dsn) as conn:
+                conn.execute("SELECT cronbox.schedule('far', cron => '0 0 1 1 *', overlap => 'allow')")
+                conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
+                             "SELECT job_id, now() + interval '3 seconds', now() + interval '3 seconds' "
+                             "FROM cronbox.job WHERE name = 'far'")
+                assert conn.execute("SELECT dispatched FROM cronbox.dispatch_ahead(10, '5 seconds')").fetchone()[0] == 1
+            wait_until(lambda: arrivals, timeout=20, what="the far run delivered")
+            assert relay.terminate() == 0, relay.output
+    [(t, m)] = arrivals
+    fire = datetime.fromisoformat(m["fire_at"]).timestamp()
+    assert fire - 0.005 <= t < fire + 1.0, (t - fire)
