@@ -31,6 +31,7 @@ from typing import Any
 
 import psycopg
 
+from bench import burst
 from bench.common import (
     Database, Fleet, base_report, emit, extra_env, log, parse_args, pct, postgres_cpu, wait_until,
     workdir,
@@ -301,7 +302,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steady", type=float, help="seconds of steady state after saturation (default 60; quick 5)")
     p.add_argument("--horizon", default="2m", help="CRONBOX_HORIZON for the poller (default 2m, the product's)")
     p.add_argument("--timeout", type=float, default=3600, help="give up saturating after this many seconds")
+    p.add_argument("--burst", type=int, help="instead: N schedules sharing one minute boundary, fire -> dispatch "
+                                            "with two pollers (bench/burst.py)")
     args = parse_args(p, argv)
+    if args.burst:
+        return main_burst(args, argv)
     n = args.schedules or (10_000 if args.quick else 1_000_000)
     sample = args.sample or (100 if args.quick else 1000)
     sizes = [int(x) for x in (args.future_sizes or ("10000,50000" if args.quick else "10000,1000000,10000000")).split(",")]
@@ -335,6 +340,15 @@ def main(argv: list[str] | None = None) -> int:
     report["problems"] = problems
     report["ok"] = not problems
     emit(args, report, summary(report))
+    return 0 if report["ok"] else 1
+
+
+def main_burst(args: argparse.Namespace, argv: list[str] | None) -> int:
+    with Database(args, "scale") as database, workdir("scale") as logdir:
+        report = base_report("scale", args, database, argv)
+        report["burst"] = burst.burst(database, args, logdir, args.burst)
+    report["ok"] = report["burst"]["setup_held"]
+    emit(args, report, burst.summary(report))
     return 0 if report["ok"] else 1
 
 

@@ -22,6 +22,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -35,6 +36,7 @@ from cronbox.registry import keep_registered
 from poller import metrics as poller_metrics, store
 from poller.maintenance import maintenance_loop, reaper_loop
 from poller.health import LoopHealth
+from poller.lead import LeadPlanner
 from poller.quarantine import CONNECTION_ERRORS, describe, isolate, quarantine
 from poller.saturate import saturate_once
 from poller.settings import PollerSettings
@@ -74,13 +76,21 @@ async def _dispatch_isolating(conn, limit: int, grace, cause: BaseException) -> 
             sum(r[3] for r in done), wait)
 
 
-async def tick(pool, cfg: Config, ps: PollerSettings, limit: int) -> Tick:
+def lead_planner(cfg: Config, ps: PollerSettings) -> LeadPlanner:
+    """CRONBOX_DISPATCH_LEAD, grown for bursts up to CRONBOX_DISPATCH_LEAD_MAX, itself kept
+    within half the horizon (the futures of a longer lead do not exist yet)."""
+    cap = max(cfg.dispatch_lead, min(ps.dispatch_lead_max, ps.horizon / 2))
+    return LeadPlanner(cfg.dispatch_lead, cap, refresh=max(2.0, cfg.poll_interval.total_seconds()))
+
+
+async def tick(pool, cfg: Config, ps: PollerSettings, limit: int, planner: LeadPlanner | None = None) -> Tick:
     """One dispatch batch of at most `limit` due futures (saturation is the other loop's); with
-    CRONBOX_DISPATCH_LEAD, then early dispatch of what is due within the lead and eligible.
-    A batch that fails (whatever the row) is retried without the job(s) at fault, which are
-    quarantined: the other jobs go out in the same tick."""
-    lead = cfg.dispatch_lead
+    CRONBOX_DISPATCH_LEAD, then early dispatch of what is due within the lead (grown for a
+    burst: poller/lead.py) and eligible. A batch that fails (whatever the row) is retried
+    without the job(s) at fault, which are quarantined: the other jobs go out in the same tick."""
+    planner = planner or lead_planner(cfg, ps)
     grace = ps.misfire_grace
+    t0 = time.monotonic()
     async with pool.connection() as conn:
         try:
             dispatched, skipped, failed, held, wait = await store.dispatch(conn, limit, None, grace)
@@ -90,16 +100,22 @@ async def tick(pool, cfg: Config, ps: PollerSettings, limit: int) -> Tick:
             dispatched, skipped, failed, held, wait = await _dispatch_isolating(conn, limit, grace, exc)
         decided = dispatched + skipped + failed + held
         early = busy = 0
+        lead = planner.lead() if planner.on else None
         if lead and decided < limit:
             try:
+                if planner.stale():
+                    planner.observe_profile(await store.due_ahead(conn, planner.cap, planner.count_limit()))
+                    lead = planner.lead()
                 early, busy, wait = await store.dispatch_ahead(conn, limit - decided, lead)
             except CONNECTION_ERRORS:
                 raise
             except Exception as exc:  # early dispatch is an optimisation: due fires go at their time
                 event(log, "early dispatch failed", level=logging.WARNING, error=describe(exc))
+    # the rate early runs are written at, the whole tick counted (both calls and the commits)
+    planner.observe_rate(early, time.monotonic() - t0)
     if decided or early:
         event(log, "dispatched", level=logging.DEBUG, runs=dispatched, skipped=skipped,
-              failed=failed, held=held, early=early)
+              failed=failed, held=held, early=early, lead=lead.total_seconds() if lead else 0)
     again = decided + early >= limit
     sleep = cfg.poll_interval.total_seconds()
     if wait is not None:
@@ -164,12 +180,13 @@ async def dispatch_loop(pool, cfg: Config, ps: PollerSettings, waker: Waker,
                         health: LoopHealth | None = None) -> None:
     health = health or LoopHealth("dispatch", register=False)
     cap = ps.dispatch_tick_cap
+    planner = lead_planner(cfg, ps)
     while not waker.stop.is_set():
         budget = cap
         while not waker.stop.is_set():
             limit = ps.dispatch_batch if cap == 0 else max(1, min(ps.dispatch_batch, budget))
             try:
-                t = await _unless_stopped(lambda: tick(pool, cfg, ps, limit), "poller tick", cfg, waker)
+                t = await _unless_stopped(lambda: tick(pool, cfg, ps, limit, planner), "poller tick", cfg, waker)
             except Exception as exc:
                 await _failed(health, exc, waker, cfg)
                 break

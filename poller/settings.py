@@ -23,6 +23,10 @@ class PollerSettings(Settings):
                                   "jobs materialised per saturation transaction")
     dispatch_batch: int = setting("CRONBOX_DISPATCH_BATCH", "1000", integer(1, 100000),
                                   "due futures dispatched per transaction")
+    dispatch_lead_max: timedelta = setting("CRONBOX_DISPATCH_LEAD_MAX", "60s", duration(zero_ok=True, maximum="1h"),
+                                           "early dispatch grows its lead up to this when a burst of fires is "
+                                           "coming due (at least CRONBOX_DISPATCH_LEAD, at most half the horizon; "
+                                           "docs/runs.md)")
     dispatch_tick_cap: int = setting("CRONBOX_DISPATCH_TICK_CAP", "0", integer(0),
                                      "max runs dispatched per wake-up, the rest a poll interval later (0 = no cap)")
     reap_interval: timedelta = setting("CRONBOX_REAP_INTERVAL", "1s", duration(),

@@ -37,6 +37,12 @@ async def dispatch_ahead(conn: psycopg.AsyncConnection, limit: int, lead: timede
     return await cur.fetchone()
 
 
+async def due_ahead(conn: psycopg.AsyncConnection, within: timedelta, limit: int) -> list[tuple[int, int]]:
+    """(second from now, ready fires due in it) for the next `within`, at most `limit` counted."""
+    cur = await conn.execute("SELECT second, fires FROM cronbox.due_ahead(%s, %s)", (within, limit))
+    return [(int(r[0]), int(r[1])) for r in await cur.fetchall()]
+
+
 async def due_jobs(conn: psycopg.AsyncConnection, limit: int) -> list[int]:
     """The jobs a dispatch batch of `limit` would take (to bisect a failing batch)."""
     cur = await conn.execute("SELECT cronbox.due_jobs(%s)", (limit,))

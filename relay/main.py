@@ -151,7 +151,12 @@ class Relay:
             if again or self.freed:
                 general = again
                 continue
-            woken = await self.nap(min([poll * random.uniform(0.8, 1.2)] + self.probe_waits()))
+            # With a lead, claim again within half of it: runs the poller wrote further ahead
+            # (its lead grows before a burst, poller/lead.py) come within this relay's lead with
+            # no NOTIFY, and are then held and sent at their time.
+            lead = self.cfg.dispatch_lead.total_seconds()
+            ahead = [lead / 2] if lead > 0 else []
+            woken = await self.nap(min([poll * random.uniform(0.8, 1.2)] + ahead + self.probe_waits()))
             general = woken or time.monotonic() - last_general >= poll * 0.8
 
     async def probe(self) -> None:

@@ -82,11 +82,12 @@ async def test_pause_drops_pending_fires_and_resume_skips_the_fires_inside_the_p
     assert await one(aconn, "SELECT cronbox.resume('p')") is False
 
 
-async def test_pause_keeps_manual_runs_waiting_and_unknown_names_raise(aconn):
+async def test_pause_keeps_a_triggered_run_and_unknown_names_raise(aconn):
     await schedule(aconn, name="m", every="1 hour", p_now=T0)
     await one(aconn, "SELECT cronbox.trigger_at('m', p_now => %s)", T0)
     await one(aconn, "SELECT cronbox.pause_at('m', p_now => %s)", T0)
-    assert await futures(aconn, "m", origin="manual") == [T0]
+    # trigger() dispatched it at once; a pause does not withdraw what is due now
+    assert await rows(aconn, "SELECT origin, state FROM cronbox.runs WHERE job = 'm'") == [("manual", "dispatched")]
     for fn in ("pause", "resume", "trigger"):
         with pytest.raises(psycopg.errors.NoDataFound, match="name: no schedule named 'nope'"):
             async with aconn.transaction():
@@ -103,14 +104,18 @@ async def test_pause_and_resume_of_a_one_off_hands_it_to_its_catchup_policy(acon
     assert await futures(aconn, "once") == [T0 + 5 * MIN]  # catchup 'latest': it still runs
 
 
-async def test_trigger_queues_a_manual_fire_due_now_with_its_own_payload(aconn):
-    job_id = await schedule(aconn, name="t", cron="0 0 1 1 *", payload='{"a": 1}', p_now=T0)
-    first = await one(aconn, "SELECT cronbox.trigger_at('t', '{\"b\": 2}', p_now => %s)", T0 + MIN)
-    second = await one(aconn, "SELECT cronbox.trigger_at('t', p_now => %s)", T0 + MIN)
-    got = await rows(aconn, "SELECT future_id, fire_at, due_at, payload FROM cronbox.job_future "
-                            "WHERE job_id = %s AND origin = 'manual' ORDER BY fire_at", job_id)
-    assert got == [(first, T0 + MIN, T0 + MIN, {"b": 2}),
-                   (second, T0 + MIN + timedelta(microseconds=1), T0 + MIN, None)]
+async def test_trigger_dispatches_a_manual_fire_now_with_its_own_payload(aconn):
+    job_id = await schedule(aconn, name="t", cron="0 0 1 1 *", payload='{"a": 1}', overlap="allow", p_now=T0)
+    await one(aconn, "SELECT cronbox.trigger_at('t', '{\"b\": 2}', p_now => %s)", T0 + MIN)
+    await one(aconn, "SELECT cronbox.trigger_at('t', p_now => %s)", T0 + MIN)
+    # decided in trigger's own transaction (dispatch's write): no future left for the poller
+    assert await rows(aconn, "SELECT 1 FROM cronbox.job_future WHERE job_id = %s AND origin = 'manual'",
+                      job_id) == []
+    got = await rows(aconn, "SELECT r.fire_at, r.dispatched_at, r.payload, r.state, o.available_at "
+                            "FROM cronbox.run r JOIN cronbox.outbox o USING (run_id) "
+                            "WHERE r.job_id = %s AND r.origin = 'manual' ORDER BY r.run_id", job_id)
+    assert got == [(T0 + MIN, T0 + MIN, {"b": 2}, "dispatched", T0 + MIN),
+                   (T0 + MIN, T0 + MIN, {"a": 1}, "dispatched", T0 + MIN)]
     assert [c[0] for c in await changes(aconn, "t")] == ["created", "triggered", "triggered"]
     with pytest.raises(psycopg.errors.InvalidParameterValue, match="payload: must be a JSON object"):
         await aconn.execute("SELECT cronbox.trigger('t', '[1]')")

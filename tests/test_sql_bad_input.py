@@ -70,6 +70,7 @@ FUNCTIONS = [
     ("resume_paused", [("p_limit", "integer")], PROCESS),
     ("claim_backfills", [("p_limit", "integer")], PROCESS),
     ("dispatch_ahead", [("p_limit", "integer"), ("p_lead", "interval")], PROCESS),
+    ("due_ahead", [("p_within", "interval"), ("p_limit", "integer")], PROCESS),
     ("claim_saturation", [("p_limit", "integer"), ("p_horizon", "interval")], PROCESS),
     ("claim_outbox", [("p_owner", "text"), ("p_limit", "integer"), ("p_lease", "interval"),
                       ("p_queues", "text[]"), ("p_exclude", "text[]"), ("p_ahead", "interval")], PROCESS),
@@ -89,7 +90,7 @@ FUNCTIONS = [
 REQUIRED = {"cancel": 1, "claim_runs": 2, "complete_run": 1, "complete_runs": 1,
             "fail_run": 2, "fail_runs": 2, "heartbeat": 1, "pause": 1, "resume": 1,
             "schedule": 1, "set_queue_limit": 2, "start_run": 2, "trigger": 1, "unschedule": 1,
-            "dispatch_ahead": 2, "claim_saturation": 2, "claim_outbox": 2, "release_outbox": 1,
+            "dispatch_ahead": 2, "due_ahead": 2, "claim_saturation": 2, "claim_outbox": 2, "release_outbox": 1,
             "ack_outbox": 2, "nack_outbox_unsent": 3, "quarantine_job": 2, "due_jobs": 1, "touch_process": 2,
             "search_schedules": 1, "backfill": 3, "next_fires": 1, "create_calendar": 1, "drop_calendar": 1}
 

@@ -1,9 +1,10 @@
 -- cronbox.trigger(name, payload, reason): run a job now, outside its schedule. Inserts
--- one manual future due at now() (payload, when given, replaces the job's for this run only);
--- the schedule's own fires are unchanged. It runs even while the job is paused (an explicit
+-- one manual future due at now() (payload, when given, replaces the job's for this run only)
+-- and decides it in the same transaction with dispatch's own write (cronbox.dispatch_locked):
+-- dispatched, skipped or held as the poller would, so only the relay hop remains. The
+-- schedule's own fires are unchanged. It runs even while the job is paused (an explicit
 -- request; the job stays paused); overlap, retry, dependency gates and queue limits apply as
--- for any fire. Returns the future id (the run id exists once dispatch takes it). Unknown
--- name: P0002.
+-- for any fire. Returns the future id (cronbox.runs shows the run). Unknown name: P0002.
 -- Thin wrapper: the body is cronbox.trigger_at (internal/trigger_at.sql), called with now();
 -- errors are re-raised from here so psql shows one CONTEXT line (docs/sql.md, "Errors").
 CREATE OR REPLACE FUNCTION cronbox.trigger(
@@ -40,7 +41,7 @@ END
 $$;
 
 COMMENT ON FUNCTION cronbox.trigger(text, jsonb, text) IS
-'Runs a job now, outside its schedule: inserts a manual future due at once (payload, when given, is used for this run only). It runs even while the job is paused (the job stays paused); overlap, retry, dependency gates and queue limits apply as for any fire. The run shows in cronbox.runs with origin manual. Returns the future id. Unknown name: P0002.';
+'Runs a job now, outside its schedule: inserts a manual future due at once (payload, when given, is used for this run only) and decides it in the same transaction with dispatch''s own write: dispatched, skipped or held as the poller would. It runs even while the job is paused (the job stays paused); overlap, retry, dependency gates and queue limits apply as for any fire. The run shows in cronbox.runs with origin manual. Returns the future id. Unknown name: P0002.';
 
 ALTER FUNCTION cronbox.trigger(text, jsonb, text) OWNER TO cronbox_owner;
 REVOKE ALL ON FUNCTION cronbox.trigger(text, jsonb, text) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

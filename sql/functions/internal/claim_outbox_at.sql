@@ -21,11 +21,16 @@ CREATE OR REPLACE FUNCTION cronbox.claim_outbox_at(
     p_now timestamptz DEFAULT now()
 ) RETURNS TABLE (outbox_id bigint, run_id bigint, queue text, kind text, message jsonb, attempts integer,
                  available_at timestamptz)
-LANGUAGE sql
+-- plpgsql, not sql: a SQL function that is not inlined (SECURITY DEFINER) is planned again at
+-- every call, ~5 ms for this statement against 0.4 ms to run it; plpgsql keeps the plan for the
+-- session (bench: one-row claim 5.9 -> 0.7 ms, the most of trigger() -> receipt).
+LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET jit = off  -- short OLTP statements: compiling costs more than running
 AS $$
+BEGIN
+    RETURN QUERY
     WITH picked AS (
         SELECT o.outbox_id, o.available_at
         FROM cronbox.outbox o
@@ -57,7 +62,8 @@ AS $$
                 ELSE l.message END,
            l.attempts, l.available_at
     FROM leased l
-    LEFT JOIN cronbox.run r ON r.run_id = l.run_id AND l.message IS NULL
+    LEFT JOIN cronbox.run r ON r.run_id = l.run_id AND l.message IS NULL;
+END
 $$;
 
 COMMENT ON FUNCTION cronbox.claim_outbox_at(text, integer, interval, text[], text[], interval, timestamp with time zone) IS

@@ -2,10 +2,15 @@
 -- cronbox.trigger passes now(); no cronbox role may execute this one (tests call it as the
 -- owner or a superuser to fix the clock).
 -- cronbox.trigger_at(name, payload, reason, p_now): run a job now, outside its schedule. Inserts
--- one manual future due at p_now (payload, when given, replaces the job's for this run only);
--- the schedule's own fires are unchanged. It runs even while the job is paused (dispatch only
--- holds a paused job's other fires, origin 'manual' passes); overlap, retry, dependency
--- gates and queue limits apply as for any fire. Returns the future id. Unknown name: P0002.
+-- one manual future due at p_now (payload, when given, replaces the job's for this run only)
+-- and decides it at once, in this transaction, through dispatch's own write
+-- (cronbox.dispatch_locked): run + outbox row, a skipped run, or a hold, exactly as the poller's
+-- dispatch would; the relay is the only hop left. The schedule's own fires are unchanged. It
+-- runs even while the job is paused (dispatch only holds a paused job's other fires, origin
+-- 'manual' passes); overlap, retry, dependency gates and queue limits apply as for any fire.
+-- Takes the job's lock (cronbox.lock_job_named, the lock dispatch decides under; waits rather
+-- than skips: triggers of one job are decided one after the other). Returns the future id.
+-- Unknown name: P0002.
 CREATE OR REPLACE FUNCTION cronbox.trigger_at(
     name    text,
     payload jsonb DEFAULT NULL,
@@ -31,13 +36,16 @@ BEGIN
         RAISE EXCEPTION 'payload: must be at most % bytes as JSON text (cronbox.max_payload_bytes), got %',
             cronbox.max_payload_bytes(), octet_length(trigger_at.payload::text) USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    -- Share lock: concurrent triggers of one job may proceed, schedule()/unschedule() wait.
-    SELECT * INTO v_job FROM cronbox.job j WHERE j.name = trigger_at.name FOR SHARE;
+    -- The job's lock, which dispatch takes (dispatch_locked decides under it): concurrent
+    -- triggers of one job, schedule()/unschedule() and a poller's dispatch of this job wait for
+    -- each other. Read the job after it: a new statement sees what committed meanwhile.
+    PERFORM cronbox.lock_job_named(trigger_at.name);
+    SELECT * INTO v_job FROM cronbox.job j WHERE j.name = trigger_at.name;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'name: no schedule named %', quote_literal(trigger_at.name) USING ERRCODE = 'no_data_found';
     END IF;
-    -- (job, fire_at, attempt, origin) is unique: two triggers at the same instant get
-    -- fire times one microsecond apart.
+    -- (job, fire_at, attempt, origin) is unique among futures: two triggers at the same instant
+    -- while the first is still a future (held) get fire times one microsecond apart.
     v_fire_at := p_now;
     LOOP
         INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority, origin, payload)
@@ -49,13 +57,15 @@ BEGIN
     END LOOP;
     PERFORM cronbox.record_change(v_job.job_id, v_job.name, 'triggered',
                                   coalesce(trigger_at.reason, 'triggered by operator'), p_now);
-    PERFORM pg_notify('cronbox_schedule', v_job.job_id::text);
+    -- Decided now (one path: the poller's dispatch write), in a new statement whose snapshot
+    -- is taken with the job locked; it notifies the relays when a message was written.
+    PERFORM cronbox.dispatch_locked(ARRAY[v_future_id], ARRAY[v_job.job_id], NULL, p_now);
     RETURN v_future_id;
 END
 $$;
 
 COMMENT ON FUNCTION cronbox.trigger_at(text, jsonb, text, timestamp with time zone) IS
-'Internal (no cronbox role may execute it): the body of cronbox.trigger(text, jsonb, text) with the time as p_now; tests use it to fix the clock. Runs a job now, outside its schedule: inserts a manual future due at once (payload, when given, is used for this run only). It runs even while the job is paused (the job stays paused); overlap, retry, dependency gates and queue limits apply as for any fire. The run shows in cronbox.runs with origin manual. Returns the future id. Unknown name: P0002.';
+'Internal (no cronbox role may execute it): the body of cronbox.trigger(text, jsonb, text) with the time as p_now; tests use it to fix the clock. Runs a job now, outside its schedule: inserts a manual future due at once (payload, when given, is used for this run only) and decides it in the same transaction with dispatch''s own write (cronbox.dispatch_locked): dispatched, skipped or held as the poller would. It runs even while the job is paused (the job stays paused); overlap, retry, dependency gates and queue limits apply as for any fire. The run shows in cronbox.runs with origin manual. Returns the future id. Unknown name: P0002.';
 
 ALTER FUNCTION cronbox.trigger_at(text, jsonb, text, timestamp with time zone) OWNER TO cronbox_owner;
 REVOKE ALL ON FUNCTION cronbox.trigger_at(text, jsonb, text, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

@@ -1,0 +1,82 @@
+"""The early-dispatch lead, sized to the fires coming due (issue #14, bursts).
+
+With CRONBOX_DISPATCH_LEAD = L the poller writes the runs of eligible fires up to L before
+their time (docs/runs.md, "Early dispatch"). That is enough for a steady rate, not for a burst:
+a million fires sharing a minute boundary take about a minute of dispatch on two cores, so
+starting L before the boundary dispatches most of them a minute late. The lead therefore
+grows with the fires coming due: every poll interval the poller reads how many ready futures
+fall due in each of the next seconds (cronbox.due_ahead, up to CRONBOX_DISPATCH_LEAD_MAX) and
+takes the shortest lead that lets dispatch, at the rate it has been measured to write early
+runs, finish each second's fires before that second begins:
+
+    lead = max(L, max{ s + 1 : (fires due in the first s + 1 seconds) / rate > s + 1 - L })
+
+capped by CRONBOX_DISPATCH_LEAD_MAX (at most half the horizon, so the futures exist). The relay
+still claims only within its own L and sends each message at its due time, and pause(),
+unschedule() and updates withdraw every early run no relay holds (cronbox.withdraw_early_runs),
+so a longer poller lead does not delay any change: a change still reaches every fire more than
+L away.
+"""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+# Early runs written per second by one poller, before anything was measured: deliberately low
+# (measured on the 2-core bench machine: ~15,000-20,000/s), so a first burst starts early.
+INITIAL_RATE = 5_000.0
+# Only the rate of calls that moved at least this many runs is a measurement (small batches
+# are dominated by the round trip).
+MEASURE_MIN = 500
+# The share of the measured rate counted on (the rate drops while the relay and saturation run).
+SAFETY = 0.5
+
+
+class LeadPlanner:
+    def __init__(self, base: timedelta, cap: timedelta, refresh: float):
+        self.base, self.cap, self.refresh = base, max(cap, base), refresh
+        self.rate = INITIAL_RATE
+        self.profile: list[tuple[int, int]] = []
+        self.read_at = float("-inf")  # monotonic time of the last profile
+
+    @property
+    def on(self) -> bool:
+        return self.base > timedelta(0)
+
+    def stale(self, now: float | None = None) -> bool:
+        """The profile is due for a refresh (and a longer lead is possible at all)."""
+        now = time.monotonic() if now is None else now
+        return self.on and self.cap > self.base and now - self.read_at >= self.refresh
+
+    def count_limit(self) -> int:
+        """Fires worth counting: beyond rate x cap the lead is the cap anyway."""
+        return max(1000, int(self.rate * self.cap.total_seconds()) + 1)
+
+    def observe_profile(self, profile: list[tuple[int, int]], now: float | None = None) -> None:
+        self.profile = sorted(profile)
+        self.read_at = time.monotonic() if now is None else now
+
+    def observe_rate(self, runs: int, seconds: float) -> None:
+        """An early-dispatch call wrote `runs` in `seconds`: a moving average of the rate."""
+        if runs >= MEASURE_MIN and seconds > 0:
+            self.rate = 0.7 * self.rate + 0.3 * (runs / seconds)
+
+    def lead(self, now: float | None = None) -> timedelta:
+        """The lead for the next early-dispatch call."""
+        if not self.on:
+            return self.base
+        now = time.monotonic() if now is None else now
+        base = self.base.total_seconds()
+        cap = self.cap.total_seconds()
+        elapsed = max(0.0, now - self.read_at)
+        rate = self.rate * SAFETY
+        need, fires = base, 0
+        for second, n in self.profile:
+            fires += n
+            start = second - elapsed  # seconds from now until this second of the profile begins
+            # this second's fires (spread over it) are written in time only if the work up to
+            # them fits before the second ends, L earlier (the relay claims within L)
+            if fires / rate > start + 1.0 - base:
+                need = max(need, start + 1.0)
+        return timedelta(seconds=min(cap, max(base, need)))

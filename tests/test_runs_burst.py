@@ -1,0 +1,141 @@
+"""Bursts (issue #14): the poller's early-dispatch lead grows with the fires coming due
+(poller/lead.py, cronbox.due_ahead), up to CRONBOX_DISPATCH_LEAD_MAX and half the horizon; the
+relay still claims only within its own lead, and a change still withdraws every early run no
+relay holds, however long before its fire it was written."""
+
+from __future__ import annotations
+
+import time
+from datetime import datetime, timedelta
+
+import orjson
+import psycopg
+import pytest
+from aiohttp import web
+
+from cronbox import db
+from cronbox.config import Config
+from poller.lead import LeadPlanner
+from poller.main import lead_planner
+from poller.settings import PollerSettings
+
+from .procs import Proc, wait_until
+from .relay_support import ThreadedWorker
+from .runs_support import at, future, job, runs
+
+L = timedelta(milliseconds=500)
+
+
+def planner(cap: float = 60, rate: float = 10_000) -> LeadPlanner:
+    p = LeadPlanner(L, timedelta(seconds=cap), refresh=2.0)
+    p.rate = rate
+    return p
+
+
+def test_a_steady_rate_keeps_the_base_lead():
+    p = planner()
+    p.observe_profile([(s, 1000) for s in range(60)], now=100.0)  # 1,000 fires every second
+    assert p.lead(now=100.0) == L
+
+
+def test_a_burst_starts_early_enough_for_its_fires_at_the_measured_rate():
+    p = planner(rate=12_000)  # counted at 50 %: 6,000/s
+    p.observe_profile([(0, 100), (39, 120_000)], now=100.0)  # 120,000 fires 39-40 s away
+    assert p.lead(now=100.0) == L  # 20 s of work, 39 s left: not yet
+    p.observe_profile([(0, 100), (19, 120_000)], now=200.0)
+    assert p.lead(now=200.0) == timedelta(seconds=20)  # now it is: take them all
+    assert p.lead(now=205.0) == timedelta(seconds=15)  # the same boundary, 5 s closer
+
+
+def test_the_lead_never_exceeds_its_cap():
+    p = planner(cap=30)
+    p.observe_profile([(25, 1_000_000)], now=0.0)  # 167 s of work: as early as allowed
+    assert p.lead(now=0.0) == timedelta(seconds=26)
+    p.observe_profile([(50, 1_000_000)], now=0.0)
+    assert p.lead(now=0.0) == timedelta(seconds=30)
+
+
+def test_the_cap_is_kept_within_half_the_horizon_and_off_without_a_lead(monkeypatch):
+    monkeypatch.setenv("CRONBOX_DISPATCH_LEAD_MAX", "10m")
+    monkeypatch.setenv("CRONBOX_HORIZON", "1m")
+    p = lead_planner(Config.from_env(), PollerSettings.from_env())
+    assert p.cap == timedelta(seconds=30)
+    monkeypatch.setenv("CRONBOX_DISPATCH_LEAD", "0")
+    off = lead_planner(Config.from_env(), PollerSettings.from_env())
+    assert not off.on and not off.stale() and off.lead() == timedelta(0)
+
+
+def test_the_measured_rate_moves_the_lead():
+    p = planner(rate=5_000)
+    p.observe_rate(1000, 0.05)  # 20,000/s
+    assert p.rate == pytest.approx(0.7 * 5_000 + 0.3 * 20_000)
+    p.observe_rate(10, 0.001)  # a small batch is no measurement
+    assert p.rate == pytest.approx(0.7 * 5_000 + 0.3 * 20_000)
+
+
+def test_due_ahead_counts_ready_fires_per_second_from_now(fresh_dsn):
+    with db.connect(fresh_dsn) as c:
+        c.execute("SELECT cronbox.schedule('b' || i, cron => '0 0 1 1 *', overlap => 'allow') "
+                  "FROM generate_series(1, 3) i")
+        c.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority, origin) "
+                  "SELECT j.job_id, t, t, 0, 'schedule' FROM cronbox.job j, "
+                  "LATERAL (VALUES (now() + interval '10.2 seconds'), (now() + interval '30.5 seconds'), "
+                  "(now() + interval '2 hours')) v(t)")
+        c.execute("UPDATE cronbox.job_future SET hold = 'paused' WHERE due_at > now() + interval '30 seconds' "
+                  "AND job_id = (SELECT min(job_id) FROM cronbox.job)")
+        got = c.execute("SELECT second, fires FROM cronbox.due_ahead('1 minute', 1000)").fetchall()
+        assert got in ([(10, 3), (30, 2)], [(9, 3), (29, 2)], [(10, 3), (29, 2)])  # held and far fires not counted
+        assert sum(r[1] for r in c.execute("SELECT * FROM cronbox.due_ahead('1 minute', 4)").fetchall()) == 4
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="p_within"):
+            c.execute("SELECT * FROM cronbox.due_ahead('2 hours', 10)")
+
+
+def test_a_fire_dispatched_long_ahead_is_not_claimed_by_a_relay_until_its_own_lead(conn):
+    job(conn, "far", overlap="allow")
+    future(conn, "far", 60)
+    assert conn.execute("SELECT dispatched FROM cronbox.dispatch_ahead_at(100, '1 minute', %s)",
+                        (at(5),)).fetchone()[0] == 1
+    claim = ("SELECT count(*) FROM cronbox.claim_outbox_at('r1', 100, '30 seconds', p_now => %s, "
+             "p_ahead => '500 milliseconds')")
+    assert conn.execute(claim, (at(5),)).fetchone()[0] == 0
+    assert conn.execute(claim, (at(59.4),)).fetchone()[0] == 0
+    assert conn.execute(claim, (at(59.6),)).fetchone()[0] == 1
+    assert conn.execute("SELECT lease_until FROM cronbox.outbox").fetchone()[0] == at(90)  # from the due time
+
+
+def test_a_pause_withdraws_a_fire_dispatched_a_minute_ahead(conn):
+    job(conn, "far", overlap="allow")
+    future(conn, "far", 60)
+    conn.execute("SELECT dispatched FROM cronbox.dispatch_ahead_at(100, '1 minute', %s)", (at(5),))
+    conn.execute("SELECT cronbox.pause_at('far', p_now => %s)", (at(30),))
+    [run] = runs(conn, "far")
+    assert run["state"] == "cancelled" and "before its fire time" in run["error"]
+    assert conn.execute("SELECT count(*) FROM cronbox.outbox WHERE kind = 'run'").fetchone()[0] == 0
+
+
+def test_a_relay_picks_up_a_run_written_beyond_its_lead_in_time_without_a_notify(fresh_dsn, tmp_path):
+    """The poller's lead may exceed the relay's (a burst): the NOTIFY comes when the run is
+    written, too early for the relay to claim it. The relay still claims it once it comes within
+    its own lead (it claims again every half lead) and sends it at its time, not a poll interval
+    (here 30 s) later."""
+    arrivals: list[tuple[float, dict]] = []
+
+    async def answer(request: web.Request, body: bytes) -> web.StreamResponse:
+        doc = orjson.loads(body)
+        arrivals.extend((time.time(), m) for m in (doc if isinstance(doc, list) else [doc]))
+        return web.Response(status=202)
+
+    with ThreadedWorker(answer) as worker:
+        env = {"CRONBOX_SINKS": f"*={worker.url}", "CRONBOX_DISPATCH_LEAD": "500ms", "CRONBOX_POLL_INTERVAL": "30s"}
+        with Proc("relay", fresh_dsn, tmp_path, **env) as relay:
+            with db.connect(fresh_dsn) as conn:
+                conn.execute("SELECT cronbox.schedule('far', cron => '0 0 1 1 *', overlap => 'allow')")
+                conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
+                             "SELECT job_id, now() + interval '3 seconds', now() + interval '3 seconds' "
+                             "FROM cronbox.job WHERE name = 'far'")
+                assert conn.execute("SELECT dispatched FROM cronbox.dispatch_ahead(10, '5 seconds')").fetchone()[0] == 1
+            wait_until(lambda: arrivals, timeout=20, what="the far run delivered")
+            assert relay.terminate() == 0, relay.output
+    [(t, m)] = arrivals
+    fire = datetime.fromisoformat(m["fire_at"]).timestamp()
+    assert fire - 0.005 <= t < fire + 1.0, (t - fire)
