@@ -149,3 +149,41 @@ def test_dispatch_and_the_reports_write_nothing_to_the_job_table(fresh_dsn):
             "WHERE w.resource_manager = 'Heap' GROUP BY 1", (start, end)).fetchall())
     assert touched.get(stat_file, 0) > 0  # the statistics row is written (the check sees relations)
     assert touched.get(job_file, 0) == 0
+
+
+def own_locks(conn: psycopg.Connection) -> tuple[int, int]:
+    """(advisory, all) entries this backend holds in the server's lock table right now."""
+    return conn.execute("SELECT count(*) FILTER (WHERE locktype = 'advisory'), count(*) FROM pg_locks "
+                        "WHERE pid = pg_backend_pid()").fetchone()
+
+
+def test_a_batch_of_20000_distinct_jobs_takes_no_lock_table_entry_per_job(fresh_dsn):
+    """Why the advisory lock went (issue #14): it took one entry of the server's shared lock
+    table per job until commit (max_locks_per_transaction x max_connections entries for the
+    whole server, 6,400 by default), so big batches of distinct jobs could fill it and fail
+    every session of the database with 'out of shared memory'. Row locks on job_stat live in the
+    rows: dispatching 20,000 jobs in one transaction, then finishing them all in another,
+    holds a few relation locks, not thousands of entries."""
+    n = 20000
+    with db.connect(fresh_dsn) as conn:
+        conn.execute("INSERT INTO cronbox.job (name, kind, at, frontier, next_fire, finished_at, overlap) "
+                     "SELECT 'many-' || i, 'at', now(), now(), NULL, now(), 'allow' FROM generate_series(1, %s) AS i",
+                     (n,))
+        conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
+                     "SELECT job_id, at, now() - interval '1 second' FROM cronbox.job WHERE name LIKE 'many-%'")
+    with db.connect(fresh_dsn, autocommit=False) as conn:
+        assert conn.execute("SELECT sum(dispatched) FROM cronbox.dispatch(%s)", (n,)).fetchone()[0] == n
+        advisory, held = own_locks(conn)  # before commit: the jobs' locks are still held
+        assert advisory == 0 and held < 500, (advisory, held)
+        conn.commit()
+        runs = [r[0] for r in conn.execute("SELECT run_id FROM cronbox.run WHERE job_name LIKE 'many-%'")]
+        assert len(runs) == n
+        conn.commit()
+        finished = 0
+        for half in (runs[: n // 2], runs[n // 2:]):  # complete_runs takes at most 10,000 ids a call
+            finished += conn.execute("SELECT count(*) FILTER (WHERE verdict = 'finished') "
+                                     "FROM cronbox.complete_runs(%s::bigint[])", (half,)).fetchone()[0]
+        assert finished == n
+        advisory, held = own_locks(conn)
+        assert advisory == 0 and held < 500, (advisory, held)
+        conn.commit()
