@@ -27,6 +27,7 @@ WRITERS = {
     "schedule_update": "SELECT cronbox.schedule('w', every => '2 hours', overlap => 'allow')",
     "unschedule": "SELECT cronbox.unschedule('w')",
     "add_dependency": "SELECT cronbox.add_dependency('w', 'up')",
+    "remove_dependency": "SELECT cronbox.remove_dependency('w', 'up')",
     "quarantine_job": "SELECT cronbox.quarantine_job(job_id, 'boom') FROM cronbox.job WHERE name = 'w'",
     "saturation": "SELECT count(*) FROM cronbox.claim_saturation(100, '1 day')",
     "complete_run": "SELECT cronbox.complete_run(run_id) FROM cronbox.run WHERE job_name = 'w' AND state = 'dispatched'",
@@ -53,6 +54,10 @@ def test_dispatch_leaves_a_job_alone_while_any_writer_of_it_is_in_flight(fresh_d
             assert counts(setup)[0] == 1
         if writer == "resume":
             setup.execute("SELECT cronbox.pause('w')")
+        if writer == "remove_dependency":  # a gate 'up' satisfies (a success of it), to remove
+            setup.execute("SELECT cronbox.add_dependency('w', 'up')")
+            setup.execute("UPDATE cronbox.job_stat SET last_success_at = now() "
+                          "WHERE job_id = (SELECT job_id FROM cronbox.job WHERE name = 'up')")
         if writer == "resume_paused":  # a pause whose until has passed
             setup.execute("SELECT cronbox.pause('w', until => now() + interval '1 hour')")
             setup.execute("UPDATE cronbox.job SET paused_until = now() - interval '1 second' WHERE name = 'w'")
