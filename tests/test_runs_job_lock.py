@@ -1,10 +1,13 @@
-"""The job's lock is a transaction-level advisory lock keyed by job_id (cronbox.lock_job_id,
-issue #14), no longer a lock on the job row: dispatch takes it with SKIP semantics, the
-finishing functions wait for it, and every writer of a job's definition or state takes it
-before anything else. The window this opens: a writer that forgot it would change a job while
-dispatch decides on it. These tests hold each writer's transaction open and check that
-dispatch leaves the job alone until it ends; and that the hot path writes nothing to the job
-table (which is why the row lock went)."""
+"""The job's lock is the row lock (FOR NO KEY UPDATE) on the job's cronbox.job_stat row
+(cronbox.lock_job_id, issue #14), not a lock on the job row, and no longer an advisory lock
+(one shared lock-table entry per job per transaction: a batch of distinct jobs could fill the
+server's table and fail every session with 'out of shared memory'). Dispatch takes it with SKIP
+semantics, the finishing functions wait for it, and every writer of a job's definition,
+futures or statistics takes it before anything else. The window this opens: a writer that
+forgot it would change a job while dispatch decides on it. These tests hold each writer's
+transaction open and check that dispatch leaves the job alone until it ends; that the hot path
+writes nothing to the job table (job_stat gets the lock records, it is updated anyway); and
+that a large batch takes no lock-table entry per job."""
 
 from __future__ import annotations
 
@@ -24,9 +27,15 @@ WRITERS = {
     "schedule_update": "SELECT cronbox.schedule('w', every => '2 hours', overlap => 'allow')",
     "unschedule": "SELECT cronbox.unschedule('w')",
     "add_dependency": "SELECT cronbox.add_dependency('w', 'up')",
+    "remove_dependency": "SELECT cronbox.remove_dependency('w', 'up')",
     "quarantine_job": "SELECT cronbox.quarantine_job(job_id, 'boom') FROM cronbox.job WHERE name = 'w'",
     "saturation": "SELECT count(*) FROM cronbox.claim_saturation(100, '1 day')",
     "complete_run": "SELECT cronbox.complete_run(run_id) FROM cronbox.run WHERE job_name = 'w' AND state = 'dispatched'",
+    "backfill": "SELECT cronbox.backfill('w', now() - interval '3 hours', now() - interval '1 hour')",
+    # the backfill pass: claim_backfills takes the locks store_backfill relies on
+    "backfill_pass": "SELECT count(*) FROM cronbox.claim_backfills(10)",
+    "resume_paused": "SELECT cronbox.resume_paused(100)",
+    "redrive": "SELECT cronbox.redrive(everything => true)",
 }
 
 
@@ -45,6 +54,24 @@ def test_dispatch_leaves_a_job_alone_while_any_writer_of_it_is_in_flight(fresh_d
             assert counts(setup)[0] == 1
         if writer == "resume":
             setup.execute("SELECT cronbox.pause('w')")
+        if writer == "remove_dependency":  # a gate 'up' satisfies (a success of it), to remove
+            setup.execute("SELECT cronbox.add_dependency('w', 'up')")
+            setup.execute("UPDATE cronbox.job_stat SET last_success_at = now() "
+                          "WHERE job_id = (SELECT job_id FROM cronbox.job WHERE name = 'up')")
+        if writer == "resume_paused":  # a pause whose until has passed
+            setup.execute("SELECT cronbox.pause('w', until => now() + interval '1 hour')")
+            setup.execute("UPDATE cronbox.job SET paused_until = now() - interval '1 second' WHERE name = 'w'")
+        if writer in ("backfill", "backfill_pass"):  # fire times in the past to backfill
+            setup.execute("SELECT cronbox.schedule('w', every => '1 hour', overlap => 'allow', "
+                          "starts_at => now() - interval '1 day')")
+        if writer == "backfill_pass":
+            setup.execute("SELECT cronbox.backfill('w', now() - interval '3 hours', now() - interval '1 hour')")
+        if writer == "redrive":  # a run of 'w' that could not be delivered
+            setup.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) SELECT job_id, "
+                          "now() - interval '1 minute', now() - interval '1 minute' FROM cronbox.job WHERE name = 'w'")
+            assert counts(setup)[0] == 1
+            setup.execute("SELECT cronbox.nack_outbox('r', array_agg(c.outbox_id), array_agg('HTTP 400'::text), "
+                          "array_agg(false)) FROM cronbox.claim_outbox('r', 100) c")
         # a fire of 'w' due now (a manual one, so pause and schedule updates leave it in place)
         setup.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at, origin) SELECT job_id, "
                       "now() - interval '1 second', now() - interval '1 second', 'manual' "
@@ -79,7 +106,8 @@ def test_a_report_waits_for_a_dispatch_deciding_on_its_job(fresh_dsn):
             worker.execute("SELECT cronbox.complete_run(%s)", (run_id,)).fetchone()[0]))
         t.start()
         wait_until(lambda: watch.execute(
-            "SELECT wait_event_type = 'Lock' AND wait_event = 'advisory' FROM pg_stat_activity WHERE pid = %s",
+            "SELECT wait_event_type = 'Lock' AND wait_event IN ('transactionid', 'tuple') "
+            "FROM pg_stat_activity WHERE pid = %s",
             (pid,)).fetchone()[0], timeout=20, what="the report waiting for the job's lock")
         assert done == []
         poller.commit()
@@ -88,9 +116,11 @@ def test_a_report_waits_for_a_dispatch_deciding_on_its_job(fresh_dsn):
 
 
 def test_dispatch_and_the_reports_write_nothing_to_the_job_table(fresh_dsn):
-    """Why the row lock went (issue #14): FOR NO KEY UPDATE on the job row wrote a WAL record per
-    run and a full-page image per job page after each checkpoint. Dispatch, claim, ack with the
-    answer, ack then complete_runs, claim_runs: none writes a heap record for cronbox.job."""
+    """Why the job row's lock went (issue #14): FOR NO KEY UPDATE on the job row wrote a WAL
+    record per run and a full-page image per job page after each checkpoint. Dispatch, claim,
+    ack with the answer, ack then complete_runs, claim_runs: none writes a heap record for
+    cronbox.job. The job's lock is now on its job_stat row: its lock records go to job_stat,
+    whose row (and page) these functions update anyway."""
     with db.connect(fresh_dsn) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect SCHEMA public")
         conn.execute("INSERT INTO cronbox.job (name, kind, at, frontier, next_fire, finished_at, overlap, queue) "
@@ -124,3 +154,41 @@ def test_dispatch_and_the_reports_write_nothing_to_the_job_table(fresh_dsn):
             "WHERE w.resource_manager = 'Heap' GROUP BY 1", (start, end)).fetchall())
     assert touched.get(stat_file, 0) > 0  # the statistics row is written (the check sees relations)
     assert touched.get(job_file, 0) == 0
+
+
+def own_locks(conn: psycopg.Connection) -> tuple[int, int]:
+    """(advisory, all) entries this backend holds in the server's lock table right now."""
+    return conn.execute("SELECT count(*) FILTER (WHERE locktype = 'advisory'), count(*) FROM pg_locks "
+                        "WHERE pid = pg_backend_pid()").fetchone()
+
+
+def test_a_batch_of_20000_distinct_jobs_takes_no_lock_table_entry_per_job(fresh_dsn):
+    """Why the advisory lock went (issue #14): it took one entry of the server's shared lock
+    table per job until commit (max_locks_per_transaction x max_connections entries for the
+    whole server, 6,400 by default), so big batches of distinct jobs could fill it and fail
+    every session of the database with 'out of shared memory'. Row locks on job_stat live in the
+    rows: dispatching 20,000 jobs in one transaction, then finishing them all in another,
+    holds a few relation locks, not thousands of entries."""
+    n = 20000
+    with db.connect(fresh_dsn) as conn:
+        conn.execute("INSERT INTO cronbox.job (name, kind, at, frontier, next_fire, finished_at, overlap) "
+                     "SELECT 'many-' || i, 'at', now(), now(), NULL, now(), 'allow' FROM generate_series(1, %s) AS i",
+                     (n,))
+        conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
+                     "SELECT job_id, at, now() - interval '1 second' FROM cronbox.job WHERE name LIKE 'many-%'")
+    with db.connect(fresh_dsn, autocommit=False) as conn:
+        assert conn.execute("SELECT sum(dispatched) FROM cronbox.dispatch(%s)", (n,)).fetchone()[0] == n
+        advisory, held = own_locks(conn)  # before commit: the jobs' locks are still held
+        assert advisory == 0 and held < 500, (advisory, held)
+        conn.commit()
+        runs = [r[0] for r in conn.execute("SELECT run_id FROM cronbox.run WHERE job_name LIKE 'many-%'")]
+        assert len(runs) == n
+        conn.commit()
+        finished = 0
+        for half in (runs[: n // 2], runs[n // 2:]):  # complete_runs takes at most 10,000 ids a call
+            finished += conn.execute("SELECT count(*) FILTER (WHERE verdict = 'finished') "
+                                     "FROM cronbox.complete_runs(%s::bigint[])", (half,)).fetchone()[0]
+        assert finished == n
+        advisory, held = own_locks(conn)
+        assert advisory == 0 and held < 500, (advisory, held)
+        conn.commit()

@@ -54,7 +54,10 @@ def _claim_plan(conn: psycopg.Connection, horizon: str) -> tuple[int, dict[str, 
     n = len(conn.execute("SELECT * FROM cronbox.claim_saturation_at(500, %s, %s)", (horizon, T0)).fetchall())
     conn.execute("SET LOCAL auto_explain.log_min_duration = '-1'")
     plans = [json.loads(m[m.index("{"):])["Plan"] for m in notices if "{" in m]
-    inner = [p for p in plans if any(node.get("Relation Name") == "job" for node in _nodes(p))]
+    # the claim's own plan; the job's lock (cronbox.try_lock_job_id, a statement per claimed job on
+    # job_stat, whose row security looks the job up by job_pkey) logs plans of its own
+    inner = [p for p in plans if any(node.get("Relation Name") == "job" for node in _nodes(p))
+             and not any(node.get("Relation Name") == "job_stat" for node in _nodes(p))]
     assert inner, notices
     return n, inner[0]
 

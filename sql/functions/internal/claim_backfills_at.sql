@@ -3,9 +3,10 @@
 -- owner or a superuser to fix the clock).
 -- cronbox.claim_backfills_at(p_limit, p_now): the first half of a backfill pass. Locks up to
 -- p_limit pending backfill requests (backfill_pending_idx, FOR UPDATE SKIP LOCKED: pollers get
--- disjoint requests) and their jobs (FOR NO KEY UPDATE SKIP LOCKED: a job being saturated,
--- dispatched or changed right now is left for the next pass, so the reaper round never waits
--- on a lock; saturation and dispatch of a locked job wait for this pass), and returns what
+-- disjoint requests), their jobs' locks (job_stat rows, cronbox.lock_job_id) and job rows
+-- (both FOR NO KEY UPDATE SKIP LOCKED: a job being saturated, dispatched, finished or changed
+-- right now is left for the next pass, so the reaper round never waits on a lock; saturation,
+-- dispatch and writers of a locked job wait for this pass or skip it), and returns what
 -- the poller needs to compute the fires with the saturation code.
 CREATE OR REPLACE FUNCTION cronbox.claim_backfills_at(
     p_limit integer DEFAULT 10,
@@ -27,11 +28,12 @@ AS $$
            b.done_through, 1000 - b.fires - b.duplicates, p_now
     FROM cronbox.backfill b
     JOIN cronbox.job j ON j.job_id = b.job_id
+    JOIN cronbox.job_stat s ON s.job_id = b.job_id
     WHERE b.done_at IS NULL
     ORDER BY b.backfill_id
     LIMIT p_limit
     FOR UPDATE OF b SKIP LOCKED
-    FOR NO KEY UPDATE OF j SKIP LOCKED
+    FOR NO KEY UPDATE OF j, s SKIP LOCKED
 $$;
 
 COMMENT ON FUNCTION cronbox.claim_backfills_at(integer, timestamp with time zone) IS

@@ -5,8 +5,8 @@
 -- due ready futures, lower priority first, and writes it: run + outbox row (dispatched), a
 -- skipped or failed run row, or a hold on the future. One transaction: a fire is dispatched
 -- exactly once whatever crashes. Locks: futures FOR UPDATE SKIP LOCKED (job_future_ready_idx,
--- walked priority by priority), their jobs' locks (cronbox.try_lock_job_id: an advisory lock,
--- skipped when held elsewhere; a job busy elsewhere waits for the next call), then the
+-- walked priority by priority), their jobs' locks (their job_stat rows FOR NO KEY UPDATE SKIP
+-- LOCKED, as cronbox.try_lock_job_id; a job busy elsewhere waits for the next call), then the
 -- queue_limit rows concerned. Any number of pollers may call it.
 -- Two statements: pick and lock, then decide and write with a snapshot taken under the locks.
 -- The job's counters and last-run columns are in cronbox.job_stat (the job row is only read).
@@ -54,11 +54,12 @@ BEGIN
         ) x
         LIMIT p_limit
     ),
-    -- The jobs' locks (advisory, no WAL: cronbox.lock_job_id), skipping those held elsewhere.
+    -- The jobs' locks (their job_stat rows: cronbox.lock_job_id), skipping those held elsewhere.
     locked AS MATERIALIZED (
-        SELECT d.job_id
-        FROM (SELECT DISTINCT picked.job_id FROM picked) d
-        WHERE cronbox.try_lock_job_id(d.job_id)
+        SELECT s.job_id
+        FROM cronbox.job_stat s
+        WHERE s.job_id IN (SELECT picked.job_id FROM picked)
+        FOR NO KEY UPDATE OF s SKIP LOCKED
     )
     SELECT array_agg(p.future_id), array_agg(DISTINCT p.job_id)
       INTO v_futures, v_jobs

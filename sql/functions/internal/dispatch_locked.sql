@@ -1,6 +1,6 @@
 -- cronbox.dispatch_locked(p_futures, p_jobs, p_grace, p_now): the one write of dispatch, shared
 -- by cronbox.dispatch_at (due futures) and cronbox.dispatch_ahead_at (early dispatch). The
--- caller has locked the futures (FOR UPDATE) and their jobs (cronbox.try_lock_job_id) and
+-- caller has locked the futures (FOR UPDATE) and their jobs (the job's lock: job_stat rows) and
 -- calls this in a new statement, so its snapshot, taken under the locks, reads the jobs' definitions and
 -- statistics (cronbox.job_stat, written only under the job's lock) as they are now. Decides
 -- per future (paused -> held; dependency gate; overlap; catch-up with p_grace; queue limit)

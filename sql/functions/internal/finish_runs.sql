@@ -1,7 +1,7 @@
 -- cronbox.finish_runs(run_ids, outcome, results, errors, retryable, p_now): the one path by
 -- which runs reach a final state (complete_run(s), fail_run(s), the reaper, cancel). Set-based:
 -- a few statements whatever the batch size. Locks, always in this order (no deadlock with
--- dispatch): the jobs' locks (advisory, cronbox.lock_job_id; on success the after-jobs listing
+-- dispatch): the jobs' locks (job_stat rows, cronbox.lock_job_id; on success the after-jobs listing
 -- them too) by job_id, the runs, the queue_limit rows by queue. Then: job bookkeeping
 -- (cronbox.job_stat), retry futures (a retry is a new run later), on_error, notifications,
 -- releases of held futures, after-jobs whose upstreams all succeeded. A report for a run
@@ -59,8 +59,9 @@ BEGIN
     -- (an = ANY in a nested loop's inner index scan is re-sorted on every probe: quadratic).
     SELECT min(u.id), max(u.id) INTO v_lo, v_hi FROM unnest(p_run_ids) AS u(id);
 
-    -- 1. The jobs concerned, read without locks, then locked in one fixed order: the job's
-    --    lock is an advisory lock (cronbox.lock_job_id), no WAL; the job row is not locked.
+    -- 1. The jobs concerned, read without locks, then locked in one fixed order (job_id): the
+    --    job's lock is its job_stat row (cronbox.lock_job_id), updated below anyway; the job
+    --    row is not locked.
     SELECT array_agg(DISTINCT r.job_id) INTO v_jobs
     FROM cronbox.run r WHERE r.run_id = ANY (p_run_ids) AND r.run_id BETWEEN v_lo AND v_hi;
     IF v_jobs IS NULL THEN
@@ -73,8 +74,11 @@ BEGIN
         WHERE a.after IS NOT NULL
           AND a.after && (SELECT array_agg(j.name) FROM cronbox.job j WHERE j.job_id = ANY (v_jobs));
     END IF;
-    PERFORM cronbox.lock_job_id(k.job_id)
-    FROM (SELECT DISTINCT u.job_id FROM unnest(v_jobs || v_after) AS u(job_id) ORDER BY u.job_id) k;
+    PERFORM
+    FROM cronbox.job_stat s
+    WHERE s.job_id = ANY (v_jobs || v_after)
+    ORDER BY s.job_id
+    FOR NO KEY UPDATE OF s;
 
     -- 2. The runs: final state, or a late report kept aside. The reports (result, error) are
     --    looked up by run id (the first report of an id wins). Read without a row lock: every

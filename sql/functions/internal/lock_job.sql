@@ -11,7 +11,7 @@ DECLARE
     v_job cronbox.job;
 BEGIN
     PERFORM cronbox.assert_not_null('name', p_name);
-    -- the job's lock (advisory) before its row lock, as everyone takes them
+    -- the job's lock (its job_stat row) before its job row lock, as everyone takes them
     PERFORM cronbox.lock_job_named(p_name);
     SELECT * INTO v_job FROM cronbox.job j WHERE j.name = p_name FOR UPDATE;
     IF NOT FOUND THEN

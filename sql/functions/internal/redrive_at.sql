@@ -45,6 +45,13 @@ BEGIN
     FROM back b;
 
     IF v_runs IS NOT NULL THEN
+        -- The jobs' locks (job_stat rows, cronbox.lock_job_id) in job_id order before their
+        -- runs, as finish_runs takes them: active_runs changes only under the job's lock.
+        PERFORM
+        FROM cronbox.job_stat s
+        WHERE s.job_id IN (SELECT r.job_id FROM cronbox.run r WHERE r.run_id = ANY (v_runs))
+        ORDER BY s.job_id
+        FOR NO KEY UPDATE OF s;
         -- failed (undeliverable) -> dispatched: the run is in flight again.
         WITH revived AS (
             UPDATE cronbox.run r SET state = 'dispatched', error = NULL, finished_at = NULL

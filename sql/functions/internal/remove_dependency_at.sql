@@ -3,7 +3,8 @@
 -- owner or a superuser to fix the clock).
 -- cronbox.remove_dependency_at(name, upstream, job, p_now): removes a gate added with
 -- add_dependency; fires of the job waiting on it are released at once. The job is `name`, or
--- `job` (its old spelling): exactly one. Takes the dependency advisory lock. Returns whether a
+-- `job` (its old spelling): exactly one. Takes the dependency advisory lock, then the job's lock
+-- (cronbox.lock_job_named). Returns whether a
 -- gate was removed; raises P0002 for an unknown job name.
 CREATE OR REPLACE FUNCTION cronbox.remove_dependency_at(
     name text DEFAULT NULL,
@@ -28,7 +29,9 @@ BEGIN
     PERFORM cronbox.assert_job_name(v_field, v_name);
     PERFORM cronbox.assert_job_name('upstream', remove_dependency_at.upstream);
     PERFORM pg_advisory_xact_lock(hashtext('cronbox.dependencies'));
-    SELECT j.job_id INTO v_job_id FROM cronbox.job j WHERE j.name = v_name;
+    -- the job's lock (as add_dependency): dispatch decides on its gates under it, so a fire it
+    -- holds for this gate is held before this release or decided after the gate is gone
+    v_job_id := cronbox.lock_job_named(v_name);
     IF v_job_id IS NULL THEN
         RAISE EXCEPTION '%: no schedule named %', v_field, quote_literal(v_name)
             USING ERRCODE = 'no_data_found';

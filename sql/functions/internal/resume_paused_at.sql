@@ -2,8 +2,10 @@
 -- cronbox.resume_paused passes now(); no cronbox role may execute this one (tests call it as the
 -- owner or a superuser to fix the clock).
 -- cronbox.resume_paused_at(p_limit, p_now): ends pauses whose until has passed. Up to p_limit
--- jobs from job_paused_until_idx, locked FOR UPDATE SKIP LOCKED (two pollers take disjoint
--- jobs), each resumed through cronbox.resume_at from its until time (one call per job: the
+-- jobs from job_paused_until_idx, their locks (job_stat rows, cronbox.lock_job_id) and job
+-- rows taken FOR ... SKIP LOCKED in one statement (two pollers take disjoint jobs; the pass
+-- never waits, so taking the job row before resume_at's wait-free re-lock cannot deadlock
+-- with a writer holding the job's lock), each resumed through cronbox.resume_at from its until time (one call per job: the
 -- resume code is per job and such jobs are few), logged as 'resumed' by 'cronbox'. A job
 -- resumed or re-paused meanwhile is left alone. Returns how many jobs were resumed.
 CREATE OR REPLACE FUNCTION cronbox.resume_paused_at(
@@ -21,10 +23,12 @@ BEGIN
     FOR v_job IN
         SELECT j.name, j.paused_until
         FROM cronbox.job j
+        JOIN cronbox.job_stat s ON s.job_id = j.job_id
         WHERE j.paused_until <= p_now AND j.paused
         ORDER BY j.paused_until
         LIMIT p_limit
-        FOR UPDATE SKIP LOCKED
+        FOR UPDATE OF j SKIP LOCKED
+        FOR NO KEY UPDATE OF s SKIP LOCKED
     LOOP
         IF cronbox.resume_at(v_job.name,
                              format('resumed automatically: paused until %s', v_job.paused_until),
