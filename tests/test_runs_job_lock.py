@@ -36,6 +36,10 @@ WRITERS = {
     "backfill_pass": "SELECT count(*) FROM cronbox.claim_backfills(10)",
     "resume_paused": "SELECT cronbox.resume_paused(100)",
     "redrive": "SELECT cronbox.redrive(everything => true)",
+    # trigger() decides its own fire in its transaction (dispatch_locked), under the job's lock
+    "trigger": "SELECT cronbox.trigger('w')",
+    # a calendar change recomputes the pending fires of the jobs that use it
+    "create_calendar": "SELECT cronbox.create_calendar('cal', dates => '{2031-01-02}')",
 }
 
 
@@ -66,6 +70,9 @@ def test_dispatch_leaves_a_job_alone_while_any_writer_of_it_is_in_flight(fresh_d
                           "starts_at => now() - interval '1 day')")
         if writer == "backfill_pass":
             setup.execute("SELECT cronbox.backfill('w', now() - interval '3 hours', now() - interval '1 hour')")
+        if writer == "create_calendar":  # 'w' honours a calendar whose contents then change
+            setup.execute("SELECT cronbox.create_calendar('cal', dates => '{2031-01-01}')")
+            setup.execute("SELECT cronbox.schedule('w', every => '1 hour', overlap => 'allow', exclude => 'cal')")
         if writer == "redrive":  # a run of 'w' that could not be delivered
             setup.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) SELECT job_id, "
                           "now() - interval '1 minute', now() - interval '1 minute' FROM cronbox.job WHERE name = 'w'")

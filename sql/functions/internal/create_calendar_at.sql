@@ -89,7 +89,10 @@ BEGIN
         END IF;
     END LOOP;
 
-    SELECT * INTO v_old FROM cronbox.calendar c WHERE c.name = create_calendar_at.name FOR UPDATE;
+    -- FOR NO KEY UPDATE (what a non-key UPDATE takes): it does not conflict with the FOR KEY
+    -- SHARE that schedule(exclude => ...) takes through job_calendar's foreign key while it holds
+    -- its job's lock, so the two cannot deadlock when this then takes the jobs' locks.
+    SELECT * INTO v_old FROM cronbox.calendar c WHERE c.name = create_calendar_at.name FOR NO KEY UPDATE;
     IF NOT FOUND THEN
         IF EXISTS (SELECT 1 FROM cronbox.calendar c WHERE c.name = create_calendar_at.name) IS NOT TRUE THEN
             INSERT INTO cronbox.calendar AS c (name, timezone, dates, ranges, crons, created_at, updated_at)
