@@ -14,8 +14,8 @@
 -- hold it); the run is dispatched as of its due time. The price: a fire decided early has been
 -- decided: pause(), unschedule() or an update withdraw early runs no relay holds yet
 -- (cronbox.withdraw_early_runs), not those a relay holds (docs/runs.md, "Early dispatch").
--- Locks as dispatch: futures FOR UPDATE SKIP LOCKED, then their jobs' locks (advisory,
--- cronbox.try_lock_job_id, skipped when held elsewhere). The write is dispatch's own
+-- Locks as dispatch: futures FOR UPDATE SKIP LOCKED, then their jobs' locks (the job_stat
+-- row, cronbox.try_lock_job_id, skipped when held elsewhere). The write is dispatch's own
 -- (cronbox.dispatch_locked): one path for both.
 CREATE OR REPLACE FUNCTION cronbox.dispatch_ahead_at(
     p_limit integer,
