@@ -66,7 +66,7 @@ def test_preview_searches_at_most_ten_years_ahead(conn):
     ({}, "22023", "preview: give exactly one of cron, every; got none"),
     ({"cron": "* * * * *", "every": "1 hour"}, "22023", "preview: give exactly one of cron, every; got cron and every"),
     ({"cron": "61 * * * *"}, "22023", 'cron: minute field "61" is out of range 0-59 in "61 * * * *"'),
-    ({"cron": "0 0 1 * 5#3"}, "22023", "cron: a day-of-month restriction together with # or L days of the week is not supported"),
+    ({"cron": "0 0 1 * 5#3"}, "22023", "cron: a day-of-month restriction (1) together with # or L days of the week"),
     ({"every": "0 seconds"}, "22023", "every: must be a positive interval"),
     ({"cron": "* * * * *", "timezone": "Mars/Olympus"}, "22023", "timezone: unknown time zone 'Mars/Olympus'"),
     ({"cron": "* * * * *", "timezone": None}, "22004", "timezone: must not be NULL"),

@@ -43,6 +43,10 @@ def test_payload_limit_follows_the_setting_within_the_ceiling(conn):
     ("cronbox.schedule('x', at => 'infinity')", "at: must be a finite time"),
     ("cronbox.schedule('x', cron => '0 0 31 2 *')", "cron: no listed month has day 31"),
     ("cronbox.schedule('x', cron => '0 0 0 1 1 * 2020,2021')", "cron: every year listed"),
+    # croniter would ignore the 15th (every third Friday) or find no date at all (the 1st)
+    ("cronbox.schedule('x', cron => '0 0 15 * 5#3')", r"cron: a day-of-month restriction \(15\)"),
+    ("cronbox.schedule('x', cron => '0 0 1 * 5L')", r"cron: a day-of-month restriction \(1\)"),
+    ("cronbox.schedule('x', cron => '0 0 L * FRI#3')", r"cron: a day-of-month restriction \(L\)"),
     ("cronbox.schedule('x', at => now() - interval '2 days')", "at: .* is before the catch-up window"),
     ("cronbox.schedule('x', every => '1 hour', queue => 'cronbox.notifications')", "queue: queue names starting with"),
     ("cronbox.schedule('cronbox.x', every => '1 hour')", "name: names starting with"),

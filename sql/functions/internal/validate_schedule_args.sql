@@ -67,13 +67,21 @@ BEGIN
     END IF;
     IF v_cron IS NOT NULL THEN
         -- raises 22023 naming the cron field; then a static feasibility check of the normal
-        -- form "sec min hour dom mon dow year": a year list wholly in the past, or days of the
-        -- month that none of the listed months has (31 February), would never fire.
+        -- form "sec min hour dom mon dow year": a year list wholly in the past, a day of the
+        -- month beside # or L days of the week, or days of the month that none of the listed
+        -- months has (31 February).
         v_fields := regexp_split_to_array(cronbox.normalize_cron(v_cron), ' ');
         IF v_fields[7] <> '*' AND v_fields[7] !~ '/' AND (
             SELECT max(y::integer) FROM regexp_split_to_table(v_fields[7], '[,-]') AS y WHERE y ~ '^[0-9]{1,4}$'
         ) < extract(year FROM now()) THEN
             RAISE EXCEPTION 'cron: every year listed (%) is in the past: the expression would never fire', v_fields[7]
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+        -- croniter (the poller) ignores a day-of-month restriction next to `#`/`L` days of the
+        -- week (`0 0 15 * 5#3` fires on every third Friday) or finds no date at all (`0 0 1 *
+        -- 5#3`): refused, as preview refuses it, rather than fired on days nobody asked for.
+        IF v_fields[6] ~ '[#L]' AND v_fields[4] <> '*' THEN
+            RAISE EXCEPTION 'cron: a day-of-month restriction (%) together with # or L days of the week (%) is not supported: use * for the day of the month', v_fields[4], v_fields[6]
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
         IF v_fields[6] = '*' AND v_fields[4] ~ '^[0-9]+(,[0-9]+)*$' AND v_fields[5] ~ '^(\*|[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*)$' THEN
