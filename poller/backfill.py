@@ -63,14 +63,18 @@ def plan_request(req: dict[str, Any]) -> Step:
 async def backfill_once(conn: psycopg.AsyncConnection, batch: int = BATCH,
                         now: datetime | None = None) -> tuple[int, int, int]:
     """One pass in one transaction: (requests claimed, futures made, duplicates skipped).
-    `now` overrides the database clock (tests only: the internal _at functions)."""
+    `now` overrides the database clock (tests only: the internal _at functions).
+
+    Isolation: a request whose fires cannot be computed ends with a note; if storing the pass
+    fails in SQL, each request is stored alone (a savepoint each) and only the one that fails
+    ends, with the error as its outcome, so one bad request never stops the others."""
     async with conn.transaction():
         cur = conn.cursor(row_factory=dict_row)
         await store.claim_backfills(cur, batch, now)
         reqs = await cur.fetchall()
         if not reqs:
             return 0, 0, 0
-        ids, through, done, notes, fire_req, fire_at = [], [], [], [], [], []
+        steps = []
         for req in reqs:
             try:
                 step = plan_request(req)
@@ -78,9 +82,34 @@ async def backfill_once(conn: psycopg.AsyncConnection, batch: int = BATCH,
                 raise
             except Exception as exc:  # the job's fires cannot be computed: the request ends here
                 step = Step([], req["done_through"], True, f"cannot compute fires: {describe(exc)}")
-            ids.append(req["backfill_id"]), through.append(step.done_through)
-            done.append(step.done), notes.append(step.note)
-            fire_req += [req["backfill_id"]] * len(step.fires)
-            fire_at += step.fires
-        made, dups = await store.store_backfill(conn, [ids, through, done, notes, fire_req, fire_at], now)
+            steps.append((req, step))
+        try:
+            async with conn.transaction():  # a savepoint: a failure leaves the claim's locks
+                made, dups = await _store(conn, steps, now)
+        except CONNECTION_ERRORS:
+            raise
+        except psycopg.Error:
+            made = dups = 0
+            for req, step in steps:
+                try:
+                    async with conn.transaction():
+                        m, d = await _store(conn, [(req, step)], now)
+                except CONNECTION_ERRORS:
+                    raise
+                except psycopg.Error as exc:  # this request's fires cannot be stored: it ends
+                    m, d = await _store(conn, [(req, Step([], req["done_through"], True,
+                                                          f"cannot store fires: {describe(exc)}"))], now)
+                made, dups = made + m, dups + d
         return len(reqs), made, dups
+
+
+async def _store(conn: psycopg.AsyncConnection, steps: list[tuple[dict[str, Any], Step]],
+                 now: datetime | None) -> tuple[int, int]:
+    """cronbox.store_backfill for these requests' steps, as its parallel arrays."""
+    ids, through, done, notes, fire_req, fire_at = [], [], [], [], [], []
+    for req, step in steps:
+        ids.append(req["backfill_id"]), through.append(step.done_through)
+        done.append(step.done), notes.append(step.note)
+        fire_req += [req["backfill_id"]] * len(step.fires)
+        fire_at += step.fires
+    return await store.store_backfill(conn, [ids, through, done, notes, fire_req, fire_at], now)

@@ -270,6 +270,30 @@ async def test_a_fixed_delay_job_resumed_by_its_until_fires_one_interval_after_i
     assert await one(aconn, "SELECT anchor FROM cronbox.job WHERE name = 'fd'") == until + 10 * MIN
 
 
+async def test_a_request_whose_fires_cannot_be_stored_ends_and_the_others_go_on(aconn):
+    for name in ("bad", "good"):
+        await schedule(aconn, name=name, cron="*/10 * * * *", p_now=T0)
+        await one(aconn, "SELECT cronbox.backfill_at(%s, %s, %s, p_now => %s)", name, T0, T0 + HOUR, T0 + HOUR)
+    await saturate(aconn, T0 + HOUR)
+    # fault injection (rolled back with the test): storing a backfilled future of 'bad' fails in SQL
+    await aconn.execute("""
+        CREATE FUNCTION cronbox.test_poison_backfill() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF NEW.origin = 'backfill' AND NEW.job_id = (SELECT j.job_id FROM cronbox.job j WHERE j.name = 'bad') THEN
+                RAISE EXCEPTION 'poisoned future';
+            END IF;
+            RETURN NEW;
+        END $$""")
+    await aconn.execute("CREATE TRIGGER test_poison BEFORE INSERT ON cronbox.job_future "
+                        "FOR EACH ROW EXECUTE FUNCTION cronbox.test_poison_backfill()")
+    assert await _pass(aconn, T0 + HOUR) == (2, 5, 2)
+    got = await rows(aconn, "SELECT job, state, fires, outcome FROM cronbox.backfills ORDER BY job")
+    assert got[0][:3] == ("bad", "done", 0) and "cannot store fires: " in got[0][3] and "poisoned future" in got[0][3]
+    assert got[1] == ("good", "done", 5, "done: 5 fires backfilled, 2 already ran or pending")
+    assert await futures(aconn, "bad", origin="backfill") == []
+    assert await futures(aconn, "good", origin="backfill") == [T0 + k * 10 * MIN for k in range(5)]
+
+
 async def test_a_request_whose_fires_cannot_be_computed_ends_and_the_others_go_on(aconn):
     for name in ("bad", "good"):
         await schedule(aconn, name=name, cron="*/10 * * * *", p_now=T0)
