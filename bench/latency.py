@@ -79,8 +79,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mode", choices=("report-sql", "respond", "accept"), default="respond",
                    help="how the worker completes runs (see bench/worker.py; default respond: the "
                         "relay finishes runs from the answer)")
-    p.add_argument("--http-batch", type=int, default=100,
-                   help="messages per HTTP request (the route's batch=N, default 100; 1 = one POST per message)")
+    p.add_argument("--http-batch", default="auto",
+                   help="the route's batch option: auto (the product default: the worker declares, with "
+                        "--accept-batch, what it takes) or N messages per request (1 = one POST per message)")
+    p.add_argument("--accept-batch", type=int, default=1000,
+                   help="the batch size the bench worker declares (Cronbox-Accept-Batch; 0: none), as the "
+                        "worker kit declares its own")
     p.add_argument("--triggers", type=int, default=20, help="trigger() calls to time (quick: 5)")
     args = parse_args(p, argv)
     s = args.schedules or (50 if args.quick else 1000)
@@ -92,10 +96,13 @@ def main(argv: list[str] | None = None) -> int:
         report.update({"schedules": s, "window_s": seconds, "mode": args.mode})
         report["schedule_s"] = round(create_schedules(database, s), 3)
         port = free_port()
-        env = {"CRONBOX_SINKS": f"*=http://127.0.0.1:{port}/run batch={args.http_batch}", **extra_env(args)}
+        route = f"*=http://127.0.0.1:{port}/run" + ("" if args.http_batch == "auto" else f" batch={args.http_batch}")
+        env = {"CRONBOX_SINKS": route, **extra_env(args)}
+        report["route"] = route
         records_path = logdir / "arrivals.jsonl"
         with Fleet(logdir) as fleet:
-            fleet.worker(database.dsn, port, args.mode, "--record", str(records_path))
+            fleet.worker(database.dsn, port, args.mode, "--record", str(records_path),
+                         "--accept-batch", str(args.accept_batch))
             wait_worker(port, fleet)
             t_start = time.monotonic()
             fleet.cronbox("poller", database.dsn, env)
@@ -151,8 +158,8 @@ def main(argv: list[str] | None = None) -> int:
         # fires with no run row at all were lost (or recorded missed/skipped by a policy)
         ran = sum(v for k, v in db_states.items() if k not in ("missed", "skipped"))
         report["missed"] = report["expected"] - ran
-        logdir.keep = args.keep or report["not_arrived"] > 0 or report["doubled"] > 0 or report["redelivered"] > 0
-    report["ok"] = (report["missed"] == 0 and report["not_arrived"] == 0 and report["doubled"] == 0 and report["redelivered"] == 0
+        logdir.keep = args.keep or report["not_arrived"] > 0 or report["early"] > 0 or report["doubled"] > 0 or report["redelivered"] > 0
+    report["ok"] = (report["missed"] == 0 and report["early"] == 0 and report["not_arrived"] == 0 and report["doubled"] == 0 and report["redelivered"] == 0
                     and report["db_doubled_fires"] == 0)
     emit(args, report, summary(report))
     return 0 if report["ok"] else 1
@@ -176,8 +183,11 @@ def analyse(records: list[tuple], s: int, w0: int, w1: int, trig: dict[str, Any]
         "doubled": sum(len(v) - 1 for v in runs_per_fire.values()),  # two runs for one fire
         "redelivered": len(window) - len(first_arrival),              # one run's message twice
         "latency_ms": {q: (round(v, 2) if v is not None else None)
-                       for q, v in (("p50", pct(lat_ms, 50)), ("p90", pct(lat_ms, 90)),
-                                    ("p99", pct(lat_ms, 99)), ("max", max(lat_ms) if lat_ms else None))},
+                       for q, v in (("min", min(lat_ms) if lat_ms else None), ("p50", pct(lat_ms, 50)),
+                                    ("p90", pct(lat_ms, 90)), ("p99", pct(lat_ms, 99)),
+                                    ("max", max(lat_ms) if lat_ms else None))},
+        # a message that reached the worker before its fire time (the same clock here): a bug
+        "early": sum(1 for v in lat_ms if v < 0),
     }
     # Where the tail is: per fire second, how many fires arrived more than 50 ms late (clustered
     # in a few seconds = a stall, e.g. a saturation pass; spread out = per-fire cost).
@@ -191,6 +201,18 @@ def analyse(records: list[tuple], s: int, w0: int, w1: int, trig: dict[str, Any]
         "worst_seconds": [{"second": k, "fires": len(v), "max_ms": round(max(v), 1)}
                           for k, v in sorted(slow.items(), key=lambda kv: -len(kv[1]))[:8]],
     }
+    # Per fire second, the requests its fires came in (one arrival time each at the worker):
+    # how many, and when the first and the last arrived (median over the seconds): a p50 set by
+    # the first request is the relay's wake-up and send; one set by later requests is queueing.
+    per_second: dict[int, set[float]] = {}
+    for run, arr in first_arrival.items():
+        per_second.setdefault(int(epoch(fire_of[run])), set()).add(arr)
+    if per_second:
+        out["requests_per_fire_second"] = {
+            "requests_p50": pct([len(v) for v in per_second.values()], 50),
+            "first_ms_p50": round(pct([1000 * (min(v) - sec) for sec, v in per_second.items()], 50) or 0, 2),
+            "last_ms_p50": round(pct([1000 * (max(v) - sec) for sec, v in per_second.items()], 50) or 0, 2),
+        }
     if trig.get("calls"):
         arrivals = sorted(arr for arr, _run, job, _f, _a in records if job == "lat-trigger")
         calls = trig.pop("calls")
@@ -203,10 +225,10 @@ def analyse(records: list[tuple], s: int, w0: int, w1: int, trig: dict[str, Any]
 def summary(r: dict[str, Any]) -> list[str]:
     lat = r["latency_ms"]
     trig = r.get("trigger", {})
-    return [
+    return [f"  route {r.get('route')}; requests per fire second {r.get('requests_per_fire_second')}"] + [
         f"latency: {r['schedules']} schedules every second, {r['window_s']} s window, "
         f"{'durable' if r['durable'] else 'NOT durable'}, worker {r['mode']}",
-        f"  fire -> arrival ms: p50 {lat['p50']}, p90 {lat['p90']}, p99 {lat['p99']}, max {lat['max']}",
+        f"  fire -> arrival ms: min {lat.get('min')} (arrived before the fire: {r.get('early')}), p50 {lat['p50']}, p90 {lat['p90']}, p99 {lat['p99']}, max {lat['max']}",
         f"  fires over 50 ms: {r.get('over_50ms', {}).get('fires')} in {r.get('over_50ms', {}).get('seconds_with_any')} "
         f"fire seconds; worst: {r.get('over_50ms', {}).get('worst_seconds', [])[:3]}",
         f"  fires expected {r['expected']}, arrived {r['arrived']} ({r['distinct_fires_arrived']} distinct fires): "

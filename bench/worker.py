@@ -9,6 +9,8 @@ POST /run takes one message (a JSON object) or a batch (a JSON array). Modes:
   respond     answer with the outcome, {"state": "succeeded"} (an array of them, in order,
               for a batch), so a relay that supports it completes the runs in its ack.
   accept      answer 202 and do nothing else (delivery only).
+With --accept-batch N, every answer carries `Cronbox-Accept-Batch: N`, as the worker kit's do:
+a relay route with the default batch=auto then sends arrays of up to N messages.
 With --record, every message's arrival time (time.time(), the same clock the database
 uses on this machine) is kept and written as JSON lines to --record on exit (SIGTERM).
 GET /stats returns counts: requests, messages, batches seen, completions reported.
@@ -34,8 +36,9 @@ SUCCEEDED = orjson.dumps({"state": "succeeded"})
 
 class Worker:
     def __init__(self, dsn: str, mode: str, report_batch: int, reporters: int, record: str | None,
-                 report_tx: str = "per-run"):
+                 report_tx: str = "per-run", accept_batch: int = 0):
         self.dsn = dsn
+        self.headers = {"Cronbox-Accept-Batch": str(accept_batch)} if accept_batch else None
         self.mode = mode
         self.report_batch = report_batch
         self.report_tx = report_tx
@@ -65,11 +68,12 @@ class Worker:
                 out = orjson.dumps([{"run_id": m.get("run_id"), "state": "succeeded"} for m in messages])
             else:
                 out = SUCCEEDED
-            return web.Response(body=out, content_type="application/json")
+            return web.Response(body=out, content_type="application/json", headers=self.headers)
         if self.mode == "report-sql":
             for m in messages:
                 self.pending.put_nowait(int(m["run_id"]))
-        return web.Response(status=202, body=b'{"accepted":true}', content_type="application/json")
+        return web.Response(status=202, body=b'{"accepted":true}', content_type="application/json",
+                            headers=self.headers)
 
     async def stats_handler(self, request: web.Request) -> web.Response:
         return web.Response(body=orjson.dumps({**self.stats, "pending": self.pending.qsize(), "pid": os.getpid()}),
@@ -120,7 +124,7 @@ class Worker:
 
 async def main(args: argparse.Namespace) -> None:
     w = Worker(os.environ["DATABASE_URL"], args.mode, args.report_batch, args.reporters, args.record,
-               args.report_tx)
+               args.report_tx, args.accept_batch)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -153,5 +157,7 @@ if __name__ == "__main__":
                    help="per-run: a transaction per complete_run (pipelined); batch: one per --report-batch runs")
     p.add_argument("--report-batch", type=int, default=50)
     p.add_argument("--reporters", type=int, default=8, help="concurrent reporting connections")
+    p.add_argument("--accept-batch", type=int, default=0,
+                   help="declare batches of up to N in every answer (Cronbox-Accept-Batch); 0: declare nothing")
     p.add_argument("--record", help="write arrival records (JSON lines) here on exit")
     asyncio.run(main(p.parse_args()))

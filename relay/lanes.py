@@ -13,6 +13,18 @@ claim order), and the relay claims nothing of the queue except one message (the 
 probe interval (1 s doubling to CRONBOX_RELAY_BREAKER_PROBE_MAX). A probe that succeeds
 closes the breaker and the backlog drains in claim order (due time); one that fails doubles
 the interval.
+
+Batches by negotiation (route `batch=auto`, the default): a lane sends one message per request
+until a 2xx answer declares `Cronbox-Accept-Batch: N`; from then on it sends JSON arrays of up to
+N, and goes back to single messages when a 2xx answer no longer declares it or a batch is
+refused with a 4xx (relay/sinks.py retries those messages). The worker kit declares its
+concurrency; a worker that never answers the header gets exactly what it always got.
+
+Departures: rows claimed ahead of their due time (CRONBOX_DISPATCH_LEAD) wait in the lane for
+it, grouped by due time across claims, so the fires of one instant leave together, as few
+requests as the batch size allows, whichever claims brought them. They leave within a
+fraction of a millisecond of that time, never before it (the event loop's timers are rounded
+up to whole milliseconds: the last SPIN seconds are waited out by yielding to the loop).
 """
 
 from __future__ import annotations
@@ -21,6 +33,7 @@ import asyncio
 import logging
 import random
 import time
+from collections import defaultdict
 from collections.abc import Sequence
 
 import aiohttp
@@ -29,7 +42,7 @@ from prometheus_client import Gauge
 from cronbox.log import event
 from relay.routes import Route
 from relay.settings import RelaySettings
-from relay.sinks import Report, Row, post, send_log
+from relay.sinks import ACCEPT_BATCH_HEADER, Answer, Report, Row, post, send_log
 
 log = logging.getLogger("cronbox.relay")
 
@@ -86,6 +99,19 @@ class Breaker:
                 "probe_every_s": round(self.interval, 3) if self.open else None}
 
 
+SPIN = 0.0015  # the last seconds before a departure are waited by yielding, not by a timer
+
+
+class Departure:
+    """Rows of one queue claimed ahead and due at one time: they leave together at `at`
+    (this process's monotonic clock), whichever claims brought them."""
+
+    __slots__ = ("key", "at", "rows")
+
+    def __init__(self, key: float, at: float, rows: list[Row]):
+        self.key, self.at, self.rows = key, at, rows
+
+
 class Lane:
     """One queue's sending state in this relay."""
 
@@ -101,6 +127,12 @@ class Lane:
         self.breaker = Breaker(queue, threshold if route.kind == "http" else 0, s.breaker_probe, s.breaker_probe_max)
         self.requests = asyncio.Semaphore(self.connections)
         self._session: aiohttp.ClientSession | None = None
+        self.accepts = 1  # batch=auto: the batch size the worker last declared (1: single messages)
+        self.departures: dict[float, Departure] = {}  # by due time (database clock, ms), not yet left
+
+    @property
+    def batch(self) -> int:
+        return self.route.batch or self.accepts
 
     @property
     def full(self) -> bool:
@@ -126,17 +158,56 @@ class Lane:
             await self._session.close()
             self._session = None
 
+    def board(self, rows: list[Row], merge: bool = True) -> list[tuple[Departure | None, list[Row]]]:
+        """One claim's rows of this queue as sends to start: those due now as one send (no
+        departure); those claimed ahead per due time, joining the waiting departure of that
+        time (nothing new to start: its send takes them) or opening one. `merge=False` (a
+        breaker's probe) keeps them apart."""
+        now = time.monotonic()
+        sends: list[tuple[Departure | None, list[Row]]] = []
+        due_now = [r for r in rows if r.send_at <= now]
+        if due_now:
+            sends.append((None, due_now))
+        ahead: dict[float, list[Row]] = defaultdict(list)
+        for r in rows:
+            if r.send_at > now:
+                ahead[round(r.due, 3)].append(r)
+        for key, part in sorted(ahead.items()):
+            at = max(r.send_at for r in part)
+            waiting = self.departures.get(key) if merge else None
+            if waiting is not None:
+                waiting.rows.extend(part)
+                waiting.at = max(waiting.at, at)
+                continue
+            departure = Departure(key, at, part)
+            if merge:
+                self.departures[key] = departure
+            sends.append((departure, part))
+        return sends
+
+    async def wait_for(self, departure: Departure) -> None:
+        """Until the departure's time, then closed to newcomers (they open the next one)."""
+        try:
+            while (left := departure.at - time.monotonic()) > SPIN:
+                await asyncio.sleep(left - SPIN)
+            while time.monotonic() < departure.at:
+                await asyncio.sleep(0)
+        finally:
+            if self.departures.get(departure.key) is departure:
+                del self.departures[departure.key]
+
     async def send(self, rows: Sequence[Row], report: Report, claimed_at: float, probe: bool = False) -> None:
         """Send one group of this queue's rows (all due now); results land in report."""
         if self.route.kind == "log":
             send_log(rows, report)
             return
-        if self.route.batch == 1:
+        size = self.batch
+        if size == 1:
             chunks = [([r.outbox_id], r.body.encode(), r.key, False) for r in rows]
         else:
             chunks = []
-            for i in range(0, len(rows), self.route.batch):
-                part = rows[i:i + self.route.batch]
+            for i in range(0, len(rows), size):
+                part = rows[i:i + size]
                 chunks.append(([r.outbox_id for r in part], ("[" + ",".join(r.body for r in part) + "]").encode(),
                                None, True))
         # A request must end before the lease does, or another relay sends the rows again: rows
@@ -153,8 +224,27 @@ class Lane:
             if (self.breaker.open and not probe) or time.monotonic() > latest_start:
                 report.unsent.extend(ids)
                 return
-            ok = await post(self.session(), self.route, ids, body, key, batched, report)
-        self.breaker.record(ok, probe=probe)
+            answer = await post(self.session(), self.route, ids, body, key, batched, report,
+                                negotiated=batched and self.route.batch is None)
+        self.breaker.record(answer.sane, probe=probe)
+        if self.route.batch is None:
+            self.negotiate(answer, batched)
+
+    def negotiate(self, answer: Answer, batched: bool) -> None:
+        """batch=auto: follow what the worker's answers declare (nothing changes without one)."""
+        if answer.status is None:
+            return
+        if 200 <= answer.status < 300:
+            accepts = answer.accepts or 1
+        elif batched and 400 <= answer.status < 500 and answer.status not in (408, 429):
+            accepts = 1
+        else:
+            return
+        if accepts != self.accepts:
+            event(log, "sink declares batches: sending JSON arrays" if accepts > 1
+                  else "sink takes single messages: one request per message",
+                  queue=self.queue, url=self.route.url, batch=accepts, header=ACCEPT_BATCH_HEADER)
+            self.accepts = accepts
 
 
 BREAKER_OPEN = Gauge("cronbox_relay_breaker_open", "1 while a queue's circuit breaker is open in this relay",

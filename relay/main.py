@@ -28,7 +28,7 @@ from cronbox.log import event
 from cronbox.proc import Supervisor, Waker, identity, listen, pause, ticks
 from cronbox.registry import keep_registered
 from relay import metrics as relay_metrics, store
-from relay.lanes import Lane
+from relay.lanes import Departure, Lane
 from relay.routes import Routes, parse_routes
 from relay.settings import RelaySettings
 from relay.sinks import Report, Row
@@ -120,7 +120,8 @@ class Relay:
                 self.tasks.spawn(self.settle_unroutable(group), name=f"unroutable:{queue}", child=True)
                 continue
             lane.rows += len(group)
-            self.tasks.spawn(self.send(lane, group, claimed_at, probe), name=f"send:{queue}", child=True)
+            for departure, part in lane.board(group, merge=not probe):
+                self.tasks.spawn(self.send(lane, part, claimed_at, probe, departure), name=f"send:{queue}", child=True)
 
     async def loop(self) -> None:
         batch, poll = self.s.batch, self.cfg.poll_interval.total_seconds()
@@ -192,36 +193,23 @@ class Relay:
         self.waker.wake.clear()
         return woken
 
-    async def deliver_on_time(self, lane: Lane, rows: list[Row], report: Report, claimed_at: float,
-                              probe: bool) -> float:
-        """Send the rows, those claimed ahead (CRONBOX_DISPATCH_LEAD) at their due time: rows
-        due together go out together, each group as soon as its time comes. Returns the send
-        time in seconds, from the first group's due time."""
-        t0 = time.monotonic()
-        if not any(r.send_at > t0 for r in rows):
-            await lane.send(rows, report, claimed_at, probe)
-            return time.monotonic() - t0
-        groups: dict[float, list[Row]] = defaultdict(list)
-        for r in rows:
-            groups[round(max(r.send_at, t0), 3)].append(r)
-
-        async def at(send_at: float, group: list[Row]) -> None:
-            await asyncio.sleep(max(0.0, send_at - time.monotonic()))
-            # the lease runs from the due time (claim_outbox): count it from there
-            await lane.send(group, report, max(claimed_at, send_at), probe)
-
-        await asyncio.gather(*(at(send_at, group) for send_at, group in sorted(groups.items())))
-        return max(0.0, time.monotonic() - min(groups))
-
     def sink_of(self, queue: str) -> str | None:
         route = self.routes.target(queue)
         return route.kind if route else None
 
-    async def send(self, lane: Lane, rows: list[Row], claimed_at: float, probe: bool) -> None:
+    async def send(self, lane: Lane, rows: list[Row], claimed_at: float, probe: bool,
+                   departure: Departure | None = None) -> None:
+        """Send rows (those of a departure at its time: `rows` is its list, which later claims
+        may extend until it leaves) and settle them."""
         report = Report()
         try:
             try:
-                seconds = await self.deliver_on_time(lane, rows, report, claimed_at, probe)
+                if departure is not None:
+                    await lane.wait_for(departure)
+                start = departure.at if departure is not None else time.monotonic()
+                # the lease runs from the due time (claim_outbox): count it from there
+                await lane.send(rows, report, max(claimed_at, start), probe)
+                seconds = max(0.0, time.monotonic() - start)
             except asyncio.CancelledError:
                 # Shutdown timeout: settle the sends that finished, release the rest (maybe
                 # sent, so the attempt stays counted: at least once).

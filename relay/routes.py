@@ -8,8 +8,11 @@ every queue not named. Targets:
     postgres                   pull mode: left in the outbox for cronbox.claim_runs
     elsewhere                  served by another relay: left in the outbox, not an error
 
-Options (http only): `batch=N` messages per request (default 1: one request per message;
-N > 1 sends a JSON array), `timeout=10s` per request (total), `connect_timeout=2s`,
+Options (http only): `batch=N` messages per request (N > 1 sends a JSON array, 1 one request
+per message), or `batch=auto`, the default: one message per request until the worker declares
+that it takes batches (a 2xx answer with the header `Cronbox-Accept-Batch: N`, as the worker
+kit answers), then JSON arrays of up to N (relay/lanes.py, "Batches by negotiation");
+`timeout=10s` per request (total), `connect_timeout=2s`,
 `connections=N` concurrent requests per queue on this route, `inflight=N` claimed messages
 per queue being sent at once, `breaker=N` consecutive failed requests that open a queue's
 circuit breaker (0 = never), `secret_env=NAME` the environment variable holding the HMAC
@@ -45,7 +48,7 @@ class Route:
     queue: str                      # '*' for the default route
     kind: str                       # http | log | postgres | elsewhere
     url: str | None = None
-    batch: int = 1                  # messages per HTTP request; 1 = single mode
+    batch: int | None = None        # messages per HTTP request; 1 = single mode; None = auto
     timeout: float | None = None    # per-request total timeout (None: the relay default)
     connect_timeout: float | None = None  # per-request connect timeout (None: the relay default)
     connections: int | None = None  # concurrent requests per queue (None: the relay default)
@@ -62,7 +65,7 @@ class Route:
         """The route for a log line: never the secret, only where it comes from."""
         parts = [f"{self.queue}={self.url or self.kind}"]
         if self.kind == "http":
-            parts.append(f"batch={self.batch}")
+            parts.append(f"batch={self.batch or 'auto'}")
             for key in ("timeout", "connect_timeout"):
                 if getattr(self, key) is not None:
                     parts.append(f"{key}={getattr(self, key):g}s")
@@ -139,9 +142,12 @@ def _route(queue: str, target: str, options: list[str], env: Mapping[str, str]) 
         key, sep, value = opt.partition("=")
         if not sep or not value:
             raise ConfigError(f"CRONBOX_SINKS: {queue}: expected option=value, got {opt!r}")
-        if key == "batch":
+        if key == "batch" and value == "auto":
+            fields["batch"] = None
+        elif key == "batch":
             if not value.isdigit() or not 1 <= int(value) <= MAX_BATCH:
-                raise ConfigError(f"CRONBOX_SINKS: {queue}: batch must be an integer from 1 to {MAX_BATCH}, got {value!r}")
+                raise ConfigError(f"CRONBOX_SINKS: {queue}: batch must be auto or an integer from 1 to {MAX_BATCH}, "
+                                  f"got {value!r}")
             fields["batch"] = int(value)
         elif key in ("timeout", "connect_timeout"):
             seconds = parse_duration(f"CRONBOX_SINKS: {queue}: {key}", value).total_seconds()

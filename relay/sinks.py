@@ -15,6 +15,12 @@ cannot reach cronbox's database (header `Cronbox-Retry-Reason: database-unavaila
 no failure of the delivery: those rows are handed back after a short wait (Retry-After, at
 most DEFER_MAX), the attempt not counted, no per-row backoff, and the queue's breaker does
 not count it: once the database is back (a restart, a failover) they go out at once.
+
+Batches by negotiation (a route's `batch=auto`, the default): a 2xx answer may carry
+`Cronbox-Accept-Batch: N`, the worker's word that it takes JSON arrays of up to N messages
+(`post` returns it; the lane decides, relay/lanes.py). A batch sent that way and answered with
+a final 4xx is retried, not dead-lettered: the worker behind the URL may have been replaced by
+one that takes single messages only, and the lane goes back to single messages.
 """
 
 from __future__ import annotations
@@ -45,10 +51,13 @@ class Row(NamedTuple):
     age: float | None    # seconds from fire time to claim (database clock); None: notification
     send_at: float       # monotonic time before which it must not be sent (claimed ahead of its
                          # due time, CRONBOX_DISPATCH_LEAD); 0.0 = send now
+    due: float = 0.0     # its due time on the database's clock (epoch seconds) when claimed ahead
 
 OUTCOME_STATES = ("succeeded", "failed")
 RETRY_STATUSES = frozenset({408, 429})
 REASON_HEADER = "Cronbox-Retry-Reason"
+ACCEPT_BATCH_HEADER = "Cronbox-Accept-Batch"
+MAX_ACCEPT_BATCH = 10_000                # the most a worker's Cronbox-Accept-Batch is taken at
 DB_UNAVAILABLE = "database_unavailable"  # in a batch entry; "database-unavailable" in the header
 DEFER_DEFAULT, DEFER_MAX = 1.0, 5.0      # seconds to hold deferred rows before handing them back
 
@@ -108,6 +117,22 @@ def retry_after_seconds(value: str | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
+def accept_batch(headers: Any) -> int | None:
+    """The worker's `Cronbox-Accept-Batch: N` (capped at MAX_ACCEPT_BATCH); None if absent or
+    not a positive integer."""
+    value = (headers.get(ACCEPT_BATCH_HEADER) or "").strip()
+    if not value.isdigit() or int(value) < 1:
+        return None
+    return min(int(value), MAX_ACCEPT_BATCH)
+
+
+class Answer(NamedTuple):
+    """What one request came to, for the breaker and the lane's batch negotiation."""
+    sane: bool               # any status but 408/429/5xx, and no timeout or connection error
+    status: int | None       # None: no HTTP answer at all
+    accepts: int | None      # the answer's Cronbox-Accept-Batch
+
+
 def _snippet(payload: bytes) -> str:
     text = payload[:200].decode(errors="replace").strip()
     return f": {text}" if text else ""
@@ -145,7 +170,10 @@ def _accept_batch(ids: Sequence[int], payload: bytes, report: Report) -> None:
             report.outcome(oid, entry)
 
 
-def classify(status: int, headers: Any, payload: bytes, ids: Sequence[int], batched: bool, report: Report) -> None:
+def classify(status: int, headers: Any, payload: bytes, ids: Sequence[int], batched: bool, report: Report,
+             negotiated: bool = False) -> None:
+    """Record one answer in report. `negotiated`: a batch sent because the worker declared it
+    takes batches; a final 4xx to it is retried (one by one), as the worker may have changed."""
     if 200 <= status < 300:
         if batched:
             _accept_batch(ids, payload, report)
@@ -159,6 +187,9 @@ def classify(status: int, headers: Any, payload: bytes, ids: Sequence[int], batc
         report.defer(ids, retry_after_seconds(headers.get("Retry-After")))
     elif status in RETRY_STATUSES or status >= 500:
         report.fail(ids, f"HTTP {status}{_snippet(payload)}", True, retry_after_seconds(headers.get("Retry-After")))
+    elif 400 <= status < 500 and batched and negotiated:
+        report.fail(ids, f"HTTP {status} to a batch{_snippet(payload)} (the worker no longer declares "
+                         f"{ACCEPT_BATCH_HEADER}: sent again one by one)", True)
     elif 400 <= status < 500:
         report.fail(ids, f"HTTP {status}{_snippet(payload)}", False)
     else:
@@ -166,9 +197,10 @@ def classify(status: int, headers: Any, payload: bytes, ids: Sequence[int], batc
 
 
 async def post(session: aiohttp.ClientSession, route: Route, ids: Sequence[int], body: bytes,
-               key: str | None, batched: bool, report: Report) -> bool:
+               key: str | None, batched: bool, report: Report, negotiated: bool = False) -> Answer:
     """One request; the result lands in report. Returns whether the sink answered sanely (any
-    status but 408/429/5xx, no timeout or connection error): what the circuit breaker counts."""
+    status but 408/429/5xx, no timeout or connection error: what the circuit breaker counts),
+    the status and the batch size the answer declares."""
     headers = {"Content-Type": "application/json", "User-Agent": "cronbox-relay"}
     if key is not None:
         headers["Idempotency-Key"] = key
@@ -179,15 +211,17 @@ async def post(session: aiohttp.ClientSession, route: Route, ids: Sequence[int],
         async with session.post(route.url, data=body, headers=headers, allow_redirects=False) as resp:
             payload = await resp.read()
             deferred = len(report.deferred)
-            classify(resp.status, resp.headers, payload, ids, batched, report)
+            classify(resp.status, resp.headers, payload, ids, batched, report, negotiated)
+            accepts = accept_batch(resp.headers)
             if len(report.deferred) > deferred:
-                return True  # the worker is up, cronbox's database is not: not the sink's failure
-            return not (resp.status in RETRY_STATUSES or resp.status >= 500)
+                # the worker is up, cronbox's database is not: not the sink's failure
+                return Answer(True, resp.status, accepts)
+            return Answer(not (resp.status in RETRY_STATUSES or resp.status >= 500), resp.status, accepts)
     except TimeoutError:
         report.fail(ids, "timeout: no answer within the request timeout")
     except aiohttp.ClientError as exc:
         report.fail(ids, f"{exc.__class__.__name__}: {exc}")
-    return False
+    return Answer(False, None, None)
 
 
 def send_log(rows: Sequence[Row], report: Report) -> None:

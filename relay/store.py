@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from datetime import timedelta
 
+import psycopg
+
 from cronbox import db
 from relay.routes import NOTIFY_QUEUE, Routes
 from relay.settings import RelaySettings
@@ -14,30 +16,43 @@ _CLAIM = (
     "SELECT outbox_id, queue, coalesce(message->>'idempotency_key', 'outbox:' || outbox_id), message::text, "
     "extract(epoch FROM clock_timestamp() - (message->>'fire_at')::timestamptz)::float8, "
     "extract(epoch FROM available_at - statement_timestamp())::float8, "
-    "extract(epoch FROM clock_timestamp() - statement_timestamp())::float8 "
+    "extract(epoch FROM clock_timestamp() - statement_timestamp())::float8, "
+    "extract(epoch FROM statement_timestamp())::float8 "
     "FROM cronbox.claim_outbox(%s, %s, %s, %s, %s, p_ahead => %s)"
 )
+_CLOCK = "SELECT extract(epoch FROM clock_timestamp())::float8"
 
 
 async def claim_outbox(pool, owner: str, limit: int, lease: timedelta,
                        include: list[str] | None, exclude: list[str] | None,
                        ahead: timedelta = timedelta(0)) -> list[Row]:
-    """Claim a batch; with `ahead`, also rows due within it. Each row's last field is the
-    monotonic time (this process's clock) before which it must not be sent, 0.0 if due.
+    """Claim a batch; with `ahead`, also rows due within it. Each row carries the monotonic
+    time (this process's clock) before which it must not be sent, 0.0 if due, and its due time
+    on the database's clock (epoch seconds, 0.0 if due).
 
     The due time is the database's; it is carried over to this clock without trusting the two
-    clocks to agree: the statement started (statement_timestamp()) no later than `received -
-    elapsed`, `elapsed` being how long the statement had run when it produced its last row, so
-    `received - elapsed + (available_at - statement_timestamp())` is never before the due time,
-    and after it by no more than the time the result took to come back."""
+    clocks to agree: a database clock reading `db` taken before this process's monotonic
+    `received` gives an offset `received - db` that is never less than the true one, so
+    `due + offset` is never before the due time, and after it by no more than the time from
+    that reading to `received`. Two readings, the smaller offset wins: the claim's own last row
+    (which waited for the claim's commit and its whole result), and, when rows were claimed
+    ahead, a bare `clock_timestamp()` round trip right after (writes nothing, commits nothing:
+    a fraction of a millisecond), so rows go out within about that of their due time."""
     async with pool.connection() as conn:
         cur = await conn.execute(_CLAIM, (owner, limit, lease, include, exclude, ahead))
         raw = await cur.fetchall()
-    received = time.monotonic()
-    if not raw or max(r[5] for r in raw) <= 0:
-        return [Row(r[0], r[1], r[2], r[3], r[4], 0.0) for r in raw]
-    started = received - max(r[6] for r in raw)
-    return [Row(r[0], r[1], r[2], r[3], r[4], started + r[5] if r[5] > 0 else 0.0) for r in raw]
+        received = time.monotonic()
+        if not raw or max(r[5] for r in raw) <= 0:
+            return [Row(r[0], r[1], r[2], r[3], r[4], 0.0) for r in raw]
+        offset = received - (raw[0][7] + max(r[6] for r in raw))
+        try:  # the rows are claimed: a failed reading must not lose them (the claim's own serves)
+            cur = await conn.execute(_CLOCK)
+            (db_now,) = await cur.fetchone()
+            offset = min(offset, time.monotonic() - db_now)
+        except psycopg.Error:
+            pass
+    return [Row(r[0], r[1], r[2], r[3], r[4], r[7] + r[5] + offset, r[7] + r[5]) if r[5] > 0
+            else Row(r[0], r[1], r[2], r[3], r[4], 0.0) for r in raw]
 
 
 async def ack_outbox(pool, owner: str, report: Report) -> int:

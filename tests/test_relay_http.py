@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable
 from datetime import timedelta
 from typing import Any
 
+import orjson
 import pytest
 from aiohttp import web
 
@@ -131,6 +132,85 @@ async def test_batched_posts_carry_a_json_array_and_the_answer_decides_per_messa
     assert {got[r][0] for r in runs[2:]} == {"delivered"}
     dead = await query(fresh_dsn, "SELECT run_id, attempts FROM cronbox.dead_letters")
     assert dead == [(runs[0], 1)]
+
+
+def declares(batch: int | None, flag: dict | None = None):
+    """An answer that accepts everything and declares `Cronbox-Accept-Batch: batch` while
+    flag["batch"] (when given) says so; a replaced worker (flag["batch"] = None) refuses arrays."""
+    async def answer(request: web.Request, body: bytes) -> web.StreamResponse:
+        n = flag["batch"] if flag is not None else batch
+        if n is None:
+            if body.lstrip().startswith(b"["):
+                return web.json_response({"error": "expected one message"}, status=400)
+            return web.json_response({"accepted": True}, status=202)
+        doc = orjson.loads(body)
+        out = [{"accepted": True}] * len(doc) if isinstance(doc, list) else {"accepted": True}
+        return web.json_response(out, status=202, headers={"Cronbox-Accept-Batch": str(n)})
+    return answer
+
+
+async def delivered(dsn: str, runs: list[int]) -> bool:
+    return {s for s, _ in (await states(dsn, runs)).values()} == {"delivered"}
+
+
+async def test_the_default_route_sends_batches_once_the_worker_declares_them(fresh_dsn):
+    worker = await Worker(declares(5)).start()
+    relay = RunningRelay(fresh_dsn, f"*={worker.url}")  # no batch option: batch=auto
+    try:
+        with db.connect(fresh_dsn) as conn:
+            first = enqueue(conn, 1)
+        await eventually(lambda: delivered(fresh_dsn, first), what="the first run delivered")
+        with db.connect(fresh_dsn) as conn:
+            runs = enqueue(conn, 12)
+        await eventually(lambda: delivered(fresh_dsn, runs), what="12 runs delivered")
+    finally:
+        await relay.stop()
+        await worker.stop()
+    # before any answer: one message per request, with its Idempotency-Key (what every worker gets)
+    assert not worker.received[0].body.startswith(b"[") and worker.received[0].key == f"{first[0]}:1"
+    later = worker.received[1:]
+    assert all(r.body.startswith(b"[") and 1 <= len(r.messages) <= 5 for r in later), [len(r.messages) for r in later]
+    assert len(later) == 3  # 12 claimed at once: 5 + 5 + 2
+    assert sorted(worker.keys()) == sorted(f"{r}:1" for r in first + runs)
+
+
+async def test_an_explicit_batch_size_ignores_what_the_worker_declares(fresh_dsn):
+    worker = await Worker(declares(50)).start()
+    relay = RunningRelay(fresh_dsn, f"*={worker.url} batch=1")
+    try:
+        with db.connect(fresh_dsn) as conn:
+            first = enqueue(conn, 1)
+        await eventually(lambda: delivered(fresh_dsn, first), what="the first run delivered")
+        with db.connect(fresh_dsn) as conn:
+            runs = enqueue(conn, 6)
+        await eventually(lambda: delivered(fresh_dsn, runs), what="6 runs delivered")
+    finally:
+        await relay.stop()
+        await worker.stop()
+    assert [len(r.messages) for r in worker.received] == [1] * 7
+    assert not any(r.body.startswith(b"[") for r in worker.received)
+
+
+async def test_a_replaced_worker_that_refuses_batches_gets_them_one_by_one_and_none_is_dead(fresh_dsn):
+    flag: dict = {"batch": 5}
+    worker = await Worker(declares(5, flag)).start()
+    relay = RunningRelay(fresh_dsn, f"*={worker.url}")
+    try:
+        with db.connect(fresh_dsn) as conn:
+            first = enqueue(conn, 1)
+        await eventually(lambda: delivered(fresh_dsn, first), what="the first run delivered")
+        flag["batch"] = None  # a new deployment behind the same URL: single messages only
+        with db.connect(fresh_dsn) as conn:
+            runs = enqueue(conn, 7)
+        await eventually(lambda: delivered(fresh_dsn, runs), what="7 runs delivered")
+    finally:
+        await relay.stop()
+        await worker.stop()
+    refused = [r for r in worker.received[1:] if r.body.startswith(b"[")]
+    singles = [r for r in worker.received[1:] if not r.body.startswith(b"[")]
+    assert refused, "the relay should have tried a batch first"
+    assert sorted(r.key for r in singles) == sorted(f"{r}:1" for r in runs)  # each once more, alone
+    assert (await query(fresh_dsn, "SELECT count(*) FROM cronbox.dead_letters")) == [(0,)]
 
 
 async def test_signed_requests_verify_with_the_shared_secret(fresh_dsn, monkeypatch):

@@ -21,7 +21,7 @@ def test_routes_with_options_and_a_default():
 def test_the_secret_never_appears_in_descriptions_or_reprs():
     r = parse_routes("q=https://w/run secret_env=W_SECRET", {"W_SECRET": "hunter2"})
     assert "hunter2" not in repr(r) and "hunter2" not in str(r.describe())
-    assert r.describe() == ["q=https://w/run batch=1 secret=env:W_SECRET", "cronbox.notifications=log"]
+    assert r.describe() == ["q=https://w/run batch=auto secret=env:W_SECRET", "cronbox.notifications=log"]
 
 
 def test_a_secret_can_come_from_a_file(tmp_path):

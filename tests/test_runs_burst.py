@@ -139,3 +139,36 @@ def test_a_relay_picks_up_a_run_written_beyond_its_lead_in_time_without_a_notify
     [(t, m)] = arrivals
     fire = datetime.fromisoformat(m["fire_at"]).timestamp()
     assert fire - 0.005 <= t < fire + 1.0, (t - fire)
+
+
+def test_fires_of_one_instant_claimed_in_several_claims_leave_together_and_never_early(fresh_dsn, tmp_path):
+    """Rows claimed ahead wait in the relay for their due time grouped by it, across claims
+    (relay/lanes.py, departures): 20 fires of one instant claimed 5 at a time reach a worker
+    that declares batches as one request, at their time and not before it."""
+    requests: list[tuple[float, list[dict]]] = []
+
+    async def answer(request: web.Request, body: bytes) -> web.StreamResponse:
+        doc = orjson.loads(body)
+        requests.append((time.time(), doc if isinstance(doc, list) else [doc]))
+        return web.Response(status=202, headers={"Cronbox-Accept-Batch": "100"})
+
+    with ThreadedWorker(answer) as worker:
+        env = {"CRONBOX_SINKS": f"*={worker.url}", "CRONBOX_DISPATCH_LEAD": "3s", "CRONBOX_RELAY_BATCH": "5"}
+        with Proc("relay", fresh_dsn, tmp_path, **env) as relay:
+            with db.connect(fresh_dsn) as conn:
+                conn.execute("SELECT cronbox.schedule('warm', cron => '0 0 1 1 *', overlap => 'allow')")
+                conn.execute("SELECT cronbox.trigger('warm')")  # the first answer declares batches
+                wait_until(lambda: requests, timeout=20, what="the warm-up run delivered")
+                for i in range(20):
+                    conn.execute(f"SELECT cronbox.schedule('same-{i}', cron => '0 0 1 1 *', overlap => 'allow')")
+                conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
+                             "SELECT job_id, date_trunc('second', now()) + interval '2 seconds', "
+                             "date_trunc('second', now()) + interval '2 seconds' "
+                             "FROM cronbox.job WHERE name LIKE 'same-%'")
+                assert conn.execute("SELECT dispatched FROM cronbox.dispatch_ahead(100, '5 seconds')").fetchone()[0] == 20
+            wait_until(lambda: sum(len(ms) for _, ms in requests[1:]) >= 20, timeout=20, what="20 fires delivered")
+            assert relay.terminate() == 0, relay.output
+    [(t, messages)] = requests[1:]
+    assert len(messages) == 20
+    fire = datetime.fromisoformat(messages[0]["fire_at"]).timestamp()
+    assert fire <= t < fire + 0.5, (t - fire)

@@ -71,6 +71,26 @@ def test_push_worker_behind_the_relay_completes_short_and_long_runs(fresh_dsn: s
         assert sorted(executions(log)) == sorted([f"ok {i}:1" for i in quick] + [f"sleep {i}:1" for i in slow])
 
 
+def test_push_worker_declares_batches_and_the_default_route_sends_them(fresh_dsn: str, tmp_path: Path) -> None:
+    with autocommit(fresh_dsn) as conn:
+        first = enqueue(conn, 1, "ok")
+        proc, port, log = start_kit(fresh_dsn, tmp_path, CRONBOX_WORKER_CONCURRENCY="7")
+        body = message(conn, first[0])
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/run", data=body, method="POST",
+                                     headers={"Content-Type": "application/json", HEADER: sign(SECRET.encode(), body)})
+        with urllib.request.urlopen(req, timeout=30) as resp:  # the batch size is min(batch 100, concurrency 7)
+            assert resp.headers["Cronbox-Accept-Batch"] == "7"
+        sinks = f"ok=http://127.0.0.1:{port}/run secret_env=KIT_SECRET"  # batch=auto, the default
+        with proc, Proc("relay", fresh_dsn, tmp_path, CRONBOX_SINKS=sinks, KIT_SECRET=SECRET) as relay:
+            wait_states(conn, first, FINAL, proc=proc)  # the relay's copy is a duplicate the kit drops
+            more = enqueue(conn, 14, "ok")
+            rows = wait_states(conn, more, FINAL, proc=proc)
+            assert {r[1] for r in rows} == {"succeeded"}
+            assert proc.terminate() == 0
+            assert "sink declares batches" in relay.output and "batch=7" in relay.output
+        assert sorted(executions(log)) == sorted(f"ok {i}:1" for i in first + more)
+
+
 def test_push_worker_refuses_forged_stale_and_unsigned_requests(fresh_dsn: str, tmp_path: Path) -> None:
     with autocommit(fresh_dsn) as conn:
         [run_id] = enqueue(conn, 1, "ok")

@@ -11,6 +11,9 @@ A message that cannot be started because cronbox's database is unreachable (rest
 failing over) is answered at once, within DB_WAIT, with 503 + `Retry-After: 1` +
 `Cronbox-Retry-Reason: database-unavailable` (in a batch: `"reason": "database_unavailable"`):
 the relay then hands it back without counting an attempt or backing off (relay/sinks.py).
+Every answer carries `Cronbox-Accept-Batch: N` (CRONBOX_WORKER_BATCH, at most the concurrency):
+a relay route with the default `batch=auto` then sends JSON arrays of up to N messages, fewer
+requests for the same runs (docs/relay.md, "Batches").
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ if TYPE_CHECKING:
     from cronbox.worker import Worker
 
 log = logging.getLogger("cronbox.worker")
+ACCEPT_BATCH = "Cronbox-Accept-Batch"  # relay/sinks.py reads it (the kit never imports the relay)
 SEEN = 10_000          # idempotency keys remembered by one process
 DB_WAIT = 2.0          # seconds a request waits for a database connection before answering 503
 MAX_BODY = 64 * 2**20  # a batch of large payloads still fits; the relay's batch=N bounds it too
@@ -49,6 +53,7 @@ class Busy(Exception):
 def make_app(worker: Worker, secrets: list[str | bytes] | None) -> web.Application:
     s = worker.settings
     app = web.Application(client_max_size=MAX_BODY)
+    accept_batch = str(min(s.batch, s.concurrency))
     seen: OrderedDict[str, Inflight | None] = OrderedDict()
     side: list[asyncio.Task[Any]] = []
 
@@ -174,9 +179,13 @@ def make_app(worker: Worker, secrets: list[str | bytes] | None) -> web.Applicati
             return web.Response(status=503, text=f"database unreachable: {exc.__class__.__name__}\n")
         return web.Response(text=f"ok: {len(request.app[ENGINE].inflight)} run(s) in flight\n")
 
+    async def declare_batches(request: web.Request, response: web.StreamResponse) -> None:
+        response.headers[ACCEPT_BATCH] = accept_batch
+
     app.router.add_post("/run", receive)
     app.router.add_post("/", receive)
     app.router.add_get("/healthz", healthz)
+    app.on_response_prepare.append(declare_batches)
     app.on_startup.append(on_startup)
     app.on_cleanup.append(on_cleanup)
     return app

@@ -29,7 +29,8 @@ class WorkerSettings(Settings):
     concurrency: int = setting("CRONBOX_WORKER_CONCURRENCY", "10", integer(),
                                "runs in flight at once (pull: claims stop at this many)")
     batch: int = setting("CRONBOX_WORKER_BATCH", "100", integer(1, 1000),
-                         "runs per claim_runs call (at most the free slots)")
+                         "pull: runs per claim_runs call (at most the free slots); push: the most messages "
+                         "per request the relay is told to send (Cronbox-Accept-Batch, at most concurrency)")
     threads: int | None = setting("CRONBOX_WORKER_THREADS", "", integer(), "thread pool for sync handlers",
                                   shown="concurrency, at most 32", value=None)
     heartbeat: float = setting("CRONBOX_WORKER_HEARTBEAT", "30s", duration(seconds=True),
