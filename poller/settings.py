@@ -23,7 +23,7 @@ class PollerSettings(Settings):
                                   "jobs materialised per saturation transaction")
     dispatch_batch: int = setting("CRONBOX_DISPATCH_BATCH", "1000", integer(1, 100000),
                                   "due futures dispatched per transaction")
-    dispatch_lead_max: timedelta = setting("CRONBOX_DISPATCH_LEAD_MAX", "60s", duration(zero_ok=True, maximum="1h"),
+    dispatch_lead_max: timedelta = setting("CRONBOX_DISPATCH_LEAD_MAX", "2m", duration(zero_ok=True, maximum="1h"),
                                            "early dispatch grows its lead up to this when a burst of fires is "
                                            "coming due (at least CRONBOX_DISPATCH_LEAD, at most half the horizon; "
                                            "docs/runs.md)")
