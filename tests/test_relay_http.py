@@ -153,19 +153,27 @@ async def delivered(dsn: str, runs: list[int]) -> bool:
     return {s for s, _ in (await states(dsn, runs)).values()} == {"delivered"}
 
 
-async def test_the_default_route_sends_batches_once_the_worker_declares_them(fresh_dsn):
-    worker = await Worker(declares(5)).start()
-    relay = RunningRelay(fresh_dsn, f"*={worker.url}")  # no batch option: batch=auto
+async def one_then_more(dsn: str, worker: Worker, sinks: str, n: int,
+                        between: Callable[[], None] = lambda: None) -> tuple[list[int], list[int]]:
+    """One run delivered (its answer is the first the relay sees), `between`, then n more."""
+    relay = RunningRelay(dsn, sinks)
     try:
-        with db.connect(fresh_dsn) as conn:
+        with db.connect(dsn) as conn:
             first = enqueue(conn, 1)
-        await eventually(lambda: delivered(fresh_dsn, first), what="the first run delivered")
-        with db.connect(fresh_dsn) as conn:
-            runs = enqueue(conn, 12)
-        await eventually(lambda: delivered(fresh_dsn, runs), what="12 runs delivered")
+        await eventually(lambda: delivered(dsn, first), what="the first run delivered")
+        between()
+        with db.connect(dsn) as conn:
+            runs = enqueue(conn, n)
+        await eventually(lambda: delivered(dsn, runs), what=f"{n} runs delivered")
     finally:
         await relay.stop()
         await worker.stop()
+    return first, runs
+
+
+async def test_the_default_route_sends_batches_once_the_worker_declares_them(fresh_dsn):
+    worker = await Worker(declares(5)).start()
+    first, runs = await one_then_more(fresh_dsn, worker, f"*={worker.url}", 12)  # no batch option: auto
     # before any answer: one message per request, with its Idempotency-Key (what every worker gets)
     assert not worker.received[0].body.startswith(b"[") and worker.received[0].key == f"{first[0]}:1"
     later = worker.received[1:]
@@ -176,17 +184,7 @@ async def test_the_default_route_sends_batches_once_the_worker_declares_them(fre
 
 async def test_an_explicit_batch_size_ignores_what_the_worker_declares(fresh_dsn):
     worker = await Worker(declares(50)).start()
-    relay = RunningRelay(fresh_dsn, f"*={worker.url} batch=1")
-    try:
-        with db.connect(fresh_dsn) as conn:
-            first = enqueue(conn, 1)
-        await eventually(lambda: delivered(fresh_dsn, first), what="the first run delivered")
-        with db.connect(fresh_dsn) as conn:
-            runs = enqueue(conn, 6)
-        await eventually(lambda: delivered(fresh_dsn, runs), what="6 runs delivered")
-    finally:
-        await relay.stop()
-        await worker.stop()
+    await one_then_more(fresh_dsn, worker, f"*={worker.url} batch=1", 6)
     assert [len(r.messages) for r in worker.received] == [1] * 7
     assert not any(r.body.startswith(b"[") for r in worker.received)
 
@@ -194,18 +192,8 @@ async def test_an_explicit_batch_size_ignores_what_the_worker_declares(fresh_dsn
 async def test_a_replaced_worker_that_refuses_batches_gets_them_one_by_one_and_none_is_dead(fresh_dsn):
     flag: dict = {"batch": 5}
     worker = await Worker(declares(5, flag)).start()
-    relay = RunningRelay(fresh_dsn, f"*={worker.url}")
-    try:
-        with db.connect(fresh_dsn) as conn:
-            first = enqueue(conn, 1)
-        await eventually(lambda: delivered(fresh_dsn, first), what="the first run delivered")
-        flag["batch"] = None  # a new deployment behind the same URL: single messages only
-        with db.connect(fresh_dsn) as conn:
-            runs = enqueue(conn, 7)
-        await eventually(lambda: delivered(fresh_dsn, runs), what="7 runs delivered")
-    finally:
-        await relay.stop()
-        await worker.stop()
+    # then a new deployment behind the same URL: single messages only
+    _, runs = await one_then_more(fresh_dsn, worker, f"*={worker.url}", 7, lambda: flag.update(batch=None))
     refused = [r for r in worker.received[1:] if r.body.startswith(b"[")]
     singles = [r for r in worker.received[1:] if not r.body.startswith(b"[")]
     assert refused, "the relay should have tried a batch first"
