@@ -32,7 +32,7 @@ def burst(database: Database, args: argparse.Namespace, logdir: Any, n: int) -> 
     out: dict[str, Any] = {"schedules": n}
     t_insert = time.monotonic()
     # B: a minute boundary after the saturation estimate plus the lead cap and a margin.
-    ahead = n / SATURATE_RATE + LEAD_CAP + 60
+    ahead = n / (args.saturate_rate or SATURATE_RATE) + LEAD_CAP + 60
     with database.connect() as conn:
         b, minute, hour = conn.execute(
             "SELECT b, extract(minute FROM b AT TIME ZONE 'UTC')::int, extract(hour FROM b AT TIME ZONE 'UTC')::int "

@@ -302,6 +302,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steady", type=float, help="seconds of steady state after saturation (default 60; quick 5)")
     p.add_argument("--horizon", default="2m", help="CRONBOX_HORIZON for the poller (default 2m, the product's)")
     p.add_argument("--timeout", type=float, default=3600, help="give up saturating after this many seconds")
+    p.add_argument("--saturate-rate", type=float,
+                   help="with --burst: futures/s assumed when choosing the boundary (default 800, safe on a "
+                        "loaded machine; a higher one shortens the run, and a boundary that comes too soon is "
+                        "refused as setup not held)")
     p.add_argument("--burst", type=int, help="instead: N schedules sharing one minute boundary, fire -> dispatch "
                                             "with two pollers (bench/burst.py)")
     args = parse_args(p, argv)
