@@ -1,7 +1,7 @@
 """bench.ahead_ab: early dispatch (cronbox.dispatch_ahead) per 1,000 runs, two versions of one
 SQL function file side by side on one durable cluster, interleaved.
 
-    python -m bench.ahead_ab OLD.sql NEW.sql [--jobs 30000] [--rounds 2]
+    python -m bench.ahead_ab OLD.sql NEW.sql [--jobs 30000] [--rounds 2] [--json FILE] [--quick]
 
 e.g. OLD.sql from `git show REV:sql/functions/internal/dispatch_ahead_at.sql`. N jobs
 (`overlap => 'allow'`) each get one future due 50 s ahead; each round loads one version
@@ -68,7 +68,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("new", type=Path)
     p.add_argument("--jobs", type=int, default=30_000)
     p.add_argument("--rounds", type=int, default=2)
+    p.add_argument("--json", type=Path, help="write the report here (default: stdout)")
+    p.add_argument("--quick", action="store_true", help="2,000 jobs, one round (the test suite)")
     args = p.parse_args(argv)
+    if args.quick:
+        args.jobs, args.rounds = 2_000, 1
     files = {"old": args.old.read_text(), "new": args.new.read_text()}
     cluster = Cluster(Path(tempfile.mkdtemp(prefix="cronbox-bench-ahead-ab-")) / "pg", settings=DURABLE_SETTINGS)
     cluster.init()
@@ -85,7 +89,11 @@ def main(argv: list[str] | None = None) -> int:
                     report["rounds"].append(out)
     finally:
         cluster.stop()
-    sys.stdout.write(orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n")
+    text = orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n"
+    if args.json:
+        args.json.write_text(text)
+    else:
+        sys.stdout.write(text)
     return 0
 
 

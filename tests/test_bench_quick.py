@@ -26,6 +26,8 @@ SCRIPTS = {
     "isolation": ["--quick"],
     "worker_kit": ["--quick", "-n", "1000"],
     "web": ["--quick", "--repeat", "2"],
+    # the same file as both versions: the A/B machinery, not a difference
+    "ahead_ab": [str(REPO / "sql/functions/internal/dispatch_ahead_at.sql")] * 2 + ["--quick"],
 }
 try:  # the peer benchmark needs the optional `bench` extra (PgQueuer)
     import pgqueuer  # noqa: F401
@@ -194,6 +196,13 @@ def test_worker_kit_quick_drains_with_both_workers_and_reports_the_ratio(benches
         assert rep[variant]["succeeded"] == r["n"] == 1000 and rep[variant]["runs_per_s"] > 0
         assert rep[variant]["worker_cpu_us_per_run"] > 0
     assert r["kit_over_hand"]["median"] == pytest.approx(rep["kit"]["runs_per_s"] / rep["hand"]["runs_per_s"], abs=0.001)
+
+
+def test_ahead_ab_quick_dispatches_every_job_once_per_version(benches):
+    rc, r = benches["ahead_ab"].result()
+    assert rc == 0, r
+    assert [(x["version"], x["runs"]) for x in r["rounds"]] == [("old", 2000), ("new", 2000)]
+    assert all(x["call_ms_median"] > 0 and x["runs_per_s"] > 0 for x in r["rounds"])
 
 
 def test_web_quick_serves_every_list_page_at_its_size(benches):
