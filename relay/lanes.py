@@ -42,7 +42,7 @@ from prometheus_client import Gauge
 from cronbox.log import event
 from relay.routes import Route
 from relay.settings import RelaySettings
-from relay.sinks import ACCEPT_BATCH_HEADER, Answer, Report, Row, post, send_log
+from relay.sinks import ACCEPT_BATCH_HEADER, Answer, Report, Row, post, refused, send_log
 
 log = logging.getLogger("cronbox.relay")
 
@@ -236,7 +236,7 @@ class Lane:
             return
         if 200 <= answer.status < 300:
             accepts = answer.accepts or 1
-        elif batched and 400 <= answer.status < 500 and answer.status not in (408, 429):
+        elif batched and refused(answer.status):
             accepts = 1
         else:
             return

@@ -36,7 +36,7 @@ import orjson
 
 from cronbox.log import event
 from cronbox.signing import HEADER as SIGNATURE_HEADER, sign
-from relay.routes import Route
+from relay.routes import MAX_BATCH, Route
 
 log = logging.getLogger("cronbox.relay")
 
@@ -57,7 +57,6 @@ OUTCOME_STATES = ("succeeded", "failed")
 RETRY_STATUSES = frozenset({408, 429})
 REASON_HEADER = "Cronbox-Retry-Reason"
 ACCEPT_BATCH_HEADER = "Cronbox-Accept-Batch"
-MAX_ACCEPT_BATCH = 10_000                # the most a worker's Cronbox-Accept-Batch is taken at
 DB_UNAVAILABLE = "database_unavailable"  # in a batch entry; "database-unavailable" in the header
 DEFER_DEFAULT, DEFER_MAX = 1.0, 5.0      # seconds to hold deferred rows before handing them back
 
@@ -118,12 +117,17 @@ def retry_after_seconds(value: str | None) -> float | None:
 
 
 def accept_batch(headers: Any) -> int | None:
-    """The worker's `Cronbox-Accept-Batch: N` (capped at MAX_ACCEPT_BATCH); None if absent or
-    not a positive integer."""
+    """The worker's `Cronbox-Accept-Batch: N` (capped at a route's largest batch=N); None if
+    absent or not a positive integer."""
     value = (headers.get(ACCEPT_BATCH_HEADER) or "").strip()
     if not value.isdigit() or int(value) < 1:
         return None
-    return min(int(value), MAX_ACCEPT_BATCH)
+    return min(int(value), MAX_BATCH)
+
+
+def refused(status: int) -> bool:
+    """A final refusal (4xx but 408/429): no retry would change it, unless the worker changed."""
+    return 400 <= status < 500 and status not in RETRY_STATUSES
 
 
 class Answer(NamedTuple):
@@ -187,7 +191,7 @@ def classify(status: int, headers: Any, payload: bytes, ids: Sequence[int], batc
         report.defer(ids, retry_after_seconds(headers.get("Retry-After")))
     elif status in RETRY_STATUSES or status >= 500:
         report.fail(ids, f"HTTP {status}{_snippet(payload)}", True, retry_after_seconds(headers.get("Retry-After")))
-    elif 400 <= status < 500 and batched and negotiated:
+    elif refused(status) and batched and negotiated:
         report.fail(ids, f"HTTP {status} to a batch{_snippet(payload)} (the worker no longer declares "
                          f"{ACCEPT_BATCH_HEADER}: sent again one by one)", True)
     elif 400 <= status < 500:
