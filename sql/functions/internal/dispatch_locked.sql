@@ -207,8 +207,10 @@ BEGIN
     -- cancel_other: the job's unfinished runs are asked to stop (heartbeat answers 'cancel').
     cancel_others AS (
         UPDATE cronbox.run r SET cancel_requested = true
-        WHERE r.job_id IN (SELECT fire.job_id FROM fire
-                           WHERE fire.act = 'run' AND fire.overlap = 'cancel_other' AND fire.active_runs > 0)
+        WHERE r.run_id IN (SELECT u.run_id
+                           FROM fire CROSS JOIN LATERAL cronbox.job_unfinished_runs(fire.job_id) u
+                           WHERE fire.act = 'run' AND fire.overlap = 'cancel_other' AND fire.active_runs > 0
+                             AND NOT u.cancel_requested)
           AND r.state IN ('dispatched', 'delivered', 'running')
           AND NOT r.cancel_requested
         RETURNING r.run_id, r.state
