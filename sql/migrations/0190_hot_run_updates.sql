@@ -38,6 +38,12 @@ DROP INDEX IF EXISTS cronbox.run_lease_idx;
 DROP INDEX IF EXISTS cronbox.run_job_history_idx;
 DROP INDEX IF EXISTS cronbox.run_queue_history_idx;
 
+-- created_at goes: the run id encodes when the row was written (cronbox.new_run_id, in
+-- milliseconds; cronbox.run_id_time reads it back), and those 8 bytes were written with every
+-- run and logged again by every update of it. Dropped before the rewrite below, which then
+-- reclaims its space in existing rows too.
+ALTER TABLE cronbox.run DROP COLUMN created_at;
+
 ALTER TABLE cronbox.run ADD COLUMN trouble text GENERATED ALWAYS AS (
     CASE WHEN state IN ('failed', 'lost', 'cancelled', 'skipped', 'missed') THEN state END) STORED;
 COMMENT ON COLUMN cronbox.run.trouble IS

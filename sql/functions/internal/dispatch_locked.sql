@@ -165,13 +165,12 @@ BEGIN
     ),
     new_run AS (
         INSERT INTO cronbox.run (run_id, job_id, job_name, queue, fire_at, due_at, state, attempt,
-                                 origin, retry_of, payload, priority, created_at, dispatched_at,
+                                 origin, retry_of, payload, priority, dispatched_at,
                                  finished_at, error, missed_fires, missed_last_at)
         SELECT fire.run_id, fire.job_id, fire.name, fire.queue, fire.fire_at, fire.due_at,
                CASE fire.act WHEN 'run' THEN 'dispatched' WHEN 'fail_dependency' THEN 'failed'
                              WHEN 'miss' THEN 'missed' ELSE 'skipped' END,
                fire.attempt, fire.origin, fire.retry_of, fire.message_payload, fire.priority,
-               p_now,
                CASE WHEN fire.act = 'run' THEN greatest(fire.due_at, p_now) END,  -- early: as of its due time
                CASE WHEN fire.act <> 'run' THEN p_now END,
                CASE fire.act
