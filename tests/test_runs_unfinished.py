@@ -156,3 +156,22 @@ def test_the_job_stat_columns_every_run_rewrites_are_last(conn):
         "SELECT attname FROM pg_attribute WHERE attrelid = 'cronbox.job_stat'::regclass "
         "AND attnum > 0 AND NOT attisdropped ORDER BY attnum")]
     assert columns[-5:] == ["last_fire_at", "last_run_id", "last_success_at", "active_runs", "last_run_state"]
+
+
+def test_the_write_rereads_futures_the_walk_saw_before_it_held_their_job(conn):
+    """Dispatch reads due futures without locking them and takes their job's lock in the walk:
+    a future another poller dispatched (or a pause held) between the walk's snapshot and that
+    lock reaches dispatch_locked by id, which re-reads it under the lock and leaves it alone."""
+    job(conn, "gone", overlap="allow")
+    job(conn, "held", overlap="allow")
+    f_gone = future(conn, "gone", 0)
+    f_held = future(conn, "held", 0)
+    jobs = [r[0] for r in conn.execute("SELECT job_id FROM cronbox.job WHERE name IN ('gone', 'held') ORDER BY name")]
+    conn.execute("DELETE FROM cronbox.job_future WHERE future_id = %s", (f_gone,))  # dispatched elsewhere
+    conn.execute("UPDATE cronbox.job_future SET hold = 'paused' WHERE future_id = %s", (f_held,))
+    got = conn.execute("SELECT dispatched, skipped, failed, held FROM cronbox.dispatch_locked(%s, %s, NULL, %s)",
+                       ([f_gone, f_held], jobs, at(1))).fetchone()
+    assert got == (0, 0, 0, 0)
+    assert runs(conn) == []
+    assert conn.execute("SELECT hold FROM cronbox.job_future WHERE future_id = %s", (f_held,)).fetchone() == ("paused",)
+    assert conn.execute("SELECT sum(active_runs) FROM cronbox.job_stat WHERE job_id = ANY (%s)", (jobs,)).fetchone() == (0,)
