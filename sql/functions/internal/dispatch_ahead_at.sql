@@ -47,11 +47,16 @@ BEGIN
 
     -- 1. Eligible ready futures due within the lead, lowest priority first, each with its
     --    job's lock (one primary-key probe per candidate in due order; OFFSET 0 keeps the
-    --    probe inside the walk), a future whose job is busy elsewhere passed over.
+    --    probe inside the walk), a future whose job is busy elsewhere passed over, as is one
+    --    whose job's row changed since this statement's snapshot (another poller dispatched
+    --    it meanwhile: its futures are gone), as in cronbox.dispatch_at.
     WITH picked AS MATERIALIZED (
         SELECT c.future_id, c.job_id
         FROM cronbox.early_candidates(p_lead, p_now, p_limit) c
-        CROSS JOIN LATERAL (SELECT s.job_id FROM cronbox.job_stat s WHERE s.job_id = c.job_id OFFSET 0) mine
+        CROSS JOIN LATERAL (SELECT s.job_id FROM cronbox.job_stat s
+                            WHERE s.job_id = c.job_id
+                              AND s.xmin = (SELECT s0.xmin FROM cronbox.job_stat s0 WHERE s0.job_id = c.job_id)
+                            OFFSET 0) mine
         LIMIT p_limit
         FOR NO KEY UPDATE OF mine SKIP LOCKED
     )

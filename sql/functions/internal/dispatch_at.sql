@@ -50,9 +50,14 @@ BEGIN
             SELECT f.future_id, f.job_id
             FROM cronbox.job_future f
             -- the job's lock, one primary-key probe per future in due order (OFFSET 0 keeps
-            -- the probe inside the walk: no plan may start from job_stat)
+            -- the probe inside the walk: no plan may start from job_stat), taken only if the
+            -- job's row is still the version this statement's snapshot read: a job another
+            -- poller dispatched for since (its futures gone, its row rewritten) is passed over
+            -- like a job locked now, not taken with futures that are no longer there
             CROSS JOIN LATERAL (SELECT s.job_id FROM cronbox.job_stat s
-                                WHERE s.job_id = f.job_id OFFSET 0) mine
+                                WHERE s.job_id = f.job_id
+                                  AND s.xmin = (SELECT s0.xmin FROM cronbox.job_stat s0 WHERE s0.job_id = f.job_id)
+                                OFFSET 0) mine
             WHERE f.hold IS NULL AND f.priority = prio.p AND f.due_at <= p_now
               AND (p_jobs IS NULL OR f.job_id = ANY (p_jobs))
             ORDER BY f.due_at
