@@ -33,7 +33,6 @@ BEGIN
                f.payload, f.retry_of, f.overlap AS future_overlap
         FROM cronbox.job_future f
         WHERE f.future_id = ANY (p_futures) AND f.hold IS NULL
-          AND f.job_id = ANY (p_jobs)
     ),
     locked_job AS MATERIALIZED (
         SELECT j.job_id, j.name, j.queue, j.paused, j.overlap, j.timeout, s.active_runs,
