@@ -52,7 +52,9 @@ BEGIN
     --    it meanwhile: its futures are gone), as in cronbox.dispatch_at.
     WITH picked AS MATERIALIZED (
         SELECT c.future_id, c.job_id
-        FROM cronbox.early_candidates(p_lead, p_now, p_limit) c
+        -- no limit per priority: the walk goes on past the futures of jobs busy elsewhere
+        -- (another poller's batch) until this LIMIT has its p_limit
+        FROM cronbox.early_candidates(p_lead, p_now, NULL) c
         CROSS JOIN LATERAL (SELECT s.job_id FROM cronbox.job_stat s
                             WHERE s.job_id = c.job_id
                               AND s.xmin = (SELECT s0.xmin FROM cronbox.job_stat s0 WHERE s0.job_id = c.job_id)

@@ -1,6 +1,7 @@
 -- cronbox.early_candidates(p_lead, p_now, p_limit): the ready futures early dispatch may take
 -- (cronbox.dispatch_ahead_at), lowest priority first and in due order within a priority, up to
--- p_limit per priority: scheduled fires due in (p_now, p_now + p_lead] of unpaused jobs with
+-- p_limit per priority (NULL: no limit, for a caller whose own LIMIT stops the walk after a
+-- filter, such as passing over jobs locked elsewhere): scheduled fires due in (p_now, p_now + p_lead] of unpaused jobs with
 -- overlap 'allow', no upstream dependency and a queue without a limit. The job's eligibility is
 -- a scalar sub-SELECT per future, never a join: the walk stays on job_future_ready_idx in due
 -- order and stops when the caller has enough, whatever the row estimates (a join let the
