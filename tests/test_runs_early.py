@@ -234,25 +234,3 @@ def one(dsn: str, sql: str) -> object:
     with db.connect(dsn) as conn:
         return conn.execute(sql).fetchone()[0]
 
-
-def test_a_batch_walks_past_the_fires_of_jobs_another_poller_holds(fresh_dsn):
-    """Two pollers share a burst: the fires at the head of the due order belong to jobs the
-    other poller is dispatching right now (their locks held). A batch of one passes them over
-    and takes the next fire, for early dispatch and for dispatch alike (a walk cut at the batch
-    size before the busy ones were passed over left the second poller with nothing)."""
-    with db.connect(fresh_dsn) as conn:
-        for name in ("head", "next"):
-            job(conn, name, overlap="allow")
-        future(conn, "head", 10)
-        future(conn, "next", 11)
-        future(conn, "head", 20, due=5)
-        future(conn, "next", 21, due=6)
-    with db.connect(fresh_dsn) as other, db.connect(fresh_dsn) as poller:
-        with other.transaction():
-            other.execute("SELECT cronbox.lock_job_id(job_id) FROM cronbox.job WHERE name = 'head'")
-            assert poller.execute("SELECT dispatched FROM cronbox.dispatch_ahead_at(1, '5 seconds', %s)",
-                                  (at(9.5),)).fetchone() == (1,)
-            assert poller.execute("SELECT dispatched FROM cronbox.dispatch_at(1, p_now => %s)",
-                                  (at(7),)).fetchone() == (1,)
-        assert [r[0] for r in poller.execute(
-            "SELECT job_name FROM cronbox.run ORDER BY fire_at")] == ["next", "next"]

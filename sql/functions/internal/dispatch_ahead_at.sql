@@ -14,10 +14,9 @@
 -- hold it); the run is dispatched as of its due time. The price: a fire decided early has been
 -- decided: pause(), unschedule() or an update withdraw early runs no relay holds yet
 -- (cronbox.withdraw_early_runs), not those a relay holds (docs/runs.md, "Early dispatch").
--- Locks as dispatch: each candidate's job lock (its job_stat row FOR NO KEY UPDATE SKIP LOCKED)
--- taken while walking them (cronbox.early_candidates), a job busy elsewhere passed over; the
--- futures themselves are not locked (every writer of a job's futures holds the job's lock).
--- The write is dispatch's own (cronbox.dispatch_locked): one path for both.
+-- Locks as dispatch: futures FOR UPDATE SKIP LOCKED, then their jobs' locks (their job_stat
+-- rows FOR NO KEY UPDATE SKIP LOCKED in one statement, skipped when held elsewhere). The write is dispatch's own
+-- (cronbox.dispatch_locked): one path for both.
 CREATE OR REPLACE FUNCTION cronbox.dispatch_ahead_at(
     p_limit integer,
     p_lead interval,
@@ -31,7 +30,6 @@ AS $$
 DECLARE
     v_dispatched integer;
     v_picked integer;
-    v_passed integer := 0;
     v_futures bigint[];
     v_jobs bigint[];
 BEGIN
@@ -45,34 +43,46 @@ BEGIN
         RAISE EXCEPTION 'p_lead: must be between 0 and 1 hour, got %', p_lead USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
-    -- 1. Eligible ready futures due within the lead, lowest priority first, each with its
-    --    job's lock (one primary-key probe per candidate in due order; OFFSET 0 keeps the
-    --    probe inside the walk), a future whose job is busy elsewhere passed over, as is one
-    --    whose job's row changed since this statement's snapshot (another poller dispatched
-    --    it meanwhile: its futures are gone), as in cronbox.dispatch_at.
-    WITH picked AS MATERIALIZED (
-        SELECT c.future_id, c.job_id
-        -- no limit per priority: the walk goes on past the futures of jobs busy elsewhere
-        -- (another poller's batch) until this LIMIT has its p_limit
-        FROM cronbox.early_candidates(p_lead, p_now, NULL) c
-        CROSS JOIN LATERAL (SELECT s.job_id FROM cronbox.job_stat s
-                            WHERE s.job_id = c.job_id
-                              AND s.xmin = (SELECT s0.xmin FROM cronbox.job_stat s0 WHERE s0.job_id = c.job_id)
-                            OFFSET 0) mine
+    -- 1. Eligible ready futures due within the lead, lowest priority first, and their jobs
+    --    (their locks, skipping a job busy elsewhere: it is retried soon). The job's
+    --    eligibility is a scalar sub-SELECT per future, never a join: the walk stays on
+    --    job_future_ready_idx in due order and stops after p_limit rows, whatever the row
+    --    estimates (a join let the planner start from cronbox.job and sort every future of a
+    --    burst inside the lead: ~1 s per call for 200,000 of them, bench.scale --burst).
+    WITH
+    prio(p) AS (SELECT r.p FROM cronbox.ready_priorities() AS r(p)),
+    picked AS MATERIALIZED (
+        SELECT x.*
+        FROM prio CROSS JOIN LATERAL (
+            SELECT f.future_id, f.job_id
+            FROM cronbox.job_future f
+            WHERE f.hold IS NULL AND f.priority = prio.p
+              AND f.due_at > p_now AND f.due_at <= p_now + p_lead
+              AND f.origin = 'schedule'
+              AND (SELECT j.overlap = 'allow' AND NOT j.paused
+                          AND NOT EXISTS (SELECT 1 FROM cronbox.queue_limit q WHERE q.queue = j.queue)
+                   FROM cronbox.job j WHERE j.job_id = f.job_id)
+              AND NOT EXISTS (SELECT 1 FROM cronbox.job_dependency d WHERE d.job_id = f.job_id)
+            ORDER BY f.due_at
+            LIMIT p_limit
+            FOR UPDATE SKIP LOCKED
+        ) x
         LIMIT p_limit
-        FOR NO KEY UPDATE OF mine SKIP LOCKED
+    ),
+    -- The jobs' locks (their job_stat rows: cronbox.lock_job_id) in one statement, as dispatch
+    -- takes them, skipping those held elsewhere (a call per job cost ~60 us each: half of a
+    -- 1,000-run call in a burst).
+    locked AS MATERIALIZED (
+        SELECT s.job_id
+        FROM cronbox.job_stat s
+        WHERE s.job_id IN (SELECT picked.job_id FROM picked)
+        FOR NO KEY UPDATE OF s SKIP LOCKED
     )
-    SELECT count(*)::integer, array_agg(p.future_id), array_agg(DISTINCT p.job_id)
+    SELECT (SELECT count(*) FROM picked)::integer,
+           array_agg(p.future_id) FILTER (WHERE p.job_id IN (SELECT locked.job_id FROM locked)),
+           array_agg(DISTINCT p.job_id) FILTER (WHERE p.job_id IN (SELECT locked.job_id FROM locked))
       INTO v_picked, v_futures, v_jobs
     FROM picked p;
-    -- Passed over because their job was busy elsewhere (a saturation pass, a report): worth
-    -- another try soon, before they are due. Only a short batch walked the whole lead.
-    IF v_picked < p_limit THEN
-        SELECT count(*)::integer INTO v_passed
-        FROM (SELECT 1 FROM cronbox.early_candidates(p_lead, p_now, p_limit - v_picked) c
-              WHERE NOT (c.job_id = ANY (coalesce(v_jobs, '{}')))
-              LIMIT p_limit - v_picked) x;
-    END IF;
 
     -- 2. Still eligible, read under the locks (a pause or an update that committed before them
     --    is seen here; one after them waits for this transaction).
@@ -93,9 +103,9 @@ BEGIN
         SELECT d.dispatched INTO v_dispatched
         FROM cronbox.dispatch_locked(v_futures, v_jobs, NULL, p_now) d;
     END IF;
-    -- busy: eligible fires whose job was locked elsewhere (a saturation pass, a worker's report),
-    -- or that a change under the lock made ineligible: worth another try soon, before they are due.
-    RETURN QUERY SELECT v_dispatched, v_passed + v_picked - v_dispatched, cronbox.next_due();
+    -- busy: eligible fires whose job was locked elsewhere (a saturation pass, a worker's report):
+    -- worth another try soon, before they are due.
+    RETURN QUERY SELECT v_dispatched, v_picked - v_dispatched, cronbox.next_due();
 END
 $$;
 

@@ -4,12 +4,10 @@
 -- cronbox.dispatch_at(p_limit, p_now): decides, in one statement, what happens to up to p_limit
 -- due ready futures, lower priority first, and writes it: run + outbox row (dispatched), a
 -- skipped or failed run row, or a hold on the future. One transaction: a fire is dispatched
--- exactly once whatever crashes. Locks: the jobs' locks (their job_stat rows FOR NO KEY UPDATE
--- SKIP LOCKED, as cronbox.try_lock_job_id), taken while walking the due futures
--- (job_future_ready_idx, priority by priority): a future whose job is busy elsewhere is passed
--- over and waits for the next call; then the queue_limit rows concerned. The futures themselves
--- are not locked (a row lock is a WAL record per run): every writer of a job's futures holds
--- the job's lock, and the write re-reads them under it. Any number of pollers may call it.
+-- exactly once whatever crashes. Locks: futures FOR UPDATE SKIP LOCKED (job_future_ready_idx,
+-- walked priority by priority), their jobs' locks (their job_stat rows FOR NO KEY UPDATE SKIP
+-- LOCKED, as cronbox.try_lock_job_id; a job busy elsewhere waits for the next call), then the
+-- queue_limit rows concerned. Any number of pollers may call it.
 -- Two statements: pick and lock, then decide and write with a snapshot taken under the locks.
 -- The job's counters and last-run columns are in cronbox.job_stat (the job row is only read).
 -- p_jobs: only futures of these jobs (the poller isolating a job that makes a batch fail).
@@ -37,10 +35,9 @@ BEGIN
     END IF;
 
     -- 1. Due futures, lowest priority first, oldest first within a priority (rows are only
-    --    read as far as the batch needs), each with its job's lock, so that one poller at a
-    --    time decides for a job: a future whose job is busy elsewhere (another poller, a
-    --    report, an update) is passed over, and the walk goes on to the next. Everyone who
-    --    changes a job's definition, statistics or futures holds this lock.
+    --    read and locked as far as the batch needs), and their jobs, locked so that one poller
+    --    at a time decides for a job (a job busy elsewhere waits for the next call). Everyone
+    --    who changes a job's definition or statistics holds this lock.
     WITH
     -- The priorities that have ready futures (a loose index scan, one probe per value).
     prio(p) AS (SELECT r.p FROM cronbox.ready_priorities() AS r(p)),
@@ -49,26 +46,25 @@ BEGIN
         FROM prio CROSS JOIN LATERAL (
             SELECT f.future_id, f.job_id
             FROM cronbox.job_future f
-            -- the job's lock, one primary-key probe per future in due order (OFFSET 0 keeps
-            -- the probe inside the walk: no plan may start from job_stat), taken only if the
-            -- job's row is still the version this statement's snapshot read: a job another
-            -- poller dispatched for since (its futures gone, its row rewritten) is passed over
-            -- like a job locked now, not taken with futures that are no longer there
-            CROSS JOIN LATERAL (SELECT s.job_id FROM cronbox.job_stat s
-                                WHERE s.job_id = f.job_id
-                                  AND s.xmin = (SELECT s0.xmin FROM cronbox.job_stat s0 WHERE s0.job_id = f.job_id)
-                                OFFSET 0) mine
             WHERE f.hold IS NULL AND f.priority = prio.p AND f.due_at <= p_now
               AND (p_jobs IS NULL OR f.job_id = ANY (p_jobs))
             ORDER BY f.due_at
             LIMIT p_limit
-            FOR NO KEY UPDATE OF mine SKIP LOCKED
+            FOR UPDATE SKIP LOCKED
         ) x
         LIMIT p_limit
+    ),
+    -- The jobs' locks (their job_stat rows: cronbox.lock_job_id), skipping those held elsewhere.
+    locked AS MATERIALIZED (
+        SELECT s.job_id
+        FROM cronbox.job_stat s
+        WHERE s.job_id IN (SELECT picked.job_id FROM picked)
+        FOR NO KEY UPDATE OF s SKIP LOCKED
     )
     SELECT array_agg(p.future_id), array_agg(DISTINCT p.job_id)
       INTO v_futures, v_jobs
-    FROM picked p;
+    FROM picked p
+    WHERE p.job_id IN (SELECT locked.job_id FROM locked);
     IF v_futures IS NULL THEN
         RETURN QUERY SELECT 0, 0, 0, 0, cronbox.next_due();
         RETURN;

@@ -1,9 +1,8 @@
 -- cronbox.dispatch_locked(p_futures, p_jobs, p_grace, p_now): the one write of dispatch, shared
 -- by cronbox.dispatch_at (due futures) and cronbox.dispatch_ahead_at (early dispatch). The
--- caller has locked the futures' jobs (the job's lock: job_stat rows) and calls this in a new
--- statement, so its snapshot, taken under the locks, reads the jobs' definitions, statistics
--- and futures (all written only under the job's lock) as they are now: a future another
--- poller dispatched meanwhile is gone, one held meanwhile is left alone. Decides
+-- caller has locked the futures (FOR UPDATE) and their jobs (the job's lock: job_stat rows) and
+-- calls this in a new statement, so its snapshot, taken under the locks, reads the jobs'
+-- definitions, statistics and futures as they are now (a future held meanwhile is left alone). Decides
 -- per future (paused -> held; dependency gate; overlap; catch-up with p_grace; queue limit)
 -- and writes in one statement: run + outbox row (dispatched as of the later of its due time
 -- and p_now: early runs are dispatched as of their due time), skipped/missed/failed run rows,
