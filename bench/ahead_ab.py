@@ -4,7 +4,8 @@ SQL function file side by side on one durable cluster, interleaved.
     python -m bench.ahead_ab OLD.sql NEW.sql [--jobs 30000] [--rounds 2] [--json FILE] [--quick]
 
 e.g. OLD.sql from `git show REV:sql/functions/internal/dispatch_ahead_at.sql`. N jobs
-(`overlap => 'allow'`) each get one future due 50 s ahead; each round loads one version
+(`overlap => 'allow'`) each get one future due 50 s ahead (the tables emptied and vacuumed
+first; the order of the versions alternates between rounds); each round loads one version
 (`psql -f` semantics: the file as it is), then calls `cronbox.dispatch_ahead(1000, '60
 seconds')` until nothing is left and times each call. Reports per version and round the median
 call and the runs/s over the calls. A diagnostic for a change to the early-dispatch write; the
@@ -48,7 +49,8 @@ def one_round(conn: psycopg.Connection, sql: str) -> dict[str, Any]:
     conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
                  "SELECT job_id, date_trunc('second', now()) + interval '50 seconds', "
                  "date_trunc('second', now()) + interval '50 seconds' FROM cronbox.job")
-    conn.execute("ANALYZE cronbox.job_future")
+    # each version starts from the same tables: no dead rows of the round before
+    conn.execute("VACUUM ANALYZE cronbox.outbox, cronbox.run, cronbox.job_stat, cronbox.job_future")
     calls: list[float] = []
     runs = 0
     while True:
@@ -83,7 +85,9 @@ def main(argv: list[str] | None = None) -> int:
         with psycopg.connect(dsn, autocommit=True) as conn:
             load_jobs(conn, args.jobs)
             for r in range(args.rounds):
-                for name, sql in files.items():
+                # the order alternates, so neither version always runs second
+                for name in (["old", "new"] if r % 2 == 0 else ["new", "old"]):
+                    sql = files[name]
                     out = {"round": r + 1, "version": name, **one_round(conn, sql)}
                     print(out, file=sys.stderr)
                     report["rounds"].append(out)

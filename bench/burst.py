@@ -80,10 +80,11 @@ def burst(database: Database, args: argparse.Namespace, logdir: Any, n: int) -> 
             "WHERE fire_at = %s AND dispatched_at IS NOT NULL", (b,)).fetchall()]
         states = dict(conn.execute("SELECT state, count(*) FROM cronbox.run WHERE fire_at = %s GROUP BY state",
                                    (b,)).fetchall())
-        # when the runs were written (created_at: the dispatching transaction's start), in
+        # when the runs were written (the clock at the insert, read from the run id), in
         # seconds before the fire (negative: after it)
         written = [float(r[0]) for r in conn.execute(
-            "SELECT extract(epoch FROM fire_at - created_at) FROM cronbox.run WHERE fire_at = %s", (b,)).fetchall()]
+            "SELECT extract(epoch FROM fire_at - cronbox.run_id_time(run_id)) FROM cronbox.run WHERE fire_at = %s",
+            (b,)).fetchall()]
         doubled = conn.execute("SELECT count(*) FROM (SELECT job_id FROM cronbox.run WHERE fire_at = %s "
                                "GROUP BY job_id HAVING count(*) > 1) d", (b,)).fetchone()[0]
     out.update({

@@ -119,17 +119,19 @@ class Meter:
                     totals["btree_entries"] += count
         return totals
 
-    def wal_by_relation(self, stage: str) -> dict[str, float]:
+    def wal_by_relation(self, stage: str, *, by_record: bool = False) -> dict[str, float]:
         """WAL bytes (whole records, full-page images included; and "<relation> (FPI)": of which
         full-page images) of the stage's calls by the relation of each record's first block (a table, an index, a partition under its own name); records
-        without a block (commits) as "(no block)"."""
+        without a block (commits) as "(no block)". by_record: by relation and record kind
+        ("run_20261125 Heap/HOT_UPDATE"), which tells a row lock from an update."""
+        kind = " || ' ' || w.resource_manager || '/' || w.record_type" if by_record else ""
         totals: dict[str, float] = defaultdict(float)
         for start, end in self.ranges[stage]:
             if start == end:
                 continue
             for rel, size, fpi in self.conn.execute(
                     "SELECT coalesce(pg_filenode_relation(CASE WHEN m[1]::oid = 1663 THEN 0 ELSE m[1]::oid END, "
-                    "m[3]::oid)::regclass::text, CASE WHEN m IS NULL THEN '(no block)' ELSE '(other)' END), "
+                    "m[3]::oid)::regclass::text, CASE WHEN m IS NULL THEN '(no block)' ELSE '(other)' END)" + kind + ", "
                     "sum(w.record_length), sum(w.fpi_length) "
                     "FROM pg_get_wal_records_info(%s::pg_lsn, %s::pg_lsn) w "
                     "LEFT JOIN LATERAL regexp_match(w.block_ref, 'rel (\\d+)/(\\d+)/(\\d+)') m ON true "
@@ -196,10 +198,8 @@ def run_flow(database: Database, flow: str, n: int, batch: int) -> dict[str, Any
                 "heap_records_per_run": {k: round(wal[k] / runs, 2) for k in HEAP_KINDS.values() if wal.get(k)},
                 "row_writes_per_run": {t: {k: round(v / runs, 2) for k, v in c.items()}
                                        for t, c in sorted(meter.rows[stage].items())},
-                "wal_bytes_by_relation_per_run": {
-                    rel: round(b / runs, 1)
-                    for rel, b in sorted(meter.wal_by_relation(stage).items(), key=lambda kv: -kv[1])
-                    if b / runs >= 1},
+                "wal_bytes_by_relation_per_run": per_run(meter.wal_by_relation(stage), runs),
+                "wal_bytes_by_relation_and_record_per_run": per_run(meter.wal_by_relation(stage, by_record=True), runs),
             }
     total = {key: round(sum(s[key] for s in per_stage.values()), 2)
              for key in ("us_per_run", "wal_bytes_per_run", "wal_record_bytes_per_run", "wal_fpi_bytes_per_run",
@@ -208,6 +208,11 @@ def run_flow(database: Database, flow: str, n: int, batch: int) -> dict[str, Any
                                             for v in c.values()), 2)
     return {"stages": per_stage, "total": total, "succeeded": ok, "left_in_queue": left,
             "complete": ok == n and left == 0 and all(per_stage[s]["runs"] == n for s in stages)}
+
+
+def per_run(totals: dict[str, float], runs: int) -> dict[str, float]:
+    """Bytes per run, largest first, those of at least a byte."""
+    return {k: round(b / runs, 1) for k, b in sorted(totals.items(), key=lambda kv: -kv[1]) if b / runs >= 1}
 
 
 def drain(meter: Meter, stage: str, n: int, call: Callable[[], int]) -> None:
@@ -270,8 +275,8 @@ def main(argv: list[str] | None = None) -> int:
             rows = ", ".join(f"{t.removeprefix('cronbox.')} " + "/".join(f"{k}{v:g}" for k, v in c.items())
                              for t, c in s["row_writes_per_run"].items())
             summary.append(f"    rows {flow}/{stage}: {rows}")
-            wal = ", ".join(f"{rel} {b:g}" for rel, b in s["wal_bytes_by_relation_per_run"].items())
-            summary.append(f"    WAL B by relation {flow}/{stage}: {wal}")
+            wal = ", ".join(f"{rel} {b:g}" for rel, b in s["wal_bytes_by_relation_and_record_per_run"].items())
+            summary.append(f"    WAL B by relation and record {flow}/{stage}: {wal}")
     summary.append(f"  every run succeeded once, nothing left queued: {report['complete']}")
     emit(args, report, summary)
     return 0 if report["complete"] else 1

@@ -143,7 +143,7 @@ def test_dispatch_ahead_validates_its_arguments(conn):
 
 def test_poller_and_relay_with_a_lead_send_each_fire_once_and_never_before_its_time(fresh_dsn, tmp_path):
     """Real processes: 20 schedules firing every second, CRONBOX_DISPATCH_LEAD=800ms. Runs are
-    written before their fire time (created_at < fire_at), yet every message reaches the worker
+    written before their fire time (the run id's time < fire_at), yet every message reaches the worker
     at or after its fire time (same machine, same clock), once per fire."""
     arrivals: list[tuple[float, dict]] = []
 
@@ -170,7 +170,7 @@ def test_poller_and_relay_with_a_lead_send_each_fire_once_and_never_before_its_t
     assert early == [], early[:3]
     with db.connect(fresh_dsn) as conn:
         ahead_of_time, doubled = conn.execute(
-            "SELECT count(*) FILTER (WHERE created_at < fire_at AND dispatched_at = due_at), "
+            "SELECT count(*) FILTER (WHERE cronbox.run_id_time(run_id) < fire_at AND dispatched_at = due_at), "
             "       (SELECT count(*) FROM (SELECT 1 FROM cronbox.run GROUP BY job_id, fire_at, attempt "
             "                              HAVING count(*) > 1) d) "
             "FROM cronbox.run").fetchone()
@@ -233,3 +233,4 @@ def test_early_rows_of_a_relay_that_died_holding_them_are_sent_by_another_after_
 def one(dsn: str, sql: str) -> object:
     with db.connect(dsn) as conn:
         return conn.execute(sql).fetchone()[0]
+

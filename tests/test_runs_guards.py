@@ -63,12 +63,12 @@ def scans(plans: list[dict]) -> list[tuple[str, str, str | None]]:
 
 
 def assert_no_history_scan(seen: list[tuple[str, str, str | None]]) -> None:
-    """cronbox.run is only reached by run_id (primary key) or the unfinished-runs index."""
+    """cronbox.run is only reached by run_id (primary key) or the lease index."""
     for node, rel, idx in seen:
         if rel.startswith("run") or rel in ("job_future", "outbox"):
             assert node in ("Index Scan", "Index Only Scan"), (node, rel, idx)
         if rel.startswith("run_"):
-            assert idx in (f"{rel}_pkey", f"{rel}_job_id_idx"), (rel, idx)  # never run_job_history_idx
+            assert idx in (f"{rel}_pkey", f"{rel}_lease_until_idx"), (rel, idx)  # never a history index
 
 
 def big_history(conn: psycopg.Connection) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 
 import pytest
 
@@ -126,3 +126,14 @@ def test_poller_loop_respects_the_dispatch_cap_per_wake_up(fresh_dsn):
     asyncio.run(one_wake_up())
     with db.connect(fresh_dsn) as conn:
         assert conn.execute("SELECT count(*) FROM cronbox.run WHERE state = 'dispatched'").fetchone()[0] == 10
+
+
+def test_a_run_id_says_when_its_row_was_written(conn):
+    """The run row keeps no creation time (migration 0190): its id encodes the clock at the
+    insert, in milliseconds, and cronbox.run_id_time reads it back."""
+    ts = datetime(2031, 3, 1, 12, 0, 7, 123456, tzinfo=timezone.utc)
+    assert conn.execute("SELECT cronbox.run_id_time(cronbox.run_id_at(%s) + 12345)", (ts,)).fetchone()[0] \
+        == ts.replace(microsecond=123000)
+    lo, rid, hi = conn.execute("SELECT clock_timestamp(), cronbox.new_run_id(), clock_timestamp()").fetchone()
+    written = conn.execute("SELECT cronbox.run_id_time(%s)", (rid,)).fetchone()[0]
+    assert lo - timedelta(milliseconds=1) <= written <= hi

@@ -51,13 +51,17 @@ def test_a_run_unfinished_at_the_tally_is_counted_once_when_it_finishes(conn):
     job_id = job(conn, "slow-one", queue="q-slow")
     conn.execute("SELECT cronbox.ensure_run_partitions(1)")
     run_id = conn.execute("""
-        INSERT INTO cronbox.run (run_id, job_id, job_name, queue, fire_at, state, dispatched_at, started_at)
-        VALUES (cronbox.new_run_id(), %s, 'slow-one', 'q-slow', now(), 'running', now(), now())
+        INSERT INTO cronbox.run (run_id, job_id, job_name, queue, fire_at, state, dispatched_at, started_at,
+                                 lease_until)
+        VALUES (cronbox.new_run_id(), %s, 'slow-one', 'q-slow', now(), 'running', now(), now(),
+                now() + interval '5 minutes')
         RETURNING run_id""", (job_id,)).fetchone()[0]
     conn.execute(TALLY, (1000,))
+    conn.execute(TALLY, (1000,))  # still running (its lease says so): still pending
     assert conn.execute("SELECT run_id FROM cronbox.run_tally_pending").fetchall() == [(run_id,)]
     assert _counts(conn) == []
-    conn.execute("UPDATE cronbox.run SET state = 'failed', finished_at = now() WHERE run_id = %s", (run_id,))
+    conn.execute("UPDATE cronbox.run SET state = 'failed', finished_at = now(), lease_until = NULL "
+                 "WHERE run_id = %s", (run_id,))
     assert [r[1:] for r in _counts(conn)] == [("q-slow", 0, 1)]  # seen at once (pending part of the view)
     conn.execute(TALLY, (1000,))
     conn.execute(TALLY, (1000,))

@@ -42,9 +42,9 @@ box AS (
     GROUP BY o.queue
 ),
 act AS (
-    SELECT r.queue, count(*) AS running
-    FROM cronbox.run r WHERE r.state IN ('dispatched', 'delivered', 'running')
-    GROUP BY r.queue
+    SELECT u.queue, count(*) AS running
+    FROM cronbox.unfinished_runs() u
+    GROUP BY u.queue
 ),
 names AS (
     SELECT queue FROM fut UNION SELECT queue FROM box UNION SELECT queue FROM act

@@ -1,8 +1,8 @@
 -- cronbox.dispatch_locked(p_futures, p_jobs, p_grace, p_now): the one write of dispatch, shared
 -- by cronbox.dispatch_at (due futures) and cronbox.dispatch_ahead_at (early dispatch). The
 -- caller has locked the futures (FOR UPDATE) and their jobs (the job's lock: job_stat rows) and
--- calls this in a new statement, so its snapshot, taken under the locks, reads the jobs' definitions and
--- statistics (cronbox.job_stat, written only under the job's lock) as they are now. Decides
+-- calls this in a new statement, so its snapshot, taken under the locks, reads the jobs'
+-- definitions, statistics and futures as they are now (a future held meanwhile is left alone). Decides
 -- per future (paused -> held; dependency gate; overlap; catch-up with p_grace; queue limit)
 -- and writes in one statement: run + outbox row (dispatched as of the later of its due time
 -- and p_now: early runs are dispatched as of their due time), skipped/missed/failed run rows,
@@ -31,7 +31,7 @@ BEGIN
         SELECT f.future_id, f.job_id, f.fire_at, f.due_at, f.priority, f.attempt, f.origin,
                f.payload, f.retry_of, f.overlap AS future_overlap
         FROM cronbox.job_future f
-        WHERE f.future_id = ANY (p_futures)
+        WHERE f.future_id = ANY (p_futures) AND f.hold IS NULL
     ),
     locked_job AS MATERIALIZED (
         SELECT j.job_id, j.name, j.queue, j.paused, j.overlap, j.timeout, s.active_runs,
@@ -163,13 +163,12 @@ BEGIN
     ),
     new_run AS (
         INSERT INTO cronbox.run (run_id, job_id, job_name, queue, fire_at, due_at, state, attempt,
-                                 origin, retry_of, payload, priority, created_at, dispatched_at,
+                                 origin, retry_of, payload, priority, dispatched_at,
                                  finished_at, error, missed_fires, missed_last_at)
         SELECT fire.run_id, fire.job_id, fire.name, fire.queue, fire.fire_at, fire.due_at,
                CASE fire.act WHEN 'run' THEN 'dispatched' WHEN 'fail_dependency' THEN 'failed'
                              WHEN 'miss' THEN 'missed' ELSE 'skipped' END,
                fire.attempt, fire.origin, fire.retry_of, fire.message_payload, fire.priority,
-               p_now,
                CASE WHEN fire.act = 'run' THEN greatest(fire.due_at, p_now) END,  -- early: as of its due time
                CASE WHEN fire.act <> 'run' THEN p_now END,
                CASE fire.act
@@ -207,8 +206,10 @@ BEGIN
     -- cancel_other: the job's unfinished runs are asked to stop (heartbeat answers 'cancel').
     cancel_others AS (
         UPDATE cronbox.run r SET cancel_requested = true
-        WHERE r.job_id IN (SELECT fire.job_id FROM fire
-                           WHERE fire.act = 'run' AND fire.overlap = 'cancel_other' AND fire.active_runs > 0)
+        WHERE r.run_id IN (SELECT u.run_id
+                           FROM fire CROSS JOIN LATERAL cronbox.job_unfinished_runs(fire.job_id) u
+                           WHERE fire.act = 'run' AND fire.overlap = 'cancel_other' AND fire.active_runs > 0
+                             AND NOT u.cancel_requested)
           AND r.state IN ('dispatched', 'delivered', 'running')
           AND NOT r.cancel_requested
         RETURNING r.run_id, r.state

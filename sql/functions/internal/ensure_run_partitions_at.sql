@@ -28,7 +28,10 @@ BEGIN
         v_name := 'run_' || to_char(v_day, 'YYYYMMDD');
         CONTINUE WHEN to_regclass('cronbox.' || v_name) IS NOT NULL;
         EXECUTE format(
-            'CREATE TABLE cronbox.%I PARTITION OF cronbox.run FOR VALUES FROM (%s) TO (%s)',
+            -- fillfactor 45: room on the page for each run's next version, so its updates
+            -- are heap-only (migration 0190)
+            'CREATE TABLE cronbox.%I PARTITION OF cronbox.run FOR VALUES FROM (%s) TO (%s) '
+            'WITH (fillfactor = 45)',
             v_name,
             cronbox.run_id_at(v_day::timestamp AT TIME ZONE 'UTC'),
             cronbox.run_id_at((v_day + 1)::timestamp AT TIME ZONE 'UTC'));

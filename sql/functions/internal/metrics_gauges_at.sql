@@ -4,7 +4,7 @@
 -- cronbox.metrics_gauges_at(p_now): the database-wide gauges the processes export on /metrics:
 -- outbox depth and oldest message age per queue, paused schedules, unfinished runs per state.
 -- Reads only small or partially indexed sets (outbox is a hot, short table; job_paused_idx;
--- run_active_job_idx), takes no lock. Called every few seconds by each process that serves
+-- cronbox.unfinished_runs: the outbox and the leases), takes no lock. Called every few seconds by each process that serves
 -- /metrics, so it must stay cheap with a million schedules.
 CREATE OR REPLACE FUNCTION cronbox.metrics_gauges_at(p_now timestamptz DEFAULT now())
 RETURNS TABLE (metric text, label text, value double precision)
@@ -22,9 +22,10 @@ AS $$
     SELECT 'schedules_paused', NULL, count(*)::double precision
     FROM cronbox.job j WHERE j.paused
     UNION ALL
-    SELECT 'runs_active', s.state,
-           (SELECT count(*) FROM cronbox.run r WHERE r.state = s.state)::double precision
+    SELECT 'runs_active', s.state, count(u.run_id)::double precision
     FROM unnest(ARRAY['dispatched', 'delivered', 'running']) AS s(state)
+    LEFT JOIN cronbox.unfinished_runs() u ON u.state = s.state
+    GROUP BY s.state
 $$;
 
 COMMENT ON FUNCTION cronbox.metrics_gauges_at(timestamp with time zone) IS

@@ -27,7 +27,8 @@ BEGIN
                  format('lost: lease expired at %s (no heartbeat or report within the timeout)',
                         r.lease_until) AS error
           FROM cronbox.run r
-          WHERE r.state IN ('delivered', 'running') AND r.lease_until < p_now
+          WHERE r.lease_until IS NOT NULL AND r.lease_until < p_now  -- run_lease_idx
+            AND r.state IN ('delivered', 'running')
           ORDER BY r.lease_until
           LIMIT p_limit) x;
     IF v_ids IS NULL THEN

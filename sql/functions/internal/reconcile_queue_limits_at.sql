@@ -2,7 +2,7 @@
 -- cronbox.reconcile_queue_limits passes now(); no cronbox role may execute this one (tests call it as the
 -- owner or a superuser to fix the clock).
 -- cronbox.reconcile_queue_limits_at(p_queues, p_now): recounts queue_limit.running from
--- cronbox.run (partial index run_active_job_idx: unfinished runs only) for the given queues
+-- cronbox.unfinished_runs() (the outbox and the leases: unfinished runs only) for the given queues
 -- (NULL: all), under the rows' locks taken in queue order, and releases held fires into any
 -- free slots. The counters are exact by construction; this repairs drift (a limit created
 -- while a dispatch was in flight). The poller calls it periodically. Returns rows updated.

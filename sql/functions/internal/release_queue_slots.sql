@@ -33,10 +33,10 @@ BEGIN
         GROUP BY u.queue
     ),
     actual AS (
-        SELECT r.queue, count(*) AS n
-        FROM cronbox.run r
-        WHERE p_freed IS NULL AND r.state IN ('dispatched', 'delivered', 'running') AND r.queue = ANY (v_queues)
-        GROUP BY r.queue
+        SELECT u.queue, count(*) AS n
+        FROM cronbox.unfinished_runs() u
+        WHERE p_freed IS NULL AND u.queue = ANY (v_queues)
+        GROUP BY u.queue
     ),
     counted AS (
         UPDATE cronbox.queue_limit q SET

@@ -79,9 +79,9 @@ BEGIN
     v_futures := coalesce(cardinality(v_stored), 0);
 
     INSERT INTO cronbox.run (run_id, job_id, job_name, queue, fire_at, due_at, state,
-                             priority, created_at, finished_at, error, missed_fires, missed_last_at)
+                             priority, finished_at, error, missed_fires, missed_last_at)
     SELECT cronbox.new_run_id(), f.job_id, j.name, j.queue, f.fire_at, f.fire_at,
-           'missed', j.priority, p_now, p_now,
+           'missed', j.priority, p_now,
            format('missed: %s%s fire%s from %s to %s dropped by catch-up policy %s',
                   CASE WHEN f.exact IS false THEN 'at least ' ELSE '' END, coalesce(f.n, 1),
                   CASE WHEN coalesce(f.n, 1) = 1 THEN '' ELSE 's' END,

@@ -30,11 +30,16 @@ BEGIN
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
 
-    -- 1. Pending runs that have finished (or whose history was dropped): count, forget.
-    WITH done AS (
+    -- 1. Pending runs that have finished (or whose history was dropped): count, forget. The
+    --    pending ones still unfinished come from cronbox.unfinished_runs() (the outbox and the
+    --    leases): no index of cronbox.run names the state (migration 0190), and a probe per
+    --    pending run, or a hash of all history, costs what a burst's million do not afford.
+    WITH still AS MATERIALIZED (
+        SELECT u.run_id FROM cronbox.unfinished_runs() u
+    ),
+    done AS (
         DELETE FROM cronbox.run_tally_pending p
-        WHERE NOT EXISTS (SELECT 1 FROM cronbox.run r WHERE r.run_id = p.run_id
-                          AND r.state IN ('dispatched', 'delivered', 'running'))
+        WHERE NOT EXISTS (SELECT 1 FROM still WHERE still.run_id = p.run_id)
         RETURNING p.run_id
     )
     INSERT INTO cronbox.run_minute AS m (minute, queue, owner, succeeded, failed)

@@ -18,11 +18,12 @@ DECLARE
     v_early bigint[];
     v_ids bigint[];
 BEGIN
-    -- The job's runs dispatched as of a time still to come (run_active_job_idx); usually none,
-    -- and then the outbox (no index on run_id) is not read at all.
-    SELECT array_agg(r.run_id) INTO v_early
-    FROM cronbox.run r
-    WHERE r.job_id = p_job_id AND r.state = 'dispatched' AND r.dispatched_at > p_now;
+    -- The job's runs dispatched as of a time still to come (among its unfinished runs, which
+    -- the caller's lock on the job keeps counted); usually none, and then the outbox (no index
+    -- on run_id) is not read at all.
+    SELECT array_agg(u.run_id) INTO v_early
+    FROM cronbox.job_unfinished_runs(p_job_id) u
+    WHERE u.state = 'dispatched' AND u.dispatched_at > p_now;
     IF v_early IS NULL THEN
         RETURN 0;
     END IF;

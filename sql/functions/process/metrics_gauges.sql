@@ -1,7 +1,7 @@
 -- cronbox.metrics_gauges(now()): the database-wide gauges the processes export on /metrics:
 -- outbox depth and oldest message age per queue, paused schedules, unfinished runs per state.
 -- Reads only small or partially indexed sets (outbox is a hot, short table; job_paused_idx;
--- run_active_job_idx), takes no lock. Called every few seconds by each process that serves
+-- cronbox.unfinished_runs: the outbox and the leases), takes no lock. Called every few seconds by each process that serves
 -- /metrics, so it must stay cheap with a million schedules.
 -- Thin wrapper: the body is cronbox.metrics_gauges_at (internal/metrics_gauges_at.sql), called with now().
 CREATE OR REPLACE FUNCTION cronbox.metrics_gauges() RETURNS TABLE(metric text, label text, value double precision)

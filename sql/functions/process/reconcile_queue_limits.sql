@@ -1,5 +1,5 @@
 -- cronbox.reconcile_queue_limits(p_queues): recounts queue_limit.running from
--- cronbox.run (partial index run_active_job_idx: unfinished runs only) for the given queues
+-- cronbox.unfinished_runs() (the outbox and the leases: unfinished runs only) for the given queues
 -- (NULL: all), under the rows' locks taken in queue order, and releases held fires into any
 -- free slots. The counters are exact by construction; this repairs drift (a limit created
 -- while a dispatch was in flight). The poller calls it periodically. Returns rows updated.
