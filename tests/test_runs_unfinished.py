@@ -158,10 +158,9 @@ def test_the_job_stat_columns_every_run_rewrites_are_last(conn):
     assert columns[-5:] == ["last_fire_at", "last_run_id", "last_success_at", "active_runs", "last_run_state"]
 
 
-def test_the_write_rereads_futures_the_walk_saw_before_it_held_their_job(conn):
-    """Dispatch reads due futures without locking them and takes their job's lock in the walk:
-    a future another poller dispatched (or a pause held) between the walk's snapshot and that
-    lock reaches dispatch_locked by id, which re-reads it under the lock and leaves it alone."""
+def test_the_write_rereads_futures_and_leaves_alone_one_gone_or_held(conn):
+    """dispatch_locked gets futures by id from the caller's pick and re-reads them under the
+    jobs' locks: one gone since (dispatched elsewhere) or held since (a pause) is left alone."""
     job(conn, "gone", overlap="allow")
     job(conn, "held", overlap="allow")
     f_gone = future(conn, "gone", 0)
