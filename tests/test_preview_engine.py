@@ -91,7 +91,8 @@ def test_sql_engine_agrees_with_the_poller_on_generated_expressions(conn, expr: 
     assert sql_fires(conn, expr, tz, after, n, until) == want, (expr, tz, after)
 
 
-@pytest.mark.parametrize("expr", ["0 * * */2 * 0-6 *", "0 0 0 1-31 * 1 *", "0 0 0 */1 * 1 *", "0 0 0 1-31 * */2 *",
+@pytest.mark.parametrize("expr", ["0 * * 1-30,L * */4 *", "0 * * 1-31,L * */4 *", "0 * * 2-31,L * */4 *",
+                                  "0 * * */2 * 0-6 *", "0 0 0 1-31 * 1 *", "0 0 0 */1 * 1 *", "0 0 0 1-31 * */2 *",
                                   "0 0 0 L * 0-6 *", "0 0 0 */3 * 0-7 *", "*/5 * * * * *", "* * * * *", "0 0 29 2 *", "0 30 2 * * *", "0 0 0 L * * *",
                                   "0 0 0 * * 5#5 *", "0 0 12 * * 1L *", "0 */20 1-3 * * * *", "0 0 0 1 1 * 2030"])
 @pytest.mark.parametrize("tz", ["Europe/Berlin", "Australia/Lord_Howe", "America/Santiago"])

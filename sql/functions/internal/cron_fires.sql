@@ -92,7 +92,9 @@ BEGIN
     END IF;
     -- croniter reads a day field listing every value as `*` when the other day field's text
     -- contains a `*` (`*/2` included): then the days are not OR-ed (poller/cron.py walks them).
-    v_dom_all := v_dom_all OR (cardinality(v_dom) = 31 AND NOT v_dom_last AND strpos(v_f[6], '*') > 0);
+    -- It counts the entries, `L` as one: `1-30,L` is 31 of them (all), `1-31,L` 32 (not).
+    v_dom_all := v_dom_all OR (cardinality(v_dom) + CASE WHEN v_dom_last THEN 1 ELSE 0 END = 31
+                               AND strpos(v_f[6], '*') > 0);
     v_dow_all := v_dow_all OR (NOT v_special AND cardinality(v_dow) = 7 AND strpos(v_f[4], '*') > 0);
     -- Debian cron's rule: fixed-time unless the minute or the hour field starts with `*`.
     v_fixed := NOT (v_f[2] LIKE '*%' OR v_f[3] LIKE '*%');
