@@ -84,6 +84,8 @@ FUNCTIONS = [
     ("tally_runs", [("p_batch", "integer")], PROCESS),
     ("sync_schedule_names", [], PROCESS),
     ("search_schedules", [("p_text", "text"), ("p_after", "text"), ("p_limit", "integer")], ROLES),
+    ("unfinished_runs", [], ROLES),
+    ("run_id_time", [("p_run_id", "bigint")], ROLES),
 ]
 
 # How many leading parameters have no default (pg_proc.pronargs - pronargdefaults).
@@ -92,7 +94,7 @@ REQUIRED = {"cancel": 1, "claim_runs": 2, "complete_run": 1, "complete_runs": 1,
             "schedule": 1, "set_queue_limit": 2, "start_run": 2, "trigger": 1, "unschedule": 1,
             "dispatch_ahead": 2, "due_ahead": 2, "claim_saturation": 2, "claim_outbox": 2, "release_outbox": 1,
             "ack_outbox": 2, "nack_outbox_unsent": 3, "quarantine_job": 2, "due_jobs": 1, "touch_process": 2,
-            "search_schedules": 1, "backfill": 3, "next_fires": 1, "create_calendar": 1, "drop_calendar": 1}
+            "search_schedules": 1, "run_id_time": 1, "backfill": 3, "next_fires": 1, "create_calendar": 1, "drop_calendar": 1}
 
 STRINGS = st.one_of(
     st.sampled_from(["", " ", "ok", "a b;c", "x'; DROP TABLE cronbox.job; --", "cronbox.notifications",
