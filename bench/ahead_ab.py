@@ -15,6 +15,7 @@ figure of record for bursts is `bench.scale --burst`.
 from __future__ import annotations
 
 import argparse
+import shutil
 import statistics
 import sys
 import tempfile
@@ -76,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.jobs, args.rounds = 2_000, 1
     files = {"old": args.old.read_text(), "new": args.new.read_text()}
-    cluster = Cluster(Path(tempfile.mkdtemp(prefix="cronbox-bench-ahead-ab-")) / "pg", settings=DURABLE_SETTINGS)
+    folder = Path(tempfile.mkdtemp(prefix="cronbox-bench-ahead-ab-"))
+    cluster = Cluster(folder / "pg", settings=DURABLE_SETTINGS)
     cluster.init()
     dsn = cluster.start()
     report: dict[str, Any] = {"bench": "ahead_ab", "command": " ".join(sys.argv), "jobs": args.jobs, "rounds": []}
@@ -93,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
                     report["rounds"].append(out)
     finally:
         cluster.stop()
+        shutil.rmtree(folder, ignore_errors=True)  # the private cluster's data: nothing to keep
     text = orjson.dumps(report, option=orjson.OPT_INDENT_2).decode() + "\n"
     if args.json:
         args.json.write_text(text)

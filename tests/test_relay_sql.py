@@ -75,16 +75,67 @@ def test_two_relays_claiming_at_once_get_disjoint_rows(fresh_dsn):
         assert len(first) == 6 and len(second) == 4 and not first & second
 
 
-def test_claim_query_uses_outbox_claim_idx(conn):
+def outbox_rows_read(conn, sql: str, params=()) -> int:
+    """Rows that the statements run by `sql` read from the outbox's scans (auto_explain, nested
+    statements, analyze): what a claim walked, whatever it returned."""
+    read = 0
+
+    def on_notice(diag: psycopg.errors.Diagnostic) -> None:
+        nonlocal read
+        text = diag.message_primary or ""
+        if "Query Text" in text:
+            stack = [orjson.loads(text[text.index("{"):])["Plan"]]
+            while stack:
+                node = stack.pop()
+                stack.extend(node.get("Plans", []))
+                if node.get("Relation Name") == "outbox" and "Scan" in node["Node Type"]:
+                    read += node["Actual Rows"] * node["Actual Loops"] + node.get("Rows Removed by Filter", 0)
+
+    conn.execute("LOAD 'auto_explain'")
+    for setting, value in (("log_min_duration", "0"), ("log_nested_statements", "on"),
+                           ("log_analyze", "on"), ("log_timing", "off"), ("log_format", "json")):
+        conn.execute(f"SET auto_explain.{setting} = {value}")
+    conn.execute("SET client_min_messages = log")
+    conn.add_notice_handler(on_notice)
+    try:
+        conn.execute(sql, params)
+    finally:
+        conn.remove_notice_handler(on_notice)
+        conn.execute("SET client_min_messages = notice")
+        conn.execute("SET auto_explain.log_min_duration = -1")
+    return read
+
+
+def test_a_backlog_the_relay_leaves_out_costs_its_claims_nothing(conn):
+    # A pulled queue nobody pulls, or a lane whose sink is down (excluded by the relay), with
+    # 20,000 rows due long before the healthy queue's: the claim reads past none of them.
     conn.execute(
         "INSERT INTO cronbox.outbox (queue, message, available_at) "
-        "SELECT 'q' || (g % 5), '{}', now() + g * interval '1 second' FROM generate_series(1, 20000) g")
+        "SELECT 'stuck', '{}', now() - interval '1 hour' + g * interval '1 millisecond' "
+        "FROM generate_series(1, 20000) g")
+    conn.execute(
+        "INSERT INTO cronbox.outbox (queue, message, available_at) "
+        "SELECT 'ok', '{}', now() - interval '1 second' FROM generate_series(1, 5)")
     conn.execute("ANALYZE cronbox.outbox")
-    plan = conn.execute(
-        "EXPLAIN (FORMAT JSON) SELECT o.outbox_id FROM cronbox.outbox o "
-        "WHERE o.available_at <= now() AND o.queue <> ALL (ARRAY['q1']) "
-        "ORDER BY o.available_at LIMIT 500 FOR UPDATE SKIP LOCKED").fetchone()[0]
-    assert "outbox_claim_idx" in orjson.dumps(plan).decode()
+    sql = ("SELECT * FROM cronbox.claim_outbox_at('r1', 500, '30 seconds', %s, %s, p_now => now())")
+    assert outbox_rows_read(conn, sql, (None, ["stuck"])) < 50
+    assert conn.execute("SELECT count(*) FROM cronbox.outbox WHERE lease_owner = 'r1'").fetchone()[0] == 5
+    conn.execute("UPDATE cronbox.outbox SET lease_owner = NULL, lease_until = NULL")
+    assert outbox_rows_read(conn, sql, (["ok"], None)) < 50
+    assert conn.execute("SELECT array_agg(DISTINCT queue) FROM cronbox.outbox WHERE lease_owner = 'r1'"
+                        ).fetchone()[0] == ["ok"]
+
+
+def test_a_claim_takes_the_queue_with_the_oldest_waiting_row_first(conn):
+    t = now_of(conn)
+    for queue, ages in (("b", (30, 20)), ("a", (10, 5)), ("c", (40, 1))):
+        for age in ages:
+            conn.execute("INSERT INTO cronbox.outbox (queue, message, available_at) VALUES (%s, '{}', %s)",
+                         (queue, t - timedelta(seconds=age)))
+    # queue by queue (c's first row is the oldest, then b's, then a's), each oldest first:
+    # c's newest row comes before b's second (in one order of due times it would not)
+    assert sorted(r[2] for r in claim(conn, limit=3, now=t)) == ["b", "c", "c"]
+    assert sorted(r[2] for r in claim(conn, limit=10, now=t)) == ["a", "a", "b"]
 
 
 def test_ack_deletes_rows_and_moves_runs_to_delivered_with_their_timeout(conn):

@@ -115,7 +115,7 @@ def test_claim_runs_uses_the_pull_index(conn):
     conn.execute("ANALYZE cronbox.run")
     plans = plans_of(conn, "SELECT * FROM cronbox.claim_runs_at('pg', 'w', 10, %s)", (at(401),))
     seen = scans(plans)
-    assert ("outbox", "outbox_pull_idx") in {(rel, idx) for _, rel, idx in seen}
+    assert ("outbox", "outbox_queue_idx") in {(rel, idx) for _, rel, idx in seen}
     assert_no_history_scan(seen)
     assert conn.execute("SELECT count(*) FROM cronbox.run WHERE state = 'running'").fetchone()[0] == 3
 

@@ -1,7 +1,7 @@
 -- cronbox.unfinished_runs(): the runs not finished yet (dispatched, delivered, running) that
 -- the caller may see, with their job, queue and state. No index of cronbox.run names the state
 -- (migration 0190: a run's last update stays heap-only), so they are found where they are
--- anyway: a dispatched run has its outbox row (outbox_pull_idx), a delivered or running run
+-- anyway: a dispatched run has its outbox row, a delivered or running run
 -- its lease (run_lease_idx); each candidate is probed by primary key and its state re-read.
 -- Costs the number of unfinished runs, however large history is. For psql, the web console's
 -- state filter, cronbox.queues, the metrics and the queue limits' recount.

@@ -4,7 +4,7 @@
 -- cronbox.claim_runs_at(queue, worker, n, p_now): pull mode, for workers that talk to PostgreSQL
 -- instead of receiving pushes (queues routed to the `postgres` sink). Takes up to n
 -- available run messages of the queue, oldest first, FOR UPDATE SKIP LOCKED on
--- outbox_pull_idx (claimers get disjoint runs), deletes them and marks their runs running on
+-- outbox_queue_idx (claimers get disjoint runs), deletes them and marks their runs running on
 -- worker with a lease of the job's timeout. Returns the messages, deadline included.
 CREATE OR REPLACE FUNCTION cronbox.claim_runs_at(
     queue text,

@@ -4,7 +4,7 @@
 -- worker: the message is deleted and the run ends 'cancelled' at once, through finish_runs
 -- (their slots freed in the same transaction). A message a relay holds is not recalled: its
 -- run keeps cancel_requested (start_run refuses it, heartbeat answers 'cancel'). Reads the
--- outbox through outbox_pull_idx (kind 'run', the runs' queues). Called by dispatch with the
+-- outbox through outbox_queue_idx (the runs' queues). Called by dispatch with the
 -- jobs locked; returns the number withdrawn.
 CREATE OR REPLACE FUNCTION cronbox.withdraw_superseded_runs(
     p_run_ids bigint[],

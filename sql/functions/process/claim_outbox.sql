@@ -1,8 +1,10 @@
 -- cronbox.claim_outbox(p_owner, p_limit, p_lease, p_queues, p_exclude): the relay's
--- claim. Leases up to p_limit available outbox rows (oldest first) to p_owner for p_lease
--- (lease_until, a column no index covers: the claim is a HOT update); FOR UPDATE SKIP LOCKED
--- on outbox_claim_idx, so relays get disjoint rows. p_queues (NULL = all) / p_exclude (NULL = none) keep pull-mode
--- queues out. A relay that dies leaves rows that come back when the lease ends.
+-- claim. Leases up to p_limit available outbox rows to p_owner for p_lease (lease_until, a
+-- column no index covers: the claim is a HOT update): queue by queue, the queue whose first
+-- claimable row is oldest first, each queue's rows oldest first (outbox_queue_idx); FOR UPDATE
+-- SKIP LOCKED, so relays get disjoint rows. p_queues (NULL = all) / p_exclude (NULL = none) keep
+-- pull-mode queues and the relay's full or broken lanes out, at one index probe each per claim.
+-- A relay that dies leaves rows that come back when the lease ends.
 -- Counts the attempt; returns the messages with their deadline (now + timeout) filled in.
 -- p_ahead (CRONBOX_DISPATCH_LEAD) also takes rows that become available within p_ahead
 -- (written early by cronbox.dispatch_ahead): the relay holds them until available_at, which
@@ -28,7 +30,7 @@ AS $$
 $$;
 
 COMMENT ON FUNCTION cronbox.claim_outbox(text, integer, interval, text[], text[], interval) IS
-'Relay: leases up to p_limit outbox rows available by now + p_ahead (SKIP LOCKED, outbox_claim_idx) for p_lease from their available time, only queues in p_queues (NULL = all) and not in p_exclude, and returns the messages, deadline included, and when each is due. Unacked rows come back when the lease ends: at least once.';
+'Relay: leases up to p_limit outbox rows available by now + p_ahead (SKIP LOCKED; queue by queue on outbox_queue_idx, a left-out queue costs one probe) for p_lease from their available time, only queues in p_queues (NULL = all) and not in p_exclude, and returns the messages, deadline included, and when each is due. Unacked rows come back when the lease ends: at least once.';
 
 ALTER FUNCTION cronbox.claim_outbox(text, integer, interval, text[], text[], interval) OWNER TO cronbox_owner;
 REVOKE ALL ON FUNCTION cronbox.claim_outbox(text, integer, interval, text[], text[], interval) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
