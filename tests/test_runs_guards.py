@@ -3,7 +3,6 @@ and two pull-mode workers on one queue claim disjoint runs and dispatch no fire 
 
 from __future__ import annotations
 
-import json
 import threading
 from collections import Counter
 
@@ -11,37 +10,9 @@ import psycopg
 
 from cronbox import db
 
+from .plan_support import nodes, plans_of
 from .procs import Proc, wait_until
 from .runs_support import T0, at, dispatch, future, job
-
-
-def plans_of(conn: psycopg.Connection, sql: str, params=()) -> list[dict]:
-    """The plans of every statement run by `sql`, nested ones included (auto_explain)."""
-    found: list[dict] = []
-
-    def on_notice(diag: psycopg.errors.Diagnostic) -> None:
-        text = diag.message_primary or ""
-        if "Query Text" in text:
-            found.append(json.loads(text[text.index("{"):]))
-
-    conn.execute("LOAD 'auto_explain'")
-    for setting, value in (("log_min_duration", "0"), ("log_nested_statements", "on"),
-                           ("log_format", "json")):
-        conn.execute(f"SET LOCAL auto_explain.{setting} = {value}")
-    conn.execute("SET LOCAL client_min_messages = log")
-    conn.add_notice_handler(on_notice)
-    try:
-        conn.execute(sql, params)
-    finally:
-        conn.remove_notice_handler(on_notice)
-        conn.execute("SET LOCAL client_min_messages = notice")
-    return found
-
-
-def nodes(plan: dict):
-    yield plan
-    for child in plan.get("Plans", []):
-        yield from nodes(child)
 
 
 def scans(plans: list[dict]) -> list[tuple[str, str, str | None]]:
