@@ -9,6 +9,7 @@ import pytest
 
 from bench.web import fill_history
 
+from .plan_support import nodes, plans_of
 from .runs_support import job
 
 TALLY = "SELECT cronbox.tally_runs_at(%s, clock_timestamp() + interval '1 minute')"
@@ -66,6 +67,34 @@ def test_a_run_unfinished_at_the_tally_is_counted_once_when_it_finishes(conn):
     conn.execute(TALLY, (1000,))
     conn.execute(TALLY, (1000,))
     assert [r[1:] for r in _counts(conn)] == [("q-slow", 0, 1)]
+    assert conn.execute("SELECT count(*) FROM cronbox.run_tally_pending").fetchone()[0] == 0
+
+
+def test_the_tally_reads_finished_pending_runs_by_key_whatever_the_statistics_say(conn):
+    # A burst: the statistics of the day's partition were taken while its runs were unfinished,
+    # so the planner expects few finished ones. The runs that finished since are read by
+    # primary key, never by a scan of the partition (a hash join chosen then read all of the
+    # day's history on every tally).
+    conn.execute("DELETE FROM cronbox.run_minute")
+    conn.execute("DELETE FROM cronbox.run_tally_pending")
+    conn.execute("UPDATE cronbox.run_tally_mark SET next_run_id = cronbox.run_id_at(now() + interval '1 hour')")
+    job_id = job(conn, "busy", queue="q-busy")
+    conn.execute("SELECT cronbox.ensure_run_partitions(1)")
+    conn.execute(
+        "INSERT INTO cronbox.run (run_id, job_id, job_name, queue, fire_at, state, dispatched_at) "
+        "SELECT cronbox.run_id_at(now() - interval '1 hour') + g, %s, 'busy', 'q-busy', now(), 'dispatched', now() "
+        "FROM generate_series(1, 40000) g", (job_id,))
+    conn.execute("INSERT INTO cronbox.run_tally_pending (run_id) SELECT run_id FROM cronbox.run WHERE job_id = %s",
+                 (job_id,))
+    conn.execute("ANALYZE cronbox.run")
+    conn.execute("ANALYZE cronbox.run_tally_pending")
+    conn.execute("UPDATE cronbox.run SET state = 'succeeded', finished_at = now() WHERE job_id = %s", (job_id,))
+    plans = plans_of(conn, TALLY, (1000,))
+    seq = [n["Relation Name"] for p in plans for n in nodes(p["Plan"])
+           if n.get("Relation Name", "").startswith("run_2") and n["Node Type"] == "Seq Scan"
+           and n.get("Plan Rows", 0) > 1]
+    assert seq == []
+    assert conn.execute("SELECT sum(succeeded) FROM cronbox.run_minute").fetchone()[0] == 40000
     assert conn.execute("SELECT count(*) FROM cronbox.run_tally_pending").fetchone()[0] == 0
 
 
