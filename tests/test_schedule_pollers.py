@@ -124,8 +124,12 @@ def test_real_poller_records_the_fires_a_past_start_dropped_as_missed(fresh_dsn,
                                 "FROM cronbox.job_future ORDER BY 1").fetchall()
 
     with Proc("poller", fresh_dsn, tmp_path, CRONBOX_MISFIRE_GRACE="2s", CRONBOX_HORIZON="5s") as poller:
-        rows = wait_until(lambda: len(s := seen()) >= 8 and s, timeout=30, what="past fires handled")
+        wait_until(lambda: len(seen()) >= 8, timeout=30, what="past fires handled")
         assert poller.terminate() == 0, poller.output
+    # Read once the poller has stopped, with the count below: a fire the poller reached more
+    # than the grace late after a sample taken while it ran joins the gap's row (CI, a loaded
+    # machine: the gap row said 19 in the sample, missed_count 20 after).
+    rows = seen()
     # One missed row for the whole gap (first, last, count), then every later fire.
     assert rows[0][1] == "missed" and [r[1] for r in rows[1:]].count("missed") == 0
     first, _, last, n = rows[0]
