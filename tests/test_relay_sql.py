@@ -103,6 +103,38 @@ def test_a_backlog_the_relay_leaves_out_costs_its_claims_nothing(conn):
                         ).fetchone()[0] == ["ok"]
 
 
+@pytest.mark.parametrize("claim_sql", [
+    "SELECT * FROM cronbox.claim_outbox_at('r1', 100, '30 seconds', p_now => now())",
+    "SELECT * FROM cronbox.claim_runs_at('pulled', 'w1', 100, now())",
+])
+def test_a_claim_planned_while_the_outbox_looked_empty_reads_only_what_it_takes(conn, claim_sql):
+    # The claims keep one plan per session, made with the statistics of the moment. After a
+    # drain, VACUUM leaves statistics that say the outbox is empty (its pages, no live row)
+    # while the next 200,000 runs arrive: the write of the claimed rows must still find them
+    # by key, never walk the outbox once per row taken (quadratic: a pull bench stalled on it
+    # for a minute per claim).
+    conn.execute(
+        "INSERT INTO cronbox.outbox (queue, run_id, message, available_at) "
+        "SELECT 'pulled', g, '{}', now() - interval '1 minute' FROM generate_series(1, 20000) g")
+    conn.execute("UPDATE pg_class SET reltuples = 0, relpages = 100 WHERE oid = 'cronbox.outbox'::regclass")
+    assert outbox_rows_read(conn, claim_sql) < 500
+    assert conn.execute("SELECT count(*) FROM cronbox.outbox WHERE lease_owner = 'r1'").fetchone()[0] \
+        + conn.execute("SELECT 20000 - count(*) FROM cronbox.outbox").fetchone()[0] == 100
+
+
+def test_a_nack_while_the_outbox_looks_empty_reads_only_the_rows_it_names(conn):
+    conn.execute(
+        "INSERT INTO cronbox.outbox (queue, message, available_at, lease_owner, lease_until, attempts) "
+        "SELECT 'q', '{}', now(), 'r1', now() + interval '1 minute', 1 FROM generate_series(1, 20000)")
+    ids = [r[0] for r in conn.execute("SELECT outbox_id FROM cronbox.outbox ORDER BY outbox_id LIMIT 100")]
+    conn.execute("UPDATE pg_class SET reltuples = 0, relpages = 100 WHERE oid = 'cronbox.outbox'::regclass")
+    sql = "SELECT * FROM cronbox.nack_outbox_at('r1', %s, %s, p_retryable => %s, p_now => now())"
+    assert outbox_rows_read(conn, sql, (ids, ["boom"] * 100, [True] * 50 + [False] * 50)) < 500
+    assert conn.execute("SELECT count(*) FROM cronbox.outbox WHERE last_error = 'boom' AND lease_owner IS NULL"
+                        ).fetchone()[0] == 50
+    assert conn.execute("SELECT count(*) FROM cronbox.dead_letter").fetchone()[0] == 50
+
+
 def test_a_claim_takes_the_queue_with_the_oldest_waiting_row_first(conn):
     t = now_of(conn)
     for queue, ages in (("b", (30, 20)), ("a", (10, 5)), ("c", (40, 1))):

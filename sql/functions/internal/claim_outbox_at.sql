@@ -81,12 +81,14 @@ BEGIN
     ),
     leased AS (
         UPDATE cronbox.outbox o SET
-            lease_until = greatest(p.available_at, p_now) + p_lease,
+            lease_until = greatest(o.available_at, p_now) + p_lease,
             lease_owner = p_owner,
             attempts = o.attempts + 1
-        FROM picked p
-        WHERE o.outbox_id = p.outbox_id
-        RETURNING o.outbox_id, o.run_id, o.queue, o.kind, o.message, o.timeout, o.attempts, p.available_at
+        -- By key, never a join to picked: the plan is kept for the session, and one made while
+        -- the statistics said the outbox was empty (VACUUM after a drain) walked the whole
+        -- outbox once per row taken. available_at is the row's own (a claim leaves it alone).
+        WHERE o.outbox_id = ANY (ARRAY(SELECT p.outbox_id FROM picked p))
+        RETURNING o.outbox_id, o.run_id, o.queue, o.kind, o.message, o.timeout, o.attempts, o.available_at
     )
     -- A run's row carries no message (0121): built from the run row, one primary-key probe
     -- each (the partition found at run time). A run gone by retention still gets its ids.
