@@ -122,6 +122,24 @@ def test_a_claim_planned_while_the_outbox_looked_empty_reads_only_what_it_takes(
         + conn.execute("SELECT 20000 - count(*) FROM cronbox.outbox").fetchone()[0] == 100
 
 
+@pytest.mark.parametrize("claim_sql", [
+    "SELECT * FROM cronbox.claim_outbox_at('r1', 100, '30 seconds', p_now => now())",
+    "SELECT * FROM cronbox.claim_runs_at('pulled', 'w1', 100, now())",
+])
+@pytest.mark.parametrize("rows_then", [0, 10])
+def test_a_claim_planned_on_a_nearly_empty_outbox_still_walks_the_index_when_it_fills(conn, claim_sql, rows_then):
+    # A worker's first claim often meets an outbox that is empty or just starting to fill: the
+    # plan it keeps must not be a sequential scan that was cheapest for ten rows.
+    conn.execute("UPDATE pg_class SET reltuples = 0, relpages = 1 WHERE oid = 'cronbox.outbox'::regclass")
+    conn.execute("INSERT INTO cronbox.outbox (queue, run_id, message, available_at) "
+                 "SELECT 'pulled', g, '{}', now() - interval '1 minute' FROM generate_series(1, %s) g", (rows_then,))
+    conn.execute(claim_sql)
+    conn.execute(
+        "INSERT INTO cronbox.outbox (queue, run_id, message, available_at) "
+        "SELECT 'pulled', g, '{}', now() - interval '1 minute' FROM generate_series(%s, 20000) g", (rows_then + 1,))
+    assert outbox_rows_read(conn, claim_sql) < 500
+
+
 def test_a_nack_while_the_outbox_looks_empty_reads_only_the_rows_it_names(conn):
     conn.execute(
         "INSERT INTO cronbox.outbox (queue, message, available_at, lease_owner, lease_until, attempts) "
