@@ -31,6 +31,7 @@ DECLARE
     v_dead_ids bigint[];
     v_runs bigint[];
     v_errors text[];
+    v_report_of jsonb;
 BEGIN
     IF p_max_attempts IS NULL OR p_max_attempts < 1 THEN
         RAISE EXCEPTION 'p_max_attempts: must be at least 1, got %', p_max_attempts
@@ -45,37 +46,42 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
-    WITH failed AS (
-        -- unnest pads the shorter optional arrays with NULL (= retryable, no Retry-After)
-        SELECT f.outbox_id, f.error, f.retryable, f.retry_after
-        FROM unnest(p_ids, p_errors, p_retryable, p_retry_after) AS f(outbox_id, error, retryable, retry_after)
-        WHERE f.outbox_id IS NOT NULL
-    ),
-    mine AS (
-        SELECT o.outbox_id, o.attempts, f.error, f.retry_after,
-               (f.retryable IS FALSE OR o.attempts >= p_max_attempts) AS give_up
-        FROM cronbox.outbox o JOIN failed f ON f.outbox_id = o.outbox_id
-        -- = ANY: the outbox is reached by key whatever its statistics say (after a drain
-        -- they say it is empty, and a join walked all of it once per row)
+    -- The report of each row, by outbox id (unnest pads the shorter optional arrays with NULL
+    -- = retryable, no Retry-After). The rows are reached by key and their reports looked up
+    -- here, no join: the outbox's statistics swing (after a drain they say it is empty), and a
+    -- join planned on them walked the whole outbox once per row, or sorted the id array again
+    -- on every probe.
+    SELECT jsonb_object_agg(f.outbox_id::text, jsonb_build_object(
+               'error', f.error, 'retryable', f.retryable, 'retry_after', f.retry_after))
+      INTO v_report_of
+    FROM unnest(p_ids, p_errors, p_retryable, p_retry_after) AS f(outbox_id, error, retryable, retry_after)
+    WHERE f.outbox_id IS NOT NULL;
+
+    WITH mine AS MATERIALIZED (
+        SELECT o.outbox_id,
+               ((v_report_of -> o.outbox_id::text ->> 'retryable')::boolean IS FALSE
+                OR o.attempts >= p_max_attempts) AS give_up
+        FROM cronbox.outbox o
         WHERE o.outbox_id = ANY (p_ids) AND o.lease_owner = p_owner
     ),
     retried AS (
         UPDATE cronbox.outbox o SET
             available_at = p_now + greatest(
-                least(p_backoff * power(2, least(m.attempts - 1, 30)), p_backoff_max) * (0.5 + random() * 0.5),
-                CASE WHEN m.retry_after IS NOT NULL  -- greatest/least skip NULLs
-                     THEN make_interval(secs => least(m.retry_after, 86400)) END),
+                least(p_backoff * power(2, least(o.attempts - 1, 30)), p_backoff_max) * (0.5 + random() * 0.5),
+                CASE WHEN v_report_of -> o.outbox_id::text ->> 'retry_after' IS NOT NULL  -- greatest skips NULLs
+                     THEN make_interval(secs => least((v_report_of -> o.outbox_id::text ->> 'retry_after')::float8, 86400)) END),
             lease_owner = NULL,
             lease_until = NULL,
-            last_error = m.error
-        FROM mine m
-        WHERE o.outbox_id = ANY (p_ids) AND o.outbox_id = m.outbox_id AND NOT m.give_up AND o.lease_owner = p_owner
+            last_error = v_report_of -> o.outbox_id::text ->> 'error'
+        WHERE o.outbox_id = ANY (ARRAY(SELECT m.outbox_id FROM mine m WHERE NOT m.give_up))
+          AND o.lease_owner = p_owner
         RETURNING o.outbox_id
     ),
     buried AS (
-        DELETE FROM cronbox.outbox o USING mine m
-        WHERE o.outbox_id = ANY (p_ids) AND o.outbox_id = m.outbox_id AND m.give_up AND o.lease_owner = p_owner
-        RETURNING o.*, m.error
+        DELETE FROM cronbox.outbox o
+        WHERE o.outbox_id = ANY (ARRAY(SELECT m.outbox_id FROM mine m WHERE m.give_up))
+          AND o.lease_owner = p_owner
+        RETURNING o.*, v_report_of -> o.outbox_id::text ->> 'error' AS error
     ),
     moved AS (
         INSERT INTO cronbox.dead_letter (outbox_id, run_id, queue, kind, message, timeout, created_at,
