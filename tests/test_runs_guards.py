@@ -158,3 +158,26 @@ def test_two_pollers_and_two_pull_workers_claim_disjoint_runs_and_dispatch_nothi
         left = conn.execute("SELECT count(*) FROM cronbox.outbox WHERE kind = 'run'").fetchone()[0]
     assert [f for f, n in Counter(fires).items() if n > 1] == []  # no fire dispatched twice
     assert dispatched == a | b and left == 0  # every dispatched run was claimed exactly once
+
+
+def job_future_rows_read(conn, sql: str, params=()) -> int:
+    return sum(n["Actual Rows"] * n["Actual Loops"] + n.get("Rows Removed by Filter", 0)
+               for p in plans_of(conn, sql, params, analyze=True) for n in nodes(p["Plan"])
+               if n.get("Relation Name") == "job_future" and "Scan" in n["Node Type"])
+
+
+def test_a_dispatch_planned_while_no_future_was_due_walks_the_index_when_a_burst_comes(conn):
+    # The poller's plans are kept for the session once PostgreSQL settles on a generic one,
+    # made while job_future was nearly empty (statistics after VACUUM say so): a million
+    # futures due on one minute boundary must still be read through the ready index.
+    job(conn, "burst", overlap="allow")
+    conn.execute("UPDATE pg_class SET reltuples = 0, relpages = 1 WHERE oid = 'cronbox.job_future'::regclass")
+    for t in range(8):  # past PostgreSQL's five custom plans
+        future(conn, "burst", t)
+        dispatch(conn, t)
+    conn.execute(
+        "INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
+        "SELECT j.job_id, %s + make_interval(secs => g), %s FROM cronbox.job j, generate_series(1, 20000) g "
+        "WHERE j.name = 'burst'", (at(100), at(100)))
+    assert job_future_rows_read(conn, "SELECT * FROM cronbox.dispatch_at(100, p_now => %s)", (at(100),)) < 1000
+    assert conn.execute("SELECT count(*) FROM cronbox.job_future").fetchone()[0] == 19900
