@@ -25,18 +25,30 @@ def observe_batch(rows: Sequence[Row], delivered: Collection[int], dead: Collect
     """A settled batch: `delivered` and `dead` are outbox ids, every other row was retried;
     `seconds` = send time from the (first) due time. A row's latency is its age at claim (fire
     time to claim, database clock) plus the send time; a row held until its due time (claimed
-    ahead, send_at > 0) counts the send time alone; notifications (age None) have none."""
-    sinks: set[str] = set()
+    ahead, send_at > 0) counts the send time alone; notifications (age None) have none.
+    Counted per (queue, sink, outcome) and the label children looked up once per batch, not
+    per row (per row, the lookups were a fifth of the relay's CPU at 20,000 runs/s)."""
+    sink_by_queue: dict[str, str] = {}
+    counts: dict[tuple[str, str, str], int] = {}
+    latencies: dict[str, list[float]] = {}
     for row in rows:
-        age = None if row.age is None else 0.0 if row.send_at > 0 else row.age
-        sink = _sink_label(sink_of(row.queue))
-        sinks.add(sink)
+        sink = sink_by_queue.get(row.queue)
+        if sink is None:
+            sink = sink_by_queue[row.queue] = _sink_label(sink_of(row.queue))
         outcome = ("delivered" if row.outbox_id in delivered else
                    "dead_lettered" if row.outbox_id in dead else "retried")
-        MESSAGES.labels(row.queue, sink, outcome).inc()
-        if outcome == "delivered" and age is not None:
-            DELIVERY_LATENCY.labels(sink).observe(max(0.0, age + seconds))
-    for sink in sinks:
+        key = (row.queue, sink, outcome)
+        counts[key] = counts.get(key, 0) + 1
+        if outcome == "delivered" and row.age is not None:
+            age = 0.0 if row.send_at > 0 else row.age
+            latencies.setdefault(sink, []).append(max(0.0, age + seconds))
+    for (queue, sink, outcome), n in counts.items():
+        MESSAGES.labels(queue, sink, outcome).inc(n)
+    for sink, values in latencies.items():
+        child = DELIVERY_LATENCY.labels(sink)
+        for value in values:
+            child.observe(value)
+    for sink in set(sink_by_queue.values()):
         SEND_DURATION.labels(sink).observe(seconds)
 
 

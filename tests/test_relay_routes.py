@@ -100,3 +100,28 @@ def test_relay_settings_from_the_environment():
     with pytest.raises(ConfigError, match="CRONBOX_RELAY_BREAKER_PROBE_MAX"):
         RelaySettings.from_env({"CRONBOX_RELAY_BREAKER_PROBE": "1m", "CRONBOX_RELAY_BREAKER_PROBE_MAX": "1s"})
     assert RelaySettings.from_env({"CRONBOX_RELAY_BREAKER_FAILURES": "0"}).breaker_failures == 0
+
+
+def test_a_settled_batch_counts_each_row_once_by_queue_sink_and_outcome():
+    from prometheus_client import REGISTRY
+
+    from relay.metrics import observe_batch
+    from relay.sinks import Row
+
+    def value(name, **labels):
+        return REGISTRY.get_sample_value(name, labels) or 0.0
+
+    before = {o: value("cronbox_messages_total", queue="mq", sink="http", outcome=o)
+              for o in ("delivered", "retried", "dead_lettered")}
+    lat_before = value("cronbox_delivery_latency_seconds_count", sink="http")
+    sum_before = value("cronbox_delivery_latency_seconds_sum", sink="http")
+    send_before = value("cronbox_send_duration_seconds_count", sink="http")
+    rows = [Row(i, "mq", f"k{i}", "{}", 1.0 if i != 4 else None, 5.0 if i == 3 else 0.0) for i in range(1, 7)]
+    observe_batch(rows, delivered={1, 2, 3, 4}, dead={5}, sink_of=lambda q: "http://127.0.0.1:1/x", seconds=0.5)
+    assert {o: value("cronbox_messages_total", queue="mq", sink="http", outcome=o) - before[o]
+            for o in before} == {"delivered": 4, "retried": 1, "dead_lettered": 1}
+    # delivered runs with an age: 1 and 2 (1.0 + 0.5 each) and 3, held to its due time (0.5);
+    # 4 is a notification (no age)
+    assert value("cronbox_delivery_latency_seconds_count", sink="http") - lat_before == 3
+    assert value("cronbox_delivery_latency_seconds_sum", sink="http") - sum_before == 3.5
+    assert value("cronbox_send_duration_seconds_count", sink="http") - send_before == 1
