@@ -103,10 +103,14 @@ def test_a_backlog_the_relay_leaves_out_costs_its_claims_nothing(conn):
                         ).fetchone()[0] == ["ok"]
 
 
-@pytest.mark.parametrize("claim_sql", [
+# The relay's claim and a pull worker's, 100 rows each, of an outbox whose rows are in queue 'pulled'.
+CLAIMS_OF_100 = [
     "SELECT * FROM cronbox.claim_outbox_at('r1', 100, '30 seconds', p_now => now())",
     "SELECT * FROM cronbox.claim_runs_at('pulled', 'w1', 100, now())",
-])
+]
+
+
+@pytest.mark.parametrize("claim_sql", CLAIMS_OF_100)
 def test_a_claim_planned_while_the_outbox_looked_empty_reads_only_what_it_takes(conn, claim_sql):
     # The claims keep one plan per session, made with the statistics of the moment. After a
     # drain, VACUUM leaves statistics that say the outbox is empty (its pages, no live row)
@@ -122,10 +126,7 @@ def test_a_claim_planned_while_the_outbox_looked_empty_reads_only_what_it_takes(
         + conn.execute("SELECT 20000 - count(*) FROM cronbox.outbox").fetchone()[0] == 100
 
 
-@pytest.mark.parametrize("claim_sql", [
-    "SELECT * FROM cronbox.claim_outbox_at('r1', 100, '30 seconds', p_now => now())",
-    "SELECT * FROM cronbox.claim_runs_at('pulled', 'w1', 100, now())",
-])
+@pytest.mark.parametrize("claim_sql", CLAIMS_OF_100)
 @pytest.mark.parametrize("rows_then", [0, 10])
 def test_a_claim_planned_on_a_nearly_empty_outbox_still_walks_the_index_when_it_fills(conn, claim_sql, rows_then):
     # A worker's first claim often meets an outbox that is empty or just starting to fill: the

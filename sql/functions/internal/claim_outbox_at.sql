@@ -37,11 +37,7 @@ SET jit = off  -- short OLTP statements: compiling costs more than running
 -- ~15 ms against ~3 ms for the whole one-row claim with the plan kept; the statement's shape
 -- (queue-by-queue index walks, run partitions pruned at run time) does not depend on them.
 SET plan_cache_mode = force_generic_plan
--- ... and that plan is made with the outbox of the moment, often empty or nearly (a worker's
--- first claim; statistics after a drain say it has no rows): a sequential scan is then the
--- cheapest, and it would be kept while the outbox fills to a million rows. Claims walk
--- their indexes, whatever the size (tests/test_relay_sql.py).
-SET enable_seqscan = off
+SET enable_seqscan = off  -- a plan kept from an empty table: docs/architecture.md, SQL conventions
 AS $$
 BEGIN
     RETURN QUERY

@@ -22,11 +22,7 @@ SET jit = off
 -- batch's bounds), so re-planning each call for plan-time pruning only costs (a custom plan
 -- per statement made a one-run complete_run ~3 ms; generic: ~0.8 ms, batches no slower).
 SET plan_cache_mode = force_generic_plan
--- ... and that plan is made with the outbox of the moment, often empty or nearly (a worker's
--- first claim; statistics after a drain say it has no rows): a sequential scan is then the
--- cheapest, and it would be kept while the outbox fills to a million rows. Claims walk
--- their indexes, whatever the size (tests/test_relay_sql.py).
-SET enable_seqscan = off
+SET enable_seqscan = off  -- a plan kept from an empty table: docs/architecture.md, SQL conventions
 AS $$
 DECLARE
     v_ids bigint[];

@@ -26,10 +26,7 @@ LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET jit = off  -- short OLTP statements: compiling costs more than running
--- Plans are kept once PostgreSQL settles on a generic one, maybe made while job_future was
--- nearly empty (a quiet minute; statistics after VACUUM): the sequential scan cheapest then
--- must not be what reads a burst of a million due futures (tests/test_runs_guards.py).
-SET enable_seqscan = off
+SET enable_seqscan = off  -- a plan kept from an empty table: docs/architecture.md, SQL conventions
 AS $$
 DECLARE
     v_dispatched integer;

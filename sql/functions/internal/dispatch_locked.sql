@@ -18,10 +18,7 @@ SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 -- Row estimates through CTEs are rough; JIT compiling this short statement costs more than it runs.
 SET jit = off
--- Plans are kept once PostgreSQL settles on a generic one, maybe made while job_future was
--- nearly empty (a quiet minute; statistics after VACUUM): the sequential scan cheapest then
--- must not be what reads a burst of a million due futures (tests/test_runs_guards.py).
-SET enable_seqscan = off
+SET enable_seqscan = off  -- a plan kept from an empty table: docs/architecture.md, SQL conventions
 AS $$
 DECLARE
     v_dispatched integer;
@@ -40,12 +37,7 @@ BEGIN
         FROM cronbox.job_future f
         WHERE f.future_id = ANY (p_futures)
     ),
-    picked AS MATERIALIZED (
-        SELECT k.future_id, k.job_id, k.fire_at, k.due_at, k.priority, k.attempt, k.origin,
-               k.payload, k.retry_of, k.future_overlap
-        FROM keyed k
-        WHERE k.hold IS NULL
-    ),
+    picked AS MATERIALIZED (SELECT k.* FROM keyed k WHERE k.hold IS NULL),
     locked_job AS MATERIALIZED (
         SELECT j.job_id, j.name, j.queue, j.paused, j.overlap, j.timeout, s.active_runs,
                s.last_fire_at, j.payload, j.catchup
