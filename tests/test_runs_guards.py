@@ -7,6 +7,8 @@ import threading
 from collections import Counter
 
 import psycopg
+import pytest
+from psycopg.types.json import Jsonb
 
 from cronbox import db
 
@@ -181,3 +183,54 @@ def test_a_dispatch_planned_while_no_future_was_due_walks_the_index_when_a_burst
         "WHERE j.name = 'burst'", (at(100), at(100)))
     assert job_future_rows_read(conn, "SELECT * FROM cronbox.dispatch_at(100, p_now => %s)", (at(100),)) < 1000
     assert conn.execute("SELECT count(*) FROM cronbox.job_future").fetchone()[0] == 19900
+
+
+def rows_read_per_table(conn, sql: str, params=()) -> dict[str, int]:
+    """Rows read (returned or filtered out) per table by the scans of every statement `sql` runs."""
+    read: Counter[str] = Counter()
+    for p in plans_of(conn, sql, params, analyze=True):
+        for n in nodes(p["Plan"]):
+            if n.get("Relation Name") and "Scan" in n["Node Type"]:
+                read[n["Relation Name"]] += n["Actual Rows"] * n["Actual Loops"] + n.get("Rows Removed by Filter", 0)
+    return dict(read)
+
+
+# A worker's reports (success; failure with a retry to schedule, on_error pause) and the relay's
+# ack with the worker's answers, 100 runs each: all of them go through cronbox.finish_runs.
+FINISHES_OF_100 = [
+    "SELECT count(*) FROM cronbox.complete_runs(%(ids)s)",
+    "SELECT count(*) FROM cronbox.fail_runs(%(ids)s, array_fill('boom'::text, ARRAY[100]))",
+    "SELECT cronbox.ack_outbox_at('r1', %(outbox)s, %(answers)s, now())",
+]
+
+
+@pytest.mark.parametrize("finish_sql", FINISHES_OF_100)
+@pytest.mark.parametrize("looked_empty", ["job", "job_stat"])
+def test_a_finish_planned_while_the_jobs_looked_empty_reads_only_the_jobs_it_finishes(conn, finish_sql, looked_empty):
+    # finish_runs keeps one generic plan per session. Planned while the statistics said the job
+    # tables were empty (a fresh install, then a script creates 20,000 schedules and their runs
+    # come back before autoanalyze), a join to the job table or to job_stat became a walk of
+    # the whole table per call (60,000 job rows read to finish 100 runs): each run's job must
+    # be reached by its key.
+    conn.execute(
+        "INSERT INTO cronbox.job (name, kind, at, frontier, next_fire, finished_at, overlap, max_attempts, on_error) "
+        "SELECT 'many-' || i, 'at', now(), now(), NULL, now(), 'allow', 2, 'pause' FROM generate_series(1, 20000) i")
+    conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) SELECT job_id, at, now() FROM cronbox.job")
+    for _ in range(3):
+        conn.execute("SELECT * FROM cronbox.dispatch_at(1000, p_now => now())")
+    claimed = conn.execute("SELECT outbox_id, run_id FROM cronbox.claim_outbox_at('r1', 3000, p_now => now())").fetchall()
+    conn.execute("UPDATE pg_class SET reltuples = 0, relpages = 1 WHERE oid = %s::regclass", (f"cronbox.{looked_empty}",))
+
+    def batch(k: int) -> dict:
+        rows = claimed[100 * k:100 * (k + 1)]
+        return {"ids": [r[1] for r in rows], "outbox": [r[0] for r in rows],
+                "answers": Jsonb([{"outbox_id": r[0], "state": "failed", "error": "boom"} for r in rows])}
+
+    for k in range(8):  # past PostgreSQL's five custom plans
+        conn.execute(finish_sql, batch(k))
+    read = rows_read_per_table(conn, finish_sql, batch(8))
+    assert read["job"] < 1000 and read["job_stat"] < 1000, read
+    if "complete_runs" in finish_sql:
+        assert conn.execute("SELECT count(*) FROM cronbox.run WHERE state = 'succeeded'").fetchone()[0] == 900
+    else:  # a retry each: the second attempt is a future due later
+        assert conn.execute("SELECT count(*) FROM cronbox.job_future WHERE origin = 'retry'").fetchone()[0] == 900

@@ -23,9 +23,12 @@ SET jit = off
 -- batch's bounds), so re-planning each call for plan-time pruning only costs (a custom plan
 -- per statement made a one-run complete_run ~3 ms; generic: ~0.8 ms, batches no slower).
 SET plan_cache_mode = force_generic_plan
+SET enable_seqscan = off  -- a plan kept from an empty table: docs/architecture.md, SQL conventions
 AS $$
 DECLARE
     v_jobs bigint[];
+    v_fin_jobs bigint[];
+    v_fixed_delay bigint[];
     v_after bigint[] := '{}';
     v_fin cronbox.finished_run[];
     v_lo bigint;
@@ -174,15 +177,24 @@ BEGIN
     END IF;
 
     IF v_fin IS NOT NULL THEN
+        v_fin_jobs := ARRAY(SELECT DISTINCT f.job_id FROM unnest(v_fin) f);
+
         -- 3. Job bookkeeping, retries, on_error, notifications: one statement.
-        WITH decide AS MATERIALIZED (
+        WITH
+        -- Each run's job by its key, one probe per run whatever the statistics say (a join
+        -- planned while the job table looked empty walked all of it, per call; LIMIT keeps the
+        -- subquery a parameterized probe).
+        decide AS MATERIALIZED (
             SELECT f.*, j.max_attempts, j.on_error, j.retry_delay, j.retry_max_delay,
                    j.priority, j.paused AS was_paused, j.every_mode,
                    f.state IN ('failed', 'lost') AND f.retryable AND f.attempt < j.max_attempts AS retry_now,
                    f.state IN ('failed', 'lost')
                        AND NOT (f.retryable AND f.attempt < j.max_attempts) AS exhausted
             FROM unnest(v_fin) f
-            JOIN cronbox.job j ON j.job_id = f.job_id
+            CROSS JOIN LATERAL (
+                SELECT j.max_attempts, j.on_error, j.retry_delay, j.retry_max_delay, j.priority,
+                       j.paused, j.every_mode
+                FROM cronbox.job j WHERE j.job_id = f.job_id LIMIT 1) j
         ),
         retry AS (
             INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority, attempt, origin,
@@ -209,32 +221,48 @@ BEGIN
                         FILTER (WHERE d.exhausted AND d.on_error = 'pause'))[1] AS pause_reason
             FROM decide d GROUP BY d.job_id
         ),
+        -- The per-job counts as arrays in job_id order: a job_stat row's values are at the
+        -- position width_bucket (a binary search) gives its job_id (docs/architecture.md, SQL
+        -- conventions: no join, whatever the plan).
+        counts AS MATERIALIZED (
+            SELECT array_agg(c.job_id ORDER BY c.job_id) AS ids,
+                   array_agg(c.n ORDER BY c.job_id) AS n,
+                   array_agg(c.last_run ORDER BY c.job_id) AS last_run,
+                   array_agg(c.last_state ORDER BY c.job_id) AS last_state,
+                   array_agg(c.n_ok ORDER BY c.job_id) AS n_ok,
+                   array_agg(c.n_runs_failed ORDER BY c.job_id) AS n_runs_failed,
+                   array_agg(c.n_lost ORDER BY c.job_id) AS n_lost
+            FROM per_job c
+        ),
         -- The statistics row (narrow, HOT: cronbox.job_stat); the job row itself is only
-        -- written when on_error = 'pause' pauses it.
+        -- written when on_error = 'pause' pauses it. Both by key (= ANY), never by a join.
         stat AS (
             UPDATE cronbox.job_stat s SET
-                active_runs = greatest(s.active_runs - c.n, 0),
-                last_run_state = CASE WHEN c.last_run >= coalesce(s.last_run_id, 0)
-                                      THEN c.last_state ELSE s.last_run_state END,
-                last_success_at = CASE WHEN c.n_ok > 0 THEN greatest(s.last_success_at, p_now)
+                active_runs = greatest(s.active_runs - c.n[width_bucket(s.job_id, c.ids)], 0),
+                last_run_state = CASE WHEN c.last_run[width_bucket(s.job_id, c.ids)] >= coalesce(s.last_run_id, 0)
+                                      THEN c.last_state[width_bucket(s.job_id, c.ids)] ELSE s.last_run_state END,
+                last_success_at = CASE WHEN c.n_ok[width_bucket(s.job_id, c.ids)] > 0
+                                       THEN greatest(s.last_success_at, p_now)
                                        ELSE s.last_success_at END,
                 -- runs, not attempts: a run counts once, when its attempts are exhausted
                 -- (the run_failed notification's condition); an attempt retried is no failure yet
-                consecutive_failures = CASE WHEN c.n_ok > 0 THEN 0
-                                            ELSE s.consecutive_failures + c.n_runs_failed END,
-                consecutive_crashes = CASE WHEN c.n_ok > 0 THEN 0
-                                           ELSE s.consecutive_crashes + c.n_lost END
-            FROM per_job c
-            WHERE s.job_id = c.job_id
+                consecutive_failures = CASE WHEN c.n_ok[width_bucket(s.job_id, c.ids)] > 0 THEN 0
+                                            ELSE s.consecutive_failures + c.n_runs_failed[width_bucket(s.job_id, c.ids)] END,
+                consecutive_crashes = CASE WHEN c.n_ok[width_bucket(s.job_id, c.ids)] > 0 THEN 0
+                                           ELSE s.consecutive_crashes + c.n_lost[width_bucket(s.job_id, c.ids)] END
+            FROM counts c
+            WHERE s.job_id = ANY (c.ids)
         ),
+        -- Rare (on_error = 'pause'): the reason looked up per job paused.
         book AS (
             UPDATE cronbox.job j SET
                 paused = true,
-                paused_reason = c.pause_reason,
+                paused_reason = (SELECT c.pause_reason FROM per_job c WHERE c.job_id = j.job_id),
                 updated_at = p_now
-            FROM per_job c
-            WHERE j.job_id = c.job_id AND c.pause_reason IS NOT NULL AND NOT j.paused
-            RETURNING j.job_id, j.name, c.pause_reason, NOT c.was_paused AS paused_now
+            WHERE j.job_id = ANY (ARRAY(SELECT c.job_id FROM per_job c WHERE c.pause_reason IS NOT NULL))
+              AND NOT j.paused
+            RETURNING j.job_id, j.name, j.paused_reason AS pause_reason,
+                      NOT (SELECT c.was_paused FROM per_job c WHERE c.job_id = j.job_id) AS paused_now
         ),
         notes AS (
             INSERT INTO cronbox.outbox (run_id, queue, kind, message, created_at, available_at)
@@ -257,8 +285,13 @@ BEGIN
             WHERE b.paused_now
         )
         SELECT (SELECT count(*) FROM retry),
-               array_agg(b.job_id), array_agg(b.name), array_agg(b.pause_reason)
-          INTO v_n, v_paused_ids, v_paused_names, v_paused_reasons
+               array_agg(b.job_id), array_agg(b.name), array_agg(b.pause_reason),
+               -- fixed_delay jobs without a retry of this run: their next fire comes from now
+               ARRAY(SELECT d.job_id FROM decide d
+                     WHERE d.every_mode = 'fixed_delay'
+                       AND NOT (d.state IN ('failed', 'lost') AND d.retryable
+                                AND (d.attempt < d.max_attempts OR d.on_error = 'retry_soon')))
+          INTO v_n, v_paused_ids, v_paused_names, v_paused_reasons, v_fixed_delay
         FROM book b
         WHERE b.paused_now;
         v_woken := v_woken + v_n;
@@ -267,12 +300,8 @@ BEGIN
         FROM unnest(v_paused_ids, v_paused_names, v_paused_reasons) AS p(job_id, name, reason);
 
         -- 4. fixed_delay jobs: the next fire is `every` after this one finished (if no retry).
-        PERFORM cronbox.schedule_next_fixed_delay(f.job_id, p_now)
-        FROM unnest(v_fin) f
-        JOIN cronbox.job j ON j.job_id = f.job_id
-        WHERE j.every_mode = 'fixed_delay'
-          AND NOT (f.state IN ('failed', 'lost') AND f.retryable
-                   AND (f.attempt < j.max_attempts OR j.on_error = 'retry_soon'));
+        PERFORM cronbox.schedule_next_fixed_delay(u.job_id, p_now)
+        FROM unnest(v_fixed_delay) AS u(job_id);
 
         -- 5. Limited queues: free the slots and release that many queue-held futures.
         PERFORM cronbox.release_queue_slots(array_agg(c.queue), array_agg(c.n), p_now)
@@ -282,7 +311,7 @@ BEGIN
         v_woken := v_woken + cronbox.release_futures(ARRAY(
             SELECT DISTINCT ON (h.job_id) h.future_id
             FROM cronbox.job_future h
-            WHERE h.job_id IN (SELECT f2.job_id FROM unnest(v_fin) f2) AND h.hold = 'overlap'
+            WHERE h.job_id = ANY (v_fin_jobs) AND h.hold = 'overlap'
             ORDER BY h.job_id, h.fire_at));
     END IF;
 
@@ -291,8 +320,8 @@ BEGIN
         v_woken := v_woken + cronbox.release_futures(ARRAY(
             SELECT f.future_id FROM cronbox.job_future f
             WHERE f.hold = 'dependency'
-              AND f.job_id IN (SELECT d.job_id FROM cronbox.job_dependency d
-                               WHERE d.upstream_id IN (SELECT f2.job_id FROM unnest(v_fin) f2))));
+              AND f.job_id = ANY (ARRAY(SELECT d.job_id FROM cronbox.job_dependency d
+                                        WHERE d.upstream_id = ANY (v_fin_jobs)))));
 
         -- 8. after-jobs: fire once all their upstreams succeeded since their last fire
         --    (job.frontier marks that fire for kind 'after'). A fresh statement, so it sees
