@@ -234,3 +234,29 @@ def test_a_finish_planned_while_the_jobs_looked_empty_reads_only_the_jobs_it_fin
         assert conn.execute("SELECT count(*) FROM cronbox.run WHERE state = 'succeeded'").fetchone()[0] == 900
     else:  # a retry each: the second attempt is a future due later
         assert conn.execute("SELECT count(*) FROM cronbox.job_future WHERE origin = 'retry'").fetchone()[0] == 900
+
+
+@pytest.mark.parametrize("looked_empty", ["job", "job_stat"])
+def test_a_saturation_pass_planned_while_the_jobs_looked_empty_reads_only_its_jobs(conn, looked_empty):
+    # The poller's store_fires, planned while the statistics said the job tables were empty
+    # (a million schedules created by a script, before autoanalyze): its joins to the job table
+    # read 2,000,000 job rows to store 100 jobs' fires (the horizon would fall behind for every
+    # schedule). Each job must be reached by its key.
+    conn.execute("INSERT INTO cronbox.job (name, kind, every, anchor, frontier) "
+                 "SELECT 'every-' || i, 'every', interval '1 minute', %s, %s FROM generate_series(1, 20000) i",
+                 (T0, T0))
+    ids = [r[0] for r in conn.execute("SELECT job_id FROM cronbox.job WHERE name LIKE 'every-%' ORDER BY job_id")]
+    conn.execute("UPDATE pg_class SET reltuples = 0, relpages = 1 WHERE oid = %s::regclass", (f"cronbox.{looked_empty}",))
+
+    def store(k: int) -> str:
+        jobs, fire, nxt = ids[100 * k:100 * (k + 1)], [at(60)] * 100, [at(120)] * 100
+        none = [None] * 100
+        return ("SELECT futures FROM cronbox.store_fires_at(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                (jobs, fire, [False] * 100, jobs, fire, nxt, [False] * 100, none, none, none, none, at(0)))
+
+    for k in range(8):  # past PostgreSQL's five custom plans
+        conn.execute(*store(k))
+    read = rows_read_per_table(conn, *store(8))
+    assert read.get("job", 0) < 1000 and read.get("job_stat", 0) < 1000, read
+    assert conn.execute("SELECT count(*) FROM cronbox.job_future").fetchone()[0] == 900
+    assert conn.execute("SELECT count(*) FROM cronbox.job WHERE next_fire = %s", (at(120),)).fetchone()[0] == 900

@@ -27,6 +27,7 @@ LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET jit = off  -- short OLTP statements: compiling costs more than running
+SET enable_seqscan = off  -- a plan kept from an empty table: docs/architecture.md, SQL conventions
 AS $$
 DECLARE
     v_futures integer;
@@ -61,7 +62,8 @@ BEGIN
                         AND j.fires_made + count(*) FILTER (WHERE NOT f.missed AND v_excluded[f.i] IS NULL)
                             OVER (PARTITION BY f.job_id ORDER BY f.i) > j.max_runs AS cut
             FROM unnest(p_fire_job, p_missed) WITH ORDINALITY AS f(job_id, missed, i)
-            JOIN cronbox.job j ON j.job_id = f.job_id) x;
+            CROSS JOIN LATERAL (SELECT j.max_runs, j.fires_made FROM cronbox.job j
+                                WHERE j.job_id = f.job_id LIMIT 1) j) x;
     END IF;
 
     WITH written AS (
@@ -70,7 +72,11 @@ BEGIN
                f.fire_at + CASE WHEN j.jitter > interval '0' THEN random() * j.jitter ELSE interval '0' END,
                j.priority
         FROM unnest(p_fire_job, p_fire_at, p_missed) WITH ORDINALITY AS f(job_id, fire_at, missed, i)
-        JOIN cronbox.job j ON j.job_id = f.job_id
+        -- each fire's job by its key, one probe per fire whatever the statistics say (docs/
+        -- architecture.md, SQL conventions: a join planned while the job table looked empty
+        -- read it whole, 2,000,000 rows to store 100 jobs' fires)
+        CROSS JOIN LATERAL (SELECT j.jitter, j.priority FROM cronbox.job j
+                            WHERE j.job_id = f.job_id LIMIT 1) j
         WHERE NOT f.missed AND v_excluded[f.i] IS NULL AND v_cut[f.i] IS NOT TRUE
         ON CONFLICT ON CONSTRAINT job_future_fire_unique DO NOTHING
         RETURNING job_id
@@ -89,7 +95,8 @@ BEGIN
            coalesce(f.n, 1), coalesce(f.last, f.fire_at)
     FROM unnest(p_fire_job, p_fire_at, p_missed, p_gap_last, p_gap_count, p_gap_exact)
          AS f(job_id, fire_at, missed, last, n, exact)
-    JOIN cronbox.job j ON j.job_id = f.job_id
+    CROSS JOIN LATERAL (SELECT j.name, j.queue, j.priority, j.catchup FROM cronbox.job j
+                        WHERE j.job_id = f.job_id LIMIT 1) j
     WHERE f.missed;
     GET DIAGNOSTICS v_missed = ROW_COUNT;
 
@@ -105,7 +112,8 @@ BEGIN
                coalesce(j.fires_made + coalesce(w.n, 0) >= j.max_runs, false) AND NOT a.finished AS limit_reached
         FROM unnest(p_job, p_frontier, p_next_fire, p_finished, p_error)
              AS a(job_id, frontier, next_fire, finished, error)
-        JOIN cronbox.job j ON j.job_id = a.job_id
+        CROSS JOIN LATERAL (SELECT j.fires_made, j.max_runs FROM cronbox.job j
+                            WHERE j.job_id = a.job_id LIMIT 1) j
         LEFT JOIN (
             SELECT f.job_id, sum(coalesce(f.n, 1)) AS n
             FROM unnest(p_fire_job, p_missed, p_gap_count) AS f(job_id, missed, n)
@@ -126,28 +134,44 @@ BEGIN
                     WHEN p.frontier >= j.ends_at OR j.next_fire > j.ends_at THEN 'ends_at passed'
                     ELSE 'no fire left' END,
                session_user, p_now
-        FROM pass p JOIN cronbox.job j ON j.job_id = p.job_id
+        FROM pass p
+        CROSS JOIN LATERAL (SELECT j.job_id, j.name, j.max_runs, j.kind, j.ends_at, j.next_fire, j.finished_at
+                            FROM cronbox.job j WHERE j.job_id = p.job_id LIMIT 1) j
         WHERE p.error IS NOT NULL OR (p.finished AND j.finished_at IS NULL)
     ),
     -- Missed fires are counted in the job's statistics row (cronbox.job_stat).
+    -- (by key; a gap is rare, so the count is looked up per row)
     missed AS (
-        UPDATE cronbox.job_stat s SET missed_count = s.missed_count + p.n_missed
+        UPDATE cronbox.job_stat s
+        SET missed_count = s.missed_count + (SELECT p.n_missed FROM pass p WHERE p.job_id = s.job_id)
+        WHERE s.job_id = ANY (ARRAY(SELECT p.job_id FROM pass p WHERE p.n_missed > 0))
+    ),
+    -- The pass per job as arrays in job_id order, found by binary search (width_bucket) from
+    -- each job row the update reaches by key: no join (docs/architecture.md, SQL conventions).
+    per_job AS MATERIALIZED (
+        SELECT array_agg(p.job_id ORDER BY p.job_id) AS ids,
+               array_agg(p.frontier ORDER BY p.job_id) AS frontier,
+               array_agg(p.next_fire ORDER BY p.job_id) AS next_fire,
+               array_agg(p.finished ORDER BY p.job_id) AS finished,
+               array_agg(p.n_stored ORDER BY p.job_id) AS n_stored,
+               array_agg(p.error ORDER BY p.job_id) AS error
         FROM pass p
-        WHERE s.job_id = p.job_id AND p.n_missed > 0
     )
     UPDATE cronbox.job j SET
-        frontier = coalesce(p.frontier, j.frontier),
-        next_fire = CASE WHEN p.finished THEN NULL ELSE p.next_fire END,
-        finished_at = CASE WHEN p.finished THEN coalesce(j.finished_at, p_now) END,
-        fires_made = j.fires_made + p.n_stored,
+        frontier = coalesce(p.frontier[width_bucket(j.job_id, p.ids)], j.frontier),
+        next_fire = CASE WHEN p.finished[width_bucket(j.job_id, p.ids)] THEN NULL
+                         ELSE p.next_fire[width_bucket(j.job_id, p.ids)] END,
+        finished_at = CASE WHEN p.finished[width_bucket(j.job_id, p.ids)] THEN coalesce(j.finished_at, p_now) END,
+        fires_made = j.fires_made + p.n_stored[width_bucket(j.job_id, p.ids)],
         -- no calendar in this pass: a stored fire closes any open excluded stretch
-        excluded_run_id = CASE WHEN v_excluded IS NULL AND p.n_stored > 0 THEN NULL ELSE j.excluded_run_id END,
-        paused = j.paused OR p.error IS NOT NULL,
-        paused_reason = CASE WHEN p.error IS NOT NULL THEN 'poller cannot compute fires: ' || p.error
-                             ELSE j.paused_reason END,
-        paused_at = CASE WHEN p.error IS NOT NULL THEN p_now ELSE j.paused_at END
-    FROM pass p
-    WHERE j.job_id = p.job_id;
+        excluded_run_id = CASE WHEN v_excluded IS NULL AND p.n_stored[width_bucket(j.job_id, p.ids)] > 0
+                               THEN NULL ELSE j.excluded_run_id END,
+        paused = j.paused OR p.error[width_bucket(j.job_id, p.ids)] IS NOT NULL,
+        paused_reason = coalesce('poller cannot compute fires: ' || p.error[width_bucket(j.job_id, p.ids)],
+                                 j.paused_reason),
+        paused_at = CASE WHEN p.error[width_bucket(j.job_id, p.ids)] IS NOT NULL THEN p_now ELSE j.paused_at END
+    FROM per_job p
+    WHERE j.job_id = ANY (p.ids);
 
     IF v_futures > 0 THEN
         PERFORM pg_notify('cronbox_future', '');
