@@ -8,10 +8,16 @@ Each repetition runs, one after the other on the same private durable cluster:
   cronbox_push   N runs due now -> poller dispatch -> relay -> HTTP batches -> the bench worker
                  answers with the outcome -> completed (bench.throughput's pipeline)
   cronbox_pull   N runs due now -> poller dispatch -> pull workers claim_runs + complete_runs
+  raw_sql        the same N runs through bench/raw.sql's three SQL procedures: cronbox's row
+                 work (futures -> run + outbox; outbox claimed, deleted, run delivered; run
+                 succeeded) with no Python, no job statistics and no leases (bench.rawlimit):
+                 a ceiling for any implementation of that row work on this machine
 
 Each figure is N divided by the span from the first job taken (run dispatched) to the last one
 done, so start-up and load are not counted for anyone. Ratios are cronbox / PgQueuer batch 100
-per repetition (measured under the same noise), then the median. PgQueuer does less per job
+per repetition (measured under the same noise), then the median; raw_sql / PgQueuer batch 100
+says how far that ceiling is from the target (2x): where it is below 2, no implementation of the
+same row work can reach the target in that run. PgQueuer does less per job
 (no schedule, no history row at dispatch, no HTTP); the comparison is what a user weighing a
 scheduler on PostgreSQL sees. Needs the `bench` extra: `pip install -e '.[bench]'`.
 
@@ -32,6 +38,7 @@ from typing import Any
 
 from bench.common import Database, Fleet, base_report, emit, log, parse_args, wait_until, workdir
 from bench.pipeline import reset
+from bench.rawlimit import install_raw, run_raw
 from bench.throughput import run_cronbox, run_pull
 
 PGQ_ENTRYPOINT = "bench"
@@ -112,9 +119,10 @@ def main(argv: list[str] | None = None) -> int:
     if missing:
         print(missing, file=sys.stderr)
         return 2
-    systems = ("pgqueuer_b10", "pgqueuer_b100", "cronbox_push", "cronbox_pull")
+    systems = ("pgqueuer_b10", "pgqueuer_b100", "cronbox_push", "cronbox_pull", "raw_sql")
     with Database(args, "peers") as database, workdir("peers") as logdir:
         asyncio.run(_pgq_call(database.dsn, "install"))
+        install_raw(database)
         report = base_report("peers", args, database, argv)
         report.update({"n": n, "reps": reps, "pgq_workers": args.pgq_workers, "batch": args.batch,
                        "http_batch": args.http_batch, "repetitions": []})
@@ -130,6 +138,11 @@ def main(argv: list[str] | None = None) -> int:
                     res = run_cronbox(database, args, n, "respond", logdir)
                     rep[system] = {"runs_per_s": res["runs_per_s"], "complete": res["complete_and_unique"],
                                    "span_s": res["span_s"], "cpu_ms_per_run": res.get("cpu_ms_per_run")}
+                elif system == "raw_sql":
+                    res = run_raw(database, args, n)
+                    rep[system] = {"runs_per_s": res.get("runs_per_s"), "complete": res.get("complete_and_unique"),
+                                   "span_s": res.get("span_s"), "cpu_ms_per_run": res.get("cpu_ms_per_run")}
+                    reset(database)
                 else:
                     res = run_pull(database, args, n, logdir)
                     rep[system] = {"runs_per_s": res.get("runs_per_s"), "complete": res.get("complete_and_unique"),
@@ -141,10 +154,12 @@ def main(argv: list[str] | None = None) -> int:
                 if base and rep["cronbox_push"].get("runs_per_s") else None
             rep["ratio_pull_to_pgq_b100"] = round(rep["cronbox_pull"]["runs_per_s"] / base, 3) \
                 if base and rep["cronbox_pull"].get("runs_per_s") else None
+            rep["ratio_raw_to_pgq_b100"] = round(rep["raw_sql"]["runs_per_s"] / base, 3) \
+                if base and rep["raw_sql"].get("runs_per_s") else None
             report["repetitions"].append(rep)
     reps_ = report["repetitions"]
     report["median_per_s"] = {s: statistics.median([x[s]["runs_per_s"] or 0.0 for x in reps_]) for s in systems}
-    for key in ("ratio_push_to_pgq_b100", "ratio_pull_to_pgq_b100"):
+    for key in ("ratio_push_to_pgq_b100", "ratio_pull_to_pgq_b100", "ratio_raw_to_pgq_b100"):
         vals = [x[key] for x in reps_ if x[key] is not None]
         report[key] = {"median": statistics.median(vals) if vals else None, "all": vals}
     report["complete"] = all(x[s].get("complete") for x in reps_ for s in systems)
@@ -156,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
                f"{report['ratio_push_to_pgq_b100']['all']} (target >= 2)",
                f"  cronbox pull / PgQueuer b100: median {report['ratio_pull_to_pgq_b100']['median']} "
                f"{report['ratio_pull_to_pgq_b100']['all']} (target >= 2)",
+               f"  raw SQL (the same row work, no Python) / PgQueuer b100: median "
+               f"{report['ratio_raw_to_pgq_b100']['median']} {report['ratio_raw_to_pgq_b100']['all']}",
                f"  every job and run done once, nothing left: {report['complete']}"]
     emit(args, report, summary)
     return 0 if report["complete"] else 1

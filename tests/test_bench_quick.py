@@ -181,10 +181,11 @@ def test_peers_quick_runs_pgqueuer_and_cronbox_on_one_cluster_and_reports_ratios
     rc, r = benches["peers"].result()
     assert rc == 0 and r["complete"] is True, r
     rep = r["repetitions"][0]
-    for system in ("pgqueuer_b10", "pgqueuer_b100", "cronbox_push", "cronbox_pull"):
+    for system in ("pgqueuer_b10", "pgqueuer_b100", "cronbox_push", "cronbox_pull", "raw_sql"):
         assert rep[system]["complete"] and rep[system]["runs_per_s"] > 0, (system, rep[system])
     assert rep["pgqueuer_b100"]["left_in_queue"] == 0 and rep["pgqueuer_b100"]["jobs"] == r["n"]
     assert r["ratio_push_to_pgq_b100"]["median"] == rep["ratio_push_to_pgq_b100"] > 0
+    assert r["ratio_raw_to_pgq_b100"]["median"] == rep["ratio_raw_to_pgq_b100"] > 0
 
 
 def test_worker_kit_quick_drains_with_both_workers_and_reports_the_ratio(benches):
