@@ -236,6 +236,29 @@ def test_a_finish_planned_while_the_jobs_looked_empty_reads_only_the_jobs_it_fin
         assert conn.execute("SELECT count(*) FROM cronbox.job_future WHERE origin = 'retry'").fetchone()[0] == 900
 
 
+
+@pytest.mark.parametrize("looked_empty", ["job", "job_stat"])
+def test_after_jobs_of_a_finish_planned_while_the_jobs_looked_empty_are_found_by_key(conn, looked_empty):
+    # The successes of 100 upstreams, each listed by an after-job (after => ARRAY[...]), among
+    # 20,000 jobs whose statistics looked empty: the after-jobs and their upstreams' last
+    # successes are reached by name and key, and each after-job fires once.
+    conn.execute(
+        "INSERT INTO cronbox.job (name, kind, at, frontier, next_fire, finished_at, overlap) "
+        "SELECT 'up-' || i, 'at', now(), now(), NULL, now(), 'allow' FROM generate_series(1, 20000) i")
+    conn.execute("INSERT INTO cronbox.job (name, kind, after) "
+                 "SELECT 'down-' || i, 'after', ARRAY['up-' || i] FROM generate_series(1, 900) i")
+    conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
+                 "SELECT job_id, at, now() FROM cronbox.job WHERE name LIKE 'up-%' ORDER BY job_id LIMIT 900")
+    conn.execute("SELECT * FROM cronbox.dispatch_at(1000, p_now => now())")
+    runs = [r[0] for r in conn.execute("SELECT run_id FROM cronbox.run ORDER BY run_id")]
+    conn.execute("UPDATE pg_class SET reltuples = 0, relpages = 1 WHERE oid = %s::regclass", (f"cronbox.{looked_empty}",))
+    sql = "SELECT count(*) FROM cronbox.complete_runs(%s)"
+    for k in range(8):  # past PostgreSQL's five custom plans
+        conn.execute(sql, (runs[100 * k:100 * (k + 1)],))
+    read = rows_read_per_table(conn, sql, (runs[800:900],))
+    assert read["job"] < 2000 and read["job_stat"] < 2000, read
+    assert conn.execute("SELECT count(*) FROM cronbox.job_future WHERE origin = 'dependency'").fetchone()[0] == 900
+
 @pytest.mark.parametrize("looked_empty", ["job", "job_stat"])
 def test_a_saturation_pass_planned_while_the_jobs_looked_empty_reads_only_its_jobs(conn, looked_empty):
     # The poller's store_fires, planned while the statistics said the job tables were empty

@@ -331,16 +331,19 @@ BEGIN
                 SELECT a.job_id, a.priority
                 FROM cronbox.job a
                 WHERE a.job_id = ANY (v_after) AND a.kind = 'after'
+                  -- each upstream by its name, then its statistics by key: probes, not joins
                   AND NOT EXISTS (
                       SELECT 1 FROM unnest(a.after) AS n(name)
-                      LEFT JOIN cronbox.job u ON u.name = n.name
-                      LEFT JOIN cronbox.job_stat us ON us.job_id = u.job_id
+                      LEFT JOIN LATERAL (
+                          SELECT (SELECT s.last_success_at FROM cronbox.job_stat s
+                                  WHERE s.job_id = u.job_id) AS last_success_at
+                          FROM cronbox.job u WHERE u.name = n.name LIMIT 1) us ON true
                       WHERE us.last_success_at IS NULL
                          OR (a.frontier IS NOT NULL AND us.last_success_at <= a.frontier))
             ),
             mark AS (
                 UPDATE cronbox.job a SET frontier = p_now
-                FROM ready WHERE a.job_id = ready.job_id
+                WHERE a.job_id = ANY (ARRAY(SELECT ready.job_id FROM ready))
             ),
             ins AS (
                 INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority, origin, created_at)
