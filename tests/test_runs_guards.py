@@ -283,3 +283,29 @@ def test_a_saturation_pass_planned_while_the_jobs_looked_empty_reads_only_its_jo
     assert read.get("job", 0) < 1000 and read.get("job_stat", 0) < 1000, read
     assert conn.execute("SELECT count(*) FROM cronbox.job_future").fetchone()[0] == 900
     assert conn.execute("SELECT count(*) FROM cronbox.job WHERE next_fire = %s", (at(120),)).fetchone()[0] == 900
+
+
+# The poller's dispatch of due fires and early dispatch of fires due within the lead, 100 each.
+DISPATCHES_OF_100 = [
+    ("SELECT dispatched FROM cronbox.dispatch_at(100, p_now => %s)", 0),
+    ("SELECT dispatched FROM cronbox.dispatch_ahead_at(100, '10 seconds', %s)", 5),
+]
+
+
+@pytest.mark.parametrize("dispatch_sql, due_in", DISPATCHES_OF_100)
+@pytest.mark.parametrize("looked_empty", ["job", "job_stat"])
+def test_a_dispatch_planned_while_the_jobs_looked_empty_locks_only_its_jobs(conn, dispatch_sql, due_in, looked_empty):
+    # The job locks (job_stat rows, FOR NO KEY UPDATE SKIP LOCKED) of the futures picked: as a
+    # semi-join planned while job_stat looked empty, every call walked all 20,000 rows of it.
+    conn.execute(
+        "INSERT INTO cronbox.job (name, kind, every, anchor, frontier, overlap) "
+        "SELECT 'many-' || i, 'every', interval '1 hour', %s, %s, 'allow' FROM generate_series(1, 20000) i",
+        (at(0), at(0)))
+    conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
+                 "SELECT job_id, %s, %s FROM cronbox.job WHERE name LIKE 'many-%%'", (at(due_in), at(due_in)))
+    conn.execute("UPDATE pg_class SET reltuples = 0, relpages = 1 WHERE oid = %s::regclass", (f"cronbox.{looked_empty}",))
+    for _ in range(8):  # past PostgreSQL's five custom plans
+        assert conn.execute(dispatch_sql, (at(0),)).fetchone()[0] == 100
+    read = rows_read_per_table(conn, dispatch_sql, (at(0),))
+    assert read["job"] < 1000 and read["job_stat"] < 1000, read
+    assert conn.execute("SELECT count(*) FROM cronbox.run").fetchone()[0] == 900

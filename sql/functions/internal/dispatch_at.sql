@@ -59,7 +59,7 @@ BEGIN
     locked AS MATERIALIZED (
         SELECT s.job_id
         FROM cronbox.job_stat s
-        WHERE s.job_id IN (SELECT picked.job_id FROM picked)
+        WHERE s.job_id = ANY (ARRAY(SELECT picked.job_id FROM picked))  -- by key: SQL conventions
         FOR NO KEY UPDATE OF s SKIP LOCKED
     )
     SELECT array_agg(p.future_id), array_agg(DISTINCT p.job_id)

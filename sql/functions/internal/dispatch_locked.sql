@@ -38,11 +38,14 @@ BEGIN
         WHERE f.future_id = ANY (p_futures)
     ),
     picked AS MATERIALIZED (SELECT k.* FROM keyed k WHERE k.hold IS NULL),
+    -- The jobs by key, each one's statistics by a probe (a join planned while job_stat looked
+    -- empty walked all of it once per job: docs/architecture.md, SQL conventions).
     locked_job AS MATERIALIZED (
         SELECT j.job_id, j.name, j.queue, j.paused, j.overlap, j.timeout, s.active_runs,
                s.last_fire_at, j.payload, j.catchup
         FROM cronbox.job j
-        JOIN cronbox.job_stat s ON s.job_id = j.job_id
+        CROSS JOIN LATERAL (SELECT s.active_runs, s.last_fire_at FROM cronbox.job_stat s
+                            WHERE s.job_id = j.job_id LIMIT 1) s
         WHERE j.job_id = ANY (p_jobs)
     ),
     -- Paused job, then the dependency gate (upstreams without a recent enough success).
@@ -61,11 +64,13 @@ BEGIN
             SELECT string_agg(u.name, ', ' ORDER BY u.name) AS waiting,
                    min(p.due_at + d.wait_timeout) AS timeout_at
             FROM cronbox.job_dependency d
-            JOIN cronbox.job u ON u.job_id = d.upstream_id
-            JOIN cronbox.job_stat us ON us.job_id = d.upstream_id
+            CROSS JOIN LATERAL (
+                SELECT u.name, (SELECT s.last_success_at FROM cronbox.job_stat s
+                                WHERE s.job_id = u.job_id) AS last_success_at
+                FROM cronbox.job u WHERE u.job_id = d.upstream_id LIMIT 1) u
             WHERE d.job_id = p.job_id
               AND p.origin <> 'retry'  -- a retry's fire already passed the gate
-              AND NOT coalesce(us.last_success_at, '-infinity')
+              AND NOT coalesce(u.last_success_at, '-infinity')
                       > coalesce(p_now - d.within, j.last_fire_at, '-infinity')
         ) g ON true
     ),
@@ -224,10 +229,11 @@ BEGIN
     -- cancel_other: the job's unfinished runs are asked to stop (heartbeat answers 'cancel').
     cancel_others AS (
         UPDATE cronbox.run r SET cancel_requested = true
-        WHERE r.run_id IN (SELECT u.run_id
-                           FROM fire CROSS JOIN LATERAL cronbox.job_unfinished_runs(fire.job_id) u
-                           WHERE fire.act = 'run' AND fire.overlap = 'cancel_other' AND fire.active_runs > 0
-                             AND NOT u.cancel_requested)
+        WHERE r.run_id = ANY (ARRAY(
+                  SELECT u.run_id
+                  FROM fire CROSS JOIN LATERAL cronbox.job_unfinished_runs(fire.job_id) u
+                  WHERE fire.act = 'run' AND fire.overlap = 'cancel_other' AND fire.active_runs > 0
+                    AND NOT u.cancel_requested))
           AND r.state IN ('dispatched', 'delivered', 'running')
           AND NOT r.cancel_requested
         RETURNING r.run_id, r.state
