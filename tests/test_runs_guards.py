@@ -309,3 +309,58 @@ def test_a_dispatch_planned_while_the_jobs_looked_empty_locks_only_its_jobs(conn
     read = rows_read_per_table(conn, dispatch_sql, (at(0),))
     assert read["job"] < 1000 and read["job_stat"] < 1000, read
     assert conn.execute("SELECT count(*) FROM cronbox.run").fetchone()[0] == 900
+
+
+def test_released_holds_are_reached_by_key_while_job_future_looked_empty(conn):
+    # 20,000 held futures, 10 of them past their backstop: the release updates those 10 by key,
+    # never through the partial index of every held future (its predicate, `hold IS NOT NULL`,
+    # was beside the key: planned while job_future looked empty, it walked all 20,000).
+    conn.execute(
+        "INSERT INTO cronbox.job (name, kind, every, anchor, frontier) "
+        "SELECT 'held-' || i, 'every', interval '1 hour', %s, %s FROM generate_series(1, 20000) i", (at(0), at(0)))
+    conn.execute(
+        "INSERT INTO cronbox.job_future (job_id, fire_at, due_at, hold, held_since, hold_until) "
+        "SELECT job_id, %s, %s, 'overlap', %s, %s + make_interval(secs => job_id) FROM cronbox.job "
+        "WHERE name LIKE 'held-%%'", (at(0), at(0), at(0), at(0)))
+    first = conn.execute("SELECT min(job_id) FROM cronbox.job WHERE name LIKE 'held-%'").fetchone()[0]
+    conn.execute("UPDATE pg_class SET reltuples = 0, relpages = 1 WHERE oid = 'cronbox.job_future'::regclass")
+    sql = "SELECT cronbox.release_holds_at(10, %s + make_interval(secs => %s))"
+    for k in range(8):  # past PostgreSQL's five custom plans
+        assert conn.execute(sql, (at(0), first + 10 * k + 9)).fetchone()[0] == 10
+    assert rows_read_per_table(conn, sql, (at(0), first + 89))["job_future"] < 1000
+
+
+def test_paused_jobs_due_to_resume_are_locked_by_key_while_job_stat_looked_empty(conn):
+    conn.execute(
+        "INSERT INTO cronbox.job (name, kind, every, anchor, frontier, paused, paused_until) "
+        "SELECT 'paused-' || i, 'every', interval '1 hour', %s, %s, true, %s + make_interval(secs => i) "
+        "FROM generate_series(1, 20000) i", (at(0), at(0), at(0)))
+    conn.execute("UPDATE pg_class SET reltuples = 0, relpages = 1 WHERE oid = 'cronbox.job_stat'::regclass")
+    sql = "SELECT cronbox.resume_paused_at(10, %s)"
+    for k in range(8):  # past PostgreSQL's five custom plans
+        assert conn.execute(sql, (at(10 * k + 10),)).fetchone()[0] == 10
+    assert rows_read_per_table(conn, sql, (at(90),))["job_stat"] < 1000
+    assert conn.execute("SELECT count(*) FROM cronbox.job WHERE name LIKE 'paused-%' AND NOT paused").fetchone()[0] == 90
+
+
+def test_superseded_runs_are_withdrawn_from_the_outbox_in_one_walk_while_it_looked_empty(conn):
+    # cancel_other: a newer fire supersedes runs still waiting in the outbox, whose rows are
+    # withdrawn. The outbox has no run_id index (the hot path would pay for it), so the rows are
+    # found in one walk of their queue; as a semi-join planned while the outbox looked empty,
+    # the walk was repeated per row (16,000,000 rows read for 10 runs in a 4,000-row outbox).
+    conn.execute(
+        "INSERT INTO cronbox.job (name, kind, every, anchor, frontier, overlap) "
+        "SELECT 'newest-' || i, 'every', interval '1 hour', %s, %s, 'cancel_other' FROM generate_series(1, 2000) i",
+        (at(0), at(0)))
+    conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
+                 "SELECT job_id, %s, %s FROM cronbox.job WHERE name LIKE 'newest-%%'", (at(0), at(0)))
+    assert conn.execute("SELECT dispatched FROM cronbox.dispatch_at(2000, p_now => %s)", (at(0),)).fetchone()[0] == 2000
+    conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
+                 "SELECT job_id, %s, %s FROM cronbox.job WHERE name LIKE 'newest-%%'", (at(60), at(60)))
+    conn.execute("UPDATE pg_class SET reltuples = 0, relpages = 1 WHERE oid = 'cronbox.outbox'::regclass")
+    sql = "SELECT dispatched FROM cronbox.dispatch_at(100, p_now => %s)"
+    for _ in range(8):  # past PostgreSQL's five custom plans
+        assert conn.execute(sql, (at(60),)).fetchone()[0] == 100
+    read = rows_read_per_table(conn, sql, (at(60),))
+    assert read["outbox"] < 10_000, read
+    assert conn.execute("SELECT count(*) FROM cronbox.run WHERE state = 'cancelled'").fetchone()[0] == 900

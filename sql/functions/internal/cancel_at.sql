@@ -32,9 +32,9 @@ BEGIN
                                  ARRAY['cancelled before delivery'], false, p_now) f;
         IF v_verdict = 'finished' THEN
             DELETE FROM cronbox.outbox o
-            WHERE o.outbox_id IN (SELECT o2.outbox_id FROM cronbox.outbox o2
-                                  WHERE o2.run_id = cancel_at.run_id AND o2.kind = 'run'
-                                  FOR UPDATE SKIP LOCKED);
+            WHERE o.outbox_id = ANY (ARRAY(SELECT o2.outbox_id FROM cronbox.outbox o2
+                                           WHERE o2.run_id = cancel_at.run_id AND o2.kind = 'run'
+                                           FOR UPDATE SKIP LOCKED));
             RETURN 'cancelled';
         END IF;
     END IF;

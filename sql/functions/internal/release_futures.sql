@@ -16,8 +16,11 @@ BEGIN
     IF p_future_ids IS NULL OR cardinality(p_future_ids) = 0 THEN
         RETURN 0;
     END IF;
+    -- By key; the hold is checked on the rows read, in a form that matches no partial index
+    -- (`hold IS NOT NULL` is job_future_recheck_idx's predicate: planned while job_future
+    -- looked empty, the update walked that whole index: docs/architecture.md, SQL conventions).
     UPDATE cronbox.job_future f SET hold = NULL, hold_queue = NULL, hold_until = NULL
-    WHERE f.future_id = ANY (p_future_ids) AND f.hold IS NOT NULL;
+    WHERE f.future_id = ANY (p_future_ids) AND coalesce(f.hold, '') <> '';
     GET DIAGNOSTICS v_n = ROW_COUNT;
     IF v_n > 0 THEN
         PERFORM pg_notify('cronbox_future', '');

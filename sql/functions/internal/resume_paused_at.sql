@@ -23,12 +23,14 @@ BEGIN
     FOR v_job IN
         SELECT j.name, j.paused_until
         FROM cronbox.job j
-        JOIN cronbox.job_stat s ON s.job_id = j.job_id
+        -- the job's lock (its job_stat row) by a probe, never a join (a join planned while
+        -- job_stat looked empty read all of it every tick: docs/architecture.md, SQL conventions)
+        CROSS JOIN LATERAL (SELECT s.job_id FROM cronbox.job_stat s WHERE s.job_id = j.job_id
+                            FOR NO KEY UPDATE SKIP LOCKED) s
         WHERE j.paused_until <= p_now AND j.paused
         ORDER BY j.paused_until
         LIMIT p_limit
         FOR UPDATE OF j SKIP LOCKED
-        FOR NO KEY UPDATE OF s SKIP LOCKED
     LOOP
         IF cronbox.resume_at(v_job.name,
                              format('resumed automatically: paused until %s', v_job.paused_until),

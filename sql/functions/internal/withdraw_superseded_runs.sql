@@ -29,11 +29,13 @@ BEGIN
     END IF;
     WITH gone AS (
         DELETE FROM cronbox.outbox o
-        WHERE o.outbox_id IN (
+        -- the rows found once (the outbox has no run_id index: one walk of those queues), then
+        -- deleted by key; a semi-join planned while the outbox looked empty walked it per row
+        WHERE o.outbox_id = ANY (ARRAY(
             SELECT o2.outbox_id FROM cronbox.outbox o2
             WHERE o2.kind = 'run' AND o2.queue = ANY (v_queues) AND o2.run_id = ANY (p_run_ids)
               AND (o2.lease_until IS NULL OR o2.lease_until <= p_now)
-            FOR UPDATE SKIP LOCKED)
+            FOR UPDATE SKIP LOCKED))
         RETURNING o.run_id
     )
     SELECT array_agg(gone.run_id ORDER BY gone.run_id) INTO v_ids FROM gone;
