@@ -28,6 +28,8 @@ SCRIPTS = {
     "web": ["--quick", "--repeat", "2"],
     # the same file as both versions: the A/B machinery, not a difference
     "ahead_ab": [str(REPO / "sql/functions/internal/dispatch_ahead_at.sql")] * 2 + ["--quick"],
+    # against HEAD: no file may differ in a clean checkout, the machinery runs all the same
+    "stage_ab": ["HEAD", "--flow", "pull", "--quick"],
 }
 try:  # the peer benchmark needs the optional `bench` extra (PgQueuer)
     import pgqueuer  # noqa: F401
@@ -204,6 +206,15 @@ def test_ahead_ab_quick_dispatches_every_job_once_per_version(benches):
     assert rc == 0, r
     assert [(x["version"], x["runs"]) for x in r["rounds"]] == [("old", 2000), ("new", 2000)]
     assert all(x["call_ms_median"] > 0 and x["runs_per_s"] > 0 for x in r["rounds"])
+
+
+def test_stage_ab_quick_runs_every_stage_of_both_versions(benches):
+    rc, r = benches["stage_ab"].result()
+    assert rc == 0, r
+    assert r["flow"] == "pull" and r["n"] == 2000
+    for version in ("new", "old"):
+        assert set(r["us_per_run"][version]) == {"dispatch", "claim_runs", "complete", "total"}
+        assert all(x > 0 for x in r["us_per_run"][version].values())
 
 
 def test_web_quick_serves_every_list_page_at_its_size(benches):

@@ -1,0 +1,163 @@
+"""bench.stage_ab: the server time of each stage of a run, this tree's SQL functions against an
+older commit's, side by side on one durable cluster, batches interleaved.
+
+    python -m bench.stage_ab REV [--flow push|pull] [-n 20000] [--rounds 3] [--json FILE] [--quick]
+
+Two databases on one private cluster, both migrated from this tree; in the second ("old") the
+function and view files that differ from REV are replaced by REV's (`git show REV:path`, the
+files as they were). The migrations must be the same (the tables are this tree's in both): the
+script refuses otherwise. Each round loads N one-off jobs due now in both, then calls each
+stage's function in batches of 1,000 (push: dispatch, claim_outbox, ack_outbox with the
+worker's answers; pull: dispatch, claim_runs, complete_runs), one batch in one database then
+the same batch in the other, the order alternating between batches, each call its own durable
+commit. Reports per version the median over batches of each stage's call time per run, in µs,
+and the difference. Both versions see the same noise at the same moment, so the difference is
+steadier than either figure; `bench.sqlcost` is the figure of record for one version's cost.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from bench.common import REPO, emit, log, machine
+from bench.database import DURABLE_SETTINGS
+from cronbox import db
+from cronbox.migrate import migrate
+from cronbox.pgcluster import Cluster
+
+BATCH = 1000
+STAGES = {"push": ("dispatch", "claim", "ack"), "pull": ("dispatch", "claim_runs", "complete")}
+
+
+def git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, check=True).stdout
+
+
+def old_files(rev: str) -> dict[str, str]:
+    """REV's version of every function and view file that differs from this tree."""
+    if git("diff", "--name-only", rev, "--", "sql/migrations").strip():
+        raise SystemExit(f"the migrations differ from {rev}: this A/B compares functions on the same tables")
+    changed = git("diff", "--name-only", "--diff-filter=M", rev, "--", "sql/functions", "sql/views").split()
+    return {path: git("show", f"{rev}:{path}") for path in changed}
+
+
+def load(conn: psycopg.Connection, n: int) -> None:
+    for table in ("outbox", "run", "job_future", "job"):
+        conn.execute(f"DELETE FROM cronbox.{table}")
+    conn.execute("INSERT INTO cronbox.job (name, kind, at, frontier, next_fire, finished_at, overlap) "
+                 "SELECT 'ab-' || i, 'at', now(), now(), NULL, now(), 'allow' FROM generate_series(1, %s) i", (n,))
+    conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) SELECT job_id, at, now() FROM cronbox.job")
+    conn.execute("VACUUM ANALYZE")
+    conn.execute("CHECKPOINT")
+
+
+def stage_calls(conn: psycopg.Connection, flow: str) -> list[Any]:
+    """One batch of each stage as callables, the later ones fed by the earlier ones' output."""
+    state: dict[str, list[int]] = {}
+
+    def dispatch() -> int:
+        return conn.execute("SELECT dispatched FROM cronbox.dispatch(%s)", (BATCH,)).fetchone()[0]
+
+    def claim() -> int:
+        state["ids"] = [r[0] for r in conn.execute("SELECT outbox_id FROM cronbox.claim_outbox('ab', %s)", (BATCH,))]
+        return len(state["ids"])
+
+    def ack() -> int:
+        ids = state.pop("ids")
+        answers = db.Jsonb([{"outbox_id": i, "state": "succeeded"} for i in ids])
+        conn.execute("SELECT cronbox.ack_outbox('ab', %s, %s)", (ids, answers))
+        return len(ids)
+
+    def claim_runs() -> int:
+        state["ids"] = [r[0] for r in conn.execute(
+            "SELECT run_id FROM cronbox.claim_runs('default', 'ab', %s)", (BATCH,))]
+        return len(state["ids"])
+
+    def complete() -> int:
+        ids = state.pop("ids")
+        conn.execute("SELECT count(*) FROM cronbox.complete_runs(%s)", (ids,))
+        return len(ids)
+
+    calls = {"dispatch": dispatch, "claim": claim, "ack": ack, "claim_runs": claim_runs, "complete": complete}
+    return [calls[s] for s in STAGES[flow]]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("rev", help="the older commit (its function and view files)")
+    p.add_argument("--flow", choices=sorted(STAGES), default="push")
+    p.add_argument("-n", "--runs", type=int, default=20_000)
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--json", dest="json_out", type=Path, help="write the report here (default: stdout)")
+    p.add_argument("--quick", action="store_true", help="2,000 runs, one round (the test suite)")
+    args = p.parse_args(argv)
+    if args.quick:
+        args.runs, args.rounds = 2_000, 1
+    n = args.runs - args.runs % BATCH
+    files = old_files(args.rev)
+    folder = Path(tempfile.mkdtemp(prefix="cronbox-bench-stage-ab-"))
+    cluster = Cluster(folder / "pg", settings=DURABLE_SETTINGS)
+    report: dict[str, Any] = {"bench": "stage_ab", "command": "python -m bench.stage_ab " + " ".join(argv or sys.argv[1:]),
+                              "quick": args.quick, "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                              "machine": machine(), "durable": True, "rev": args.rev,
+                              "head": git("rev-parse", "--short", "HEAD").strip(), "dirty": bool(git("status", "--porcelain", "sql")),
+                              "old_files": sorted(files), "flow": args.flow, "n": n, "rounds": args.rounds}
+    try:
+        cluster.init()
+        dsn = cluster.start()
+        with psycopg.connect(dsn, autocommit=True) as c:
+            for name in ("new", "old"):
+                c.execute(f"CREATE DATABASE {name}")
+        dsns = {name: dsn.rsplit("/", 1)[0] + "/" + name for name in ("new", "old")}
+        for d in dsns.values():
+            migrate(d)
+        conns = {name: psycopg.connect(d, autocommit=True) for name, d in dsns.items()}
+        for text in files.values():
+            conns["old"].execute(text)
+        per_run: dict[str, dict[str, list[float]]] = {v: {s: [] for s in STAGES[args.flow]} for v in conns}
+        for r in range(args.rounds):
+            log(f"round {r + 1}/{args.rounds}: {n} runs, {args.flow}")
+            for conn in conns.values():
+                load(conn, n)
+            calls = {v: stage_calls(conn, args.flow) for v, conn in conns.items()}
+            for k in range(n // BATCH):
+                for v in (("new", "old") if (r + k) % 2 == 0 else ("old", "new")):
+                    for stage, call in zip(STAGES[args.flow], calls[v]):
+                        t = time.perf_counter()
+                        done = call()
+                        if done != BATCH:
+                            raise SystemExit(f"{v} {stage}: {done} runs in a batch of {BATCH}: the setup did not hold")
+                        per_run[v][stage].append((time.perf_counter() - t) / BATCH)
+            for v, conn in conns.items():
+                states = conn.execute("SELECT state, count(*) FROM cronbox.run GROUP BY state").fetchall()
+                if states != [("succeeded", n)]:
+                    raise SystemExit(f"{v}: runs ended {states}, not {n} succeeded")
+        medians = {v: {s: round(1e6 * statistics.median(x), 1) for s, x in st.items()} for v, st in per_run.items()}
+        for m in medians.values():
+            m["total"] = round(sum(m.values()), 1)
+        report["us_per_run"] = medians
+        report["new_minus_old"] = {s: round(medians["new"][s] - medians["old"][s], 1) for s in medians["new"]}
+    finally:
+        cluster.stop()
+        shutil.rmtree(folder, ignore_errors=True)  # the private cluster's data: nothing to keep
+    summary = [f"stage_ab: {args.flow}, {n} runs x {args.rounds} rounds, this tree vs {args.rev} "
+               f"({len(files)} function/view files differ), µs of server call time per run (median over batches)"]
+    for v in ("new", "old"):
+        summary.append(f"  {v:4} " + "  ".join(f"{s} {x}" for s, x in report["us_per_run"][v].items()))
+    summary.append("  new - old " + "  ".join(f"{s} {x:+}" for s, x in report["new_minus_old"].items()))
+    emit(args, report, summary)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
