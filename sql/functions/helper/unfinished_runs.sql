@@ -12,19 +12,15 @@ RETURNS TABLE (run_id bigint, job_id bigint, queue text, state text)
 LANGUAGE sql STABLE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
-SET enable_seqscan = off  -- the history is never read whole: docs/architecture.md, SQL conventions
 AS $$
     SELECT r.run_id, r.job_id, r.queue, r.state
     FROM cronbox.run r
     WHERE r.lease_until IS NOT NULL AND r.state IN ('dispatched', 'delivered', 'running')
     UNION ALL
     -- a run has at most one outbox row; one with a lease came in above
-    -- (each outbox row's run by a probe: a join planned while the run table looked empty
-    -- walked the history, docs/architecture.md, SQL conventions)
     SELECT r.run_id, r.job_id, r.queue, r.state
     FROM cronbox.outbox o
-    CROSS JOIN LATERAL (SELECT r.run_id, r.job_id, r.queue, r.state, r.lease_until
-                        FROM cronbox.run r WHERE r.run_id = o.run_id LIMIT 1) r
+    JOIN cronbox.run r ON r.run_id = o.run_id
     WHERE o.kind = 'run' AND r.lease_until IS NULL AND r.state IN ('dispatched', 'delivered', 'running')
 $$;
 

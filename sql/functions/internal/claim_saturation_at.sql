@@ -23,6 +23,7 @@ CREATE OR REPLACE FUNCTION cronbox.claim_saturation_at(
 LANGUAGE sql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET enable_bitmapscan = off  -- an ordered walk up to the limit, never all rows gathered and sorted: SQL conventions
 SET jit = off  -- short OLTP statements: compiling costs more than running
 AS $$
     SELECT j.job_id, j.kind, j.cron_normalized, j.every, j.every_mode, j.anchor, j.at,

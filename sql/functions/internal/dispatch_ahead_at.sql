@@ -27,6 +27,7 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET jit = off  -- short OLTP statements: compiling costs more than running
 SET enable_seqscan = off  -- a plan kept from an empty table: docs/architecture.md, SQL conventions
+SET enable_bitmapscan = off  -- the futures are walked in due order, never gathered whole and sorted
 AS $$
 DECLARE
     v_dispatched integer;

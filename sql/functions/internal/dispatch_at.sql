@@ -26,6 +26,7 @@ SET search_path = pg_catalog, pg_temp
 -- Row estimates through CTEs are rough; JIT compiling this short statement costs more than it runs.
 SET jit = off
 SET enable_seqscan = off  -- a plan kept from an empty table: docs/architecture.md, SQL conventions
+SET enable_bitmapscan = off  -- the futures are walked in due order, never gathered whole and sorted
 AS $$
 DECLARE
     v_futures bigint[];

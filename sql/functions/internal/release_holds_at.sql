@@ -13,6 +13,7 @@ CREATE OR REPLACE FUNCTION cronbox.release_holds_at(
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET enable_bitmapscan = off  -- an ordered walk up to the limit, never all rows gathered and sorted: SQL conventions
 SET jit = off  -- short OLTP statements: compiling costs more than running
 AS $$
 BEGIN

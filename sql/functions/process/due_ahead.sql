@@ -8,6 +8,7 @@ RETURNS TABLE (second integer, fires integer)
 LANGUAGE sql STABLE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET enable_bitmapscan = off  -- an ordered walk up to the limit, never all rows gathered and sorted: SQL conventions
 SET jit = off  -- short statement: compiling costs more than running
 AS $$
     WITH

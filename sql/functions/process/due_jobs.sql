@@ -7,6 +7,7 @@ RETURNS SETOF bigint
 LANGUAGE sql STABLE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
+SET enable_bitmapscan = off  -- an ordered walk up to the limit, never all rows gathered and sorted: SQL conventions
 AS $$
     SELECT d.job_id
     FROM (SELECT x.job_id, min(x.n) AS first_seen
