@@ -368,3 +368,23 @@ def test_superseded_runs_are_withdrawn_from_the_outbox_in_one_walk_while_it_look
     read = rows_read_per_table(conn, sql, (at(60),))
     assert read["outbox"] < 10_000, read
     assert conn.execute("SELECT count(*) FROM cronbox.run WHERE state = 'cancelled'").fetchone()[0] == 900
+
+
+def test_a_jobs_holds_are_released_by_its_key_while_job_future_looked_empty(conn):
+    # resume, remove_dependency: one job's held futures, among 20,000 held ones, found through
+    # the job's key, never by walking the partial index of every held future.
+    conn.execute(
+        "INSERT INTO cronbox.job (name, kind, every, anchor, frontier, paused) "
+        "SELECT 'on-hold-' || i, 'every', interval '1 hour', %s, %s, true FROM generate_series(1, 20000) i",
+        (at(0), at(0)))
+    conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at, hold, held_since, hold_until) "
+                 "SELECT job_id, %s, %s, 'paused', %s, %s FROM cronbox.job WHERE name LIKE 'on-hold-%%'",
+                 (at(0), at(0), at(0), at(30)))
+    ids = [r[0] for r in conn.execute("SELECT job_id FROM cronbox.job WHERE name LIKE 'on-hold-%' ORDER BY job_id LIMIT 9")]
+    conn.execute("ANALYZE cronbox.job_future")
+    conn.execute("UPDATE pg_class SET reltuples = 0, relpages = 1 WHERE oid = 'cronbox.job_future'::regclass")
+    sql = "SELECT cronbox.release_job_holds(%s, %s)"
+    for job_id in ids[:8]:  # past PostgreSQL's five custom plans
+        assert conn.execute(sql, (job_id, at(0))).fetchone()[0] == 1
+    assert rows_read_per_table(conn, sql, (ids[8], at(0)))["job_future"] < 1000
+    assert conn.execute("SELECT count(*) FROM cronbox.job_future WHERE hold IS NULL").fetchone()[0] == 9

@@ -13,7 +13,9 @@ AS $$
 BEGIN
     RETURN cronbox.release_futures(ARRAY(
         SELECT f.future_id FROM cronbox.job_future f
-        WHERE f.job_id = p_job_id AND f.hold IS NOT NULL));
+        -- the job's futures by key; the hold checked in a form that matches no partial index
+        -- (cronbox.release_futures says why)
+        WHERE f.job_id = p_job_id AND coalesce(f.hold, '') <> ''));
 END
 $$;
 
