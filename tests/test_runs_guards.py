@@ -173,7 +173,7 @@ def test_a_dispatch_planned_while_no_future_was_due_walks_the_index_when_a_burst
     # made while job_future was nearly empty (statistics after VACUUM say so): a million
     # futures due on one minute boundary must still be read through the ready index.
     job(conn, "burst", overlap="allow")
-    conn.execute("UPDATE pg_class SET reltuples = 0, relpages = 1 WHERE oid = 'cronbox.job_future'::regclass")
+    look_empty(conn, "job_future")
     for t in range(8):  # past PostgreSQL's five custom plans
         future(conn, "burst", t)
         dispatch(conn, t)
@@ -193,6 +193,27 @@ def rows_read_per_table(conn, sql: str, params=()) -> dict[str, int]:
             if n.get("Relation Name") and "Scan" in n["Node Type"]:
                 read[n["Relation Name"]] += n["Actual Rows"] * n["Actual Loops"] + n.get("Rows Removed by Filter", 0)
     return dict(read)
+
+
+def look_empty(conn, table: str) -> None:
+    """Statistics saying `cronbox.<table>` is empty (no live row over its pages), as VACUUM
+    leaves a drained table, whatever it holds: the plans made next are made for that."""
+    conn.execute("UPDATE pg_class SET reltuples = 0, relpages = 1 WHERE oid = %s::regclass", (f"cronbox.{table}",))
+
+
+def held_jobs(conn, prefix: str, hold: str, paused: bool = False) -> list[int]:
+    """20,000 jobs `<prefix><i>`, each with one future held by `hold` whose backstop
+    (hold_until) is at(0) + job_id seconds; their ids in order."""
+    conn.execute(
+        "INSERT INTO cronbox.job (name, kind, every, anchor, frontier, paused) "
+        "SELECT %s || i, 'every', interval '1 hour', %s, %s, %s FROM generate_series(1, 20000) i",
+        (prefix, at(0), at(0), paused))
+    conn.execute(
+        "INSERT INTO cronbox.job_future (job_id, fire_at, due_at, hold, held_since, hold_until) "
+        "SELECT job_id, %s, %s, %s, %s, %s + make_interval(secs => job_id) FROM cronbox.job "
+        "WHERE name LIKE %s", (at(0), at(0), hold, at(0), at(0), prefix + "%"))
+    return [r[0] for r in conn.execute("SELECT job_id FROM cronbox.job WHERE name LIKE %s ORDER BY job_id",
+                                       (prefix + "%",))]
 
 
 # A worker's reports (success; failure with a retry to schedule, on_error pause) and the relay's
@@ -219,7 +240,7 @@ def test_a_finish_planned_while_the_jobs_looked_empty_reads_only_the_jobs_it_fin
     for _ in range(3):
         conn.execute("SELECT * FROM cronbox.dispatch_at(1000, p_now => now())")
     claimed = conn.execute("SELECT outbox_id, run_id FROM cronbox.claim_outbox_at('r1', 3000, p_now => now())").fetchall()
-    conn.execute("UPDATE pg_class SET reltuples = 0, relpages = 1 WHERE oid = %s::regclass", (f"cronbox.{looked_empty}",))
+    look_empty(conn, looked_empty)
 
     def batch(k: int) -> dict:
         rows = claimed[100 * k:100 * (k + 1)]
@@ -251,7 +272,7 @@ def test_after_jobs_of_a_finish_planned_while_the_jobs_looked_empty_are_found_by
                  "SELECT job_id, at, now() FROM cronbox.job WHERE name LIKE 'up-%' ORDER BY job_id LIMIT 900")
     conn.execute("SELECT * FROM cronbox.dispatch_at(1000, p_now => now())")
     runs = [r[0] for r in conn.execute("SELECT run_id FROM cronbox.run ORDER BY run_id")]
-    conn.execute("UPDATE pg_class SET reltuples = 0, relpages = 1 WHERE oid = %s::regclass", (f"cronbox.{looked_empty}",))
+    look_empty(conn, looked_empty)
     sql = "SELECT count(*) FROM cronbox.complete_runs(%s)"
     for k in range(8):  # past PostgreSQL's five custom plans
         conn.execute(sql, (runs[100 * k:100 * (k + 1)],))
@@ -269,7 +290,7 @@ def test_a_saturation_pass_planned_while_the_jobs_looked_empty_reads_only_its_jo
                  "SELECT 'every-' || i, 'every', interval '1 minute', %s, %s FROM generate_series(1, 20000) i",
                  (T0, T0))
     ids = [r[0] for r in conn.execute("SELECT job_id FROM cronbox.job WHERE name LIKE 'every-%' ORDER BY job_id")]
-    conn.execute("UPDATE pg_class SET reltuples = 0, relpages = 1 WHERE oid = %s::regclass", (f"cronbox.{looked_empty}",))
+    look_empty(conn, looked_empty)
 
     def store(k: int) -> str:
         jobs, fire, nxt = ids[100 * k:100 * (k + 1)], [at(60)] * 100, [at(120)] * 100
@@ -307,7 +328,7 @@ def test_a_dispatch_planned_while_the_jobs_looked_empty_locks_only_its_jobs(conn
                  "SELECT job_id, %s, %s FROM cronbox.job WHERE name LIKE 'many-%%'", (at(due_in), at(due_in)))
     # column statistics of a full table, then the row count of an empty one: a drained table after VACUUM
     conn.execute("ANALYZE cronbox.job, cronbox.job_stat, cronbox.job_future")
-    conn.execute("UPDATE pg_class SET reltuples = 0, relpages = 1 WHERE oid = %s::regclass", (f"cronbox.{looked_empty}",))
+    look_empty(conn, looked_empty)
     for _ in range(8):  # past PostgreSQL's five custom plans
         assert conn.execute(dispatch_sql, (at(0),)).fetchone()[0] == 100
     read = rows_read_per_table(conn, dispatch_sql, (at(0),))
@@ -319,15 +340,8 @@ def test_released_holds_are_reached_by_key_while_job_future_looked_empty(conn):
     # 20,000 held futures, 10 of them past their backstop: the release updates those 10 by key,
     # never through the partial index of every held future (its predicate, `hold IS NOT NULL`,
     # was beside the key: planned while job_future looked empty, it walked all 20,000).
-    conn.execute(
-        "INSERT INTO cronbox.job (name, kind, every, anchor, frontier) "
-        "SELECT 'held-' || i, 'every', interval '1 hour', %s, %s FROM generate_series(1, 20000) i", (at(0), at(0)))
-    conn.execute(
-        "INSERT INTO cronbox.job_future (job_id, fire_at, due_at, hold, held_since, hold_until) "
-        "SELECT job_id, %s, %s, 'overlap', %s, %s + make_interval(secs => job_id) FROM cronbox.job "
-        "WHERE name LIKE 'held-%%'", (at(0), at(0), at(0), at(0)))
-    first = conn.execute("SELECT min(job_id) FROM cronbox.job WHERE name LIKE 'held-%'").fetchone()[0]
-    conn.execute("UPDATE pg_class SET reltuples = 0, relpages = 1 WHERE oid = 'cronbox.job_future'::regclass")
+    first = held_jobs(conn, "held-", "overlap")[0]
+    look_empty(conn, "job_future")
     sql = "SELECT cronbox.release_holds_at(10, %s + make_interval(secs => %s))"
     for k in range(8):  # past PostgreSQL's five custom plans
         assert conn.execute(sql, (at(0), first + 10 * k + 9)).fetchone()[0] == 10
@@ -339,7 +353,7 @@ def test_paused_jobs_due_to_resume_are_locked_by_key_while_job_stat_looked_empty
         "INSERT INTO cronbox.job (name, kind, every, anchor, frontier, paused, paused_until) "
         "SELECT 'paused-' || i, 'every', interval '1 hour', %s, %s, true, %s + make_interval(secs => i) "
         "FROM generate_series(1, 20000) i", (at(0), at(0), at(0)))
-    conn.execute("UPDATE pg_class SET reltuples = 0, relpages = 1 WHERE oid = 'cronbox.job_stat'::regclass")
+    look_empty(conn, "job_stat")
     sql = "SELECT cronbox.resume_paused_at(10, %s)"
     for k in range(8):  # past PostgreSQL's five custom plans
         assert conn.execute(sql, (at(10 * k + 10),)).fetchone()[0] == 10
@@ -361,7 +375,7 @@ def test_superseded_runs_are_withdrawn_from_the_outbox_in_one_walk_while_it_look
     assert conn.execute("SELECT dispatched FROM cronbox.dispatch_at(2000, p_now => %s)", (at(0),)).fetchone()[0] == 2000
     conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
                  "SELECT job_id, %s, %s FROM cronbox.job WHERE name LIKE 'newest-%%'", (at(60), at(60)))
-    conn.execute("UPDATE pg_class SET reltuples = 0, relpages = 1 WHERE oid = 'cronbox.outbox'::regclass")
+    look_empty(conn, "outbox")
     sql = "SELECT dispatched FROM cronbox.dispatch_at(100, p_now => %s)"
     for _ in range(8):  # past PostgreSQL's five custom plans
         assert conn.execute(sql, (at(60),)).fetchone()[0] == 100
@@ -373,16 +387,9 @@ def test_superseded_runs_are_withdrawn_from_the_outbox_in_one_walk_while_it_look
 def test_a_jobs_holds_are_released_by_its_key_while_job_future_looked_empty(conn):
     # resume, remove_dependency: one job's held futures, among 20,000 held ones, found through
     # the job's key, never by walking the partial index of every held future.
-    conn.execute(
-        "INSERT INTO cronbox.job (name, kind, every, anchor, frontier, paused) "
-        "SELECT 'on-hold-' || i, 'every', interval '1 hour', %s, %s, true FROM generate_series(1, 20000) i",
-        (at(0), at(0)))
-    conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at, hold, held_since, hold_until) "
-                 "SELECT job_id, %s, %s, 'paused', %s, %s FROM cronbox.job WHERE name LIKE 'on-hold-%%'",
-                 (at(0), at(0), at(0), at(30)))
-    ids = [r[0] for r in conn.execute("SELECT job_id FROM cronbox.job WHERE name LIKE 'on-hold-%' ORDER BY job_id LIMIT 9")]
+    ids = held_jobs(conn, "on-hold-", "paused", paused=True)[:9]
     conn.execute("ANALYZE cronbox.job_future")
-    conn.execute("UPDATE pg_class SET reltuples = 0, relpages = 1 WHERE oid = 'cronbox.job_future'::regclass")
+    look_empty(conn, "job_future")
     sql = "SELECT cronbox.release_job_holds(%s, %s)"
     for job_id in ids[:8]:  # past PostgreSQL's five custom plans
         assert conn.execute(sql, (job_id, at(0))).fetchone()[0] == 1
