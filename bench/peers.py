@@ -10,16 +10,20 @@ Each repetition runs, one after the other on the same private durable cluster:
   cronbox_pull   N runs due now -> poller dispatch -> pull workers claim_runs + complete_runs
   raw_sql        the same N runs through bench/raw.sql's three SQL procedures: cronbox's row
                  work (futures -> run + outbox; outbox claimed, deleted, run delivered; run
-                 succeeded) with no Python, no job statistics and no leases (bench.rawlimit):
-                 a ceiling for any implementation of that row work on this machine
+                 succeeded) with no Python, no job statistics and no leases (bench.rawlimit).
+                 Not a ceiling: its three polling loops spend about as much server CPU per run
+                 as cronbox does (session 10); the floor of that row work is bench.sqlcost's
+                 `raw` flow, one statement after another
 
 Each figure is N divided by the span from the first job taken (run dispatched) to the last one
 done, so start-up and load are not counted for anyone. Ratios are cronbox / PgQueuer batch 100
-per repetition (measured under the same noise), then the median; raw_sql / PgQueuer batch 100
-says how far that ceiling is from the target (2x): where it is below 2, no implementation of the
-same row work can reach the target in that run. PgQueuer does less per job
-(no schedule, no history row at dispatch, no HTTP); the comparison is what a user weighing a
-scheduler on PostgreSQL sees. Needs the `bench` extra: `pip install -e '.[bench]'`.
+per repetition (measured under the same noise), then the median. Each system's CPU per job is
+measured too (the server's, and its client processes': PgQueuer's workers from their first job
+to their last, cronbox's poller, relay and workers), and PgQueuer's total over cronbox's: when
+both keep every core busy (on this machine they do), the rate ratio comes to that CPU ratio, so
+it says how much CPU per run cronbox must shed for a target ratio. PgQueuer does less per job (no schedule, no history row at
+dispatch, no HTTP); the comparison is what a user weighing a scheduler on PostgreSQL sees.
+Needs the `bench` extra: `pip install -e '.[bench]'`.
 
     python -m bench.peers                 # N = 200,000, 3 repetitions
     python -m bench.peers --quick         # N = 2,000, 1 repetition
@@ -36,7 +40,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench.common import Database, Fleet, base_report, emit, log, parse_args, wait_until, workdir
+from bench.common import Database, Fleet, base_report, emit, log, parse_args, postgres_cpu, wait_until, workdir
 from bench.pipeline import reset
 from bench.rawlimit import install_raw, run_raw
 from bench.throughput import run_cronbox, run_pull
@@ -79,10 +83,23 @@ def pgqueuer_available() -> str | None:
     return None
 
 
+def cpu_per_job(cpu_s: dict[str, float] | None, n: int) -> dict[str, float] | None:
+    """CPU µs per job: the server's, the client processes' (workers, poller, relay) and the sum.
+    On a machine whose cores are all busy, the rates of two systems cannot differ by more than
+    the inverse ratio of their totals."""
+    if not cpu_s or cpu_s.get("postgres") is None:
+        return None
+    server = cpu_s["postgres"]
+    clients = sum(v for k, v in cpu_s.items() if k != "postgres")
+    return {"postgres": round(1e6 * server / n, 1), "clients": round(1e6 * clients / n, 1),
+            "total": round(1e6 * (server + clients) / n, 1)}
+
+
 def run_pgqueuer(database: Database, n: int, batch: int, workers: int, logdir: Path) -> dict[str, Any]:
     loaded = asyncio.run(_pgq_call(database.dsn, "load", n))
     if loaded != n:
         return {"error": f"enqueued {loaded}, not {n}"}
+    pg0 = postgres_cpu(database.postmaster)
     with Fleet(logdir) as fleet:
         procs = [fleet.python(f"pgq{batch}_{i}", "bench.pgq_worker", database.dsn, "--batch", str(batch))
                  for i in range(workers)]
@@ -93,14 +110,20 @@ def run_pgqueuer(database: Database, n: int, batch: int, workers: int, logdir: P
             if p.popen.returncode != 0 or not lines:
                 return {"error": f"{p.name} exited with {p.popen.returncode}: {p.tail(1500)}"}
             reports.append(json.loads(lines[-1]))
+    pg1 = postgres_cpu(database.postmaster)
     left = asyncio.run(_pgq_call(database.dsn, "left"))
     jobs = sum(r["jobs"] for r in reports)
     firsts = [r["first"] for r in reports if r["first"]]
     lasts = [r["last"] for r in reports if r["last"]]
     span = max(lasts) - min(firsts) if firsts else 0.0
+    # The workers' CPU from their first job to their last (start-up and imports left out); the
+    # server's over the whole drain (its idle start-up costs next to nothing).
+    cpu_s = {"workers": sum((r.get("cpu_last") or 0.0) - (r.get("cpu_first") or 0.0) for r in reports)}
+    if pg0 is not None and pg1 is not None:
+        cpu_s["postgres"] = pg1 - pg0
     return {"jobs": jobs, "left_in_queue": left, "complete": jobs == n and left == 0, "span_s": round(span, 3),
             "runs_per_s": round(n / span, 1) if span else None, "workers": workers, "batch": batch,
-            "per_worker_jobs": [r["jobs"] for r in reports]}
+            "per_worker_jobs": [r["jobs"] for r in reports], "cpu_us_per_job": cpu_per_job(cpu_s, n)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -137,16 +160,17 @@ def main(argv: list[str] | None = None) -> int:
                 elif system == "cronbox_push":
                     res = run_cronbox(database, args, n, "respond", logdir)
                     rep[system] = {"runs_per_s": res["runs_per_s"], "complete": res["complete_and_unique"],
-                                   "span_s": res["span_s"], "cpu_ms_per_run": res.get("cpu_ms_per_run")}
+                                   "span_s": res["span_s"], "cpu_us_per_job": cpu_per_job(res.get("cpu_s"), n)}
                 elif system == "raw_sql":
                     res = run_raw(database, args, n)
                     rep[system] = {"runs_per_s": res.get("runs_per_s"), "complete": res.get("complete_and_unique"),
-                                   "span_s": res.get("span_s"), "cpu_ms_per_run": res.get("cpu_ms_per_run")}
+                                   "span_s": res.get("span_s"), "cpu_us_per_job": cpu_per_job(res.get("cpu_s"), n)}
                     reset(database)
                 else:
                     res = run_pull(database, args, n, logdir)
                     rep[system] = {"runs_per_s": res.get("runs_per_s"), "complete": res.get("complete_and_unique"),
-                                   "span_s": res.get("span_s"), "error": res.get("error")}
+                                   "span_s": res.get("span_s"), "error": res.get("error"),
+                                   "cpu_us_per_job": cpu_per_job(res.get("cpu_s"), n)}
                     reset(database)
                 log(f"  {rep[system].get('runs_per_s')} per s ({time.monotonic() - t0:.0f} s)")
             base = rep["pgqueuer_b100"].get("runs_per_s")
@@ -156,14 +180,27 @@ def main(argv: list[str] | None = None) -> int:
                 if base and rep["cronbox_pull"].get("runs_per_s") else None
             rep["ratio_raw_to_pgq_b100"] = round(rep["raw_sql"]["runs_per_s"] / base, 3) \
                 if base and rep["raw_sql"].get("runs_per_s") else None
+            # PgQueuer's CPU per job over cronbox's: what the rate ratio comes to when both keep
+            # every core busy (a system that spends twice the CPU per job runs at half the rate
+            # on the same saturated cores).
+            pgq_cpu = (rep["pgqueuer_b100"].get("cpu_us_per_job") or {}).get("total")
+            for flow in ("push", "pull"):
+                own = (rep[f"cronbox_{flow}"].get("cpu_us_per_job") or {}).get("total")
+                rep[f"cpu_ratio_pgq_b100_to_{flow}"] = round(pgq_cpu / own, 3) if pgq_cpu and own else None
             report["repetitions"].append(rep)
     reps_ = report["repetitions"]
     report["median_per_s"] = {s: statistics.median([x[s]["runs_per_s"] or 0.0 for x in reps_]) for s in systems}
-    for key in ("ratio_push_to_pgq_b100", "ratio_pull_to_pgq_b100", "ratio_raw_to_pgq_b100"):
+    report["median_cpu_us_per_job"] = {
+        s: {part: statistics.median(vals) for part in ("postgres", "clients", "total")
+            if (vals := [c[part] for x in reps_ if (c := x[s].get("cpu_us_per_job"))])}
+        for s in systems}
+    for key in ("ratio_push_to_pgq_b100", "ratio_pull_to_pgq_b100", "ratio_raw_to_pgq_b100",
+                "cpu_ratio_pgq_b100_to_push", "cpu_ratio_pgq_b100_to_pull"):
         vals = [x[key] for x in reps_ if x[key] is not None]
         report[key] = {"median": statistics.median(vals) if vals else None, "all": vals}
     report["complete"] = all(x[s].get("complete") for x in reps_ for s in systems)
     med = report["median_per_s"]
+    cpu = report["median_cpu_us_per_job"]
     summary = [f"peers: {n} per system x {reps} reps, {'durable' if report['durable'] else 'NOT durable'}, "
                f"PgQueuer {args.pgq_workers} workers, cronbox batch {args.batch} / HTTP batch {args.http_batch}",
                *[f"  {s:14} median {med[s]:>9} per s   all {[x[s]['runs_per_s'] for x in reps_]}" for s in systems],
@@ -173,6 +210,12 @@ def main(argv: list[str] | None = None) -> int:
                f"{report['ratio_pull_to_pgq_b100']['all']} (target >= 2)",
                f"  raw SQL (the same row work, no Python) / PgQueuer b100: median "
                f"{report['ratio_raw_to_pgq_b100']['median']} {report['ratio_raw_to_pgq_b100']['all']}",
+               "  CPU us per job, median (postgres + clients = total): " + "; ".join(
+                   f"{s} {c['postgres']:.0f} + {c['clients']:.0f} = {c['total']:.0f}"
+                   for s in systems if (c := cpu[s]) and "total" in c and "clients" in c),
+               f"  CPU per job, PgQueuer b100 / cronbox (the rate ratio on saturated cores): "
+               f"push {report['cpu_ratio_pgq_b100_to_push']['median']} {report['cpu_ratio_pgq_b100_to_push']['all']}, "
+               f"pull {report['cpu_ratio_pgq_b100_to_pull']['median']} {report['cpu_ratio_pgq_b100_to_pull']['all']}",
                f"  every job and run done once, nothing left: {report['complete']}"]
     emit(args, report, summary)
     return 0 if report["complete"] else 1

@@ -1,11 +1,15 @@
 """The SQL cost of each stage of a run, one backend, no Python pipeline in the way.
 
 N one-off jobs due now; then, in one connection with autocommit (a durable commit per call,
-as the processes do), each stage's function in batches until all N runs passed it. Three flows:
+as the processes do), each stage's function in batches until all N runs passed it. Four flows:
 
     push         dispatch -> claim (claim_outbox) -> ack (ack_outbox with the worker's answer)
     push_report  dispatch -> claim -> ack (delivered; the worker answered 202) -> complete (complete_runs)
     pull         dispatch -> claim_runs -> complete (complete_runs)
+    raw          the bare row work of the data flow, no cronbox function: bench/pgbench/raw_*.sql
+                 (futures -> run + outbox; outbox rows deleted, runs delivered; runs succeeded),
+                 with no job statistics, no lease, no policy, no row security: the floor of the
+                 server's cost per run for a design that writes a run and an outbox row at dispatch
 
 Per stage and in total, per run: the server time (median over batches), the WAL written
 (exact: LSN distance, split into record bytes and full-page images), the WAL records by kind
@@ -32,7 +36,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from bench.common import Database, base_report, emit, log, parse_args
+from bench.common import REPO, Database, base_report, emit, log, parse_args
 from bench.pipeline import load
 from cronbox import db
 
@@ -40,6 +44,7 @@ FLOWS: dict[str, tuple[str, ...]] = {
     "push": ("dispatch", "claim", "ack"),
     "push_report": ("dispatch", "claim", "ack", "complete"),
     "pull": ("dispatch", "claim_runs", "complete"),
+    "raw": ("dispatch", "deliver", "complete"),
 }
 # pg_walinspect record kinds worth naming (per_record => true gives "Rmgr/RECORD").
 HEAP_KINDS = {"Heap/INSERT": "heap_insert", "Heap2/MULTI_INSERT": "heap_multi_insert",
@@ -150,9 +155,14 @@ def run_flow(database: Database, flow: str, n: int, batch: int) -> dict[str, Any
         conn.execute("CHECKPOINT")
         meter = Meter(conn)
         stages = FLOWS[flow]
-        drain(meter, "dispatch", n, lambda: conn.execute(
-            "SELECT dispatched FROM cronbox.dispatch(%s)", (batch,)).fetchone()[0])
-        if flow == "pull":
+        if flow != "raw":
+            drain(meter, "dispatch", n, lambda: conn.execute(
+                "SELECT dispatched FROM cronbox.dispatch(%s)", (batch,)).fetchone()[0])
+        if flow == "raw":
+            for stage in stages:
+                sql = (REPO / "bench" / "pgbench" / f"raw_{stage}.sql").read_text().replace(":batch", str(int(batch)))
+                drain(meter, stage, n, lambda sql=sql: conn.execute(sql).rowcount)
+        elif flow == "pull":
             claimed: list[int] = []
 
             def claim_runs() -> int:

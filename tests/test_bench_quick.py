@@ -151,7 +151,12 @@ def test_sqlcost_quick_reports_each_stages_time_wal_rows_and_index_entries(bench
     rc, r = benches["sqlcost"].result()
     assert rc == 0, r
     assert r["durable"] is True and r["complete"] is True
-    assert set(r["flows"]) == {"push", "push_report", "pull"}
+    assert set(r["flows"]) == {"push", "push_report", "pull", "raw"}
+    # the floor: the same data flow's rows with no cronbox function, nothing but those rows
+    raw = r["flows"]["raw"]["repetitions"][0]["stages"]
+    assert raw["dispatch"]["row_writes_per_run"] == {
+        "cronbox.job_future": {"del": 1}, "cronbox.outbox": {"ins": 1}, "cronbox.run": {"ins": 1}}
+    assert raw["complete"]["row_writes_per_run"] == {"cronbox.run": {"upd": 1}}
     for flow, data in r["flows"].items():
         rep = data["repetitions"][0]
         assert rep["succeeded"] == r["n"] == 2000 and rep["left_in_queue"] == 0
@@ -188,6 +193,14 @@ def test_peers_quick_runs_pgqueuer_and_cronbox_on_one_cluster_and_reports_ratios
     assert rep["pgqueuer_b100"]["left_in_queue"] == 0 and rep["pgqueuer_b100"]["jobs"] == r["n"]
     assert r["ratio_push_to_pgq_b100"]["median"] == rep["ratio_push_to_pgq_b100"] > 0
     assert r["ratio_raw_to_pgq_b100"]["median"] == rep["ratio_raw_to_pgq_b100"] > 0
+    # CPU per job, server and clients, for every system but the raw pipeline's clients (none)
+    for system in ("pgqueuer_b100", "cronbox_push", "cronbox_pull"):
+        cpu = rep[system]["cpu_us_per_job"]
+        assert cpu["postgres"] > 0 and cpu["clients"] > 0, (system, cpu)
+        assert cpu["total"] == pytest.approx(cpu["postgres"] + cpu["clients"], abs=0.2)
+    assert rep["cpu_ratio_pgq_b100_to_push"] == pytest.approx(
+        rep["pgqueuer_b100"]["cpu_us_per_job"]["total"] / rep["cronbox_push"]["cpu_us_per_job"]["total"], abs=0.001)
+    assert r["median_cpu_us_per_job"]["cronbox_push"]["total"] == rep["cronbox_push"]["cpu_us_per_job"]["total"]
 
 
 def test_worker_kit_quick_drains_with_both_workers_and_reports_the_ratio(benches):
