@@ -403,3 +403,53 @@ def test_unsent_rows_are_handed_back_in_their_place_with_the_attempt_taken_back(
 def test_unsent_hand_back_refuses_a_bad_lease(conn, lease):
     with pytest.raises(psycopg.errors.InvalidParameterValue, match="p_lease"):
         conn.execute("SELECT cronbox.nack_outbox_unsent('r1', ARRAY[1]::bigint[], %s::interval)", (lease,))
+
+
+def run_partitions_planned(conn, sql: str, params=()) -> set[str]:
+    """The run partitions that the statements run by `sql` opened: the scans of their plans,
+    nested statements and row-security subplans included, after the partitions pruned when a
+    statement started (a kept plan names those it will skip only as "Subplans Removed")."""
+    return {n["Relation Name"] for p in plans_of(conn, sql, params) for n in nodes(p["Plan"])
+            if n.get("Relation Name", "").startswith("run_")}
+
+
+def test_claim_and_ack_open_only_their_runs_partitions_however_much_history_is_kept(conn):
+    # Thirty days of history kept (the default retention), every day a partition. A claim or an
+    # ack that opened every partition cost more per run the longer history was kept: the
+    # outbox's row-security policies used to start a scan of run on each partition in every
+    # statement naming the outbox, and the claim probed run per row (migration 0193).
+    for day in range(2, 32):
+        conn.execute("SELECT cronbox.ensure_run_partitions_at(0, now() - make_interval(days => %s))", (day,))
+    assert conn.execute("SELECT count(*) FROM pg_inherits WHERE inhparent = 'cronbox.run'::regclass"
+                        ).fetchone()[0] >= 39
+    enqueue(conn, 20)
+    claim_sql = "SELECT * FROM cronbox.claim_outbox_at('r1', 100, '30 seconds', p_now => now())"
+    for _ in range(6):  # past the custom plans: the kept plan is the one that runs from then on
+        conn.execute("SAVEPOINT s")
+        assert len(conn.execute(claim_sql).fetchall()) == 20
+        conn.execute("ROLLBACK TO SAVEPOINT s")
+    assert len(run_partitions_planned(conn, claim_sql)) <= 2
+    ids = [r[0] for r in conn.execute("SELECT outbox_id FROM cronbox.outbox WHERE lease_owner = 'r1'")]
+    assert len(ids) == 20
+    answers = db.Jsonb([{"outbox_id": i, "state": "succeeded"} for i in ids])
+    assert len(run_partitions_planned(conn, "SELECT cronbox.ack_outbox_at('r1', %s, %s, now())", (ids, answers))) <= 2
+    assert conn.execute("SELECT count(*) FROM cronbox.run WHERE state = 'succeeded'").fetchone()[0] == 20
+
+
+def test_outbox_rows_are_seen_and_removed_only_by_the_owner_of_their_run(conn):
+    # The outbox's policies (migration 0193: through caller_sees_run / caller_owns_run) for a
+    # role limited to its own schedules: it sees and deletes its runs' messages, not another
+    # owner's, nor notifications (no run).
+    conn.execute("CREATE ROLE cb_policy_a IN ROLE cronbox_user")
+    conn.execute("GRANT SELECT, DELETE ON cronbox.outbox TO cb_policy_a")
+    conn.execute("GRANT SELECT ON cronbox.run, cronbox.job TO cb_policy_a")  # what the policies read
+    mine, theirs = enqueue(conn, 2, queue="qa", job="pol-a"), enqueue(conn, 3, queue="qb", job="pol-b")
+    notify_row(conn, "alerts", {"event": "x"})
+    conn.execute("UPDATE cronbox.job SET owner = 'cb_policy_a' WHERE name = 'pol-a'")
+    conn.execute("UPDATE cronbox.job SET owner = 'cb_policy_b' WHERE name = 'pol-b'")
+    conn.execute("SET LOCAL ROLE cb_policy_a")
+    assert sorted(r[0] for r in conn.execute("SELECT run_id FROM cronbox.outbox")) == mine
+    assert conn.execute("DELETE FROM cronbox.outbox").rowcount == 2
+    conn.execute("RESET ROLE")
+    left = conn.execute("SELECT run_id FROM cronbox.outbox ORDER BY outbox_id").fetchall()
+    assert [r[0] for r in left] == [*theirs, None]
