@@ -23,8 +23,13 @@ production once per checkpoint interval.
 This isolates the server's share: a regression in a function's plan shows here as a jump in one
 stage, a change of the write path as a change in its rows, index entries and WAL.
 
+`--history-days N` first creates the run partitions of the N days before yesterday (empty), as
+a deployment that keeps N days of history has them: a kept plan on the run table locks every
+partition each time it runs, so a call's fixed cost grows with them (session 10).
+
     python -m bench.sqlcost                 # 20,000 runs, batch 1,000, 3 repetitions, every flow
     python -m bench.sqlcost --flows pull --quick
+    python -m bench.sqlcost --flows push --history-days 30    # as with the default retention
 """
 
 from __future__ import annotations
@@ -248,7 +253,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch", type=int, default=1000, help="batch size of every stage")
     p.add_argument("--reps", type=int, help="repetitions (default 3; quick 1)")
     p.add_argument("--flows", default=",".join(FLOWS), help=f"comma-separated, of {', '.join(FLOWS)}")
+    p.add_argument("--history-days", type=int, default=0,
+                   help="first create the (empty) run partitions of this many past days (default 0)")
     args = parse_args(p, argv)
+    if args.history_days < 0:
+        p.error("--history-days: must be 0 or more")
     n = args.runs or (2000 if args.quick else 20_000)
     reps = args.reps or (1 if args.quick else 3)
     flows = [f.strip() for f in args.flows.split(",") if f.strip()]
@@ -256,7 +265,13 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--flows: unknown {', '.join(sorted(unknown))}")
     with Database(args, "sqlcost") as database:
         report = base_report("sqlcost", args, database, argv)
-        report.update({"n": n, "batch": args.batch, "reps": reps, "flows": {}})
+        with database.connect() as conn:
+            for day in range(2, args.history_days + 2):  # ensure_run_partitions starts at yesterday
+                conn.execute("SELECT cronbox.ensure_run_partitions_at(0, now() - make_interval(days => %s))", (day,))
+            partitions = conn.execute(
+                "SELECT count(*) FROM pg_inherits WHERE inhparent = 'cronbox.run'::regclass").fetchone()[0]
+        report.update({"n": n, "batch": args.batch, "reps": reps, "history_days": args.history_days,
+                       "run_partitions": partitions, "flows": {}})
         for flow in flows:
             repetitions = []
             for i in range(reps):
@@ -271,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
                                      "median_total": {k: statistics.median(r["total"][k] for r in repetitions)
                                                       for k in repetitions[0]["total"]}}
         report["complete"] = all(r["complete"] for f in report["flows"].values() for r in f["repetitions"])
-    summary = [f"sqlcost: {n} runs x {reps} reps, batch {args.batch}, "
+    summary = [f"sqlcost: {n} runs x {reps} reps, batch {args.batch}, {report['run_partitions']} run partitions, "
                f"{'durable' if report['durable'] else 'NOT durable'}; per run, medians"]
     head = f"  {'flow/stage':22} {'us':>7} {'WAL B':>8} {'rec B':>7} {'FPI B':>7} {'records':>8} {'btree':>6}"
     summary.append(head)

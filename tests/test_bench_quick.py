@@ -21,7 +21,7 @@ SCRIPTS = {
     "latency": ["--quick"],
     "scale": ["--quick"],
     "soak": ["--quick", "--seconds", "10"],
-    "sqlcost": ["--quick"],
+    "sqlcost": ["--quick", "--history-days", "2"],
     "rawlimit": ["--quick"],
     "isolation": ["--quick"],
     "worker_kit": ["--quick", "-n", "1000"],
@@ -152,6 +152,8 @@ def test_sqlcost_quick_reports_each_stages_time_wal_rows_and_index_entries(bench
     assert rc == 0, r
     assert r["durable"] is True and r["complete"] is True
     assert set(r["flows"]) == {"push", "push_report", "pull", "raw"}
+    # yesterday to a week ahead, and the two days before yesterday asked for
+    assert r["history_days"] == 2 and r["run_partitions"] == 9 + 2
     # the floor: the same data flow's rows with no cronbox function, nothing but those rows
     raw = r["flows"]["raw"]["repetitions"][0]["stages"]
     assert raw["dispatch"]["row_writes_per_run"] == {
