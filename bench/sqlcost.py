@@ -266,7 +266,9 @@ def main(argv: list[str] | None = None) -> int:
     with Database(args, "sqlcost") as database:
         report = base_report("sqlcost", args, database, argv)
         with database.connect() as conn:
-            for day in range(2, args.history_days + 2):  # ensure_run_partitions starts at yesterday
+            # ensure_run_partitions_at(0, t) makes the days of t and of the day before it: one new
+            # partition per call, the day before yesterday first
+            for day in range(1, args.history_days + 1):
                 conn.execute("SELECT cronbox.ensure_run_partitions_at(0, now() - make_interval(days => %s))", (day,))
             partitions = conn.execute(
                 "SELECT count(*) FROM pg_inherits WHERE inhparent = 'cronbox.run'::regclass").fetchone()[0]
