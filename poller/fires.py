@@ -4,8 +4,9 @@ bounded number of steps).
 
 Each source answers, from the previous scheduled time (never from the clock):
 - ``iterate(after)``: fires strictly after `after`, oldest first;
-- ``prev(before, n)``: the n-th fire strictly before `before` counting back (1 = the latest),
-  or None when there are fewer than n;
+- ``prev(before, n, floor)``: the n-th fire strictly before `before` counting back (1 = the
+  latest), or None when there are fewer than n at or after `floor` (the walk back never goes
+  below it: a leap-day schedule's thousandth fire back lies 4,000 years ago);
 - ``span(after, before, cap)``: (count, last) of the fires in (after, before): counted
   exactly for intervals and one-offs; for cron at most `cap` are walked, then `exact` is
   False and the count is a lower bound.
@@ -36,8 +37,8 @@ class AtFires:
         if after is None or self.at > after:
             yield self.at
 
-    def prev(self, before: datetime, n: int) -> datetime | None:
-        return self.at if n == 1 and self.at < before else None
+    def prev(self, before: datetime, n: int, floor: datetime | None = None) -> datetime | None:
+        return self.at if n == 1 and self.at < before and (floor is None or self.at >= floor) else None
 
     def span(self, after: datetime | None, before: datetime, cap: int) -> tuple[int, datetime | None, bool]:
         inside = (after is None or self.at > after) and self.at < before
@@ -71,9 +72,11 @@ class EveryFires:
             yield self.anchor + k * self.every  # OverflowError past year 9999: quarantined
             k += 1
 
-    def prev(self, before: datetime, n: int) -> datetime | None:
+    def prev(self, before: datetime, n: int, floor: datetime | None = None) -> datetime | None:
         k = self._last_index_before(before) - (n - 1)
-        return self.anchor + k * self.every if k >= 0 else None
+        if k < 0 or (floor is not None and k < self._first_index_after(floor - _TINY)):
+            return None
+        return self.anchor + k * self.every
 
     def span(self, after: datetime | None, before: datetime, cap: int) -> tuple[int, datetime | None, bool]:
         first, last = self._first_index_after(after), self._last_index_before(before)
@@ -91,8 +94,9 @@ class CronFires:
         for fire in self.sched._fires(after):
             yield fire.astimezone(timezone.utc)
 
-    def prev(self, before: datetime, n: int) -> datetime | None:
-        """The n-th fire strictly before `before`, counting back (1 = the latest).
+    def prev(self, before: datetime, n: int, floor: datetime | None = None) -> datetime | None:
+        """The n-th fire strictly before `before`, counting back (1 = the latest); None when
+        fewer than n lie in [floor, before).
 
         croniter's backward walk only proposes a candidate: near a DST change it can land on
         a wall time the forward walk never fires (a fixed-time job's second occurrence of a
@@ -102,11 +106,14 @@ class CronFires:
         fold's worth (up to 3 h) only when a change lies near the candidate."""
         it = croniter(self.sched.expr, before.astimezone(self.sched._zone), ret_type=datetime,
                       second_at_beginning=True, max_years_between_matches=130)
+        low = None if floor is None else (floor - _DST_MARGIN).astimezone(self.sched._zone).replace(tzinfo=None)
         candidate = None
         try:
             for _ in range(n):
                 candidate = it.get_prev(datetime)
-        except CroniterBadDateError:
+                if low is not None and candidate.replace(tzinfo=None) < low:
+                    return None  # fewer than n since the floor: no need to walk further back
+        except (CroniterBadDateError, ValueError, OverflowError):  # no fire left (year 1 passed)
             candidate = None
         if candidate is None:
             return None
@@ -122,12 +129,16 @@ class CronFires:
                     break
                 found.append(fire)
             if len(found) == n:
-                return found[0]
+                return found[0] if floor is None or found[0] >= floor else None
             try:
                 for _ in range(n - len(found)):
                     candidate = it.get_prev(datetime)
-            except CroniterBadDateError:
+            except (CroniterBadDateError, ValueError, OverflowError):
                 break
+            if low is not None and candidate.replace(tzinfo=None) < low:
+                break
+        if floor is not None and (len(found) < n or found[0] < floor):
+            return None
         return found[0] if found else None
 
     def span(self, after: datetime | None, before: datetime, cap: int) -> tuple[int, datetime | None, bool]:

@@ -113,11 +113,12 @@ def plan_job(job: dict[str, Any], now: datetime, horizon: timedelta, grace: time
     # 1. The late fires the policy drops become one gap row; nothing before `replay_from` runs.
     policy = job["catchup"]
     replay_from: datetime | None = None
+    # (a walk back never goes below the frontier, nor for 'all' below the window's start)
     if policy == "latest":
-        replay_from = src.prev(stop, 1)
+        replay_from = src.prev(stop, 1, after)
     elif policy == "all":
         window_start = job["catchup_from"]  # now - catchup_window, computed by the database
-        nth = src.prev(stop, CATCHUP_MAX)
+        nth = src.prev(stop, CATCHUP_MAX, window_start if after is None else max(window_start, after))
         replay_from = max(window_start, nth) if nth is not None else window_start
     if replay_from is None or replay_from > stop:
         replay_from = stop

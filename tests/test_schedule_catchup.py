@@ -140,3 +140,15 @@ async def test_materialised_fires_missed_while_the_poller_was_down_are_missed_no
     assert got == ["missed:missed:"] * 4
     assert await one(aconn, "SELECT fire_at FROM cronbox.runs WHERE job = 'o' AND state = 'dispatched'") == T0 + 5 * MIN
     assert await one(aconn, "SELECT missed_count FROM cronbox.schedules WHERE name = 'o'") == 4
+
+
+async def test_a_leap_day_schedule_catching_up_a_year_is_not_quarantined(aconn):
+    # 29 February fires once in four years: counting back CATCHUP_MAX of its fires to find
+    # where 'all' replays from would reach year 0; the walk back stops at the window's start.
+    t = utc(2026, 11, 27, 4, 0)
+    await schedule(aconn, name="leap", cron="0 0 29 2 *", starts_at=utc(2026, 3, 26), catchup="all",
+                   catchup_window="366 days", p_now=utc(2026, 3, 20))
+    await saturate(aconn, t)
+    assert await one(aconn, "SELECT paused FROM cronbox.job WHERE name = 'leap'") is False
+    assert await futures(aconn, "leap") == [] and await missed(aconn, "leap") == []
+    assert await one(aconn, "SELECT next_fire FROM cronbox.job WHERE name = 'leap'") == utc(2028, 2, 29)
