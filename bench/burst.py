@@ -5,7 +5,7 @@ cronbox.schedule()) fire once a day at the same minute B, chosen far enough ahea
 pollers to materialise every fire first. Two real pollers run with default settings except
 CRONBOX_HORIZON, which must reach B while they saturate (a million fires cannot be
 materialised in the default 2 minutes; the lead cap is then the default
-CRONBOX_DISPATCH_LEAD_MAX, 2 minutes since 2026-11-25 session 5, 60 s before). No relay runs: the figure is fire -> dispatch
+CRONBOX_DISPATCH_LEAD_MAX, 2 minutes since 2026-11-25, 60 s before). No relay runs: the figure is fire -> dispatch
 (`dispatched_at - fire_at`, zero when written early as of the due time, positive when late).
 
 The figure is refused (setup held: false) unless every fire was materialised before B minus

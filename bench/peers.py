@@ -12,7 +12,7 @@ Each repetition runs, one after the other on the same private durable cluster:
                  work (futures -> run + outbox; outbox claimed, deleted, run delivered; run
                  succeeded) with no Python, no job statistics and no leases (bench.rawlimit).
                  Not a ceiling: its three polling loops spend about as much server CPU per run
-                 as cronbox does (session 10); the floor of that row work is bench.sqlcost's
+                 as cronbox does; the floor of that row work is bench.sqlcost's
                  `raw` flow, one statement after another
 
 Each figure is N divided by the span from the first job taken (run dispatched) to the last one

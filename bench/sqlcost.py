@@ -25,7 +25,7 @@ stage, a change of the write path as a change in its rows, index entries and WAL
 
 `--history-days N` first creates the run partitions of the N days before yesterday (empty), as
 a deployment that keeps N days of history has them: a kept plan on the run table locks every
-partition each time it runs, so a call's fixed cost grows with them (session 10).
+partition each time it runs, so a call's fixed cost grows with them.
 
     python -m bench.sqlcost                 # 20,000 runs, batch 1,000, 3 repetitions, every flow
     python -m bench.sqlcost --flows pull --quick

@@ -1,4 +1,4 @@
-"""The early-dispatch lead, sized to the fires coming due (issue #14, bursts).
+"""The early-dispatch lead, sized to the fires coming due (bursts).
 
 With CRONBOX_DISPATCH_LEAD = L the poller writes the runs of eligible fires up to L before
 their time (docs/runs.md, "Early dispatch"). That is enough for a steady rate, not for a burst:

@@ -22,8 +22,8 @@ DROP FUNCTION IF EXISTS cronbox.heartbeat_process(bigint,timestamp with time zon
 DROP FUNCTION IF EXISTS cronbox.metrics_gauges(timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.nack_outbox(text, bigint[], text[], boolean[], double precision[], integer, interval, interval, timestamptz);
 DROP FUNCTION IF EXISTS cronbox.nack_outbox(text,bigint[],text[],boolean[],double precision[],integer,interval,interval,timestamp with time zone);
--- pause(text,text,boolean,timestamptz) was once (name, reason, after_failure, p_now); since
--- issue #17 the same types are (name, reason, after_failure, until): drop only the old one.
+-- pause(text,text,boolean,timestamptz) was once (name, reason, after_failure, p_now); now
+-- the same types are (name, reason, after_failure, until): drop only the old one.
 DO $$
 BEGIN
     IF (SELECT p.proargnames[4] FROM pg_catalog.pg_proc p
@@ -77,6 +77,6 @@ DROP FUNCTION IF EXISTS cronbox.validate_schedule_args(text,text,interval,timest
 DROP FUNCTION IF EXISTS cronbox.pause(text,text,boolean);
 DROP FUNCTION IF EXISTS cronbox.pause_at(text,text,boolean,timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.resume_at(text,text,timestamp with time zone);
--- schedule() gained max_runs and exclude (#17).
+-- schedule() gained max_runs and exclude.
 DROP FUNCTION IF EXISTS cronbox.schedule(text, text, interval, timestamp with time zone, jsonb, text, text, integer, text, text, integer, interval, interval, interval, text, interval, interval, timestamp with time zone, timestamp with time zone, text[], text, text);
 DROP FUNCTION IF EXISTS cronbox.schedule_at(text, text, interval, timestamp with time zone, jsonb, text, text, integer, text, text, integer, interval, interval, interval, text, interval, interval, timestamp with time zone, timestamp with time zone, text[], text, text, timestamp with time zone);

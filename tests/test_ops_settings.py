@@ -1,6 +1,6 @@
 """Settings are declared once (cronbox.config.setting): each command's --help lists the
-variables it reads with their defaults, generated from those declarations, and the README's
-configuration table names the same variables."""
+variables it reads with their defaults, generated from those declarations, and the
+configuration table of docs/configuration.md names the same variables."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from relay.settings import RelaySettings
 from .conftest import cronbox_cmd
 
 README = Path(__file__).resolve().parent.parent / "README.md"
+CONFIGURATION = README.parent / "docs" / "configuration.md"
 
 
 def help_of(command: str) -> str:
@@ -53,8 +54,8 @@ def test_poller_and_relay_help_list_their_own_variables_not_each_others():
     assert "--host" in help_of("demo-worker") and "--hash-password" in help_of("web")
 
 
-def test_readme_configuration_table_names_exactly_the_declared_variables():
-    table = {m for line in README.read_text().splitlines() if line.startswith("| `")
+def test_the_configuration_table_names_exactly_the_declared_variables():
+    table = {m for line in CONFIGURATION.read_text().splitlines() if line.startswith("| `")
              for m in re.findall(r"`((?:CRONBOX_|DATABASE_URL)[A-Z_]*)\*?`", line.split("|")[1])}
     names = set()
     for command in COMMANDS:
@@ -64,8 +65,8 @@ def test_readme_configuration_table_names_exactly_the_declared_variables():
     assert "CRONBOX_WORKER_" in table  # the worker's own table is in docs/worker.md
     worker_doc = (README.parent / "docs" / "worker.md").read_text()
     assert {n for n in worker if n not in worker_doc} == set()
-    assert names - worker - table == set(), "declared but not in the README table"
-    assert table - names - {"CRONBOX_WORKER_", "DATABASE_URL"} == set(), "in the README but not declared"
+    assert names - worker - table == set(), "declared but not in docs/configuration.md"
+    assert table - names - {"CRONBOX_WORKER_", "DATABASE_URL"} == set(), "in docs/configuration.md but not declared"
 
 
 def test_a_bad_value_is_one_line_naming_the_variable_before_anything_starts(tmp_path):
@@ -79,15 +80,15 @@ def test_a_bad_value_is_one_line_naming_the_variable_before_anything_starts(tmp_
     assert PollerSettings.from_env({"CRONBOX_DISPATCH_BATCH": ""}).dispatch_batch == 1000  # empty: default
 
 
-def test_readme_configuration_table_states_the_declared_defaults():
-    """The README's table is prose around the declarations: its defaults must be theirs."""
+def test_the_configuration_table_states_the_declared_defaults():
+    """The configuration table is prose around the declarations: its defaults must be theirs."""
     fields = {}
     for command in COMMANDS:
         own = _settings_class(command)
         for f in declared(Config) + (declared(own) if own else []):
             fields.setdefault(f.metadata["env"][0], f)
     checked = 0
-    for line in README.read_text().splitlines():
+    for line in CONFIGURATION.read_text().splitlines():
         if not line.startswith("| `CRONBOX_"):
             continue
         cells = line.split("|")

@@ -1,4 +1,4 @@
-"""Bursts (issue #14): the poller's early-dispatch lead grows with the fires coming due
+"""Bursts: the poller's early-dispatch lead grows with the fires coming due
 (poller/lead.py, cronbox.due_ahead), up to CRONBOX_DISPATCH_LEAD_MAX and half the horizon; the
 relay still claims only within its own lead, and a change still withdraws every early run no
 relay holds, however long before its fire it was written."""

@@ -1,5 +1,5 @@
 """The job's lock is the row lock (FOR NO KEY UPDATE) on the job's cronbox.job_stat row
-(cronbox.lock_job_id, issue #14), not a lock on the job row, and no longer an advisory lock
+(cronbox.lock_job_id), not a lock on the job row, and no longer an advisory lock
 (one shared lock-table entry per job per transaction: a batch of distinct jobs could fill the
 server's table and fail every session with 'out of shared memory'). Dispatch takes it with SKIP
 semantics, the finishing functions wait for it, and every writer of a job's definition,
@@ -123,7 +123,7 @@ def test_a_report_waits_for_a_dispatch_deciding_on_its_job(fresh_dsn):
 
 
 def test_dispatch_and_the_reports_write_nothing_to_the_job_table(fresh_dsn):
-    """Why the job row's lock went (issue #14): FOR NO KEY UPDATE on the job row wrote a WAL
+    """Why the job row's lock went: FOR NO KEY UPDATE on the job row wrote a WAL
     record per run and a full-page image per job page after each checkpoint. Dispatch, claim,
     ack with the answer, ack then complete_runs, claim_runs: none writes a heap record for
     cronbox.job. The job's lock is now on its job_stat row: its lock records go to job_stat,
@@ -170,7 +170,7 @@ def own_locks(conn: psycopg.Connection) -> tuple[int, int]:
 
 
 def test_a_batch_of_20000_distinct_jobs_takes_no_lock_table_entry_per_job(fresh_dsn):
-    """Why the advisory lock went (issue #14): it took one entry of the server's shared lock
+    """Why the advisory lock went: it took one entry of the server's shared lock
     table per job until commit (max_locks_per_transaction x max_connections entries for the
     whole server, 6,400 by default), so big batches of distinct jobs could fill it and fail
     every session of the database with 'out of shared memory'. Row locks on job_stat live in the

@@ -1,4 +1,4 @@
-"""pause(until =>) and backfill(name, from, to) at the SQL level (issue #17): bounds, errors,
+"""pause(until =>) and backfill(name, from, to) at the SQL level: bounds, errors,
 row-level security, the automatic resume through resume_at, backfilled fires made by the
 poller's pass (poller/backfill.py) with the saturation fire code, never a fire twice, queued
 behind regular fires, shown as origin backfill. Time is driven with p_now (T0 lies in the past

@@ -1,4 +1,4 @@
-"""pause(until =>) and backfill with real processes and connections (issue #17): a real poller
+"""pause(until =>) and backfill with real processes and connections: a real poller
 resumes a job by itself after its until while a canary keeps firing, and materialises a
 backfill of the paused fires; a backfill pass racing a catch-up saturation of the same fire
 on another connection skips the locked job, then never makes that fire twice."""

@@ -1,4 +1,4 @@
-"""Generated bad input against every public SQL function, as each role (issue 12).
+"""Generated bad input against every public SQL function, as each role.
 
 Hypothesis draws a function and a value for each parameter from strategies per type: NULL,
 extremes (infinity, BC dates, huge intervals, int bounds), huge strings, control characters,

@@ -1,5 +1,5 @@
 """Bounds that are not refusals: a worker's error text is kept but cut with a marker, the
-size limits follow the operator's settings within a fixed ceiling, and the cases issue 12
+size limits follow the operator's settings within a fixed ceiling, and the cases once
 reported by hand each get their clear error."""
 
 from __future__ import annotations

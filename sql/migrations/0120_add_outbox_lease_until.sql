@@ -1,4 +1,4 @@
--- 0120: the relay's lease on an outbox row moves out of the claim index (issue #14).
+-- 0120: the relay's lease on an outbox row moves out of the claim index.
 -- Until now a claim pushed available_at (indexed twice: outbox_claim_idx, outbox_pull_idx) to
 -- the lease end, so every claim was a non-HOT update: a new heap tuple with the whole message
 -- and three new index entries (~570 WAL bytes per run). The lease now lives in lease_until, a

@@ -1,4 +1,4 @@
--- 0121: a run's outbox row no longer copies its message (issue #14). The message of a run
+-- 0121: a run's outbox row no longer copies its message. The message of a run
 -- (cronbox.run_message: run_id, job, queue, payload, fire_at, attempt, idempotency_key) is
 -- made of the run row's own columns, so the relay's claim builds it from the run (a
 -- primary-key probe per row) instead of dispatch writing it twice. A run's outbox row shrinks

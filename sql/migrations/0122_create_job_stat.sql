@@ -1,4 +1,4 @@
--- 0122: a job's run statistics move off its definition row into cronbox.job_stat (issue #14).
+-- 0122: a job's run statistics move off its definition row into cronbox.job_stat.
 -- Every dispatch and every finish rewrote the job row (~370 bytes, 6 indexes) to move a
 -- counter or a last-run column: measured by bench.sqlcost, the job table was half the WAL of
 -- a run (the update, 43 % non-HOT at dispatch because a batch rewrites every row of a page at

@@ -1,4 +1,4 @@
--- 0160: exclusion calendars and run limits (#17).
+-- 0160: exclusion calendars and run limits.
 -- cronbox.calendar: a named set of excluded local dates (single dates and date ranges) and
 -- cron expressions in one time zone; a fire it matches is not dispatched but recorded
 -- `skipped` (one row per excluded stretch of a saturation pass, like a missed gap).

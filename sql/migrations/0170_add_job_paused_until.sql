@@ -1,4 +1,4 @@
--- 0170: pause(name, reason, until => ...) (issue #17). job.paused_until is when a paused job
+-- 0170: pause(name, reason, until => ...). job.paused_until is when a paused job
 -- resumes by itself (NULL: paused until resume() is called). The poller's reaper resumes the
 -- jobs whose time has passed (cronbox.resume_paused) through the same code as resume(); a
 -- manual resume or a new pause clears or replaces it. The partial index holds only jobs

@@ -1,4 +1,4 @@
--- 0171: cronbox.backfill(name, from, to) (issue #17). A call records a request here (and a
+-- 0171: cronbox.backfill(name, from, to). A call records a request here (and a
 -- 'backfill' row in the change log); the poller materialises the request's fires as futures
 -- of origin 'backfill' with the same fire code as saturation, in bounded passes, skipping the
 -- fires that already ran or are pending, and marks the request done.

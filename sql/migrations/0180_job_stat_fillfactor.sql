@@ -1,4 +1,4 @@
--- 0180: more room on every page of cronbox.job_stat (issue #14). A batch of dispatch updates
+-- 0180: more room on every page of cronbox.job_stat. A batch of dispatch updates
 -- every statistics row of a page at once, and so does the batch of reports that follows; at
 -- fillfactor 50 the second versions of a whole page's rows (~95 bytes each) just did not fit:
 -- bench.sqlcost measured 30 % of dispatch's job_stat updates non-HOT (a new job_stat_pkey

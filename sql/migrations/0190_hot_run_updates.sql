@@ -1,4 +1,4 @@
--- 0190: a run's final write is a HOT update (issue #14).
+-- 0190: a run's final write is a HOT update.
 --
 -- bench.sqlcost: the relay's ack with the worker's answer rewrote the run row non-HOT, every
 -- time: state leaves the predicates of run_active_job_idx, run_lease_idx and

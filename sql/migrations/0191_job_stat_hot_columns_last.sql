@@ -1,5 +1,5 @@
--- 0191: the columns of cronbox.job_stat that every run rewrites move to the end of the row
--- (issue #14). A heap-only update logs the new version of the row minus the bytes it shares
+-- 0191: the columns of cronbox.job_stat that every run rewrites move to the end of the row.
+-- A heap-only update logs the new version of the row minus the bytes it shares
 -- with the old one at its start and at its end (PostgreSQL's prefix/suffix compression of
 -- UPDATE records on the same page). Dispatch changes active_runs, last_fire_at, last_run_id and
 -- last_run_state; a run that finishes active_runs, last_run_state and last_success_at. With

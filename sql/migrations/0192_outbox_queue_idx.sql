@@ -1,4 +1,4 @@
--- 0192: one index of the outbox for every claimer, (queue, available_at) (issue #14).
+-- 0192: one index of the outbox for every claimer, (queue, available_at).
 -- The relay claimed through outbox_claim_idx (available_at) and pull workers through
 -- outbox_pull_idx (queue, available_at) WHERE kind = 'run', so every row took two entries. Now
 -- the relay walks the queues too (cronbox.claim_outbox: the queues with rows, one index probe

@@ -1,4 +1,4 @@
--- 0193: the outbox's row-security policies reach the run table through a function (session 10).
+-- 0193: the outbox's row-security policies reach the run table through a function.
 -- Their `EXISTS (SELECT 1 FROM cronbox.run r ... WHERE r.run_id = outbox.run_id)` arm became a
 -- subplan in every statement that reads, updates or deletes outbox rows, the relay's claim and
 -- ack and the dispatch's cancel_other withdrawal among them. PostgreSQL starts a subplan with its

@@ -130,7 +130,7 @@ BEGIN
     -- its own by binary search (width_bucket). Not a join to the run table in the claim's
     -- statement: there the kept plan opened every partition at each call and re-ran the
     -- pruning per row, so a claim cost more the more days of history were kept (bench.sqlcost
-    -- --history-days 365: 45.8 us per run against 14.0 with 9 partitions; session 10).
+    -- --history-days 365: 45.8 us per run against 14.0 with 9 partitions).
     -- A run gone by retention still gets its ids.
     RETURN QUERY
     WITH runs AS MATERIALIZED (

@@ -5,8 +5,8 @@
 -- every writer of the job's definition (schedule, pause, resume, unschedule, add_dependency,
 -- quarantine: through cronbox.lock_job_named, before any row lock on the job). A row lock
 -- takes no entry in the server's shared lock table (a transaction-level advisory lock per job
--- did, and a batch of distinct jobs could fill it for every session of the database: issue
--- #14); FOR NO KEY UPDATE is what dispatch's and finish_runs' UPDATE of the row takes anyway,
+-- did, and a batch of distinct jobs could fill it for every session of the database);
+-- FOR NO KEY UPDATE is what dispatch's and finish_runs' UPDATE of the row takes anyway,
 -- so they need no second lock; it leaves foreign-key checks (FOR KEY SHARE) alone. Every job
 -- has a job_stat row (trigger cronbox.add_job_stat); a job without one cannot be locked.
 CREATE OR REPLACE FUNCTION cronbox.lock_job_id(p_job_id bigint) RETURNS void
