@@ -3,11 +3,11 @@ who may act, CSRF, and the bind/auth settings. The browser tests cover the same 
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import hmac
 from collections.abc import AsyncIterator
 from datetime import timedelta
+from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
@@ -19,25 +19,12 @@ from web.app import SECRET, build
 from web.auth import hash_password, parse_users, verify_password
 
 from .roles import logins  # noqa: F401  (fixture)
-from .web_support import PASSWORD, csrf_from, scalar, seed, users_env
-
-
-def basic(user: str, password: str = PASSWORD) -> dict[str, str]:
-    return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
+from .web_support import PASSWORD, basic, consoles, csrf_from, scalar, seed, users_env  # noqa: F401
 
 
 @pytest.fixture
-async def console(fresh_dsn, logins) -> AsyncIterator[tuple[TestClient, str, dict]]:  # noqa: F811
-    data = seed(fresh_dsn, logins)
-    settings = web_settings.from_env({"CRONBOX_WEB_USERS": users_env(logins)})
-    pool = await db.open_pool(fresh_dsn, max_size=2, name="web-test")
-    client = TestClient(TestServer(build(settings, pool)))
-    await client.start_server()
-    try:
-        yield client, fresh_dsn, data
-    finally:
-        await client.close()
-        await pool.close()
+async def console(consoles) -> tuple[TestClient, str, dict]:
+    return await consoles(), consoles.dsn, consoles.data
 
 
 async def _form(client: TestClient, user: str, page: str) -> str:

@@ -3,14 +3,22 @@ database with a few schedules, runs and a dead letter, and the console itself.""
 
 from __future__ import annotations
 
+import base64
 import re
+from collections.abc import AsyncIterator
 from typing import Any
 
 import psycopg
+import pytest
+from aiohttp.test_utils import TestClient, TestServer
 from psycopg import sql
 
 from cronbox import db
+from web import settings as web_settings
+from web.app import build
 from web.auth import hash_password
+
+from .roles import logins  # noqa: F401  (fixture)
 
 PASSWORD = "console-pw"
 # console user -> login role suffix in tests/roles.py
@@ -47,6 +55,10 @@ def seed(dsn: str, logins: Any) -> dict[str, Any]:
     return out
 
 
+def basic(user: str, password: str = PASSWORD) -> dict[str, str]:
+    return {"Authorization": "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()}
+
+
 def csrf_from(html: str) -> str:
     m = re.search(r'name="csrf" value="([0-9a-f]+)"', html)
     assert m, "no CSRF field on the page"
@@ -57,3 +69,26 @@ def scalar(dsn: str, query: str, *params: Any) -> Any:
     with psycopg.connect(dsn, autocommit=True) as conn:
         row = conn.execute(query, params).fetchone()
         return row[0] if row else None
+
+
+@pytest.fixture
+async def consoles(fresh_dsn, logins) -> AsyncIterator[Any]:  # noqa: F811
+    """A seeded database and a factory of in-process consoles over it, one per settings."""
+    data = seed(fresh_dsn, logins)
+    pool = await db.open_pool(fresh_dsn, max_size=2, name="web-test")
+    clients: list[TestClient] = []
+
+    async def make(env: dict[str, str] | None = None) -> TestClient:
+        env = {"CRONBOX_WEB_USERS": users_env(logins)} if env is None else env
+        client = TestClient(TestServer(build(web_settings.from_env(env), pool)))
+        await client.start_server()
+        clients.append(client)
+        return client
+
+    make.dsn, make.data, make.users = fresh_dsn, data, users_env(logins)  # type: ignore[attr-defined]
+    try:
+        yield make
+    finally:
+        for client in clients:
+            await client.close()
+        await pool.close()

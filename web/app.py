@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import logging
+import os
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from cronbox import __version__
 from web import queries
+from web import guard
 from web.auth import Authenticator
 from web.settings import WebSettings
 
@@ -34,6 +36,8 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 SETTINGS = web.AppKey("settings", WebSettings)
 POOL = web.AppKey("pool", AsyncConnectionPool)
 AUTH = web.AppKey("auth", Authenticator)
+GATE = web.AppKey("gate", guard.LoginGate)
+HOSTS = web.AppKey("hosts", object)
 SECRET = web.AppKey("secret", bytes)
 TEMPLATES = web.AppKey("templates", jinja2.Environment)
 
@@ -147,7 +151,9 @@ async def headers_mw(request: web.Request, handler: Handler) -> web.StreamRespon
     for k, v in HEADERS.items():
         resp.headers.setdefault(k, v)
     if ctx(request).set_cookie:
-        resp.set_cookie(CSRF_COOKIE, ctx(request).csrf_cookie, httponly=True, samesite="Strict", path="/")
+        secure = guard.scheme(request, request.app[SETTINGS]) == "https"
+        resp.set_cookie(CSRF_COOKIE, ctx(request).csrf_cookie, httponly=True, samesite="Strict", path="/",
+                        secure=secure)
     if isinstance(resp, web.HTTPException):
         raise resp
     return resp
@@ -158,9 +164,18 @@ async def auth_mw(request: web.Request, handler: Handler) -> web.StreamResponse:
     if request.path in ("/healthz",) or request.path.startswith("/static/"):
         return await handler(request)
     settings = request.app[SETTINGS]
+    # Before anything else (no cookie, no token, no database): a page of another site that
+    # rebinds its name to this address must get nothing back and change nothing.
+    problem = guard.host_problem(request, settings, request.app[HOSTS])  # type: ignore[arg-type]
+    if problem:
+        log.warning("request refused: %s (%s %s)", problem, request.method, request.path)
+        return web.Response(status=403, text=f"cronbox console: {problem} (CRONBOX_WEB_ALLOWED_HOSTS)\n")
     c = ctx(request)
     if settings.auth:
-        user = request.app[AUTH].check(request.headers.get("Authorization"))
+        user = await request.app[GATE].check(request.headers.get("Authorization"), guard.client(request, settings))
+        if isinstance(user, float):
+            return web.Response(status=429, text="cronbox console: too many login attempts; try again later\n",
+                                headers={"Retry-After": str(int(user) + 1)})
         if user is None:
             return web.Response(status=401, text="cronbox console: log in",
                                 headers={"WWW-Authenticate": 'Basic realm="cronbox", charset="UTF-8"'})
@@ -181,11 +196,6 @@ async def auth_mw(request: web.Request, handler: Handler) -> web.StreamResponse:
 
 
 async def _csrf_problem(request: web.Request) -> str | None:
-    origin = request.headers.get("Origin")
-    if origin and origin != "null":
-        host = origin.split("://", 1)[-1]
-        if host != request.host:
-            return "the form came from another site"
     if ctx(request).set_cookie:
         return "no CSRF cookie"
     form = await request.post()
@@ -254,6 +264,10 @@ def build(settings: WebSettings, pool: AsyncConnectionPool) -> web.Application:
     app[SETTINGS] = settings
     app[POOL] = pool
     app[AUTH] = Authenticator(settings.users)
+    # scrypt holds a core for ~50-100 ms: a few at a time, so pages and /healthz keep answering
+    app[GATE] = guard.LoginGate(app[AUTH], concurrency=max(1, (os.cpu_count() or 2) // 2), backlog=32,
+                                per_minute=settings.login_failures)
+    app[HOSTS] = guard.allowed_hosts(settings)
     app[SECRET] = settings.secret or secrets.token_bytes(32)
     app[TEMPLATES] = make_templates()
     pages.add_routes(app)

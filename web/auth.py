@@ -23,6 +23,9 @@ _ROLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_$]{0,62}$")
 _USER = re.compile(r"^[A-Za-z0-9_.@-]{1,64}$")
 PBKDF2_ITERATIONS = 600_000
 SCRYPT_N, SCRYPT_R, SCRYPT_P = 2**14, 8, 1
+# One scrypt check holds 128 * r * (n + 2 + p) bytes; the console accepts n * r up to 2**20
+# (128 MiB per check, 16 MiB at the defaults) and passes OpenSSL exactly the memory needed.
+SCRYPT_MAX_NR = 2**20
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,11 @@ def _check_hash_format(text: str) -> None:
             bytes.fromhex(parts[4]), bytes.fromhex(parts[5])
             if n < 2**14 or n > 2**20 or n & (n - 1) or not (1 <= r <= 32 and 1 <= p <= 16):
                 raise ConfigError("CRONBOX_WEB_USERS: scrypt needs n a power of 2 in 16384-1048576, r 1-32, p 1-16")
+            if n * r > SCRYPT_MAX_NR:
+                raise ConfigError(f"CRONBOX_WEB_USERS: scrypt n={n} r={r} needs {128 * n * r >> 20} MiB per login; "
+                                  f"at most 128 MiB (n * r <= {SCRYPT_MAX_NR})")
+            if n >= 2 ** (16 * r):  # OpenSSL refuses it (RFC 7914: n < 2^(128 * r / 8))
+                raise ConfigError(f"CRONBOX_WEB_USERS: scrypt n={n} needs r >= {n.bit_length() // 16 + 1}")
             return
     except ConfigError:
         raise
@@ -74,8 +82,13 @@ def verify_password(password: str, stored: str) -> bool:
         return hmac.compare_digest(got, bytes.fromhex(parts[3]))
     want = bytes.fromhex(parts[5])
     got = hashlib.scrypt(password.encode(), salt=bytes.fromhex(parts[4]), n=int(parts[1]), r=int(parts[2]),
-                         p=int(parts[3]), dklen=len(want), maxmem=256 * 1024 * 1024)
+                         p=int(parts[3]), dklen=len(want), maxmem=_scrypt_memory(parts))
     return hmac.compare_digest(got, want)
+
+
+def _scrypt_memory(parts: list[str]) -> int:
+    n, r, p = int(parts[1]), int(parts[2]), int(parts[3])
+    return 128 * r * (n + 2 + p) + 65536
 
 
 def parse_users(text: str) -> dict[str, User]:
@@ -109,24 +122,27 @@ def basic_credentials(header: str | None) -> tuple[str, str] | None:
 
 
 class Authenticator:
-    """Checks HTTP Basic credentials; remembers good ones briefly (scrypt costs ~50 ms)."""
+    """Checks HTTP Basic credentials; remembers good ones briefly (scrypt costs ~50-100 ms).
+    `known` is the cheap lookup for the event loop; `verify` is the slow check, run in an
+    executor (web.guard.LoginGate)."""
 
     def __init__(self, users: dict[str, User]):
         self.users = users
         self._ok: dict[tuple[str, bytes], User] = {}
 
-    def check(self, header: str | None) -> User | None:
-        creds = basic_credentials(header)
-        if creds is None:
-            return None
+    @staticmethod
+    def _key(creds: tuple[str, str]) -> tuple[str, bytes]:
+        return creds[0], hashlib.sha256(creds[1].encode()).digest()
+
+    def known(self, creds: tuple[str, str]) -> User | None:
+        return self._ok.get(self._key(creds))
+
+    def verify(self, creds: tuple[str, str]) -> User | None:
         name, password = creds
-        key = (name, hashlib.sha256(password.encode()).digest())
-        if key in self._ok:
-            return self._ok[key]
         user = self.users.get(name)
         if user is None or not verify_password(password, user.hash):
             return None
         if len(self._ok) > 1000:
             self._ok.clear()
-        self._ok[key] = user
+        self._ok[self._key(creds)] = user
         return user

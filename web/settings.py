@@ -9,7 +9,7 @@ import ipaddress
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from cronbox.config import ConfigError, Settings, integer, setting, text
+from cronbox.config import ConfigError, Settings, choice, integer, setting, stripped, text
 from web.auth import User, parse_users
 
 
@@ -39,10 +39,22 @@ class WebSettings(Settings):
     secret: bytes | None = setting("CRONBOX_WEB_SECRET", "", _secret,
                                    "key of the CSRF tokens, 32+ characters (unset: random per process)", secret=True)
     pool: int = setting("CRONBOX_WEB_POOL", "4", integer(), "database connections")
+    allowed_hosts: str = setting("CRONBOX_WEB_ALLOWED_HOSTS", "", stripped(),
+                                 "host names browsers use to reach the console, comma-separated (loopback "
+                                 "names are always allowed on a loopback bind); other Host/Origin headers get 403")
+    trust_proxy: str = setting("CRONBOX_WEB_TRUST_PROXY", "no", choice("no", "yes"),
+                               "yes: behind a TLS proxy, trust its X-Forwarded-Proto/-Host/-For (Secure cookies "
+                               "over https, the client address for login limits)")
+    login_failures: int = setting("CRONBOX_WEB_LOGIN_FAILURES", "10", integer(1, 1000),
+                                  "unsuccessful logins per client per minute before 429")
 
     @property
     def auth(self) -> bool:
         return bool(self.users)
+
+    @property
+    def behind_proxy(self) -> bool:
+        return self.trust_proxy == "yes"
 
     def check(self) -> None:
         if not self.users and not is_loopback(self.host):
@@ -51,7 +63,9 @@ class WebSettings(Settings):
 
     def describe(self) -> dict[str, object]:
         return {"host": self.host, "port": self.port, "auth": "basic" if self.auth else "none (loopback only)",
-                "users": sorted(self.users), "csrf_secret": "set" if self.secret else "random per process"}
+                "users": sorted(self.users), "csrf_secret": "set" if self.secret else "random per process",
+                "allowed_hosts": self.allowed_hosts or ("loopback names" if is_loopback(self.host) else "any"),
+                "trust_proxy": self.trust_proxy, "login_failures": self.login_failures}
 
 
 def is_loopback(host: str) -> bool:
