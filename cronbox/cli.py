@@ -25,7 +25,7 @@ COMMANDS = {  # one line each in `cronbox --help`, also on an 80-column terminal
     "dev": "private PostgreSQL, poller, relay, demo worker at once",
     "status": "show schedules, queues, dead letters and live processes",
     "demo-worker": "the demo HTTP worker: receives runs, completes them",
-    "worker": "run a cronbox.worker app (module:attr); pull, or push --http",
+    "worker": "run a cronbox.worker app (module:attr); pull, or push --port",
     "web": "the web console: schedules, runs, queues, dead letters",
 }
 
@@ -36,6 +36,7 @@ OWN_SETTINGS = {
     "relay": ("relay.settings", "RelaySettings"),
     "web": ("web.settings", "WebSettings"),
     "worker": ("cronbox.worker.settings", "WorkerSettings"),
+    "demo-worker": ("cronbox.worker.settings", "WorkerSettings"),  # it is a cronbox.worker app
 }
 NOTES = {
     "dev": "The poller, relay and console it starts read their own variables too "
@@ -73,6 +74,16 @@ class _OneLineHelp(argparse.HelpFormatter):
         self._action_max_length = 18
 
 
+def _limit(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if not 1 <= value <= 10000:
+        raise argparse.ArgumentTypeError(f"must be from 1 to 10000, got {value}")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="cronbox", description="A job scheduler that lives inside PostgreSQL.",
@@ -92,7 +103,8 @@ def _parser() -> argparse.ArgumentParser:
             sp.add_argument("--port", type=int, default=8080, help="port (default 8080)")
         if name == "worker":
             sp.add_argument("app", metavar="MODULE:ATTR", help="the cronbox.worker.Worker to run, e.g. myapp.jobs:worker")
-            sp.add_argument("--http", type=int, metavar="PORT", help="push mode: serve the relay on this port")
+            sp.add_argument("--port", type=int, metavar="PORT", help="push mode: serve the relay on this port")
+            sp.add_argument("--http", type=int, dest="port", help=argparse.SUPPRESS)  # the option's former name
             sp.add_argument("--host", default="127.0.0.1", help="push mode: address to bind (default 127.0.0.1)")
             sp.add_argument("--allow-unsigned", action="store_true", help="push mode: accept requests without a signature")
         if name == "web":
@@ -102,7 +114,7 @@ def _parser() -> argparse.ArgumentParser:
                             help="read a password from stdin, print a hash for CRONBOX_WEB_USERS, exit")
         if name == "status":
             sp.add_argument("--json", action="store_true", help="machine-readable output")
-            sp.add_argument("--limit", type=int, default=50, help="rows per section (default 50)")
+            sp.add_argument("--limit", type=_limit, default=50, help="rows per section, 1-10000 (default 50)")
     return p
 
 
@@ -193,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "worker":
             from cronbox.worker.cli import run_worker
 
-            return run_worker(cfg, args.app, args.http, args.host, args.allow_unsigned)
+            return run_worker(cfg, args.app, args.port, args.host, args.allow_unsigned)
         if args.command == "demo-worker":
             from cronbox.demo_worker import serve
             from cronbox.proc import run_until_stopped

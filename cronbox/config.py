@@ -40,6 +40,20 @@ def parse_duration(name: str, text: str) -> timedelta:
     return timedelta(seconds=float(m.group(1)) * _UNIT_SECONDS[m.group(2)])
 
 
+def format_duration(seconds: float) -> str:
+    """A duration as a user would write it: 30d, 2h, 5m, 10s, 500ms, 1.5s (never 2.592e+06s)."""
+    if seconds == 0:
+        return "0s"
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if seconds >= size and float(seconds / size).is_integer():
+            return f"{int(seconds // size)}{unit}"
+    if seconds < 0.001:
+        return f"{seconds * 1000:g}ms"
+    if seconds < 1 and float(round(seconds * 1000, 6)).is_integer():
+        return f"{int(round(seconds * 1000))}ms"
+    return f"{seconds:.3f}".rstrip("0").rstrip(".") + "s"
+
+
 def redact_dsn(dsn: str) -> str:
     """The DSN with any password replaced by '***' (URL or key=value form)."""
     if "://" in dsn:
@@ -53,14 +67,26 @@ def redact_dsn(dsn: str) -> str:
 
 
 # `secret=...`, `password: ...`, `token=...`-looking pairs (key=value, JSON, query strings).
+# The key starts at a word boundary and its parts are bounded, so a long word (a worker's error
+# text, a payload) costs linear time, never a backtracking blow-up.
 _SECRET_PAIR = re.compile(
-    r"""(?i)(["']?[\w.-]*(?:secret|password|passwd|pwd|token|api[_-]?key|hmac)[\w.-]*["']?\s*[=:]\s*)"""
+    r"""(?i)(["']?\b[\w.-]{0,40}?(?:secret|password|passwd|pwd|token|api[_-]?key|hmac)[\w.-]{0,40}["']?\s{0,8}[=:]\s{0,8})"""
     r"""("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|[^\s"'&;,|}]+)""")
-_URL_PASSWORD = re.compile(r"(?i)([a-z][a-z0-9+.-]*://[^:/@\s]+:)([^@\s]+)(@)")
+_URL_PASSWORD = re.compile(r"(?i)([a-z][a-z0-9+.-]{0,30}://[^:/@\s]{1,256}:)([^@\s]+)(@)")
+# Not secrets: where a secret comes from (secret_env=NAME names a variable, secret_file= a
+# path) and the words settings use to say whether one is set.
+_NOT_SECRET_KEY = re.compile(r"(?i)_(?:env|file|from)[\"']?\s*[=:]\s*$")
+_NOT_SECRET_VALUE = {"none", "set", "unset", "***", "null", "true", "false"}
+
+
+def _is_secret(m: re.Match[str]) -> bool:
+    return not _NOT_SECRET_KEY.search(m.group(1)) and _unquote(m.group(2)).lower() not in _NOT_SECRET_VALUE
 
 
 def _mask(m: re.Match[str]) -> str:
     value = m.group(2)
+    if not _is_secret(m):
+        return m.group(0)
     quote = value[0] if value[:1] in ("'", '"') else ""
     return f"{m.group(1)}{quote}***{quote}"
 
@@ -96,7 +122,8 @@ def secret_values(env: Mapping[str, str]) -> set[str]:
         if re.search(r"(?i)secret|password|token|key", name):
             found.add(value)
         for m in _SECRET_PAIR.finditer(value):
-            found.add(_unquote(m.group(2)))
+            if _is_secret(m):
+                found.add(_unquote(m.group(2)))
         for m in _URL_PASSWORD.finditer(value):
             found.add(m.group(2))
     return {v for v in found if len(v) >= 4}
@@ -240,9 +267,9 @@ class Settings:
             elif f.name == "listen_dsn":
                 value = describe_listen_dsn(value)
             elif isinstance(value, timedelta):
-                value = f"{value.total_seconds():g}s"
+                value = format_duration(value.total_seconds())
             elif isinstance(value, float) and getattr(f.metadata.get("parse"), "kind", "") == "duration":
-                value = f"{value:g}s"
+                value = format_duration(value)
             elif isinstance(value, str):
                 value = redact(value)
             out[self.prefix + f.name] = value

@@ -34,7 +34,7 @@ def make_worker(**settings: object) -> Worker:
     return worker
 
 
-worker = make_worker()  # `cronbox worker cronbox.demo_worker:worker --http 8080` works too
+worker = make_worker()  # `cronbox worker cronbox.demo_worker:worker --port 8080` works too
 
 
 async def serve(host: str, port: int, stop: asyncio.Event, *, dsn: str | None = None,

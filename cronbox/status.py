@@ -176,7 +176,14 @@ def to_json(data: dict[str, Result]) -> str:
     doc = {title.replace(" ", "_"): (r.rows if r.rows is not None else None) for title, r in data.items()}
     doc["unavailable"] = {t.replace(" ", "_"): r.note for t, r in data.items() if r.rows is None}
     doc["hidden"] = {t.replace(" ", "_"): r.hidden for t, r in data.items() if r.hidden}
-    return orjson.dumps(doc, default=str, option=orjson.OPT_INDENT_2).decode() + "\n"
+    return orjson.dumps(doc, default=_json_value, option=orjson.OPT_INDENT_2).decode() + "\n"
+
+
+def _json_value(value: Any) -> Any:
+    """Durations (uptime, lag) as seconds, a number a script can compare; anything else as text."""
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    return str(value)
 
 
 def show(dsn: str, *, as_json: bool = False, limit: int = 50) -> int:

@@ -12,6 +12,7 @@ import pytest
 
 from cronbox import db, log as cblog
 from cronbox.config import Config, redact, secret_values
+from poller.settings import PollerSettings
 from relay.settings import RelaySettings
 from cronbox.migrate import MigrateError, migrate, sql_root
 
@@ -75,7 +76,11 @@ def test_describe_shows_the_effective_configuration_without_secrets():
            "CRONBOX_SINKS": "a=https://x:UrlPw@h/run;b=log", "CRONBOX_METRICS_PORT": "9100"}
     shown = {**Config.from_env(env).describe(), **RelaySettings.from_env(env).describe()}
     assert shown["dsn"] == "postgresql://u:***@h/d" and shown["relay_sinks"] == "a=https://x:***@h/run;b=log"
-    assert shown["metrics_port"] == 9100 and shown["health_stale"] == "60s" and shown["relay_lease"] == "30s"
+    assert shown["metrics_port"] == 9100 and shown["health_stale"] == "1m" and shown["relay_lease"] == "30s"
+    # durations as a user writes them; where a secret comes from, and "no secret", are not secrets
+    assert PollerSettings.from_env({}).describe()["retention"] == "30d"
+    assert redact("secret=none secret_env=WORKER_SECRET password=hunter2") == \
+        "secret=none secret_env=WORKER_SECRET password=***"
 
 
 def test_migrate_refuses_a_function_without_an_explicit_grant_decision(pg, tmp_path: Path):

@@ -134,3 +134,17 @@ def test_status_lists_live_and_recently_gone_processes_and_only_counts_older_one
     doc = orjson.loads(_status(logins.dsn(fresh_dsn, "reader"), "--json"))
     assert {p["name"]: p["live"] for p in doc["processes"]} == {"poller:h:1": True, "relay:h:2": False}
     assert doc["hidden"] == {"processes": 1}
+
+
+def test_status_json_gives_durations_in_seconds_and_limits_are_checked(fresh_dsn, logins):
+    with db.connect(fresh_dsn) as su:
+        su.execute("SELECT cronbox.register_process('poller', 'poller:h:1', 'h', 1, 'test', interval '5 seconds', "
+                   "'{}'::jsonb)")
+    doc = orjson.loads(_status(logins.dsn(fresh_dsn, "admin"), "--json"))
+    (poller,) = [p for p in doc["processes"] if p["name"] == "poller:h:1"]
+    assert isinstance(poller["uptime"], float) and 0 <= poller["uptime"] < 3600
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PG", "CRONBOX_", "DATABASE_URL"))}
+    for bad in ("0", "-1", "x"):
+        out = subprocess.run(cronbox_cmd("status", "--limit", bad), env={**env, "DATABASE_URL": fresh_dsn},
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode != 0 and "--limit" in out.stderr and out.stdout == "", out

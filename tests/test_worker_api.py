@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from cronbox.config import ConfigError
-from cronbox.worker import Fail, Worker
+from cronbox.worker import Fail, Retry, Worker
 from cronbox.worker.run import MessageError, Outcome, Run
 from cronbox.worker.settings import ERROR_LIMIT, WorkerSettings
 
@@ -27,20 +27,145 @@ def test_one_handler_per_queue_sync_or_async() -> None:
     def b(run):
         return 2
 
-    assert w.handlers["a"].is_async and not w.handlers["b"].is_async
-    assert w.handlers["a"].enforce_deadline and not w.handlers["b"].enforce_deadline
+    assert w.handlers["a"].default.is_async and not w.handlers["b"].default.is_async
+    assert w.handlers["a"].default.enforce_deadline and not w.handlers["b"].default.enforce_deadline
     with pytest.raises(ValueError, match="already has a handler"):
         w.handler("a")(b)
     with pytest.raises(ValueError, match="queue"):
         w.handler("")
 
 
-def test_exceptions_become_bounded_failures() -> None:
+def test_handlers_by_job_within_a_queue_then_the_default_then_star() -> None:
+    w = Worker()
+
+    @w.handler("reports")
+    def default(run):
+        return "default"
+
+    @w.handler("reports", job="nightly")
+    def nightly(run):
+        return "nightly"
+
+    @w.handler("mail", job="digest")
+    def digest(run):
+        return "digest"
+
+    @w.handler("*")
+    def anything(run):
+        return "star"
+
+    def handled_by(queue: str, job: str):
+        run = Run(run_id=1, job=job, queue=queue, payload={}, fire_at=None, attempt=1, deadline=None,
+                  idempotency_key="1:1")
+        route = w.handlers.get(queue) or w.handlers["*"]
+        return route.resolve(run).fn(run)
+
+    assert handled_by("reports", "nightly") == "nightly"
+    assert handled_by("reports", "hourly") == "default"
+    assert handled_by("mail", "digest") == "digest"
+    assert handled_by("mail", "welcome") == "star"  # a queue with job handlers only falls back to '*'
+    assert handled_by("other", "x") == "star"
+    with pytest.raises(ValueError, match="job 'nightly' of queue 'reports' already has a handler"):
+        w.handler("reports", job="nightly")(default)
+    with pytest.raises(ValueError, match="job"):
+        w.handler("reports", job="")
+    alone = Worker()
+    alone.handler("mail", job="digest")(digest)
+    run = Run(run_id=2, job="welcome", queue="mail", payload={}, fire_at=None, attempt=1, deadline=None,
+              idempotency_key="2:1")
+    with pytest.raises(Fail, match="no handler for job 'welcome' in queue 'mail'") as caught:
+        alone.handlers["mail"].resolve(run).fn(run)
+    assert not caught.value.retryable
+
+
+def _run() -> Run:
+    return Run(run_id=3, job="j", queue="q", payload={}, fire_at=None, attempt=1, deadline=None,
+               idempotency_key="3:1")
+
+
+def test_a_retry_policy_calls_the_handler_again_for_the_exceptions_it_names() -> None:
+    w = Worker()
+    calls: list[int] = []
+
+    @w.handler("q", retry=Retry(tries=3, backoff=0, jitter=0, on=ConnectionError))
+    def flaky(run):
+        calls.append(run.tries)
+        if run.tries < 3:
+            raise ConnectionError("refused")
+        return {"tries": run.tries}
+
+    run = _run()
+    assert w.handlers["q"].resolve(run).fn(run) == {"tries": 3} and calls == [1, 2, 3]
+
+    @w.handler("q", job="wrong", retry=Retry(tries=5, backoff=0, jitter=0, on=ConnectionError))
+    def wrong(run):
+        calls.append(run.tries)
+        raise ValueError("not retried")
+
+    calls.clear()
+    with pytest.raises(ValueError):
+        w.handlers["q"].jobs["wrong"].fn(run := _run())
+    assert calls == [1] and run.tries == 1
+
+    @w.handler("q", job="never", retry=Retry(tries=4, backoff=0, jitter=0))
+    def never(run):
+        calls.append(run.tries)
+        raise Fail("bad payload", retryable=False)
+
+    calls.clear()
+    with pytest.raises(Fail):
+        w.handlers["q"].jobs["never"].fn(_run())
+    assert calls == [1]
+
+
+async def test_a_retry_policy_applies_to_async_handlers_and_stops_on_cancel() -> None:
+    w = Worker()
+
+    @w.handler("q", retry=Retry(tries=4, backoff=0, jitter=0))
+    async def always(run):
+        if run.tries == 2:
+            run._cancel("cancel")  # e.g. cronbox.cancel arrived while it ran
+        raise RuntimeError(f"try {run.tries}")
+
+    run = _run()
+    with pytest.raises(RuntimeError, match="try 2"):
+        await w.handlers["q"].default.fn(run)
+    assert run.tries == 2
+    o = Outcome.from_exception(RuntimeError("try 2"), tries=run.tries)
+    assert o.error.startswith("RuntimeError: try 2 (after 2 tries in the worker)")
+
+
+@pytest.mark.parametrize("bad", [dict(tries=1), dict(tries=101), dict(backoff=-1), dict(backoff=5, max_backoff=1),
+                                 dict(on=()), dict(on=int)])
+def test_a_retry_policy_is_checked_when_declared(bad) -> None:
+    with pytest.raises(ValueError, match="Retry"):
+        Retry(**bad)
+
+
+def test_exceptions_become_bounded_failures_with_their_traceback() -> None:
     assert Outcome.from_exception(Fail("nope", retryable=False)) == Outcome("failed", error="nope", retryable=False)
     o = Outcome.from_exception(ValueError("x" * 100_000))
-    assert o.retryable and o.error.startswith("ValueError: xxx") and len(o.error) == ERROR_LIMIT
-    assert o.error.endswith("...[truncated]")
+    assert o.retryable and o.error.startswith("ValueError: xxx") and len(o.error) <= ERROR_LIMIT
+    assert o.error.splitlines()[0].endswith("...[truncated]")
     assert Outcome.from_exception(KeyError()).error == "KeyError"
+
+    def deep(n: int) -> None:  # a long traceback: 200 chained causes
+        try:
+            if n:
+                deep(n - 1)
+            raise OSError("disk")
+        except (OSError, RuntimeError) as exc:
+            raise RuntimeError("kaboom") from exc
+
+    try:
+        deep(200)
+    except RuntimeError as exc:
+        raised = exc
+    o = Outcome.from_exception(raised)
+    lines = o.error.splitlines()
+    assert lines[0] == "RuntimeError: kaboom" and lines[2] != "Traceback (most recent call last):"
+    assert len(o.error) <= ERROR_LIMIT and "characters of the traceback cut" in lines[2]
+    assert lines[-1] == "RuntimeError: kaboom" and "in deep" in lines[-3]  # the raising frame is kept
     bad = Outcome.succeeded({"when": object()})
     assert bad.state == "failed" and not bad.retryable and "not JSON" in bad.error
     assert Outcome.succeeded({"n": 1}).answer() == {"state": "succeeded", "result": {"n": 1}}

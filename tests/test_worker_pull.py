@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from cronbox.worker.settings import ERROR_LIMIT
+
 from .procs import Proc, wait_until
 from .worker_support import autocommit, enqueue, executions, kit, runs, wait_states
 
@@ -26,21 +28,33 @@ def test_pull_worker_completes_runs_with_their_results(fresh_dsn: str, tmp_path:
 
 
 def test_exceptions_fail_runs_retryable_unless_fail_says_otherwise(fresh_dsn: str, tmp_path: Path) -> None:
+    """Also: a handler's exception is logged with its traceback and the run keeps it (bounded);
+    a job's own handler takes its runs within a queue, and its retry policy is applied."""
     with autocommit(fresh_dsn) as conn:
         boom = enqueue(conn, 2, "boom", max_attempts=3)
         fatal = enqueue(conn, 2, "fatal", max_attempts=3)
-        proc, _, _ = kit(fresh_dsn, tmp_path)
+        special = enqueue(conn, 1, "mixed", job="special")
+        other = enqueue(conn, 1, "mixed")
+        proc, _, log = kit(fresh_dsn, tmp_path)
         with proc:
-            rows = wait_states(conn, boom + fatal, FINAL, proc=proc)
+            rows = wait_states(conn, boom + fatal + special + other, FINAL, proc=proc)
             proc.terminate()
         by_id = {r[0]: r for r in rows}
         for i in boom:
             assert by_id[i][1] == "failed"
             error = by_id[i][4]
-            assert error.startswith("RuntimeError: kaput xxx") and error.endswith("...[truncated]")
-            assert len(error) <= 2000
+            assert error.startswith("RuntimeError: kaput xxx") and error.splitlines()[0].endswith("...[truncated]")
+            assert "Traceback (most recent call last)" in error and "in boom" in error
+            assert len(error) <= ERROR_LIMIT
         for i in fatal:
             assert by_id[i][1] == "failed" and by_id[i][4] == "bad input"
+        output = proc.output
+        assert output.count("handler raised run_id=") == 2 and "Traceback (most recent call last)" in output
+        assert output.count("handler failed the run") == 2  # a Fail is a decision: logged, no traceback
+        assert by_id[special[0]][1:4:2] == ("succeeded", {"by": "special", "tries": 3})
+        assert executions(log, "try1") and executions(log, "try2") and executions(log, "try3")
+        assert output.count("handler raised, calling it again") == 2
+        assert by_id[other[0]][3] == {"by": "default"}
         retries = dict(conn.execute(
             "SELECT retry_of, attempt FROM cronbox.job_future WHERE retry_of = ANY(%s)", (boom + fatal,)).fetchall())
         assert retries == {i: 2 for i in boom}, "a retryable failure schedules attempt 2; Fail(retryable=False) does not"

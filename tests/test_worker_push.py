@@ -1,4 +1,4 @@
-"""The worker kit in push mode (`cronbox worker ... --http PORT`) as a real process, fed by the
+"""The worker kit in push mode (`cronbox worker ... --port PORT`) as a real process, fed by the
 real relay or by signed requests the test sends itself (a relay re-sending after a crash)."""
 
 from __future__ import annotations

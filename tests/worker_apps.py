@@ -11,7 +11,7 @@ import asyncio
 import os
 import time
 
-from cronbox.worker import Fail, Worker
+from cronbox.worker import Fail, Retry, Worker
 
 worker = Worker()
 
@@ -34,6 +34,22 @@ async def ok(run):
 def boom(run):  # a sync handler (thread pool)
     record(run)
     raise RuntimeError("kaput " + "x" * 10_000)
+
+
+@worker.handler("mixed")
+async def mixed(run):
+    """The queue's default: every job of queue mixed without a handler of its own."""
+    record(run)
+    return {"by": "default"}
+
+
+@worker.handler("mixed", job="special", retry=Retry(tries=3, backoff=0.05, jitter=0, on=ConnectionError))
+def special(run):
+    """Job 'special' only; fails its first two calls, which its retry policy absorbs."""
+    record(run, f"try{run.tries}")
+    if run.tries < 3:
+        raise ConnectionError("flaky upstream")
+    return {"by": "special", "tries": run.tries}
 
 
 @worker.handler("fatal")

@@ -17,9 +17,11 @@ APP = "tests.worker_apps:worker"
 
 
 def enqueue(conn: psycopg.Connection, n: int, queue: str, *, payload: dict | None = None,
-            timeout: str = "5 minutes", max_attempts: int = 1, retry_delay: str = "1 hour") -> list[int]:
-    """n runs of a job of `queue` dispatched into the outbox by cronbox.dispatch; their run ids."""
-    job = f"kit-{queue}"
+            timeout: str = "5 minutes", max_attempts: int = 1, retry_delay: str = "1 hour",
+            job: str | None = None) -> list[int]:
+    """n runs of a job of `queue` (default name kit-<queue>) dispatched into the outbox by
+    cronbox.dispatch; their run ids."""
+    job = job or f"kit-{queue}"
     row = conn.execute("SELECT job_id FROM cronbox.job WHERE name = %s", (job,)).fetchone()
     if row is None:
         row = conn.execute(
@@ -64,6 +66,7 @@ def wait_states(conn: psycopg.Connection, ids: list[int], wanted: set[str], time
     except AssertionError:
         if proc is not None:
             print(proc.output)
+        print("runs:", runs(conn, ids))
         raise
 
 
@@ -73,7 +76,7 @@ def kit(dsn: str, tmp: Path, *, http: bool = False, port: int | None = None,
     log = tmp / f"executions-{free_port()}.log"
     log.touch()
     port = (port or free_port()) if http else None
-    args = APP + (f" --http {port}" if http else "")
+    args = APP + (f" --port {port}" if http else "")
     proc = Proc("worker", dsn, tmp, _args=args, WORKER_TEST_LOG=str(log), **env)
     return proc, port, log
 

@@ -1,4 +1,4 @@
-"""`cronbox worker module:attr [--http PORT]`: load a Worker and run it as a process."""
+"""`cronbox worker module:attr [--port PORT]`: load a Worker and run it as a process."""
 
 from __future__ import annotations
 
@@ -49,7 +49,7 @@ def run_worker(cfg: Config, spec: str, http_port: int | None, host: str, allow_u
     if http_port is None:
         return asyncio.run(run_until_stopped("worker", lambda waker: _pull(worker, waker, cfg)))
     if not 0 < http_port < 65536:
-        raise ConfigError(f"--http: expected a port 1-65535, got {http_port}")
+        raise ConfigError(f"--port: expected a port 1-65535, got {http_port}")
     app = worker.http_app(allow_unsigned=allow_unsigned)
     return asyncio.run(run_until_stopped("worker", lambda waker: _serve(app, host, http_port, waker, cfg)))
 

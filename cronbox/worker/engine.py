@@ -25,7 +25,7 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from cronbox import db, metrics
 from cronbox.log import event
-from cronbox.worker.run import Outcome, Run, bounded
+from cronbox.worker.run import Fail, Outcome, Run, bounded
 from cronbox.worker.settings import WorkerSettings
 
 log = logging.getLogger("cronbox.worker")
@@ -47,6 +47,43 @@ class Handler:
     fn: Callable[[Run], Any]
     is_async: bool
     enforce_deadline: bool = True
+    job: str | None = None  # None: the queue's default handler
+
+
+@dataclasses.dataclass(eq=False)
+class Route:
+    """The handlers of one queue: one per job name, plus the queue's default. A run whose job
+    has no handler here goes to the default, then to the '*' route's, else fails (not
+    retryable) saying so."""
+
+    queue: str
+    default: Handler | None = None
+    jobs: dict[str, Handler] = dataclasses.field(default_factory=dict)
+    fallback: Route | None = None  # the '*' route, for queues with job handlers only
+
+    def add(self, handler: Handler) -> None:
+        if handler.job is None:
+            if self.default is not None:
+                raise ValueError(f"queue {self.queue!r} already has a handler ({self.default.fn.__qualname__})")
+            self.default = handler
+        elif handler.job in self.jobs:
+            raise ValueError(f"job {handler.job!r} of queue {self.queue!r} already has a handler "
+                             f"({self.jobs[handler.job].fn.__qualname__})")
+        else:
+            self.jobs[handler.job] = handler
+
+    def resolve(self, run: Run) -> Handler:
+        found = self.jobs.get(run.job) or self.default
+        if found is None and self.fallback is not None and self.fallback is not self:
+            found = self.fallback.jobs.get(run.job) or self.fallback.default
+        return found or _missing(self.queue, run.job)
+
+
+def _missing(queue: str, job: str) -> Handler:
+    def no_handler(run: Run) -> Any:
+        raise Fail(f"no handler for job {job!r} in queue {queue!r} (this worker handles "
+                   "only some of its jobs and has no default for the queue)", retryable=False)
+    return Handler(queue, no_handler, False, True, job)
 
 
 @dataclasses.dataclass(eq=False, slots=True)
@@ -106,8 +143,11 @@ class Engine:
             _engines.remove(self)
 
     # --- running a handler ------------------------------------------------------------------
-    def start(self, run: Run, handler: Handler, remaining: float | None, *, reply_sql: bool = True) -> Inflight:
-        """Start handling `run`; `remaining` = seconds until its deadline by the database clock."""
+    def start(self, run: Run, handler: Handler | Route, remaining: float | None, *, reply_sql: bool = True) -> Inflight:
+        """Start handling `run` (by its queue's route: the handler of its job, else the
+        queue's default); `remaining` = seconds until its deadline by the database clock."""
+        if isinstance(handler, Route):
+            handler = handler.resolve(run)
         now = time.monotonic()
         beat = self.settings.heartbeat if remaining is None else min(self.settings.heartbeat, max(remaining, 0.3) / 3)
         rec = Inflight(run, handler, None if remaining is None else now + remaining, beat, now + beat, reply_sql)
@@ -186,8 +226,22 @@ class Engine:
         if cancelled:
             return Outcome.failed("handler was cancelled")
         if exc is not None:
-            return Outcome.from_exception(exc)
+            self._log_failure(rec, exc)
+            return Outcome.from_exception(exc, tries=rec.run.tries)
         return Outcome.succeeded(result)
+
+    @staticmethod
+    def _log_failure(rec: Inflight, exc: BaseException) -> None:
+        """A handler's exception, logged with its traceback (a Fail is a decision: one line)."""
+        run = rec.run
+        fields = {"run_id": run.run_id, "job": run.job, "queue": run.queue, "attempt": run.attempt}
+        if run.tries > 1:
+            fields["tries"] = run.tries
+        if isinstance(exc, Fail):
+            log.warning("handler failed the run", extra={"fields": {**fields, "error": str(exc),
+                                                                    "retryable": exc.retryable}})
+        else:
+            log.error("handler raised", exc_info=(type(exc), exc, exc.__traceback__), extra={"fields": fields})
 
     def _finish(self, rec: Inflight, outcome: Outcome, started: float) -> None:
         queue = rec.handler.queue

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import traceback
 from datetime import datetime
 from typing import Any
 
@@ -12,6 +13,8 @@ import orjson
 from cronbox.worker.settings import ERROR_LIMIT
 
 TRUNCATED = " ...[truncated]"
+TRACE_CUT = "...[{} characters of the traceback cut]...\n"
+HEAD_LIMIT = 500  # characters of an exception's type and message before its traceback
 RESULT_LIMIT = 1_000_000  # bytes of JSON a result may take (run history is no blob store)
 
 
@@ -45,6 +48,7 @@ class Run:
     attempt: int
     deadline: datetime | None
     idempotency_key: str
+    tries: int = 1  # the handler's calls for this attempt (more under a Retry policy)
     cancel_reason: str | None = dataclasses.field(default=None, repr=False)
     _event: threading.Event | None = dataclasses.field(default=None, repr=False)
 
@@ -124,11 +128,23 @@ class Outcome:
         return Outcome("failed", error=bounded(error), retryable=retryable)
 
     @staticmethod
-    def from_exception(exc: BaseException) -> Outcome:
+    def from_exception(exc: BaseException, *, tries: int = 1) -> Outcome:
+        """A Fail's message; any other exception's type and message, then its traceback (the
+        innermost frames kept when it is long), so the run's error says where it failed."""
+        after = f" (after {tries} tries in the worker)" if tries > 1 else ""
         if isinstance(exc, Fail):
-            return Outcome.failed(str(exc) or "failed", exc.retryable)
+            return Outcome.failed((str(exc) or "failed") + after, exc.retryable)
         text = str(exc).strip()
-        return Outcome.failed(f"{type(exc).__qualname__}: {text}" if text else type(exc).__qualname__)
+        head = bounded(f"{type(exc).__qualname__}: {text}" if text else type(exc).__qualname__, HEAD_LIMIT) + after
+        if exc.__traceback__ is None:  # never raised: no frames to show
+            return Outcome.failed(head)
+        # Each line bounded (a message may be huge), then the innermost frames kept.
+        trace = "\n".join(bounded(line, HEAD_LIMIT) for line in "".join(traceback.format_exception(exc)).rstrip().split("\n"))
+        room = ERROR_LIMIT - len(head) - 2
+        if len(trace) > room:
+            cut = len(trace) - room + len(TRACE_CUT) + 12
+            trace = TRACE_CUT.format(cut) + trace[cut:]
+        return Outcome.failed(f"{head}\n\n{trace}")
 
     def answer(self) -> dict[str, Any]:
         """The relay's outcome answer (docs/relay.md, Answers)."""

@@ -13,7 +13,7 @@ from typing import Any
 from cronbox.config import Config, ConfigError, Settings, duration, integer, setting, stripped, text
 from cronbox.proc import identity
 
-ERROR_LIMIT = 2000  # characters of error text the kit reports (the SQL API bounds it again)
+ERROR_LIMIT = 3900  # characters of error text the kit reports, traceback included (the SQL API keeps 4,000)
 
 _DSN = next(f for f in dataclasses.fields(Config) if f.name == "dsn").metadata
 
@@ -45,7 +45,7 @@ class WorkerSettings(Settings):
                                       "on SIGTERM, time to finish in-flight runs")
     secret: str | None = setting("CRONBOX_WORKER_SECRET", "", text(), "push: HMAC secret the relay signs with",
                                  secret=True, value=None)
-    signature_tolerance: float = setting("CRONBOX_WORKER_SIGNATURE_TOLERANCE", "300s", duration(seconds=True),
+    signature_tolerance: float = setting("CRONBOX_WORKER_SIGNATURE_TOLERANCE", "5m", duration(seconds=True),
                                          "push: accepted age of a signed request")
 
     def __post_init__(self) -> None:
