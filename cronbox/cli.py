@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import importlib
 import os
 import sys
@@ -16,7 +17,7 @@ from cronbox.text import printable
 from cronbox import __version__, db, log as logsetup
 from cronbox.config import COMMON_FOR, Config, ConfigError, env_help
 from cronbox.migrate import MigrateError, migrate
-from cronbox.pgcluster import ClusterError, PgNotFound
+from cronbox.pgcluster import ClusterError, PgNotFound, find_dev_cluster
 
 COMMANDS = {  # one line each in `cronbox --help`, also on an 80-column terminal
     "migrate": "create/upgrade the schema; idempotent, concurrent-safe",
@@ -98,6 +99,9 @@ def _parser() -> argparse.ArgumentParser:
         if name == "dev":
             sp.add_argument("--data", default=".cronbox", help="folder for the private cluster (default ./.cronbox)")
             sp.add_argument("--cron", default="*/5 * * * * *", help="demo job schedule (default every 5 s)")
+            sp.add_argument("--sink", action="append", default=[], metavar="QUEUE=TARGET",
+                            help="add a relay route beside the demo worker's, e.g. emails=http://127.0.0.1:8081/run "
+                                 "(repeatable; route options as in CRONBOX_SINKS, whose routes are added too)")
         if name == "demo-worker":
             sp.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
             sp.add_argument("--port", type=int, default=8080, help="port (default 8080)")
@@ -118,9 +122,20 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _require_dsn_or_env(cfg: Config) -> None:
-    if not cfg.dsn and not os.environ.get("PGHOST") and not os.environ.get("PGDATABASE"):
+# Commands that, with no database configured, use the running `cronbox dev` of the working directory.
+FIND_DEV_DATABASE = ("status", "web", "worker", "demo-worker")
+
+
+def _require_dsn_or_env(cfg: Config, command: str) -> Config:
+    if cfg.dsn or os.environ.get("PGHOST") or os.environ.get("PGDATABASE"):
+        return cfg
+    cluster = find_dev_cluster(Path.cwd()) if command in FIND_DEV_DATABASE else None
+    if cluster is None:
         raise ConfigError("DATABASE_URL is not set (nor PGHOST/PGDATABASE); `cronbox dev` starts a private database")
+    dsn = cluster.dsn()
+    os.environ["DATABASE_URL"] = dsn  # for the settings read later (the worker's)
+    print(f"cronbox: using the database of `cronbox dev` in {cluster.root}: {dsn}", file=sys.stderr)
+    return dataclasses.replace(cfg, dsn=dsn)
 
 
 async def _check_schema(dsn: str) -> None:
@@ -185,8 +200,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "dev":
             from cronbox.dev import run_dev
 
-            return run_dev(cfg, Path(args.data), args.cron)
-        _require_dsn_or_env(cfg)
+            return run_dev(cfg, Path(args.data), args.cron, args.sink)
+        cfg = _require_dsn_or_env(cfg, args.command)
         if args.command == "migrate":
             result = migrate(cfg.dsn)
             print(f"cronbox schema at version {result.version}"

@@ -225,3 +225,21 @@ class Cluster:
         self.stop()
         self.settings["port"] = str(port)
         return self.start()
+
+
+DEV_FOLDER = ".cronbox"  # where `cronbox dev` keeps its private cluster by default
+
+
+def find_dev_cluster(start: Path) -> Cluster | None:
+    """The private cluster of `cronbox dev` for this working directory: ./.cronbox in `start` or
+    the nearest parent that has one (as git finds .git). None when there is none; a ClusterError
+    when there is one but its server is not running."""
+    for folder in (start, *start.parents):
+        root = folder / DEV_FOLDER
+        if (root / "data" / "PG_VERSION").is_file():
+            cluster = Cluster(root)
+            if cluster.pid() is None:
+                raise ClusterError(f"the database of `cronbox dev` in {root} is not running: start `cronbox dev` "
+                                   "there, or set DATABASE_URL")
+            return cluster
+    return None

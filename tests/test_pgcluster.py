@@ -70,16 +70,20 @@ def _get(url: str) -> str | None:
 
 
 def test_cronbox_dev_runs_the_pipeline_then_ctrl_c_leaves_no_postgres_behind(tmp_path: Path):
+    """Also: routes added with --sink run beside the demo's; `cronbox status` run below the
+    folder finds the running dev database; Ctrl-C stops poller, relay, then the worker (no send
+    fails on the way out); the console and the DSN keep their ports across runs."""
     os.chmod(tmp_path, 0o755)
-    data = tmp_path / "dev"
+    data = tmp_path / ".cronbox"
+    (tmp_path / "src").mkdir()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PG", "DATABASE_URL", "CRONBOX_"))}
     log = tmp_path / "dev.log"
 
-    def run_once(expect_completed: int) -> str:
+    def run_once(expect_completed: int, *extra: str) -> str:
         with open(log, "wb") as out:
             # Its own session, so the SIGINT below goes to its process group as a terminal's
             # Ctrl-C does (the foreground group), and to nothing else of this test run.
-            proc = subprocess.Popen(cronbox_cmd("dev", "--data", str(data), "--cron", "* * * * * *"),
+            proc = subprocess.Popen(cronbox_cmd("dev", "--cron", "* * * * * *", *extra), cwd=tmp_path,
                                     env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             wait_until(lambda: log.read_text().count("completed") >= expect_completed, timeout=60,
@@ -88,6 +92,14 @@ def test_cronbox_dev_runs_the_pipeline_then_ctrl_c_leaves_no_postgres_behind(tmp
             url = re.search(r"web console at (http://127\.0\.0\.1:\d+/)", log.read_text()).group(1)
             page = wait_until(lambda: _get(url), timeout=30, what="the web console answering")
             assert "Overview" in page and "demo" in wait_until(lambda: _get(url + "schedules"), timeout=10)
+            if extra:
+                with db.connect(dsn_of(log.read_text()), autocommit=True) as conn:
+                    conn.execute("SELECT cronbox.schedule('mine', every => '1 second', queue => 'extra')")
+                wait_until(lambda: "job=mine queue=extra" in log.read_text(), timeout=30, what="the added route used")
+                status = subprocess.run(cronbox_cmd("status"), cwd=tmp_path / "src", env=env,
+                                        capture_output=True, text=True, timeout=60)
+                assert status.returncode == 0 and "mine" in status.stdout and "demo" in status.stdout, status
+                assert "using the database of `cronbox dev`" in status.stderr
             os.killpg(proc.pid, signal.SIGINT)
             assert proc.wait(30) == 0, log.read_text()
         finally:
@@ -98,19 +110,28 @@ def test_cronbox_dev_runs_the_pipeline_then_ctrl_c_leaves_no_postgres_behind(tmp
     def dsn_of(text: str) -> str:
         return re.search(r"dsn=(\S+)", text).group(1)
 
-    first = run_once(2)
+    def console_of(text: str) -> str:
+        return re.search(r"web console at (\S+)", text).group(1)
+
+    first = run_once(2, "--sink", "extra=log")
     assert "received" in first and "completed" in first
     # Ctrl-C is one graceful stop for every process: no child took a second signal.
     assert "second signal" not in first and "cancelling" not in first, first
     assert first.count("stopped process=poller") == 1 and first.count("stopped process=relay") == 1, first
+    order = [first.index(s) for s in ("stopped process=poller", "stopped process=relay", "demo worker stopped")]
+    assert order == sorted(order), first
+    assert "sends failed" not in first and "Cannot connect" not in first, first
     assert "reused=False" in first
     cluster = Cluster(data)
     assert cluster.pid() is None, "cronbox dev left its postgres running"
     assert not (data / "data" / "postmaster.pid").exists()
-    # The next `cronbox dev` picks up the same data (earlier runs are still there) on the same port.
+    stopped = subprocess.run(cronbox_cmd("status"), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    assert stopped.returncode == 1 and "not running" in stopped.stderr and stopped.stderr.count("\n") == 1
+    # The next `cronbox dev` picks up the same data (earlier runs are still there) on the same
+    # port, and serves the console on the same port.
     second = run_once(1)
     assert "reused=True" in second and "already_running=False" in second
-    assert dsn_of(second) == dsn_of(first)
+    assert dsn_of(second) == dsn_of(first) and console_of(second) == console_of(first)
     dsn = cluster.start()
     try:
         with db.connect(dsn) as conn:
