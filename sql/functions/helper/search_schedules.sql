@@ -4,7 +4,8 @@
 -- cronbox.job_name_search through its trigram index (or its name index when most names
 -- match) plus the schedules created since the last cronbox.sync_schedule_names (a
 -- primary-key range of cronbox.job); for a caller limited to its own schedules, every match
--- is joined back to cronbox.job, so row security decides what comes out.
+-- is joined back to cronbox.job, so row security decides what comes out; for a worker limited
+-- to queues (cronbox.caller_work_scoped), only the schedules of the queues it may work.
 -- Bounds: p_text 1..200 characters, p_limit 1..1000 (22023; NULL p_text 22004). No locks.
 -- SECURITY DEFINER only to read the side table, which no cronbox role may read directly.
 CREATE OR REPLACE FUNCTION cronbox.search_schedules(
@@ -31,6 +32,15 @@ BEGIN
     END IF;
     PERFORM cronbox.checked_limit('p_limit', p_limit, 1000);
     v_pattern := '%' || replace(replace(replace(p_text, '\', '\\'), '%', '\%'), '_', '\_') || '%';
+    IF cronbox.caller_work_scoped() THEN
+        -- A worker limited to queues (docs/operations.md, "Tenants"): the schedules of the
+        -- queues it may work (and its own, if it owns any).
+        RETURN QUERY EXECUTE $q$
+            SELECT j.name FROM cronbox.job j WHERE j.name ILIKE $1 AND ($2::text IS NULL OR j.name > $2)
+              AND (j.owner = cronbox.caller() OR cronbox.worker_may_work(j.queue))
+            ORDER BY j.name LIMIT $3 $q$ USING v_pattern, p_after, p_limit;
+        RETURN;
+    END IF;
     IF NOT cronbox.caller_reads_all() THEN
         -- Limited to its own schedules: row security on cronbox.job decides (cronbox.job has
         -- no index on owner, so this reads every name once, as the owner's plain list does).

@@ -6,7 +6,8 @@
 -- Costs the number of unfinished runs, however large history is. For psql, the web console's
 -- state filter, cronbox.queues, the metrics and the queue limits' recount.
 -- SECURITY DEFINER only to read the outbox, which no cronbox role may read directly; row
--- security on cronbox.run still decides which runs come out.
+-- security on cronbox.run still decides which runs come out; a worker limited to queues sees
+-- the runs of the queues it may work (cronbox.worker_may_work).
 CREATE OR REPLACE FUNCTION cronbox.unfinished_runs()
 RETURNS TABLE (run_id bigint, job_id bigint, queue text, state text)
 LANGUAGE sql STABLE
@@ -16,12 +17,14 @@ AS $$
     SELECT r.run_id, r.job_id, r.queue, r.state
     FROM cronbox.run r
     WHERE r.lease_until IS NOT NULL AND r.state IN ('dispatched', 'delivered', 'running')
+      AND (NOT (SELECT cronbox.caller_work_scoped()) OR cronbox.worker_may_work(r.queue))
     UNION ALL
     -- a run has at most one outbox row; one with a lease came in above
     SELECT r.run_id, r.job_id, r.queue, r.state
     FROM cronbox.outbox o
     JOIN cronbox.run r ON r.run_id = o.run_id
     WHERE o.kind = 'run' AND r.lease_until IS NULL AND r.state IN ('dispatched', 'delivered', 'running')
+      AND (NOT (SELECT cronbox.caller_work_scoped()) OR cronbox.worker_may_work(r.queue))
 $$;
 
 COMMENT ON FUNCTION cronbox.unfinished_runs() IS

@@ -3,6 +3,8 @@
 -- available run messages of the queue, oldest first, FOR UPDATE SKIP LOCKED on
 -- outbox_pull_idx (claimers get disjoint runs), deletes them and marks their runs running on
 -- worker with a lease of the job's timeout. Returns the messages, deadline included.
+-- A queue the caller may not work (worker grants, docs/operations.md "Tenants"): 42501
+-- (cronbox.worker_queue).
 -- Thin wrapper: the body is cronbox.claim_runs_at (internal/claim_runs_at.sql), called with now().
 CREATE OR REPLACE FUNCTION cronbox.claim_runs(
     queue text,
@@ -15,7 +17,7 @@ SET search_path = pg_catalog, pg_temp
 SET jit = off
 SET plan_cache_mode = force_generic_plan
 AS $$
-    SELECT * FROM cronbox.claim_runs_at($1, $2, $3, now())
+    SELECT * FROM cronbox.claim_runs_at(cronbox.worker_queue($1), $2, $3, now())
 $$;
 
 COMMENT ON FUNCTION cronbox.claim_runs(text, text, integer) IS

@@ -3,6 +3,8 @@
 -- bookkeeping, after-jobs, releases). A report for a run already final (lost and retried,
 -- cancelled, a duplicate) is kept in late_report and changes nothing else; the run's state is
 -- returned so the worker can tell. Raises P0002 for an unknown run, 55000 for a skipped/missed one.
+-- A run of a queue the caller may not work (worker grants, docs/operations.md "Tenants") is
+-- unknown to it: P0002 (cronbox.worker_run_ids).
 -- Thin wrapper: the body is cronbox.complete_run_at (internal/complete_run_at.sql), called with now().
 CREATE OR REPLACE FUNCTION cronbox.complete_run(
     run_id bigint,
@@ -12,7 +14,7 @@ LANGUAGE sql VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT cronbox.complete_run_at($1, $2, now())
+    SELECT cronbox.complete_run_at((cronbox.worker_run_ids(ARRAY[$1], 'run_id'))[1], $2, now())
 $$;
 
 COMMENT ON FUNCTION cronbox.complete_run(bigint, jsonb) IS

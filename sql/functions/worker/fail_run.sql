@@ -3,6 +3,8 @@
 -- becomes failed (cancelled if cancellation was requested), a retry is scheduled while
 -- attempts remain (retryable => false skips them), then on_error applies. A late report is
 -- kept in late_report only. Raises P0002 for an unknown run, 55000 for a skipped/missed one.
+-- A run of a queue the caller may not work (worker grants, docs/operations.md "Tenants") is
+-- unknown to it: P0002 (cronbox.worker_run_ids).
 -- Thin wrapper: the body is cronbox.fail_run_at (internal/fail_run_at.sql), called with now().
 CREATE OR REPLACE FUNCTION cronbox.fail_run(
     run_id bigint,
@@ -13,7 +15,7 @@ LANGUAGE sql VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT cronbox.fail_run_at($1, $2, $3, now())
+    SELECT cronbox.fail_run_at((cronbox.worker_run_ids(ARRAY[$1], 'run_id'))[1], $2, $3, now())
 $$;
 
 COMMENT ON FUNCTION cronbox.fail_run(bigint, text, boolean) IS

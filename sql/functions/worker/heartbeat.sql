@@ -3,6 +3,8 @@
 -- cancellation was requested, or the run is no longer this worker's (lost, timed out,
 -- superseded, finished, or started by another worker). Locks the run row only.
 -- Raises P0002 for an unknown run.
+-- A run of a queue the caller may not work (worker grants, docs/operations.md "Tenants") is
+-- unknown to it: P0002 (cronbox.worker_run_ids).
 -- Thin wrapper: the body is cronbox.heartbeat_at (internal/heartbeat_at.sql), called with now().
 CREATE OR REPLACE FUNCTION cronbox.heartbeat(
     run_id bigint,
@@ -13,7 +15,7 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
-    SELECT cronbox.heartbeat_at($1, $2, now())
+    SELECT cronbox.heartbeat_at((cronbox.worker_run_ids(ARRAY[$1], 'run_id'))[1], $2, now())
 $$;
 
 COMMENT ON FUNCTION cronbox.heartbeat(bigint, text) IS

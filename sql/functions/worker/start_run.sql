@@ -2,6 +2,8 @@
 -- Locks the run row only; dispatched/delivered -> running, records the worker and renews the
 -- lease (the job's timeout from now). Repeating it from the same worker returns the lease.
 -- Raises P0002 for an unknown run, 55000 if the run is finished or asked to cancel.
+-- A run of a queue the caller may not work (worker grants, docs/operations.md "Tenants") is
+-- unknown to it: P0002 (cronbox.worker_run_ids).
 -- Thin wrapper: the body is cronbox.start_run_at (internal/start_run_at.sql), called with now().
 CREATE OR REPLACE FUNCTION cronbox.start_run(
     run_id bigint,
@@ -12,7 +14,7 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
-    SELECT cronbox.start_run_at($1, $2, now())
+    SELECT cronbox.start_run_at((cronbox.worker_run_ids(ARRAY[$1], 'run_id'))[1], $2, now())
 $$;
 
 COMMENT ON FUNCTION cronbox.start_run(bigint, text) IS
