@@ -68,8 +68,11 @@ DECLARE
     v_cycle text;
     v_calendars bigint[];     -- exclude, resolved (cronbox.job_calendar)
     v_gone bigint := 0;       -- scheduled fires dropped by this update: no longer counted (max_runs)
+    v_rate double precision;  -- its fire rate, counted against the owner's quota (NULL: no quota)
 BEGIN
     PERFORM cronbox.validate_schedule_args(v_args);
+    -- A queue with owner grants takes schedules of its grantees only (42501; docs/operations.md, "Tenants").
+    PERFORM cronbox.assert_queue_owner(schedule_at.queue);
     IF length(schedule_at.reason) > 1000 THEN
         RAISE EXCEPTION 'reason: must be at most 1000 characters, got %', length(schedule_at.reason)
             USING ERRCODE = 'invalid_parameter_value';
@@ -119,6 +122,8 @@ BEGIN
        AND jsonb_populate_record(v_old, v_args) IS NOT DISTINCT FROM v_old THEN
         RETURN v_old.job_id;
     END IF;
+    -- The owner's quota (53400 when over), before anything is written; its fire rate is stored below.
+    v_rate := cronbox.check_owner_quota(coalesce(v_old.owner, cronbox.caller()), v_old, v_args, v_kind, p_now);
 
     IF v_old.job_id IS NOT NULL THEN
         -- Pending fires of the old definition go; the poller recomputes them. Fires already
@@ -244,6 +249,7 @@ BEGIN
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
     END IF;
+    PERFORM cronbox.note_fire_rate(v_job_id, coalesce(v_old.owner, cronbox.caller()), v_old.fire_rate, v_rate);
     PERFORM pg_notify('cronbox_schedule', v_job_id::text);
     RETURN v_job_id;
 END

@@ -10,7 +10,8 @@
 -- 'manual' passes); overlap, retry, dependency gates and queue limits apply as for any fire.
 -- Takes the job's lock (cronbox.lock_job_named, the lock dispatch decides under; waits rather
 -- than skips: triggers of one job are decided one after the other). Returns the future id.
--- Unknown name: P0002.
+-- Unknown name: P0002. A queue not granted to the caller: 42501. Past the owner's
+-- max_fires_per_second the fire waits for its turn (cronbox.manual_fire_due) and the poller dispatches it.
 CREATE OR REPLACE FUNCTION cronbox.trigger_at(
     name    text,
     payload jsonb DEFAULT NULL,
@@ -25,6 +26,7 @@ DECLARE
     v_job cronbox.job;
     v_fire_at timestamptz;
     v_future_id bigint;
+    v_due timestamptz;
 BEGIN
     PERFORM cronbox.assert_job_name('name', trigger_at.name);
     PERFORM cronbox.assert_reason(trigger_at.reason);
@@ -44,12 +46,16 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'name: no schedule named %', quote_literal(trigger_at.name) USING ERRCODE = 'no_data_found';
     END IF;
+    -- A queue with owner grants takes manual fires of its grantees only (42501), and an owner's
+    -- max_fires_per_second spaces its manual fires (they wait in job_future for their time).
+    PERFORM cronbox.assert_queue_owner(v_job.queue);
+    v_due := cronbox.manual_fire_due(v_job.owner, p_now);
     -- (job, fire_at, attempt, origin) is unique among futures: two triggers at the same instant
     -- while the first is still a future (held) get fire times one microsecond apart.
     v_fire_at := p_now;
     LOOP
         INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority, origin, payload)
-        VALUES (v_job.job_id, v_fire_at, p_now, v_job.priority, 'manual', trigger_at.payload)
+        VALUES (v_job.job_id, v_fire_at, v_due, v_job.priority, 'manual', trigger_at.payload)
         ON CONFLICT ON CONSTRAINT job_future_fire_unique DO NOTHING
         RETURNING future_id INTO v_future_id;
         EXIT WHEN v_future_id IS NOT NULL;
@@ -59,7 +65,9 @@ BEGIN
                                   coalesce(trigger_at.reason, 'triggered by operator'), p_now);
     -- Decided now (one path: the poller's dispatch write), in a new statement whose snapshot
     -- is taken with the job locked; it notifies the relays when a message was written.
-    PERFORM cronbox.dispatch_locked(ARRAY[v_future_id], ARRAY[v_job.job_id], NULL, p_now);
+    IF v_due <= p_now THEN
+        PERFORM cronbox.dispatch_locked(ARRAY[v_future_id], ARRAY[v_job.job_id], NULL, p_now);
+    END IF;
     RETURN v_future_id;
 END
 $$;

@@ -1,0 +1,92 @@
+-- cronbox.pause_schedules(queue, owner, name_like, reason): pauses, in one call, every
+-- schedule the caller may change (a cronbox_user: its own) that matches all given filters:
+-- queue, owner role, name LIKE pattern (at least one; bounds in cronbox.lock_matching_jobs).
+-- Set-based: what pause() does to one job, done by a handful of statements for all of them:
+-- early-dispatched runs not yet claimed are cancelled, pending scheduled fires deleted (their
+-- frontier rewound before them), the jobs marked paused with the reason, one change-log row
+-- per job (action paused), one NOTIFY. Jobs already paused are left as they are. Locks the
+-- jobs' locks in job_id order (waits for a dispatch of them to commit), then their rows.
+-- Returns the number of schedules paused.
+CREATE OR REPLACE FUNCTION cronbox.pause_schedules(
+    queue text DEFAULT NULL,
+    owner text DEFAULT NULL,
+    name_like text DEFAULT NULL,
+    reason text DEFAULT 'paused by operator'
+) RETURNS integer
+LANGUAGE plpgsql VOLATILE
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_now timestamptz := now();
+    v_ids bigint[];
+    v_withdrawn jsonb;
+    v_state text;
+    v_message text;
+    v_detail text;
+    v_hint text;
+BEGIN
+    PERFORM cronbox.assert_reason(pause_schedules.reason);
+    v_ids := cronbox.lock_matching_jobs(pause_schedules.queue, pause_schedules.owner, pause_schedules.name_like, false);
+    IF v_ids IS NULL THEN
+        RETURN 0;
+    END IF;
+    -- Fires already written by early dispatch and not claimed: cancelled (per job, counted).
+    SELECT jsonb_object_agg(u.id::text, u.n) INTO v_withdrawn
+    FROM (SELECT x.id, cronbox.withdraw_early_runs(x.id, 'cancelled: paused before its fire time', v_now) AS n
+          FROM unnest(v_ids) AS x(id)) u
+    WHERE u.n > 0;
+    -- Pending scheduled fires deleted; each job's frontier rewound before its first deleted
+    -- fire (a one-off dropped here is not taken as done), dropped fires no longer count.
+    WITH gone AS (
+        DELETE FROM cronbox.job_future f
+        WHERE f.job_id = ANY (v_ids) AND f.origin = 'schedule' AND f.attempt = 1
+        RETURNING f.job_id, f.fire_at
+    ),
+    per_job AS (
+        SELECT g.job_id, min(g.fire_at) AS first, count(*) AS n FROM gone g GROUP BY g.job_id
+    )
+    UPDATE cronbox.job j SET
+        frontier = CASE WHEN p.first IS NULL THEN j.frontier
+                        ELSE least(j.frontier, p.first - interval '1 microsecond') END,
+        next_fire = CASE WHEN p.first IS NULL THEN j.next_fire ELSE least(j.next_fire, p.first) END,
+        finished_at = CASE WHEN p.first IS NULL THEN j.finished_at END,
+        fires_made = greatest(j.fires_made - coalesce(p.n, 0)
+                              - coalesce((v_withdrawn ->> j.job_id::text)::integer, 0), 0),
+        paused = true,
+        paused_reason = coalesce(pause_schedules.reason, 'paused by operator'),
+        paused_at = v_now,
+        paused_until = NULL,
+        updated_at = v_now
+    FROM unnest(v_ids) AS x(id)
+    LEFT JOIN per_job p ON p.job_id = x.id
+    WHERE j.job_id = x.id;
+    INSERT INTO cronbox.job_change (job_id, job_name, action, reason, changed_by, changed_at)
+    SELECT j.job_id, j.name, 'paused', coalesce(pause_schedules.reason, 'paused by operator'), cronbox.caller(), v_now
+    FROM cronbox.job j
+    WHERE j.job_id = ANY (v_ids)
+    ORDER BY j.job_id;
+    PERFORM pg_notify('cronbox_schedule', '');
+    RETURN cardinality(v_ids);
+EXCEPTION WHEN OTHERS THEN
+    -- Re-raised from here so that psql shows the message and one CONTEXT line naming the
+    -- function the user called, not the internal frames (docs/sql.md, "Errors").
+    GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT,
+                            v_detail = PG_EXCEPTION_DETAIL, v_hint = PG_EXCEPTION_HINT;
+    IF v_detail <> '' AND v_hint <> '' THEN
+        RAISE EXCEPTION USING ERRCODE = v_state, MESSAGE = v_message, DETAIL = v_detail, HINT = v_hint;
+    ELSIF v_detail <> '' THEN
+        RAISE EXCEPTION USING ERRCODE = v_state, MESSAGE = v_message, DETAIL = v_detail;
+    ELSIF v_hint <> '' THEN
+        RAISE EXCEPTION USING ERRCODE = v_state, MESSAGE = v_message, HINT = v_hint;
+    END IF;
+    RAISE EXCEPTION USING ERRCODE = v_state, MESSAGE = v_message;
+END
+$$;
+
+COMMENT ON FUNCTION cronbox.pause_schedules(text, text, text, text) IS
+'Pauses in one call every schedule you may change that matches all the filters given (at least one): queue, owner (a role), name_like (a LIKE pattern). As pause() for each, set-based: pending scheduled fires dropped, one change-log row per job. Already paused ones are left alone. Returns how many were paused.';
+
+ALTER FUNCTION cronbox.pause_schedules(text, text, text, text) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.pause_schedules(text, text, text, text) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
+GRANT EXECUTE ON FUNCTION cronbox.pause_schedules(text, text, text, text) TO cronbox_admin, cronbox_user;
