@@ -7,7 +7,7 @@ own transaction as one cronbox role (SET ROLE: cronbox.caller() follows it). The
 - a value that does not even cast to the parameter's type fails in the cast (PostgreSQL's
   words are right there: the literal is not a value of that type) and the function never runs;
 - otherwise the call either succeeds, or fails with one of the API's SQLSTATEs (22004, 22023,
-  P0002, 42501, 55000; docs/sql.md) and, for 22004/22023, a message that starts with the name
+  P0002, 42501, 55000, 53400; docs/sql.md) and, for 22004/22023, a message that starts with the name
   of a parameter; and a failed call leaves every cronbox table unchanged (checksum).
 Then a real poller must still fire a canary job on time next to whatever was accepted.
 """
@@ -23,7 +23,7 @@ from cronbox import db
 
 from .procs import Proc, wait_until
 
-API_STATES = {"22004", "22023", "P0002", "42501", "55000"}
+API_STATES = {"22004", "22023", "P0002", "42501", "55000", "53400"}
 ROLES = ["cronbox_admin", "cronbox_user", "cronbox_worker", "cronbox_reader", "cronbox_process"]
 
 # (function, [(parameter, type)], roles allowed to execute it)
@@ -55,6 +55,12 @@ FUNCTIONS = [
     ("cancel", [("run_id", "bigint")], ADMIN),
     ("set_queue_limit", [("queue", "text"), ("max_running", "integer")], ["cronbox_admin"]),
     ("redrive", [("id", "bigint"), ("queue", "text")], ["cronbox_admin"]),
+    ("grant_queue", [("queue", "text"), ("role", "text"), ("kind", "text")], ["cronbox_admin"]),
+    ("revoke_queue", [("queue", "text"), ("role", "text"), ("kind", "text")], ["cronbox_admin"]),
+    ("set_quota", [("owner", "text"), ("max_schedules", "integer"), ("max_fires_per_second", "numeric"),
+                   ("top_priority", "integer")], ["cronbox_admin"]),
+    ("pause_schedules", [("queue", "text"), ("owner", "text"), ("name_like", "text"), ("reason", "text")], ADMIN),
+    ("resume_schedules", [("queue", "text"), ("owner", "text"), ("name_like", "text"), ("reason", "text")], ADMIN),
     ("start_run", [("run_id", "bigint"), ("worker", "text")], WORKER),
     ("heartbeat", [("run_id", "bigint"), ("worker", "text")], WORKER),
     ("complete_run", [("run_id", "bigint"), ("result", "jsonb")], WORKER),
@@ -94,7 +100,8 @@ REQUIRED = {"cancel": 1, "claim_runs": 2, "complete_run": 1, "complete_runs": 1,
             "schedule": 1, "set_queue_limit": 2, "start_run": 2, "trigger": 1, "unschedule": 1,
             "dispatch_ahead": 2, "due_ahead": 2, "claim_saturation": 2, "claim_outbox": 2, "release_outbox": 1,
             "ack_outbox": 2, "nack_outbox_unsent": 3, "quarantine_job": 2, "due_jobs": 1, "touch_process": 2,
-            "search_schedules": 1, "run_id_time": 1, "backfill": 3, "next_fires": 1, "create_calendar": 1, "drop_calendar": 1}
+            "search_schedules": 1, "run_id_time": 1, "backfill": 3, "next_fires": 1, "create_calendar": 1, "drop_calendar": 1,
+            "grant_queue": 2, "revoke_queue": 2, "set_quota": 1}
 
 STRINGS = st.one_of(
     st.sampled_from(["", " ", "ok", "a b;c", "x'; DROP TABLE cronbox.job; --", "cronbox.notifications",
@@ -111,13 +118,15 @@ INTEGERS = st.one_of(st.sampled_from([0, -1, 1, 1000, 1001, 2**31 - 1, -(2**31),
 DATES = st.sampled_from(["2030-01-01", "1969-12-31", "2200-01-01", "infinity", "4713-01-01 BC", "garbage"])
 DATERANGES = st.sampled_from(["[2030-01-01,2030-01-05)", "[2030-01-01,2030-01-01]", "empty", "[2030-01-01,)",
                               "(,)", "[2031-01-01,2030-01-01)", "[1900-01-01,2300-01-01)", "garbage"])
+NUMERICS = st.sampled_from(["0", "-1", "0.001", "1", "100000", "100001", "1e400", "NaN", "Infinity", "garbage"])
 JSONS = st.sampled_from(["{}", '{"a": 1}', "[]", "1", "null", '"s"', "{bad json", '{"big": "' + "z" * 70_000 + '"}'])
 
 
 def _value(typ: str) -> st.SearchStrategy:
     base = {"text": STRINGS, "interval": INTERVALS, "timestamptz": TIMES, "jsonb": JSONS,
             "integer": INTEGERS.map(str), "bigint": INTEGERS.map(str),
-            "boolean": st.sampled_from(["true", "false", "maybe"]), "date": DATES, "daterange": DATERANGES}
+            "boolean": st.sampled_from(["true", "false", "maybe"]), "date": DATES, "daterange": DATERANGES,
+            "numeric": NUMERICS}
     if typ.endswith("[]"):
         elem = base[typ[:-2]] if typ[:-2] in base else STRINGS
         return st.one_of(st.none(), st.lists(st.one_of(st.none(), elem), max_size=3))
