@@ -145,3 +145,11 @@ def test_sql_fixed_rate_fires_agree_with_the_poller(conn, anchor: int, every: in
         "SELECT t FROM cronbox.plan_fires('every', NULL, 'UTC', %s, %s, NULL, NULL, NULL, %s, '{}', %s, %s) AS t",
         (step, start, after, n, until))]
     assert got == want
+
+
+@pytest.mark.parametrize("expr", ["* * L * *,*", "0 0 *,L * 1", "0 0 1,* * MON", "0 12 L * *,*/1"])
+def test_a_day_field_with_a_star_item_is_unrestricted_in_both_engines(conn, expr: str) -> None:
+    after = datetime(2026, 11, 27, 4, 0, tzinfo=UTC)
+    until = after + timedelta(days=70)
+    assert sql_fires(conn, normalize(expr), "America/New_York", after, 5, until) == \
+        py_fires(expr, "America/New_York", after, 5, until)

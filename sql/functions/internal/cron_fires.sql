@@ -69,8 +69,9 @@ BEGIN
     v_hour := cronbox.cron_values(v_f[3], 0, 23);
     v_mon := cronbox.cron_values(v_f[5], 1, 12);
     v_year := CASE WHEN v_f[7] = '*' THEN NULL ELSE cronbox.cron_values(v_f[7], 1970, 2099) END;
-    v_dom_all := v_f[4] = '*';
-    v_dow_all := v_f[6] = '*';
+    -- croniter reads a day field with a `*` item (`*,L`, `*,*`) as `*`: unrestricted
+    v_dom_all := '*' = ANY (string_to_array(v_f[4], ','));
+    v_dow_all := '*' = ANY (string_to_array(v_f[6], ','));
     v_dom_last := 'L' = ANY (string_to_array(v_f[4], ','));
     v_dom := cronbox.cron_values(array_to_string(array_remove(string_to_array(v_f[4], ','), 'L'), ','), 1, 31);
     v_special := v_f[6] ~ '[#L]';
