@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import copy
 import heapq
+from bisect import bisect_left
 import re
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
@@ -198,7 +199,7 @@ def normalize(expr: str) -> str:
 class CronSchedule:
     """Fire times of one normalized expression in one IANA time zone; no clock, no DB."""
 
-    __slots__ = ("expr", "tz", "fixed_time", "_zone", "_proto", "_memo")
+    __slots__ = ("expr", "tz", "fixed_time", "_zone", "_proto", "_days", "_times", "_memo")
 
     def __init__(self, normalized_expr: str, tz: str) -> None:
         self.expr = normalize(normalized_expr)  # idempotent; rejects anything unchecked
@@ -218,6 +219,20 @@ class CronSchedule:
             ret_type=datetime,
             second_at_beginning=True,
             max_years_between_matches=130,
+        )
+        # A wall time matches when its day matches the day fields (day-of-month, month,
+        # day-of-week, year) and its time of day the others: croniter finds the matching days
+        # (the same day fields at 00:00:00), the times of a day come from croniter's own
+        # expansion of the second, minute and hour fields. One croniter step per day instead
+        # of one per fire: an hourly job's year of catch-up is 365 steps, not 8,760.
+        self._days = croniter(
+            " ".join(["0", "0", "0", *fields[3:]]), datetime(1970, 1, 1), ret_type=datetime,
+            second_at_beginning=True, max_years_between_matches=130,
+        )
+        minute, hour, _, _, _, second, _ = self._proto.expanded
+        self._times = tuple(
+            tuple(range(n)) if "*" in values else tuple(sorted({int(v) for v in values}))
+            for values, n in ((hour, 24), (minute, 60), (second, 60))
         )
 
         # window() results: jobs sharing an expression and zone share their frontier (the previous
@@ -254,16 +269,23 @@ class CronSchedule:
 
     def _walls(self, start: datetime) -> Iterator[tuple[datetime, timedelta, timedelta]]:
         """(wall, offset of its first occurrence, offset of its second) for the matching wall
-        times from `start` on (inclusive); the offsets differ only around a DST change."""
-        it = copy.copy(self._proto)
-        it.set_current(start - _SECOND, force=True)
+        times from `start` on (inclusive, to the second); the offsets differ only around a DST
+        change."""
+        start = start.replace(microsecond=0)
+        day0 = start.replace(hour=0, minute=0, second=0)
+        days = copy.copy(self._days)
+        days.set_current(day0 - _SECOND, force=True)
+        hours, minutes, seconds = self._times
         utcoffset = self._zone.utcoffset
+        first = (start.hour, start.minute, start.second)
         while True:
             try:
-                w: datetime = it.get_next(datetime)
+                day: datetime = days.get_next(datetime)
             except CroniterBadDateError:  # no fire left (the year field is exhausted)
                 return
-            yield w, utcoffset(w), utcoffset(w.replace(fold=1))
+            for h, m, sec in _times_from(hours, minutes, seconds, first if day == day0 else (0, 0, 0)):
+                w = day.replace(hour=h, minute=m, second=sec)
+                yield w, utcoffset(w), utcoffset(w.replace(fold=1))
 
     def _instants(self, start: datetime, after: datetime, after_offset: timedelta) -> Iterator[datetime]:
         """Real instants (naive UTC, ascending) of the wall times from `start` on: an ordinary
@@ -347,6 +369,18 @@ class CronSchedule:
 
 
 MEMO_SIZE = 1024
+
+
+def _times_from(hours: tuple[int, ...], minutes: tuple[int, ...], seconds: tuple[int, ...],
+                first: tuple[int, int, int]) -> Iterator[tuple[int, int, int]]:
+    """The (hour, minute, second) of a day in order, from `first` on (inclusive)."""
+    h0, m0, s0 = first
+    for h in hours[bisect_left(hours, h0):]:
+        mins = minutes[bisect_left(minutes, m0):] if h == h0 else minutes
+        for m in mins:
+            secs = seconds[bisect_left(seconds, s0):] if h == h0 and m == m0 else seconds
+            for sec in secs:
+                yield h, m, sec
 _ZERO = timedelta(0)
 _SECOND = timedelta(seconds=1)
 

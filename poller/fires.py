@@ -19,12 +19,12 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from croniter import CroniterBadDateError, croniter
+
 
 from poller.cron import CronSchedule, schedule_for
 
 _TINY = timedelta(microseconds=1)
-_DST_MARGIN = timedelta(hours=3)  # longer than any DST shift (2 h at most)
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)  # the year field's first year
 
 
 class AtFires:
@@ -96,50 +96,32 @@ class CronFires:
 
     def prev(self, before: datetime, n: int, floor: datetime | None = None) -> datetime | None:
         """The n-th fire strictly before `before`, counting back (1 = the latest); None when
-        fewer than n lie in [floor, before).
+        fewer than n lie in [floor, before) (no floor: since the dialect's first year).
 
-        croniter's backward walk only proposes a candidate: near a DST change it can land on
-        a wall time the forward walk never fires (a fixed-time job's second occurrence of a
-        repeated hour, a time inside a gap) or miss a real one. The forward walk is the
-        definition of a fire, so the answer is settled with it: the fires from a little before
-        the candidate up to `before`, the n-th from the end. Cost: about n fires, plus a DST
-        fold's worth (up to 3 h) only when a change lies near the candidate."""
-        it = croniter(self.sched.expr, before.astimezone(self.sched._zone), ret_type=datetime,
-                      second_at_beginning=True, max_years_between_matches=130)
-        low = None if floor is None else (floor - _DST_MARGIN).astimezone(self.sched._zone).replace(tzinfo=None)
-        candidate = None
-        try:
-            for _ in range(n):
-                candidate = it.get_prev(datetime)
-                if low is not None and candidate.replace(tzinfo=None) < low:
-                    return None  # fewer than n since the floor: no need to walk further back
-        except (CroniterBadDateError, ValueError, OverflowError):  # no fire left (year 1 passed)
-            candidate = None
-        if candidate is None:
+        The forward walk is the definition of a fire (it settles DST folds and gaps), so the
+        answer is read from it: the fires in a stretch before `before`, walked forward, the
+        n-th from the end. The stretch starts as long as n fires take at the expression's
+        density (fires per matching day) and doubles while it holds fewer than n. Cost: about
+        n fires walked, and one croniter step per matching day."""
+        low = _EPOCH if floor is None else max(floor, _EPOCH)
+        if before <= low:
             return None
-        zone = self.sched._zone
+        hours, minutes, seconds = self.sched._times
+        per_day = len(hours) * len(minutes) * len(seconds)
+        reach = timedelta(days=1.25 * n / per_day)
         found: deque[datetime] = deque(maxlen=n)
-        for _ in range(4):  # too few: the candidate was a wall time that never fires; go further back
-            start = candidate - _TINY
-            if (start - _DST_MARGIN).astimezone(zone).utcoffset() != (candidate + _DST_MARGIN).astimezone(zone).utcoffset():
-                start -= _DST_MARGIN
+        while True:
+            start = before - reach if before - low > reach else None
             found.clear()
-            for fire in self.iterate(start.astimezone(timezone.utc)):
+            for fire in self.iterate(low - _TINY if start is None else start):
                 if fire >= before:
                     break
                 found.append(fire)
             if len(found) == n:
-                return found[0] if floor is None or found[0] >= floor else None
-            try:
-                for _ in range(n - len(found)):
-                    candidate = it.get_prev(datetime)
-            except (CroniterBadDateError, ValueError, OverflowError):
-                break
-            if low is not None and candidate.replace(tzinfo=None) < low:
-                break
-        if floor is not None and (len(found) < n or found[0] < floor):
-            return None
-        return found[0] if found else None
+                return found[0]
+            if start is None:
+                return None
+            reach *= 2
 
     def span(self, after: datetime | None, before: datetime, cap: int) -> tuple[int, datetime | None, bool]:
         count, last = 0, None
