@@ -9,9 +9,10 @@ to the per-wake-up cap, CRONBOX_DISPATCH_TICK_CAP); otherwise sleep until the ne
 (from the database clock), a NOTIFY (a schedule changed, futures were written or released),
 or the poll interval (the backstop), whichever comes first.
 
-Saturation runs in its own task on its own connection, so a due fire never waits behind a
-saturation pass (a pass over 500 jobs firing every second writes ~30,000 futures and took
-seconds: the p99 of the latency bench). It passes again at once while batches come back
+Saturation runs in its own task on its own connection, and computes fires in a worker thread
+in slices (CRONBOX_SATURATE_SLICE), so a due fire never waits behind a saturation pass (a pass
+over 500 jobs firing every second writes ~30,000 futures and took seconds: the p99 of the
+latency bench; a year of catch-up for 250 jobs held the event loop for 25 s). It passes again at once while batches come back
 full, wakes the dispatch loop when it wrote futures (the next due time may have moved
 earlier), and otherwise sleeps until a NOTIFY or the poll interval.
 """
@@ -38,7 +39,7 @@ from poller.maintenance import maintenance_loop, reaper_loop
 from poller.health import LoopHealth
 from poller.lead import LeadPlanner
 from poller.quarantine import CONNECTION_ERRORS, describe, isolate, quarantine
-from poller.saturate import saturate_once
+from poller.saturate import Pass, saturate_pass
 from poller.settings import PollerSettings
 
 log = logging.getLogger("cronbox.poller")
@@ -131,15 +132,16 @@ async def tick(pool, cfg: Config, ps: PollerSettings, limit: int, planner: LeadP
     return Tick(again=again, sleep=sleep, dispatched=dispatched + early)
 
 
-async def saturate(pool, ps: PollerSettings) -> tuple[int, int]:
-    """One saturation pass: (jobs claimed, futures written)."""
+async def saturate(pool, ps: PollerSettings) -> Pass:
+    """One saturation pass (computed in a worker thread, cut after CRONBOX_SATURATE_SLICE)."""
     async with pool.connection() as conn:
-        claimed, futures, missed = await saturate_once(
-            conn, batch=ps.saturate_batch, horizon=ps.horizon, grace=ps.misfire_grace)
-    poller_metrics.observe_saturation(futures)
-    if claimed:
-        event(log, "saturated", level=logging.DEBUG, jobs=claimed, futures=futures, missed=missed)
-    return claimed, futures
+        p = await saturate_pass(conn, batch=ps.saturate_batch, horizon=ps.horizon, grace=ps.misfire_grace,
+                                budget=ps.saturate_slice)
+    poller_metrics.observe_saturation(p.futures)
+    if p.claimed:
+        event(log, "saturated", level=logging.DEBUG, jobs=p.planned, claimed=p.claimed, futures=p.futures,
+              missed=p.missed)
+    return p
 
 
 async def _unless_stopped(op: Callable[[], Awaitable[T]], what: str, cfg: Config, waker: Waker) -> T | None:
@@ -218,10 +220,9 @@ async def saturate_loop(pool, cfg: Config, ps: PollerSettings, waker: Waker, dis
         if done is None:
             return
         health.ok()
-        claimed, futures = done
-        if futures:
+        if done.futures:
             dispatch_waker.wake.set()
-        if claimed < ps.saturate_batch:
+        if done.claimed < ps.saturate_batch and not done.cut:
             await waker.sleep(cfg.poll_interval.total_seconds())
 
 

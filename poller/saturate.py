@@ -3,7 +3,13 @@
 One pass = one transaction: `cronbox.claim_saturation` locks a batch of jobs with less than
 half the horizon materialised (SKIP LOCKED: pollers get disjoint jobs), `plan_job()` computes
 each job's fires from its frontier (the previous *scheduled* time, never the clock) up to
-now + horizon, and `cronbox.store_fires` writes them set-based. Everything here is arithmetic
+now + horizon, and `cronbox.store_fires` writes them set-based.
+
+A pass is time-sliced: the fires are computed in a worker thread (the event loop, and with it
+dispatch, keeps running), job after job until the pass's budget of time or fires is spent;
+the jobs not reached are left as they were and their locks end with the pass, so the next
+pass takes them. No pass holds its jobs' locks much longer than the budget, and a long
+catch-up advances over several passes (at most MAX_FIRES_PER_JOB futures per job per pass). Everything here is arithmetic
 on what the database returned; the only clock is the database's (`now` and the catch-up
 window start come back from the claim).
 
@@ -20,8 +26,10 @@ others in the same transaction.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
+import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -38,6 +46,7 @@ log = logging.getLogger("cronbox.poller")
 MAX_FIRES_PER_JOB = 1000  # futures per job per pass; a longer run continues in the next pass
 CATCHUP_MAX = 1000        # catchup => 'all' replays at most this many late fires per gap
 CRON_COUNT_MAX = 10000    # late cron fires walked to count a gap; beyond, the count is "at least"
+FIRES_PER_PASS = 20000    # fires computed per pass before the rest of the batch waits for the next
 _TINY = timedelta(microseconds=1)
 
 
@@ -173,30 +182,73 @@ async def _fetch_jobs(cur: psycopg.AsyncCursor[Any]) -> tuple[list[dict[str, Any
     return jobs, bad
 
 
+@dataclasses.dataclass
+class Pass:
+    claimed: int = 0   # jobs locked by the claim
+    planned: int = 0   # of which computed and stored in this pass (the others: the next pass)
+    futures: int = 0
+    missed: int = 0
+
+    @property
+    def cut(self) -> bool:
+        """The budget ended the pass before every claimed job was computed."""
+        return self.planned < self.claimed
+
+
+def plan_jobs(jobs: Sequence[dict[str, Any]], now: datetime, horizon: timedelta, grace: timedelta,
+              budget: float | None) -> tuple[list[Plan], list[tuple[int, str]], int]:
+    """Plans for the jobs in order until `budget` seconds or FIRES_PER_PASS fires are spent
+    (at least one job): (plans, [(job, error)], jobs handled). Pure computation: it runs in a
+    worker thread."""
+    parts: list[Plan] = []
+    bad: list[tuple[int, str]] = []
+    deadline = None if budget is None else time.monotonic() + budget
+    fires = handled = 0
+    for job in jobs:
+        if handled and (fires >= FIRES_PER_PASS or (deadline is not None and time.monotonic() > deadline)):
+            break
+        handled += 1
+        try:
+            part = plan_job(job, now, horizon, grace)
+        except Exception as exc:  # whatever the row holds, the others go on
+            bad.append((job["job_id"], f"cannot compute fires: {describe(exc)}"))
+            continue
+        parts.append(part)
+        fires += len(part.fire_at)
+    return parts, bad, handled
+
+
 async def saturate_once(conn: psycopg.AsyncConnection, *, batch: int, horizon: timedelta,
                         grace: timedelta, now: datetime | None = None) -> tuple[int, int, int]:
-    """One saturation pass in one transaction: (jobs claimed, futures written, gaps recorded).
+    """One saturation pass with no time budget: (jobs claimed, futures written, gaps recorded).
 
     `now` overrides the database clock (tests only): it calls the internal `_at` functions,
     which only the owner or a superuser may execute; by default the public functions use the
     transaction's now()."""
+    p = await saturate_pass(conn, batch=batch, horizon=horizon, grace=grace, now=now)
+    return p.claimed, p.futures, p.missed
+
+
+async def saturate_pass(conn: psycopg.AsyncConnection, *, batch: int, horizon: timedelta,
+                        grace: timedelta, now: datetime | None = None, budget: float | None = None) -> Pass:
+    """One saturation pass in one transaction; with `budget` (seconds), computed in a worker
+    thread and cut when the budget is spent (the jobs not reached wait for the next pass)."""
     async with conn.transaction():
         cur = conn.cursor(row_factory=dict_row)
         await store.claim_saturation(cur, batch, horizon, now)
         claimed = cur.rowcount
         jobs, bad = await _fetch_jobs(cur)
         if not jobs and not bad:
-            return 0, 0, 0
+            return Pass()
         if jobs:
             db_now = jobs[0]["now"]
         else:
             db_now = await store.database_now(conn, now)
-        parts: list[Plan] = []
-        for job in jobs:
-            try:
-                parts.append(plan_job(job, db_now, horizon, grace))
-            except Exception as exc:  # whatever the row holds, the others go on
-                bad.append((job["job_id"], f"cannot compute fires: {describe(exc)}"))
+        if budget is None:
+            parts, failed_plans, handled = plan_jobs(jobs, db_now, horizon, grace, None)
+        else:
+            parts, failed_plans, handled = await asyncio.to_thread(plan_jobs, jobs, db_now, horizon, grace, budget)
+        bad += failed_plans
 
         async def write(batch_parts: Sequence[Plan]) -> tuple[int, int]:
             p = Plan.merge(batch_parts)
@@ -214,4 +266,5 @@ async def saturate_once(conn: psycopg.AsyncConnection, *, batch: int, horizon: t
         bad += [(part.job[0], f"cannot store fires: {error}") for part, error in failed]
         for job_id, error in bad:
             await quarantine(conn, job_id, error, "saturation")
-        return claimed, sum(s[0] for s in stored), sum(s[1] for s in stored)
+        # the rows that could not be read were handled too (quarantined)
+        return Pass(claimed, handled + claimed - len(jobs), sum(s[0] for s in stored), sum(s[1] for s in stored))

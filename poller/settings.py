@@ -21,6 +21,9 @@ class PollerSettings(Settings):
                                        "a fire older than this when first seen goes to the catch-up policy")
     saturate_batch: int = setting("CRONBOX_SATURATE_BATCH", "100", integer(),
                                   "jobs materialised per saturation transaction")
+    saturate_slice: float = setting("CRONBOX_SATURATE_SLICE", "250ms", duration(seconds=True, maximum="10s"),
+                                    "computing time per saturation transaction; the jobs not reached wait "
+                                    "for the next one (so no pass holds job locks for long)")
     dispatch_batch: int = setting("CRONBOX_DISPATCH_BATCH", "1000", integer(1, 100000),
                                   "due futures dispatched per transaction")
     dispatch_lead_max: timedelta = setting("CRONBOX_DISPATCH_LEAD_MAX", "2m", duration(zero_ok=True, maximum="1h"),
