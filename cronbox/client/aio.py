@@ -1,0 +1,24 @@
+"""The async twins of cronbox.client's calls: the same arguments after a psycopg
+AsyncConnection (`await client.aio.schedule(aconn, "report", every=timedelta(seconds=30))`)."""
+
+from __future__ import annotations
+
+from cronbox.client import calls, reads
+
+schedule = calls.schedule.aio
+unschedule = calls.unschedule.aio
+pause = calls.pause.aio
+resume = calls.resume.aio
+trigger = calls.trigger.aio
+backfill = calls.backfill.aio
+preview = calls.preview.aio
+next_fires = calls.next_fires.aio
+add_dependency = calls.add_dependency.aio
+remove_dependency = calls.remove_dependency.aio
+create_calendar = calls.create_calendar.aio
+drop_calendar = calls.drop_calendar.aio
+cancel = calls.cancel.aio
+set_queue_limit = calls.set_queue_limit.aio
+redrive = calls.redrive.aio
+get_schedule = reads.get_schedule.aio
+get_run = reads.get_run.aio
