@@ -12,17 +12,25 @@ host:port(s) that were tried. An established connection to a host that vanished 
 lost in a failover: no RST, packets dropped) is given up after ~10 s instead of TCP's ~15
 minutes: TCP keepalives (idle connections) and tcp_user_timeout (unacknowledged data), both
 defaults that the DSN may override.
+
+A pool connection whose server refuses a write as read-only (a primary demoted by a failover,
+still reached through a pooler or proxy that points at it) is closed and the error raised as
+`ServerReadOnly`, a connection error: callers retry the whole transaction as after a lost
+connection (on a fresh connection, which libpq's read-write check keeps off a standby), so
+nothing is dispatched or acked there; the process logs it and /healthz reports it until a
+writable connection is made again (`read_only()`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import os
 import random
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
 import orjson
@@ -80,6 +88,30 @@ def targets(dsn: str | None) -> str:
 
 _last_dsn: str | None = None  # the process's pool DSN, so retry logs can name the hosts
 
+READ_ONLY = ("the database is read-only (a standby: a demoted primary, or a pooler or proxy still "
+             "pointing at one): nothing is dispatched or acked there until a writable primary answers")
+
+
+class ServerReadOnly(psycopg.OperationalError):
+    """A write refused because the server is read-only; raised in place of the statement's
+    ReadOnlySqlTransaction so that every caller treats it as a lost connection."""
+
+
+_read_only_since: float | None = None  # monotonic time a read-only server was last met, until a writable one
+
+
+def _note_read_only() -> None:
+    global _read_only_since
+    if _read_only_since is None:
+        _read_only_since = time.monotonic()
+
+
+def read_only() -> str | None:
+    """Why this process cannot write, when its last server was read-only (for /healthz)."""
+    if _read_only_since is None:
+        return None
+    return f"{READ_ONLY} (for {time.monotonic() - _read_only_since:.0f}s, tried {targets(_last_dsn)})"
+
 
 def explain(exc: BaseException, dsn: str | None = None) -> str:
     """One line for an operator: what went wrong talking to PostgreSQL (for a connection
@@ -88,6 +120,9 @@ def explain(exc: BaseException, dsn: str | None = None) -> str:
         isinstance(exc, psycopg.errors.UndefinedTable) and "cronbox" in str(exc)
     ):
         return "the cronbox schema is missing or out of date: run `cronbox migrate`"
+    if isinstance(exc, ServerReadOnly) or (
+            isinstance(exc, psycopg.OperationalError) and "session is read-only" in str(exc)):
+        return f"{READ_ONLY} (tried {targets(dsn or _last_dsn)})"
     if isinstance(exc, psycopg.OperationalError):
         text = str(exc).strip().splitlines()
         msg = text[-1] if text else exc.__class__.__name__
@@ -191,6 +226,29 @@ class Pool(AsyncConnectionPool):
     # attempt is created; later attempts carry this one's backoff state.
     async def _add_connection(self, attempt, growing: bool = False) -> None:  # type: ignore[override]
         await super()._add_connection(attempt or _PromptAttempt(timeout=self.reconnect_timeout), growing)
+
+    async def _connect(self, timeout: float | None = None) -> psycopg.AsyncConnection:  # psycopg_pool 3.3's hook
+        global _read_only_since
+        try:
+            conn = await super()._connect(timeout)
+        except psycopg.OperationalError as exc:
+            if "session is read-only" in str(exc):  # libpq's read-write check refused the server
+                _note_read_only()
+            raise
+        _read_only_since = None  # a connection that passed the read-write check
+        return conn
+
+    @contextlib.asynccontextmanager
+    async def connection(self, timeout: float | None = None) -> AsyncIterator[psycopg.AsyncConnection]:
+        """The pool's connection; a write refused as read-only closes it (the pool replaces
+        it) and raises ServerReadOnly."""
+        async with super().connection(timeout) as conn:
+            try:
+                yield conn
+            except psycopg.errors.ReadOnlySqlTransaction as exc:
+                _note_read_only()
+                await conn.close()
+                raise ServerReadOnly(f"{READ_ONLY}: {exc}") from exc
 
     async def check_and_drain(self, conn: psycopg.AsyncConnection) -> None:
         try:

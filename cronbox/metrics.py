@@ -132,6 +132,9 @@ async def _refresh(pool: Any, extra: Refresh | None = None) -> None:
 
 # --- HTTP ------------------------------------------------------------------------------------
 async def _healthy(pool: Any, process: str, stale_after: float) -> tuple[bool, str]:
+    read_only = db.read_only()
+    if read_only:
+        return False, read_only
     last = _last_tick.get(process)
     if last is None:
         return False, "loop has not ticked yet"
@@ -141,7 +144,10 @@ async def _healthy(pool: Any, process: str, stale_after: float) -> tuple[bool, s
     try:
         async with asyncio.timeout(min(5.0, stale_after)):
             async with pool.connection() as conn:
-                await conn.execute("SELECT 1")
+                cur = await conn.execute("SELECT pg_catalog.current_setting('transaction_read_only')")
+                row = await cur.fetchone()
+        if row and row[0] == "on":
+            return False, f"{db.READ_ONLY} (tried {db.targets(getattr(pool, 'conninfo', None))})"
     except Exception as exc:  # any failure to reach the database is unhealthy
         where = db.targets(getattr(pool, "conninfo", None))
         why = "no connection within the bound" if isinstance(exc, TimeoutError) else db.explain(exc)

@@ -33,7 +33,8 @@ QUARANTINED = Counter("cronbox_jobs_quarantined",
                       ["stage"])
 ERROR_MAX = 1000  # characters of an error kept in the reason (the SQL function cuts there too)
 
-CONNECTION_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError)
+# A read-only server (a demoted primary) is no job's fault: retried like a lost connection
+CONNECTION_ERRORS = (psycopg.OperationalError, psycopg.InterfaceError, psycopg.errors.ReadOnlySqlTransaction)
 
 
 def describe(exc: BaseException) -> str:
