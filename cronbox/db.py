@@ -36,7 +36,7 @@ from typing import TypeVar
 import orjson
 import psycopg
 from psycopg.types.json import Jsonb, set_json_dumps, set_json_loads  # noqa: F401  (Jsonb re-exported)
-from psycopg_pool import AsyncConnectionPool
+from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from psycopg_pool.base import AttemptWithBackoff
 from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential_jitter
 
@@ -104,6 +104,15 @@ def _note_read_only() -> None:
     global _read_only_since
     if _read_only_since is None:
         _read_only_since = time.monotonic()
+        log.warning(READ_ONLY, extra={"fields": {"tried": targets(_last_dsn)}})
+
+
+def _note_writable() -> None:
+    global _read_only_since
+    if _read_only_since is not None:
+        log.warning("a writable primary answers again", extra={"fields": {
+            "tried": targets(_last_dsn), "read_only_s": round(time.monotonic() - _read_only_since, 1)}})
+        _read_only_since = None
 
 
 def read_only() -> str | None:
@@ -120,8 +129,8 @@ def explain(exc: BaseException, dsn: str | None = None) -> str:
         isinstance(exc, psycopg.errors.UndefinedTable) and "cronbox" in str(exc)
     ):
         return "the cronbox schema is missing or out of date: run `cronbox migrate`"
-    if isinstance(exc, ServerReadOnly) or (
-            isinstance(exc, psycopg.OperationalError) and "session is read-only" in str(exc)):
+    if isinstance(exc, ServerReadOnly) or (isinstance(exc, psycopg.OperationalError) and (
+            "session is read-only" in str(exc) or (isinstance(exc, PoolTimeout) and _read_only_since is not None))):
         return f"{READ_ONLY} (tried {targets(dsn or _last_dsn)})"
     if isinstance(exc, psycopg.OperationalError):
         text = str(exc).strip().splitlines()
@@ -228,14 +237,13 @@ class Pool(AsyncConnectionPool):
         await super()._add_connection(attempt or _PromptAttempt(timeout=self.reconnect_timeout), growing)
 
     async def _connect(self, timeout: float | None = None) -> psycopg.AsyncConnection:  # psycopg_pool 3.3's hook
-        global _read_only_since
         try:
             conn = await super()._connect(timeout)
         except psycopg.OperationalError as exc:
             if "session is read-only" in str(exc):  # libpq's read-write check refused the server
                 _note_read_only()
             raise
-        _read_only_since = None  # a connection that passed the read-write check
+        _note_writable()  # a connection that passed the read-write check
         return conn
 
     @contextlib.asynccontextmanager
