@@ -55,8 +55,9 @@ def create_database(cluster: PatroniCluster, dbname: str) -> None:
         conn.execute(f'CREATE DATABASE "{dbname}"')
 
 
-def delays(dsn: str, fleet: Fleet, faults: list[dict[str, Any]]) -> dict[str, Any]:
-    """Per change and for the fires outside every change: fire -> dispatch (first attempt, from
+def delays(dsn: str, fleet: Fleet, faults: list[dict[str, Any]], warm: float) -> dict[str, Any]:
+    """Per change and for the fires outside every change (after the warm-up, `warm`, epoch
+    seconds): fire -> dispatch (first attempt, from
     the run table: the database's clock) and fire -> first delivery at a worker (its records;
     one machine, one clock), each max and p99 in seconds. Early dispatch (CRONBOX_DISPATCH_LEAD)
     makes a dispatch before its fire time count as 0."""
@@ -80,7 +81,7 @@ def delays(dsn: str, fleet: Fleet, faults: list[dict[str, Any]]) -> dict[str, An
     def of(lo: float, hi: float, inside: bool) -> dict[str, Any]:
         d, w = [], []
         for run_id, fire, dispatched in runs:
-            within = lo <= fire <= hi if inside else not any(a <= fire <= b for a, b in windows)
+            within = lo <= fire <= hi if inside else fire >= warm and not any(a <= fire <= b for a, b in windows)
             if within:
                 d.append(max(0.0, dispatched - fire))
                 if run_id in first:
@@ -103,6 +104,7 @@ def exercise(cluster: PatroniCluster, dsn: str, tmp: Path, args: argparse.Namesp
     The caller owns the cluster and stops `children` (appended to as they start)."""
     migrate(dsn)
     fleet = start_fleet(dsn, tmp, args, children, {"CRONBOX_RELAY_BACKOFF_MAX": "5s"})
+    warm = time.time()
     plan = [k for _ in range(args.repeat) for k in args.changes]
     log(f"patroni via {args.via}: {len(fleet.names)} jobs/s, changes {plan}, logs in {tmp}")
     faults: list[dict[str, Any]] = []
@@ -123,7 +125,7 @@ def exercise(cluster: PatroniCluster, dsn: str, tmp: Path, args: argparse.Namesp
         "machine": machine(), "patroni": TIMING | {"synchronous_mode": True, "primary_start_timeout": 0},
         "postgresql": PG_PARAMETERS, "jobs_per_second": len(fleet.names), "pollers": args.pollers,
         "relays": args.relays, "warm_up_s": round(fleet.warm_s, 1), "changes": faults,
-        "delays": delays(dsn, fleet, faults),
+        "delays": delays(dsn, fleet, faults, warm),
     }
     conclude(report, done, faults, children)
     return report
