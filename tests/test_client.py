@@ -71,6 +71,8 @@ def test_calls_run_in_the_callers_transaction_with_typed_results(conn):
     assert client.remove_dependency(conn, "client-report", "client-upstream") is True
     assert client.set_queue_limit(conn, "client-q", 5) == 0 and client.set_queue_limit(conn, "client-q", None) is None
     assert client.redrive(conn, queue="client-q") == 0
+    assert client.pause_schedules(conn, name_like="client-up%") == 1
+    assert client.resume_schedules(conn, name_like="client-up%", reason="thaw") == 1
     assert client.unschedule(conn, "client-report") is True and client.get_schedule(conn, "client-report") is None
     conn.execute("SAVEPOINT before_commit")  # still one transaction: the fixture rolls it all back
 

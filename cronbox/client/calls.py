@@ -9,6 +9,7 @@ import dataclasses
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from datetime import date, datetime, timedelta
+from decimal import Decimal
 from typing import Any, Generic, Literal, ParamSpec, TypeVar
 
 import psycopg
@@ -50,6 +51,12 @@ SQL_TYPES: dict[str, dict[str, str]] = {
     "drop_calendar": {"name": "text"},
     "set_queue_limit": {"queue": "text", "max_running": "integer"},
     "redrive": {"id": "bigint", "queue": "text", "everything": "boolean"},
+    "pause_schedules": {"queue": "text", "owner": "text", "name_like": "text", "reason": "text"},
+    "resume_schedules": {"queue": "text", "owner": "text", "name_like": "text", "reason": "text"},
+    "grant_queue": {"queue": "text", "role": "text", "kind": "text"},
+    "revoke_queue": {"queue": "text", "role": "text", "kind": "text"},
+    "set_quota": {"owner": "text", "max_schedules": "integer", "max_fires_per_second": "numeric",
+                  "top_priority": "integer"},
 }
 PYTHON_NAMES = {"from": "from_", "to": "to"}
 # SQL parameters deliberately not offered: add/remove_dependency's `name`, the older spelling of `job`.
@@ -153,6 +160,8 @@ def _adapt(name: str, sql_type: str, value: Any) -> Any:
         return list(value)
     elif sql_type in ("integer", "bigint") and (isinstance(value, bool) or not isinstance(value, int)):
         raise TypeError(f"{name}: expected an int, got {value!r}")
+    elif sql_type == "numeric" and (isinstance(value, bool) or not isinstance(value, int | float | Decimal)):
+        raise TypeError(f"{name}: expected a number, got {value!r}")
     elif sql_type == "boolean" and not isinstance(value, bool):
         raise TypeError(f"{name}: expected a bool, got {value!r}")
     elif sql_type == "text" and not isinstance(value, str):
@@ -281,6 +290,42 @@ def set_queue_limit(queue: str, max_running: int | None) -> Call[int | None]:
 def redrive(*, id: int | None = None, queue: str | None = None, everything: bool | None = None) -> Call[int]:
     """Put dead letters back into the outbox: one by id, a queue's, or everything=True."""
     return Call("redrive", _args("redrive", locals()), _one)
+
+
+# --- many schedules at once, tenants ------------------------------------------------------
+@Op
+def pause_schedules(*, queue: str | None = None, owner: str | None = None, name_like: str | None = None,
+                    reason: str | None = None) -> Call[int]:
+    """Pause every schedule you may change that matches all the filters given (at least one);
+    returns how many were paused."""
+    return Call("pause_schedules", _args("pause_schedules", locals()), _one)
+
+
+@Op
+def resume_schedules(*, queue: str | None = None, owner: str | None = None, name_like: str | None = None,
+                     reason: str | None = None) -> Call[int]:
+    """Resume every paused schedule you may change that matches all the filters given."""
+    return Call("resume_schedules", _args("resume_schedules", locals()), _one)
+
+
+@Op
+def grant_queue(queue: str, role: str, *, kind: Literal["owner", "worker"] | None = None) -> Call[bool]:
+    """Administrators: grant a queue to a role (kind owner: may schedule onto it; worker: may
+    work it); False if granted already."""
+    return Call("grant_queue", _args("grant_queue", locals()), _one)
+
+
+@Op
+def revoke_queue(queue: str, role: str, *, kind: Literal["owner", "worker"] | None = None) -> Call[bool]:
+    """Administrators: take back a queue grant; False if there was none."""
+    return Call("revoke_queue", _args("revoke_queue", locals()), _one)
+
+
+@Op
+def set_quota(owner: str, *, max_schedules: int | None = None, max_fires_per_second: float | None = None,
+              top_priority: int | None = None) -> Call[int]:
+    """Administrators: an owner role's quota (all None removes it); returns its schedules."""
+    return Call("set_quota", _args("set_quota", locals()), _one)
 
 
 OPS: dict[str, Op[Any, Any]] = {name: op for name, op in list(globals().items()) if isinstance(op, Op)}

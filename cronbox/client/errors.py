@@ -51,6 +51,11 @@ class WrongState(CronboxError):
     sqlstate = "55000"
 
 
+class QuotaExceeded(CronboxError):
+    """53400: the owner's quota (schedules, fires per second, top priority) does not allow it."""
+    sqlstate = "53400"
+
+
 class UnknownParameter(CronboxError):
     """42883: the database's cronbox has no such function or parameter: it is older than this
     client (run `cronbox migrate`)."""
@@ -58,7 +63,7 @@ class UnknownParameter(CronboxError):
 
 
 BY_SQLSTATE: dict[str, type[CronboxError]] = {
-    cls.sqlstate: cls for cls in (InvalidValue, MissingValue, NotFound, NotPermitted, WrongState, UnknownParameter)
+    cls.sqlstate: cls for cls in (InvalidValue, MissingValue, NotFound, NotPermitted, WrongState, QuotaExceeded, UnknownParameter)
     if cls.sqlstate}
 
 
