@@ -57,7 +57,7 @@ async def schedule_ops_once(pool) -> tuple[int, int]:
 
 
 async def maintain_once(pool, retention: timedelta) -> list[str]:
-    """Partitions ahead, partitions past retention dropped, queue limit counters recounted,
+    """Partitions ahead, partitions past retention dropped, queue limit and pool counters recounted,
     and for the web console: the name search's side table brought in step, and finished runs
     counted per minute for the overview (cronbox.tally_runs reads the runs created since its
     last call once, off the dispatch and completion path)."""
@@ -65,6 +65,7 @@ async def maintain_once(pool, retention: timedelta) -> list[str]:
         await store.ensure_run_partitions(conn, PARTITIONS_AHEAD_DAYS)
         dropped = await store.drop_run_partitions(conn, retention)
         await store.reconcile_queue_limits(conn)
+        await store.reconcile_pools(conn)
         await store.sync_schedule_names(conn)
         for _ in range(TALLY_ROUNDS):
             if await store.tally_runs(conn, TALLY_BATCH) < TALLY_BATCH:

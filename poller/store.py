@@ -133,6 +133,10 @@ async def reconcile_queue_limits(conn: psycopg.AsyncConnection) -> None:
     await conn.execute("SELECT cronbox.reconcile_queue_limits()")
 
 
+async def reconcile_pools(conn: psycopg.AsyncConnection) -> None:
+    await conn.execute("SELECT cronbox.reconcile_pools()")
+
+
 async def sync_schedule_names(conn: psycopg.AsyncConnection) -> None:
     """Brings the web console's name-search side table in step with cronbox.job."""
     await conn.execute("SELECT cronbox.sync_schedule_names()")

@@ -108,6 +108,9 @@ def test_schedule_hands_on_every_argument_and_schedule_at_passes_every_option_to
 
 def test_every_custom_option_is_checked_by_hand_in_validate_schedule_args(conn):
     _, _, _, body = _function(conn, "validate_schedule_args")
+    # and the checkers it calls for a group of options (needs, notify: validate_resource_args)
+    for helper in re.findall(r"cronbox\.(validate_\w+)\(", body):
+        body += _function(conn, helper)[3]
     unchecked = [o["option"] for o in _options(conn)
                  if o["check_kind"] == "custom" and f"'{o['option']}: " not in body]
     assert unchecked == [], "a 'custom' option needs its checks (message '<option>: ...') there"

@@ -30,7 +30,11 @@ CREATE OR REPLACE FUNCTION cronbox.schedule(
     every_mode text DEFAULT 'fixed_rate'::text,
     reason text DEFAULT NULL::text,
     max_runs integer DEFAULT NULL::integer,
-    exclude text DEFAULT NULL::text
+    exclude text DEFAULT NULL::text,
+    needs jsonb DEFAULT NULL::jsonb,
+    on_unavailable text DEFAULT 'wait'::text,
+    unavailable_timeout interval DEFAULT NULL::interval,
+    notify text[] DEFAULT NULL::text[]
 ) RETURNS bigint
 LANGUAGE plpgsql VOLATILE
 SECURITY DEFINER
@@ -42,7 +46,7 @@ DECLARE
     v_detail text;
     v_hint text;
 BEGIN
-    RETURN cronbox.schedule_at($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, now());
+    RETURN cronbox.schedule_at($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, now());
 EXCEPTION WHEN OTHERS THEN
     -- Re-raised from here so that psql shows the message and one CONTEXT line naming the
     -- function the user called, not the internal frames (docs/sql.md, "Errors"): the same
@@ -60,9 +64,9 @@ EXCEPTION WHEN OTHERS THEN
 END
 $$;
 
-COMMENT ON FUNCTION cronbox.schedule(text, text, interval, timestamp with time zone, jsonb, text, text, integer, text, text, integer, interval, interval, interval, text, interval, interval, timestamp with time zone, timestamp with time zone, text[], text, text, integer, text) IS
-'Creates or updates (same name) a job; returns its id. Exactly one of cron, every, at, after. Every argument is validated before anything is written (SQLSTATE 22004/22023, message starting with the field name). An update deletes the pending scheduled futures and lets the poller recompute them in the same way, atomically; history and the change log (cronbox.schedule_changes) are kept. An identical call is a no-op. max_runs: the schedule finishes after that many scheduled fires; exclude: exclusion calendars (one name or a comma-separated list) whose fires are skipped. See docs/schedules.md.';
+COMMENT ON FUNCTION cronbox.schedule(text, text, interval, timestamp with time zone, jsonb, text, text, integer, text, text, integer, interval, interval, interval, text, interval, interval, timestamp with time zone, timestamp with time zone, text[], text, text, integer, text, jsonb, text, interval, text[]) IS
+'Creates or updates (same name) a job; returns its id. Exactly one of cron, every, at, after. Every argument is validated before anything is written (SQLSTATE 22004/22023, message starting with the field name). An update deletes the pending scheduled futures and lets the poller recompute them in the same way, atomically; history and the change log (cronbox.schedule_changes) are kept. An identical call is a no-op. max_runs: the schedule finishes after that many scheduled fires; exclude: exclusion calendars (one name or a comma-separated list) whose fires are skipped. needs: units of resource pools a run holds while in flight (cronbox.set_pool), on_unavailable (wait, retry, fail) and unavailable_timeout: what a fire does when they are short; notify: the job''s own recipients (mailto:, https:) of its failure, pause, quarantine, dependency-timeout and unavailable events. See docs/schedules.md and docs/runs.md.';
 
-ALTER FUNCTION cronbox.schedule(text, text, interval, timestamp with time zone, jsonb, text, text, integer, text, text, integer, interval, interval, interval, text, interval, interval, timestamp with time zone, timestamp with time zone, text[], text, text, integer, text) OWNER TO cronbox_owner;
-REVOKE ALL ON FUNCTION cronbox.schedule(text, text, interval, timestamp with time zone, jsonb, text, text, integer, text, text, integer, interval, interval, interval, text, interval, interval, timestamp with time zone, timestamp with time zone, text[], text, text, integer, text) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
-GRANT EXECUTE ON FUNCTION cronbox.schedule(text, text, interval, timestamp with time zone, jsonb, text, text, integer, text, text, integer, interval, interval, interval, text, interval, interval, timestamp with time zone, timestamp with time zone, text[], text, text, integer, text) TO cronbox_admin, cronbox_user;
+ALTER FUNCTION cronbox.schedule(text, text, interval, timestamp with time zone, jsonb, text, text, integer, text, text, integer, interval, interval, interval, text, interval, interval, timestamp with time zone, timestamp with time zone, text[], text, text, integer, text, jsonb, text, interval, text[]) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.schedule(text, text, interval, timestamp with time zone, jsonb, text, text, integer, text, text, integer, interval, interval, interval, text, interval, interval, timestamp with time zone, timestamp with time zone, text[], text, text, integer, text, jsonb, text, interval, text[]) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
+GRANT EXECUTE ON FUNCTION cronbox.schedule(text, text, interval, timestamp with time zone, jsonb, text, text, integer, text, text, integer, interval, interval, interval, text, interval, interval, timestamp with time zone, timestamp with time zone, text[], text, text, integer, text, jsonb, text, interval, text[]) TO cronbox_admin, cronbox_user;

@@ -61,7 +61,7 @@ BEGIN
             WHERE f.hold IS NULL AND f.priority = prio.p
               AND f.due_at > p_now AND f.due_at <= p_now + p_lead
               AND f.origin = 'schedule'
-              AND (SELECT j.overlap = 'allow' AND NOT j.paused
+              AND (SELECT j.overlap = 'allow' AND NOT j.paused AND j.needs IS NULL
                           AND NOT EXISTS (SELECT 1 FROM cronbox.queue_limit q WHERE q.queue = j.queue)
                    FROM cronbox.job j WHERE j.job_id = f.job_id)
               AND NOT EXISTS (SELECT 1 FROM cronbox.job_dependency d WHERE d.job_id = f.job_id)
@@ -91,7 +91,7 @@ BEGIN
     IF v_jobs IS NOT NULL THEN
         SELECT array_agg(j.job_id) INTO v_jobs
         FROM cronbox.job j
-        WHERE j.job_id = ANY (v_jobs) AND j.overlap = 'allow' AND NOT j.paused
+        WHERE j.job_id = ANY (v_jobs) AND j.overlap = 'allow' AND NOT j.paused AND j.needs IS NULL
           AND NOT EXISTS (SELECT 1 FROM cronbox.job_dependency d WHERE d.job_id = j.job_id);
         SELECT array_agg(f.future_id) INTO v_futures
         FROM cronbox.job_future f
@@ -112,7 +112,7 @@ END
 $$;
 
 COMMENT ON FUNCTION cronbox.dispatch_ahead_at(integer, interval, timestamp with time zone) IS
-'Internal (no cronbox role may execute it): the body of cronbox.dispatch_ahead(integer, interval) with the time as p_now; tests use it to fix the clock. Poller (CRONBOX_DISPATCH_LEAD): writes run + outbox rows, available at their due time, for up to p_limit scheduled fires due within p_lead of jobs whose decision cannot change before then (overlap allow, unpaused, no dependency, no queue limit). Returns the count, the eligible fires skipped because their job was locked elsewhere (busy), and the next due time.';
+'Internal (no cronbox role may execute it): the body of cronbox.dispatch_ahead(integer, interval) with the time as p_now; tests use it to fix the clock. Poller (CRONBOX_DISPATCH_LEAD): writes run + outbox rows, available at their due time, for up to p_limit scheduled fires due within p_lead of jobs whose decision cannot change before then (overlap allow, unpaused, no dependency, no queue limit, no pool needs). Returns the count, the eligible fires skipped because their job was locked elsewhere (busy), and the next due time.';
 
 ALTER FUNCTION cronbox.dispatch_ahead_at(integer, interval, timestamp with time zone) OWNER TO cronbox_owner;
 REVOKE ALL ON FUNCTION cronbox.dispatch_ahead_at(integer, interval, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

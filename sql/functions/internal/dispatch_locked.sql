@@ -3,10 +3,11 @@
 -- caller has locked the futures (FOR UPDATE) and their jobs (the job's lock: job_stat rows) and
 -- calls this in a new statement, so its snapshot, taken under the locks, reads the jobs'
 -- definitions, statistics and futures as they are now (a future held meanwhile is left alone). Decides
--- per future (paused -> held; dependency gate; overlap; catch-up with p_grace; queue limit)
+-- per future (paused -> held; dependency gate; overlap; catch-up with p_grace; queue limit;
+-- resource pools: the job's needs against the pools' free units, else on_unavailable)
 -- and writes in one statement: run + outbox row (dispatched as of the later of its due time
 -- and p_now: early runs are dispatched as of their due time), skipped/missed/failed run rows,
--- holds, the job's statistics, queue slots. Then NOTIFY cronbox_outbox. Returns the counts.
+-- holds, the job's statistics, queue slots, pool units. Then NOTIFY cronbox_outbox. Returns the counts.
 CREATE OR REPLACE FUNCTION cronbox.dispatch_locked(
     p_futures bigint[],
     p_jobs bigint[],
@@ -33,7 +34,7 @@ BEGIN
     -- The hold is checked on the rows read (a materialized CTE takes no pushed-down qual).
     keyed AS MATERIALIZED (
         SELECT f.future_id, f.job_id, f.fire_at, f.due_at, f.priority, f.attempt, f.origin,
-               f.payload, f.retry_of, f.overlap AS future_overlap, f.hold
+               f.payload, f.retry_of, f.overlap AS future_overlap, f.hold, f.held_since
         FROM cronbox.job_future f
         WHERE f.future_id = ANY (p_futures)
     ),
@@ -42,7 +43,8 @@ BEGIN
     -- empty walked all of it once per job: docs/architecture.md, SQL conventions).
     locked_job AS MATERIALIZED (
         SELECT j.job_id, j.name, j.queue, j.paused, j.overlap, j.timeout, s.active_runs,
-               s.last_fire_at, j.payload, j.catchup
+               s.last_fire_at, j.payload, j.catchup, j.needs, j.on_unavailable, j.unavailable_timeout,
+               j.retry_delay, j.retry_max_delay
         FROM cronbox.job j
         CROSS JOIN LATERAL (SELECT s.active_runs, s.last_fire_at FROM cronbox.job_stat s
                             WHERE s.job_id = j.job_id LIMIT 1) s
@@ -52,7 +54,8 @@ BEGIN
     gate AS MATERIALIZED (
         -- a backfilled future carries its request's overlap policy (migration 0171)
         SELECT p.*, j.name, j.queue, coalesce(p.future_overlap, j.overlap) AS overlap, j.timeout,
-               j.active_runs, j.catchup,
+               j.active_runs, j.catchup, j.needs, j.on_unavailable, j.unavailable_timeout,
+               j.retry_delay, j.retry_max_delay,
                coalesce(p.payload, j.payload) AS message_payload,
                g.waiting, g.timeout_at,
                CASE WHEN j.paused AND p.origin <> 'manual' THEN 'hold_paused'  -- trigger() runs anyway
@@ -133,26 +136,85 @@ BEGIN
         FROM wish w
         LEFT JOIN limited l ON l.queue = w.queue
     ),
-    -- A job whose run waits for a queue slot keeps its other fires waiting with it.
+    -- Resource pools (only runs of jobs with needs): the units each would take, per pool.
+    pool_ask AS MATERIALIZED (
+        SELECT pl.future_id, pl.priority, pl.due_at, e.key AS pool, e.value::text::bigint AS units
+        FROM placed pl CROSS JOIN LATERAL jsonb_each(pl.needs) e
+        WHERE pl.placed = 'run' AND pl.needs IS NOT NULL
+    ),
+    -- Those pools, locked in name order (after the queue_limit rows: placed reads them), with
+    -- their free units and the best priority already waiting for them (a fire never takes
+    -- units ahead of an equal or better one that waits: job_future_pool_held_idx).
+    pool_free AS MATERIALIZED (
+        SELECT p.name, p.capacity, p.in_use, p.capacity - p.in_use AS free,
+               (SELECT h.priority FROM cronbox.job_future h WHERE h.hold = 'pool' AND h.hold_queue = p.name
+                ORDER BY h.priority LIMIT 1) AS waiting_priority
+        FROM cronbox.pool p
+        WHERE p.name = ANY (ARRAY(SELECT DISTINCT a.pool FROM pool_ask a))
+        ORDER BY p.name
+        FOR NO KEY UPDATE
+    ),
+    -- A run goes when each of its pools has room for it and for every run before it in
+    -- priority order (over-counting those another pool stops: never more than capacity).
+    pool_fit AS MATERIALIZED (
+        SELECT a.future_id,
+               bool_and(a.ok) AS fits,
+               min(a.pool) FILTER (WHERE NOT a.ok) AS pool,
+               string_agg(CASE WHEN NOT a.ok THEN CASE
+                   WHEN a.free IS NULL THEN format('no pool %s', a.pool)
+                   WHEN a.units > a.capacity THEN format('pool %s has a capacity of %s units, needs %s', a.pool, a.capacity, a.units)
+                   WHEN a.upto <= a.free THEN format('pool %s: fires of priority %s or better wait for it first', a.pool, a.waiting_priority)
+                   ELSE format('pool %s: %s of %s units free, needs %s', a.pool,
+                               greatest(a.free - (a.upto - a.units), 0), a.capacity, a.units) END END,
+                   '; ' ORDER BY a.pool) AS why
+        FROM (SELECT a.*, f.capacity, f.free, f.waiting_priority,
+                     coalesce(a.upto <= f.free AND (f.waiting_priority IS NULL OR a.priority < f.waiting_priority), false) AS ok
+              FROM (SELECT x.*, sum(x.units) OVER (PARTITION BY x.pool ORDER BY x.priority, x.due_at, x.future_id) AS upto
+                    FROM pool_ask x) a
+              LEFT JOIN pool_free f ON f.name = a.pool) a
+        GROUP BY a.future_id
+    ),
+    -- What a run does when its pools are short: the job's on_unavailable, until
+    -- unavailable_timeout after it first waited (then it fails).
+    pooled AS (
+        SELECT pl.*, pf.pool AS short_pool, pf.why,
+               coalesce(pl.held_since, pl.due_at) + pl.unavailable_timeout AS pool_timeout_at,
+               CASE WHEN pf.fits IS NULL OR pf.fits THEN pl.placed
+                    WHEN pl.on_unavailable = 'fail'
+                         OR coalesce(pl.held_since, pl.due_at) + pl.unavailable_timeout <= p_now THEN 'fail_unavailable'
+                    WHEN pl.on_unavailable = 'retry' THEN 'retry_pool'
+                    ELSE 'hold_pool' END AS placed2
+        FROM placed pl
+        LEFT JOIN pool_fit pf ON pf.future_id = pl.future_id
+    ),
+    -- A job whose run waits for a queue slot or a pool keeps its other fires waiting with it.
     outcome AS MATERIALIZED (
         SELECT pl.future_id, pl.job_id, pl.name, pl.queue, pl.fire_at, pl.due_at, pl.priority,
                pl.attempt, pl.origin, pl.retry_of, pl.message_payload, pl.timeout, pl.overlap,
-               pl.active_runs, pl.catchup, NULL::text AS waiting, NULL::timestamptz AS timeout_at,
-               CASE WHEN pl.placed IN ('skip', 'supersede', 'hold_overlap')
-                         AND bool_or(pl.placed = 'hold_queue') OVER (PARTITION BY pl.job_id)
-                    THEN 'hold_queue' ELSE pl.placed END AS act
-        FROM placed pl
+               pl.active_runs, pl.catchup, NULL::text AS waiting,
+               CASE WHEN pl.placed2 = 'hold_pool' THEN pl.pool_timeout_at END AS timeout_at,
+               CASE WHEN pl.placed2 IN ('skip', 'supersede', 'hold_overlap')
+                         AND bool_or(pl.placed2 = 'hold_queue') OVER (PARTITION BY pl.job_id)
+                    THEN 'hold_queue'
+                    WHEN pl.placed2 IN ('skip', 'supersede', 'hold_overlap')
+                         AND bool_or(pl.placed2 IN ('hold_pool', 'retry_pool')) OVER (PARTITION BY pl.job_id)
+                    THEN 'hold_pool'
+                    ELSE pl.placed2 END AS act,
+               pl.needs, coalesce(pl.short_pool, max(pl.short_pool) OVER (PARTITION BY pl.job_id)) AS pool,
+               pl.why, pl.held_since, pl.retry_delay, pl.retry_max_delay, pl.on_unavailable
+        FROM pooled pl
         UNION ALL
         SELECT g.future_id, g.job_id, g.name, g.queue, g.fire_at, g.due_at, g.priority,
                g.attempt, g.origin, g.retry_of, g.message_payload, g.timeout, g.overlap,
-               g.active_runs, g.catchup, g.waiting, g.timeout_at, g.pre
+               g.active_runs, g.catchup, g.waiting, g.timeout_at, g.pre,
+               NULL::jsonb, NULL::text, NULL::text, NULL::timestamptz, NULL::interval, NULL::interval, NULL::text
         FROM gate g
         WHERE g.pre IS NOT NULL
     ),
     fire AS MATERIALIZED (
         SELECT cronbox.new_run_id() AS run_id, o.*
         FROM outcome o
-        WHERE o.act IN ('run', 'skip', 'supersede', 'fail_dependency', 'miss')
+        WHERE o.act IN ('run', 'skip', 'supersede', 'fail_dependency', 'fail_unavailable', 'miss')
     ),
     -- = ANY (ARRAY(...)): primary-key probes whatever the CTE row estimates say.
     gone AS (
@@ -168,8 +230,8 @@ BEGIN
         SELECT array_agg(o.future_id) AS ids,
                jsonb_object_agg(o.future_id::text, jsonb_build_array(
                    CASE o.act WHEN 'hold_paused' THEN 'paused' WHEN 'hold_dependency' THEN 'dependency'
-                              WHEN 'hold_queue' THEN 'queue_limit' ELSE 'overlap' END,
-                   CASE WHEN o.act = 'hold_queue' THEN o.queue END,
+                              WHEN 'hold_queue' THEN 'queue_limit' WHEN 'hold_pool' THEN 'pool' ELSE 'overlap' END,
+                   CASE WHEN o.act = 'hold_queue' THEN o.queue WHEN o.act = 'hold_pool' THEN o.pool END,
                    o.timeout_at)) AS of
         FROM outcome o
         WHERE o.act LIKE 'hold\_%'
@@ -184,12 +246,26 @@ BEGIN
         FROM holds h
         WHERE f.future_id = ANY (h.ids)
     ),
+    -- on_unavailable = 'retry': the fire is put back, due again after the job's retry delay,
+    -- doubling with the time it has waited (capped at retry_max_delay).
+    postponed AS (
+        UPDATE cronbox.job_future f SET
+            due_at = p_now + least(greatest((x.of -> f.future_id::text ->> 0)::interval,
+                                            p_now - coalesce(f.held_since, p_now)),
+                                   (x.of -> f.future_id::text ->> 1)::interval),
+            held_since = coalesce(f.held_since, p_now)
+        FROM (SELECT array_agg(o.future_id) AS ids,
+                     jsonb_object_agg(o.future_id::text, jsonb_build_array(o.retry_delay, o.retry_max_delay)) AS of
+              FROM outcome o WHERE o.act = 'retry_pool') x
+        WHERE f.future_id = ANY (x.ids)
+    ),
     new_run AS (
         INSERT INTO cronbox.run (run_id, job_id, job_name, queue, fire_at, due_at, state, attempt,
                                  origin, retry_of, payload, priority, dispatched_at,
-                                 finished_at, error, missed_fires, missed_last_at)
+                                 finished_at, error, missed_fires, missed_last_at, needs)
         SELECT fire.run_id, fire.job_id, fire.name, fire.queue, fire.fire_at, fire.due_at,
                CASE fire.act WHEN 'run' THEN 'dispatched' WHEN 'fail_dependency' THEN 'failed'
+                             WHEN 'fail_unavailable' THEN 'failed'
                              WHEN 'miss' THEN 'missed' ELSE 'skipped' END,
                fire.attempt, fire.origin, fire.retry_of, fire.message_payload, fire.priority,
                CASE WHEN fire.act = 'run' THEN greatest(fire.due_at, p_now) END,  -- early: as of its due time
@@ -203,9 +279,14 @@ BEGIN
                    WHEN 'miss' THEN format(
                        'missed: the poller was not running at the fire time, a newer fire of this job is due (catch-up policy %s)',
                        fire.catchup)
+                   WHEN 'fail_unavailable' THEN CASE WHEN fire.on_unavailable = 'fail'
+                       THEN format('unavailable: %s (on_unavailable fail)', fire.why)
+                       ELSE format('unavailable: %s after waiting %s (unavailable_timeout)', fire.why,
+                                   p_now - coalesce(fire.held_since, fire.due_at)) END
                END,
                CASE WHEN fire.act = 'miss' THEN 1 END,
-               CASE WHEN fire.act = 'miss' THEN fire.fire_at END
+               CASE WHEN fire.act = 'miss' THEN fire.fire_at END,
+               CASE WHEN fire.act = 'run' THEN fire.needs END  -- the units it holds until it ends
         FROM fire
     ),
     new_message AS (
@@ -225,6 +306,16 @@ BEGIN
                interval '5 minutes', p_now, p_now
         FROM fire
         WHERE fire.act = 'fail_dependency'
+        UNION ALL
+        SELECT fire.run_id, 'cronbox.notifications', 'notification',
+               jsonb_build_object(
+                   'event', 'unavailable', 'job', fire.name, 'run_id', fire.run_id,
+                   'fire_at', fire.fire_at, 'pool', fire.pool, 'needs', fire.needs, 'at', p_now,
+                   'error', format('unavailable: %s', fire.why),
+                   'idempotency_key', 'unavailable:' || fire.run_id),
+               interval '5 minutes', p_now, p_now
+        FROM fire
+        WHERE fire.act = 'fail_unavailable'
     ),
     -- cancel_other: the job's unfinished runs are asked to stop (heartbeat answers 'cancel').
     cancel_others AS (
@@ -251,12 +342,12 @@ BEGIN
         FROM (SELECT fire.job_id,
                      count(*) FILTER (WHERE fire.act = 'miss') AS n_missed,
                      count(*) FILTER (WHERE fire.act = 'run') AS n_run,
-                     count(*) FILTER (WHERE fire.act = 'fail_dependency') AS n_failed,
+                     count(*) FILTER (WHERE fire.act IN ('fail_dependency', 'fail_unavailable')) AS n_failed,
                      max(fire.fire_at) FILTER (WHERE fire.act = 'run') AS last_fire,
-                     max(fire.run_id) FILTER (WHERE fire.act IN ('run', 'fail_dependency')) AS last_run,
+                     max(fire.run_id) FILTER (WHERE fire.act IN ('run', 'fail_dependency', 'fail_unavailable')) AS last_run,
                      (array_agg(CASE fire.act WHEN 'run' THEN 'dispatched' ELSE 'failed' END
                                 ORDER BY fire.run_id DESC)
-                          FILTER (WHERE fire.act IN ('run', 'fail_dependency')))[1] AS last_state
+                          FILTER (WHERE fire.act IN ('run', 'fail_dependency', 'fail_unavailable')))[1] AS last_state
               FROM fire GROUP BY fire.job_id) c
         WHERE c.n_run > 0 OR c.n_failed > 0 OR c.n_missed > 0
     ),
@@ -278,11 +369,20 @@ BEGIN
         UPDATE cronbox.queue_limit q SET running = q.running + c.n, updated_at = p_now
         FROM (SELECT fire.queue, count(*) AS n FROM fire WHERE fire.act = 'run' GROUP BY fire.queue) c
         WHERE q.queue = c.queue
+    ),
+    -- The units the new runs hold (only runs of jobs with needs; the rows locked in pool_free).
+    pool_counts AS (
+        UPDATE cronbox.pool p SET in_use = p.in_use + c.n, updated_at = p_now
+        FROM (SELECT e.key AS pool, sum(e.value::text::bigint) AS n
+              FROM fire CROSS JOIN LATERAL jsonb_each(fire.needs) e
+              WHERE fire.act = 'run' AND fire.needs IS NOT NULL
+              GROUP BY e.key) c
+        WHERE p.name = c.pool
     )
     SELECT count(*) FILTER (WHERE o.act = 'run'),
            count(*) FILTER (WHERE o.act IN ('skip', 'supersede', 'miss')),
-           count(*) FILTER (WHERE o.act = 'fail_dependency'),
-           count(*) FILTER (WHERE o.act LIKE 'hold\_%'),
+           count(*) FILTER (WHERE o.act IN ('fail_dependency', 'fail_unavailable')),
+           count(*) FILTER (WHERE o.act LIKE 'hold\_%' OR o.act = 'retry_pool'),
            (SELECT array_agg(c.run_id) FROM cancel_others c WHERE c.state = 'dispatched')
       INTO v_dispatched, v_skipped, v_failed, v_held, v_superseded
     FROM outcome o;

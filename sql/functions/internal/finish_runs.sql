@@ -2,7 +2,7 @@
 -- which runs reach a final state (complete_run(s), fail_run(s), the reaper, cancel). Set-based:
 -- a few statements whatever the batch size. Locks, always in this order (no deadlock with
 -- dispatch): the jobs' locks (job_stat rows, cronbox.lock_job_id; on success the after-jobs listing
--- them too) by job_id, the runs, the queue_limit rows by queue. Then: job bookkeeping
+-- them too) by job_id, the runs, the queue_limit rows by queue, the pool rows by name. Then: job bookkeeping
 -- (cronbox.job_stat), retry futures (a retry is a new run later), on_error, notifications,
 -- releases of held futures, after-jobs whose upstreams all succeeded. A report for a run
 -- already final is kept in late_report and changes nothing.
@@ -46,6 +46,7 @@ DECLARE
     v_paused_ids bigint[];
     v_paused_names text[];
     v_paused_reasons text[];
+    v_needs jsonb[];          -- the pool units the runs that ended here took at dispatch
 BEGIN
     IF p_outcome IS NULL OR p_outcome NOT IN ('succeeded', 'failed', 'lost', 'cancelled') THEN
         RAISE EXCEPTION 'outcome: must be succeeded, failed, lost or cancelled, got %', p_outcome
@@ -155,9 +156,12 @@ BEGIN
         WHERE r.run_id = ANY (v_done) AND r.run_id BETWEEN v_lo AND v_hi
           AND r.state IN ('dispatched', 'delivered', 'running')
           AND (p_outcome <> 'lost' OR (r.state IN ('delivered', 'running') AND r.lease_until < p_now))
-        RETURNING r.run_id
+        RETURNING r.run_id, r.needs
         )
-        SELECT array_agg(f.run_id) INTO v_updated FROM finished f;
+        -- needs: given back below exactly once, by the transition that ended the run
+        SELECT array_agg(f.run_id), array_agg(f.needs) FILTER (WHERE f.needs IS NOT NULL)
+          INTO v_updated, v_needs
+        FROM finished f;
         IF cardinality(v_updated) IS DISTINCT FROM cardinality(v_done) THEN
             -- Changed since read (a heartbeat renewed an expiring lease): not finished here.
             v_fin := ARRAY(SELECT f FROM unnest(v_fin) f WHERE f.run_id = ANY (v_updated));
@@ -306,6 +310,14 @@ BEGIN
         -- 5. Limited queues: free the slots and release that many queue-held futures.
         PERFORM cronbox.release_queue_slots(array_agg(c.queue), array_agg(c.n), p_now)
         FROM (SELECT f.queue, count(*) AS n FROM unnest(v_fin) f GROUP BY f.queue) c;
+
+        -- 5b. Resource pools: the units these runs took, given back; waiting fires that fit go.
+        IF v_needs IS NOT NULL THEN
+            PERFORM cronbox.release_pool_units(array_agg(c.pool ORDER BY c.pool), array_agg(c.n ORDER BY c.pool), p_now)
+            FROM (SELECT e.key AS pool, sum(e.value::text::bigint)::bigint AS n
+                  FROM unnest(v_needs) AS n(needs) CROSS JOIN LATERAL jsonb_each(n.needs) e
+                  GROUP BY e.key) c;
+        END IF;
 
         -- 6. Overlap buffers: the job's earliest held fire may go now.
         v_woken := v_woken + cronbox.release_futures(ARRAY(

@@ -19,6 +19,7 @@ AS $$
 DECLARE
     v_count integer;
     v_runs bigint[];
+    v_needs jsonb[];
 BEGIN
     IF redrive_at.id IS NULL AND redrive_at.queue IS NULL AND NOT coalesce(redrive_at.everything, false) THEN
         RAISE EXCEPTION 'redrive: say which dead letters: id => ..., queue => ... or everything => true'
@@ -56,11 +57,16 @@ BEGIN
         WITH revived AS (
             UPDATE cronbox.run r SET state = 'dispatched', error = NULL, finished_at = NULL
             WHERE r.run_id = ANY (v_runs) AND r.state = 'failed' AND r.error LIKE 'undeliverable:%'
-            RETURNING r.job_id
+            RETURNING r.job_id, r.needs
+        ),
+        stat AS (
+            UPDATE cronbox.job_stat s SET active_runs = s.active_runs + c.n
+            FROM (SELECT v.job_id, count(*)::integer AS n FROM revived v GROUP BY v.job_id) c
+            WHERE s.job_id = c.job_id
         )
-        UPDATE cronbox.job_stat s SET active_runs = s.active_runs + c.n
-        FROM (SELECT v.job_id, count(*)::integer AS n FROM revived v GROUP BY v.job_id) c
-        WHERE s.job_id = c.job_id;
+        SELECT array_agg(v.needs) FILTER (WHERE v.needs IS NOT NULL) INTO v_needs FROM revived v;
+        -- in flight again: the pool units it gave back when it failed are held again
+        PERFORM cronbox.take_pool_units(v_needs, p_now);
     END IF;
     IF v_count > 0 THEN
         PERFORM pg_notify('cronbox_outbox', '');

@@ -36,6 +36,10 @@ CREATE OR REPLACE FUNCTION cronbox.schedule_at(
     reason          text        DEFAULT NULL,
     max_runs        integer     DEFAULT NULL,
     exclude         text        DEFAULT NULL,
+    needs           jsonb       DEFAULT NULL,
+    on_unavailable  text        DEFAULT 'wait',
+    unavailable_timeout interval DEFAULT NULL,
+    notify          text[]      DEFAULT NULL,
     p_now           timestamptz DEFAULT now()
 ) RETURNS bigint
 LANGUAGE plpgsql
@@ -55,7 +59,9 @@ DECLARE
         'catchup', schedule_at.catchup, 'catchup_window', schedule_at.catchup_window,
         'jitter', schedule_at.jitter, 'starts_at', schedule_at.starts_at, 'ends_at', schedule_at.ends_at,
         'after', schedule_at.after, 'every_mode', schedule_at.every_mode,
-        'max_runs', schedule_at.max_runs, 'exclude', schedule_at.exclude);
+        'max_runs', schedule_at.max_runs, 'exclude', schedule_at.exclude,
+        'needs', schedule_at.needs, 'on_unavailable', schedule_at.on_unavailable,
+        'unavailable_timeout', schedule_at.unavailable_timeout, 'notify', schedule_at.notify);
     v_cols text;              -- the columns written: computed ones + every declared option
     v_vals text;              -- the same columns of the record $1 (v_new)
     v_kind text;
@@ -255,8 +261,8 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION cronbox.schedule_at(text, text, interval, timestamp with time zone, jsonb, text, text, integer, text, text, integer, interval, interval, interval, text, interval, interval, timestamp with time zone, timestamp with time zone, text[], text, text, integer, text, timestamp with time zone) IS
-'Internal (no cronbox role may execute it): the body of cronbox.schedule(text, text, interval, timestamp with time zone, jsonb, text, text, integer, text, text, integer, interval, interval, interval, text, interval, interval, timestamp with time zone, timestamp with time zone, text[], text, text, integer, text) with the time as p_now; tests use it to fix the clock. Creates or updates (same name) a job; returns its id. Exactly one of cron, every, at, after. Every argument is validated before anything is written (SQLSTATE 22004/22023, message starting with the field name). An update deletes the pending scheduled futures and lets the poller recompute them in the same way, atomically; history and the change log (cronbox.schedule_changes) are kept. An identical call is a no-op. See docs/schedules.md.';
+COMMENT ON FUNCTION cronbox.schedule_at(text, text, interval, timestamp with time zone, jsonb, text, text, integer, text, text, integer, interval, interval, interval, text, interval, interval, timestamp with time zone, timestamp with time zone, text[], text, text, integer, text, jsonb, text, interval, text[], timestamp with time zone) IS
+'Internal (no cronbox role may execute it): the body of cronbox.schedule(text, text, interval, timestamp with time zone, jsonb, text, text, integer, text, text, integer, interval, interval, interval, text, interval, interval, timestamp with time zone, timestamp with time zone, text[], text, text, integer, text, jsonb, text, interval, text[]) with the time as p_now; tests use it to fix the clock. Creates or updates (same name) a job; returns its id. Exactly one of cron, every, at, after. Every argument is validated before anything is written (SQLSTATE 22004/22023, message starting with the field name). An update deletes the pending scheduled futures and lets the poller recompute them in the same way, atomically; history and the change log (cronbox.schedule_changes) are kept. An identical call is a no-op. See docs/schedules.md.';
 
-ALTER FUNCTION cronbox.schedule_at(text, text, interval, timestamp with time zone, jsonb, text, text, integer, text, text, integer, interval, interval, interval, text, interval, interval, timestamp with time zone, timestamp with time zone, text[], text, text, integer, text, timestamp with time zone) OWNER TO cronbox_owner;
-REVOKE ALL ON FUNCTION cronbox.schedule_at(text, text, interval, timestamp with time zone, jsonb, text, text, integer, text, text, integer, interval, interval, interval, text, interval, interval, timestamp with time zone, timestamp with time zone, text[], text, text, integer, text, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
+ALTER FUNCTION cronbox.schedule_at(text, text, interval, timestamp with time zone, jsonb, text, text, integer, text, text, integer, interval, interval, interval, text, interval, interval, timestamp with time zone, timestamp with time zone, text[], text, text, integer, text, jsonb, text, interval, text[], timestamp with time zone) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.schedule_at(text, text, interval, timestamp with time zone, jsonb, text, text, integer, text, text, integer, interval, interval, interval, text, interval, interval, timestamp with time zone, timestamp with time zone, text[], text, text, integer, text, jsonb, text, interval, text[], timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

@@ -40,7 +40,11 @@ AS $$
     ('after',          'text[]',                   NULL,             'custom', NULL,                                                        NULL,     false, NULL,       false),
     ('every_mode',     'text',                     'fixed_rate',     'one_of', ARRAY['fixed_rate', 'fixed_delay'],                          NULL,     false, NULL,       false),
     ('max_runs',       'integer',                  NULL,             'range',  NULL,                                                        '1',      false, '1000000000', false),
-    ('exclude',        'text',                     NULL,             'custom', NULL,                                                        NULL,     false, NULL,       false)
+    ('exclude',        'text',                     NULL,             'custom', NULL,                                                        NULL,     false, NULL,       false),
+    ('needs',          'jsonb',                    NULL,             'custom', NULL,                                                        NULL,     false, NULL,       false),
+    ('on_unavailable', 'text',                     'wait',           'one_of', ARRAY['wait', 'retry', 'fail'],                              NULL,     false, NULL,       false),
+    ('unavailable_timeout', 'interval',            NULL,             'range',  NULL,                                                        '0',      true,  '366 days', false),
+    ('notify',         'text[]',                   NULL,             'custom', NULL,                                                        NULL,     false, NULL,       false)
     ) AS o(option, type, default_value, check_kind, allowed, lower_bound, lower_exclusive, upper_bound, null_hint)
 $$;
 

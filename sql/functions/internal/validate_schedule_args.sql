@@ -240,6 +240,7 @@ BEGIN
         END IF;
         PERFORM cronbox.resolve_calendars(v_job.exclude);
     END IF;
+    PERFORM cronbox.validate_resource_args(v_job.needs, v_job.notify);  -- resource pools, stakeholders
     IF v_job.retry_max_delay < v_job.retry_delay THEN
         RAISE EXCEPTION 'retry_max_delay: must be at least retry_delay (% < %)', v_job.retry_max_delay, v_job.retry_delay
             USING ERRCODE = 'invalid_parameter_value';

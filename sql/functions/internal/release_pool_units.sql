@@ -1,0 +1,88 @@
+-- cronbox.release_pool_units(p_pools, p_freed, p_now): the one release of pool units. For each
+-- pool in p_pools (rows locked FOR NO KEY UPDATE in name order, after the queue_limit rows: the
+-- locking order of dispatch and the finishing functions), in_use goes down by the matching
+-- p_freed units (runs that just ended give back what they took at dispatch), or, when p_freed
+-- is NULL, is recounted from the unfinished runs' own `needs` (cronbox.reconcile_pools). Then
+-- the fires waiting for the pool (hold = 'pool', job_future_pool_held_idx) are released in
+-- priority order, oldest first, as long as their units fit the free units: the first that does
+-- not fit stops the release (no smaller fire overtakes it). Waiting futures locked elsewhere
+-- are skipped (the 30 s backstop, cronbox.release_holds). Returns the number released.
+CREATE OR REPLACE FUNCTION cronbox.release_pool_units(
+    p_pools text[],
+    p_freed bigint[],
+    p_now timestamptz
+) RETURNS integer
+LANGUAGE plpgsql
+SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+SET enable_seqscan = off  -- a plan kept from an empty table: docs/architecture.md, SQL conventions
+AS $$
+DECLARE
+    v_pools text[];
+    v_release bigint[];
+BEGIN
+    SELECT array_agg(x.name) INTO v_pools FROM (
+        SELECT p.name FROM cronbox.pool p
+        WHERE p.name = ANY (p_pools)
+        ORDER BY p.name FOR NO KEY UPDATE) x;
+    IF v_pools IS NULL THEN
+        RETURN 0;
+    END IF;
+    WITH given AS (
+        SELECT u.pool, sum(u.n) AS n
+        FROM unnest(p_pools, p_freed) AS u(pool, n)
+        WHERE p_freed IS NOT NULL
+        GROUP BY u.pool
+    ),
+    -- the recount: every unfinished run's own units (found by its lease or its outbox row)
+    held AS (
+        SELECT k.pool, sum(k.units) AS n
+        FROM (
+            SELECT r.needs FROM cronbox.run r
+            WHERE p_freed IS NULL AND r.lease_until IS NOT NULL
+              AND r.state IN ('dispatched', 'delivered', 'running') AND r.needs IS NOT NULL
+            UNION ALL
+            SELECT r.needs FROM cronbox.outbox o JOIN cronbox.run r ON r.run_id = o.run_id
+            WHERE p_freed IS NULL AND o.kind = 'run' AND r.lease_until IS NULL
+              AND r.state IN ('dispatched', 'delivered', 'running') AND r.needs IS NOT NULL
+        ) h
+        CROSS JOIN LATERAL (SELECT e.key AS pool, e.value::text::bigint AS units
+                            FROM jsonb_each(h.needs) e) k
+        WHERE k.pool = ANY (v_pools)
+        GROUP BY k.pool
+    ),
+    counted AS (
+        UPDATE cronbox.pool p SET
+            in_use = CASE WHEN p_freed IS NULL THEN coalesce(h.n, 0)
+                          ELSE greatest(p.in_use - coalesce(g.n, 0), 0) END,
+            updated_at = CASE WHEN p_freed IS NULL OR coalesce(g.n, 0) <> 0 THEN p_now ELSE p.updated_at END
+        FROM unnest(v_pools) AS u(pool)
+        LEFT JOIN given g ON g.pool = u.pool
+        LEFT JOIN held h ON h.pool = u.pool
+        WHERE p.name = u.pool
+        RETURNING p.name, p.capacity - p.in_use AS free
+    )
+    SELECT array_agg(x.future_id) INTO v_release
+    FROM counted CROSS JOIN LATERAL (
+        SELECT w.future_id
+        FROM (SELECT h.future_id,
+                     sum(h.units) OVER (ORDER BY h.priority, h.due_at, h.future_id) AS upto
+              FROM (SELECT f.future_id, f.priority, f.due_at,
+                           coalesce((SELECT (j.needs ->> counted.name)::bigint FROM cronbox.job j
+                                     WHERE j.job_id = f.job_id), 0) AS units
+                    FROM cronbox.job_future f
+                    WHERE f.hold = 'pool' AND f.hold_queue = counted.name
+                    ORDER BY f.priority, f.due_at
+                    LIMIT 1000
+                    FOR UPDATE OF f SKIP LOCKED) h) w
+        WHERE w.upto <= counted.free) x
+    WHERE counted.free > 0;
+    RETURN cronbox.release_futures(v_release);
+END
+$$;
+
+COMMENT ON FUNCTION cronbox.release_pool_units(text[], bigint[], timestamp with time zone) IS
+'Internal: gives pool units back (in_use minus p_freed, or recounted from the unfinished runs when p_freed is NULL) and releases the fires waiting for those pools, in priority order, as long as their units fit. Returns the number released.';
+
+ALTER FUNCTION cronbox.release_pool_units(text[], bigint[], timestamp with time zone) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.release_pool_units(text[], bigint[], timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
