@@ -42,6 +42,7 @@ from prometheus_client import Gauge
 from cronbox.log import event
 from relay.routes import Route
 from relay.settings import RelaySettings
+from relay.mail import send_mail, send_webhooks
 from relay.sinks import ACCEPT_BATCH_HEADER, Answer, Report, Row, post, refused, send_log
 
 log = logging.getLogger("cronbox.relay")
@@ -99,6 +100,7 @@ class Breaker:
                 "probe_every_s": round(self.interval, 3) if self.open else None}
 
 
+STAKEHOLDER_GROUP = 50  # mails per SMTP connection, webhooks per turn
 SPIN = 0.0015  # the last seconds before a departure are waited by yielding, not by a timer
 
 
@@ -124,7 +126,10 @@ class Lane:
         self.connect_timeout = min(route.connect_timeout or s.http_connect_timeout, self.timeout)
         self.connections = route.connections or s.http_connections
         threshold = s.breaker_failures if route.breaker is None else route.breaker
-        self.breaker = Breaker(queue, threshold if route.kind == "http" else 0, s.breaker_probe, s.breaker_probe_max)
+        if route.kind == "webhook" and route.breaker is None:
+            threshold = 0  # many recipients' hooks share the lane: one broken hook never stops the others
+        self.breaker = Breaker(queue, threshold if route.kind in ("http", "mail", "webhook") else 0,
+                               s.breaker_probe, s.breaker_probe_max)
         self.requests = asyncio.Semaphore(self.connections)
         self._session: aiohttp.ClientSession | None = None
         self.accepts = 1  # batch=auto: the batch size the worker last declared (1: single messages)
@@ -201,6 +206,10 @@ class Lane:
         if self.route.kind == "log":
             send_log(rows, report)
             return
+        window = self.lease - self.timeout if self.lease > self.timeout else self.lease / 2
+        if self.route.kind in ("mail", "webhook"):
+            await self._send_stakeholders(rows, report, claimed_at + window, probe)
+            return
         size = self.batch
         if size == 1:
             chunks = [([r.outbox_id], r.body.encode(), r.key, False) for r in rows]
@@ -213,7 +222,6 @@ class Lane:
         # A request must end before the lease does, or another relay sends the rows again: rows
         # still waiting for a connection after that are handed back unsent (with a lease no
         # longer than the timeout, which the relay warns about at start, after half the lease).
-        window = self.lease - self.timeout if self.lease > self.timeout else self.lease / 2
         latest_start = claimed_at + window
         await asyncio.gather(*(self._request(ids, body, key, batched, report, latest_start, probe)
                                for ids, body, key, batched in chunks))
@@ -229,6 +237,21 @@ class Lane:
         self.breaker.record(answer.sane, probe=probe)
         if self.route.batch is None:
             self.negotiate(answer, batched)
+
+    async def _send_stakeholders(self, rows: Sequence[Row], report: Report, latest_start: float, probe: bool) -> None:
+        """A job's own recipients (relay/mail.py): mails over one SMTP connection per group,
+        webhooks one request each; groups not started before latest_start are handed back."""
+        for i in range(0, len(rows), STAKEHOLDER_GROUP):
+            part = rows[i:i + STAKEHOLDER_GROUP]
+            if (self.breaker.open and not probe) or time.monotonic() > latest_start:
+                report.unsent.extend(r.outbox_id for r in part)
+                continue
+            async with self.requests:
+                if self.route.kind == "mail":
+                    sane = await send_mail(self.route, part, report, self.timeout)
+                else:
+                    sane = await send_webhooks(self.session(), self.route, part, report)
+            self.breaker.record(sane, probe=probe)
 
     def negotiate(self, answer: Answer, batched: bool) -> None:
         """batch=auto: follow what the worker's answers declare (nothing changes without one)."""

@@ -7,6 +7,8 @@ every queue not named. Targets:
     log                        print the message (development)
     postgres                   pull mode: left in the outbox for cronbox.claim_runs
     elsewhere                  served by another relay: left in the outbox, not an error
+    smtp://... / smtps://...   mail (queue cronbox.mail: a job's own recipients; relay/mail.py)
+    webhook                    POST each message to its own `to` URL (queue cronbox.webhooks)
 
 Options (http only): `batch=N` messages per request (N > 1 sends a JSON array, 1 one request
 per message), or `batch=auto`, the default: one message per request until the worker declares
@@ -19,8 +21,9 @@ circuit breaker (0 = never), `secret_env=NAME` the environment variable holding 
 secret, or `secret_file=/run/secrets/x`. The secret itself never appears in CRONBOX_SINKS
 nor in any log line. Unset options take the relay's defaults (relay/settings.py).
 
-Notifications (queue `cronbox.notifications`) never follow the `*` default: they go where a
-route names that queue, and to the log sink when none does. Example:
+Notifications (queue `cronbox.notifications`, and a job's own recipients: `cronbox.mail`,
+`cronbox.webhooks`) never follow the `*` default: they go where a route names that queue, and
+to the log sink when none does. Example:
 
     CRONBOX_SINKS="default=http://worker:8080/run batch=100 secret_env=WORKER_SECRET;
                    reports=log; ml=postgres; *=http://fallback:8080/run"
@@ -32,11 +35,14 @@ import dataclasses
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 from cronbox.config import ConfigError, parse_duration
 
-PUSH_KINDS = ("http", "log")
+PUSH_KINDS = ("http", "log", "mail", "webhook")
 NOTIFY_QUEUE = "cronbox.notifications"
+# never routed by `*`: the global notifications and a job's own recipients (relay/mail.py)
+OWN_ROUTE_QUEUES = (NOTIFY_QUEUE, "cronbox.mail", "cronbox.webhooks")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MAX_BATCH = 10_000
 MAX_TIMEOUT = 3600.0
@@ -56,6 +62,7 @@ class Route:
     breaker: int | None = None      # consecutive failures that open the breaker (0 = off)
     secret_from: str | None = None  # where the secret came from (env:NAME / file:PATH), for logs
     secret: bytes | None = dataclasses.field(default=None, repr=False, compare=False)
+    target: Any = None              # kind-specific settings (mail: relay.mail.MailServer)
 
     @property
     def push(self) -> bool:
@@ -83,15 +90,15 @@ class Routes:
     default: Route | None
 
     def target(self, queue: str) -> Route | None:
-        if queue == NOTIFY_QUEUE:
-            return self.by_queue.get(queue, NOTIFY_DEFAULT)
+        if queue in OWN_ROUTE_QUEUES:
+            return self.by_queue.get(queue, _LOG_DEFAULTS[queue])
         return self.by_queue.get(queue, self.default)
 
     def claim_filter(self, blocked: Iterable[str] = ()) -> tuple[list[str] | None, list[str] | None]:
         """(include, exclude) for cronbox.claim_outbox: the relay never claims pull-mode queues,
         nor the `blocked` ones (full lanes, open breakers)."""
         blocked = set(blocked)
-        routed = {**self.by_queue, NOTIFY_QUEUE: self.target(NOTIFY_QUEUE)}
+        routed = {**self.by_queue, **{q: self.target(q) for q in OWN_ROUTE_QUEUES}}
         if self.default is not None and self.default.push:
             exclude = sorted({q for q, r in routed.items() if r is None or not r.push} | blocked)
             return None, exclude or None
@@ -102,12 +109,12 @@ class Routes:
 
     def describe(self) -> list[str]:
         routes = list(self.by_queue.values()) + ([self.default] if self.default else [])
-        if NOTIFY_QUEUE not in self.by_queue:
-            routes.append(NOTIFY_DEFAULT)
+        routes += [_LOG_DEFAULTS[q] for q in OWN_ROUTE_QUEUES if q not in self.by_queue]
         return [r.describe() for r in routes]
 
 
 NOTIFY_DEFAULT = Route(queue=NOTIFY_QUEUE, kind="log")
+_LOG_DEFAULTS = {q: NOTIFY_DEFAULT if q == NOTIFY_QUEUE else Route(queue=q, kind="log") for q in OWN_ROUTE_QUEUES}
 
 
 def _read_secret(queue: str, key: str, value: str, env: Mapping[str, str]) -> tuple[str, bytes]:
@@ -128,13 +135,19 @@ def _read_secret(queue: str, key: str, value: str, env: Mapping[str, str]) -> tu
 
 
 def _route(queue: str, target: str, options: list[str], env: Mapping[str, str]) -> Route:
+    if target.startswith(("smtp://", "smtps://")):
+        from relay.mail import parse_mail_route  # the mail sink's own options
+        return parse_mail_route(queue, target, options, env)
+    if target == "webhook":
+        return dataclasses.replace(_route(queue, "http://webhook.invalid/", options, env), kind="webhook", url=None)
     if target in ("log", "postgres", "elsewhere"):
         kind, url = target, None
     elif target.startswith(("http://", "https://")):
         kind, url = "http", target
     else:
         raise ConfigError(
-            f"CRONBOX_SINKS: target for {queue!r} must be an http(s) URL, log, postgres or elsewhere, got {target!r}")
+            f"CRONBOX_SINKS: target for {queue!r} must be an http(s) URL, log, postgres, elsewhere, smtp(s):// or "
+            f"webhook, got {target!r}")
     if options and kind != "http":
         raise ConfigError(f"CRONBOX_SINKS: {queue}: options {' '.join(options)!r} only apply to http targets")
     fields: dict[str, object] = {}

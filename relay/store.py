@@ -8,7 +8,7 @@ from datetime import timedelta
 import psycopg
 
 from cronbox import db
-from relay.routes import NOTIFY_QUEUE, Routes
+from relay.routes import OWN_ROUTE_QUEUES, Routes
 from relay.settings import RelaySettings
 from relay.sinks import Report, Row
 
@@ -104,5 +104,5 @@ async def unrouted_in_outbox(pool, routes: Routes) -> list[tuple[str, int]]:
     async with pool.connection() as conn:
         cur = await conn.execute(
             "SELECT queue, waiting FROM cronbox.list_queues() WHERE waiting > 0 AND queue <> ALL (%s)",
-            ([*routes.by_queue, NOTIFY_QUEUE],))
+            ([*routes.by_queue, *OWN_ROUTE_QUEUES],))
         return [(r[0], int(r[1])) for r in await cur.fetchall()]
