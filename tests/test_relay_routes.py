@@ -21,7 +21,8 @@ def test_routes_with_options_and_a_default():
 def test_the_secret_never_appears_in_descriptions_or_reprs():
     r = parse_routes("q=https://w/run secret_env=W_SECRET", {"W_SECRET": "hunter2"})
     assert "hunter2" not in repr(r) and "hunter2" not in str(r.describe())
-    assert r.describe() == ["q=https://w/run batch=auto secret=env:W_SECRET", "cronbox.notifications=log"]
+    assert r.describe() == ["q=https://w/run batch=auto secret=env:W_SECRET", "cronbox.notifications=log",
+                            "cronbox.mail=log", "cronbox.webhooks=log"]
 
 
 def test_a_secret_can_come_from_a_file(tmp_path):
@@ -55,14 +56,16 @@ def test_claim_filter_excludes_pull_queues_under_a_push_default():
 
 
 def test_claim_filter_includes_only_push_queues_without_a_push_default():
-    notes = "cronbox.notifications"  # always pushed: to the log unless a route names it
-    assert parse_routes("a=log; b=http://w; c=postgres").claim_filter() == (["a", "b", notes], None)
-    assert parse_routes("a=log; *=postgres").claim_filter() == (["a", notes], None)
+    # always pushed, to the log unless a route names them: notifications, a job's own recipients
+    notes = ["cronbox.mail", "cronbox.notifications", "cronbox.webhooks"]
+    assert parse_routes("a=log; b=http://w; c=postgres").claim_filter() == (["a", "b", *notes], None)
+    assert parse_routes("a=log; *=postgres").claim_filter() == (["a", *notes], None)
 
 
 def test_claim_filter_leaves_out_blocked_queues():
     assert parse_routes("*=http://w/run; ml=postgres").claim_filter(["a", "b"]) == (None, ["a", "b", "ml"])
-    assert parse_routes("a=log; b=http://w").claim_filter(["b"]) == (["a", "cronbox.notifications"], None)
+    assert parse_routes("a=log; b=http://w").claim_filter(["b"]) == (
+        ["a", "cronbox.mail", "cronbox.notifications", "cronbox.webhooks"], None)
 
 
 def test_notifications_never_follow_the_catch_all_route():

@@ -176,16 +176,24 @@ BEGIN
     ),
     -- What a run does when its pools are short: the job's on_unavailable, until
     -- unavailable_timeout after it first waited (then it fails).
+    -- (looked up by id in one JSON value, not joined: the batch keeps its order, and the run
+    -- ids their fire order)
+    short AS MATERIALIZED (
+        SELECT jsonb_object_agg(pf.future_id::text, jsonb_build_array(pf.pool, pf.why)) AS of
+        FROM pool_fit pf WHERE NOT pf.fits
+    ),
     pooled AS (
-        SELECT pl.*, pf.pool AS short_pool, pf.why,
-               coalesce(pl.held_since, pl.due_at) + pl.unavailable_timeout AS pool_timeout_at,
-               CASE WHEN pf.fits IS NULL OR pf.fits THEN pl.placed
-                    WHEN pl.on_unavailable = 'fail'
-                         OR coalesce(pl.held_since, pl.due_at) + pl.unavailable_timeout <= p_now THEN 'fail_unavailable'
-                    WHEN pl.on_unavailable = 'retry' THEN 'retry_pool'
+        SELECT x.*,
+               CASE WHEN x.short_pool IS NULL THEN x.placed
+                    WHEN x.on_unavailable = 'fail'
+                         OR coalesce(x.held_since, x.due_at) + x.unavailable_timeout <= p_now THEN 'fail_unavailable'
+                    WHEN x.on_unavailable = 'retry' THEN 'retry_pool'
                     ELSE 'hold_pool' END AS placed2
-        FROM placed pl
-        LEFT JOIN pool_fit pf ON pf.future_id = pl.future_id
+        FROM (SELECT pl.*, s.short ->> 0 AS short_pool, s.short ->> 1 AS why,
+                     coalesce(pl.held_since, pl.due_at) + pl.unavailable_timeout AS pool_timeout_at
+              FROM placed pl
+              CROSS JOIN LATERAL (SELECT CASE WHEN pl.needs IS NOT NULL AND pl.placed = 'run'
+                                              THEN (SELECT short.of FROM short) -> pl.future_id::text END AS short) s) x
     ),
     -- A job whose run waits for a queue slot or a pool keeps its other fires waiting with it.
     outcome AS MATERIALIZED (
