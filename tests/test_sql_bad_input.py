@@ -36,7 +36,9 @@ FUNCTIONS = [
                   ("overlap", "text"), ("timeout", "interval"), ("retry_delay", "interval"),
                   ("retry_max_delay", "interval"), ("catchup_window", "interval"), ("jitter", "interval"),
                   ("starts_at", "timestamptz"), ("ends_at", "timestamptz"), ("after", "text[]"),
-                  ("max_attempts", "integer"), ("reason", "text"), ("max_runs", "integer"), ("exclude", "text")], ADMIN),
+                  ("max_attempts", "integer"), ("reason", "text"), ("max_runs", "integer"), ("exclude", "text"),
+                  ("needs", "jsonb"), ("on_unavailable", "text"), ("unavailable_timeout", "interval"),
+                  ("notify", "text[]")], ADMIN),
     ("unschedule", [("name", "text"), ("reason", "text")], ADMIN),
     ("preview", [("cron", "text"), ("every", "interval"), ("timezone", "text"), ("starts_at", "timestamptz"),
                  ("n", "integer"), ("exclude", "text")], ADMIN),
@@ -54,6 +56,7 @@ FUNCTIONS = [
     ("remove_dependency", [("name", "text"), ("upstream", "text"), ("job", "text")], ADMIN),
     ("cancel", [("run_id", "bigint")], ADMIN),
     ("set_queue_limit", [("queue", "text"), ("max_running", "integer")], ["cronbox_admin"]),
+    ("set_pool", [("name", "text"), ("capacity", "integer")], ["cronbox_admin"]),
     ("redrive", [("id", "bigint"), ("queue", "text")], ["cronbox_admin"]),
     ("grant_queue", [("queue", "text"), ("role", "text"), ("kind", "text")], ["cronbox_admin"]),
     ("revoke_queue", [("queue", "text"), ("role", "text"), ("kind", "text")], ["cronbox_admin"]),
@@ -101,7 +104,7 @@ REQUIRED = {"cancel": 1, "claim_runs": 2, "complete_run": 1, "complete_runs": 1,
             "dispatch_ahead": 2, "due_ahead": 2, "claim_saturation": 2, "claim_outbox": 2, "release_outbox": 1,
             "ack_outbox": 2, "nack_outbox_unsent": 3, "quarantine_job": 2, "due_jobs": 1, "touch_process": 2,
             "search_schedules": 1, "run_id_time": 1, "backfill": 3, "next_fires": 1, "create_calendar": 1, "drop_calendar": 1,
-            "grant_queue": 2, "revoke_queue": 2, "set_quota": 1}
+            "grant_queue": 2, "revoke_queue": 2, "set_quota": 1, "set_pool": 2}
 
 STRINGS = st.one_of(
     st.sampled_from(["", " ", "ok", "a b;c", "x'; DROP TABLE cronbox.job; --", "cronbox.notifications",
