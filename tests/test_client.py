@@ -102,3 +102,13 @@ async def test_async_calls_on_an_async_connection(shared_dsn):
             await client.aio.schedule(aconn, "client-async", every=timedelta(0))
         await aconn.rollback()
         assert await client.aio.get_schedule(aconn, "client-async") is None  # never committed
+
+
+def test_pools_and_stakeholders_through_the_client(conn):
+    assert client.set_pool(conn, "client-gpu", 4) == 0
+    job = client.schedule(conn, "client-train", every=timedelta(hours=1), needs={"client-gpu": 2},
+                          on_unavailable="retry", unavailable_timeout="1 hour", notify=["mailto:ml@example.com"])
+    row = conn.execute("SELECT needs, on_unavailable, notify FROM cronbox.job WHERE job_id = %s", (job.job_id,)).fetchone()
+    assert row == ({"client-gpu": 2}, "retry", ["mailto:ml@example.com"])
+    with pytest.raises(client.WrongState):
+        client.set_pool(conn, "client-gpu", None)

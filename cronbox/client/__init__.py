@@ -27,7 +27,7 @@ from __future__ import annotations
 from cronbox.client.calls import (
     Backfill, Job, Triggered, add_dependency, backfill, cancel, create_calendar, drop_calendar, grant_queue,
     next_fires, pause, pause_schedules, preview, redrive, remove_dependency, resume, resume_schedules,
-    revoke_queue, schedule, set_queue_limit, set_quota, trigger, unschedule)
+    revoke_queue, schedule, set_pool, set_queue_limit, set_quota, trigger, unschedule)
 from cronbox.client.errors import (
     CronboxError, InvalidValue, MissingValue, NotFound, NotPermitted, QuotaExceeded, UnknownParameter, WrongState)
 from cronbox.client.reads import RunRecord, ScheduleRecord, get_run, get_schedule
@@ -37,6 +37,6 @@ __all__ = [
     "aio", "Backfill", "CronboxError", "InvalidValue", "Job", "MissingValue", "NotFound", "NotPermitted",
     "QuotaExceeded", "RunRecord", "ScheduleRecord", "Triggered", "UnknownParameter", "WrongState", "add_dependency", "backfill",
     "cancel", "create_calendar", "drop_calendar", "get_run", "get_schedule", "next_fires", "pause", "preview",
-    "redrive", "remove_dependency", "resume", "schedule", "set_queue_limit", "trigger", "unschedule",
+    "redrive", "remove_dependency", "resume", "schedule", "set_pool", "set_queue_limit", "trigger", "unschedule",
     "pause_schedules", "resume_schedules", "grant_queue", "revoke_queue", "set_quota",
 ]

@@ -19,6 +19,7 @@ create_calendar = calls.create_calendar.aio
 drop_calendar = calls.drop_calendar.aio
 cancel = calls.cancel.aio
 set_queue_limit = calls.set_queue_limit.aio
+set_pool = calls.set_pool.aio
 redrive = calls.redrive.aio
 pause_schedules = calls.pause_schedules.aio
 resume_schedules = calls.resume_schedules.aio

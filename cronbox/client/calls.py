@@ -33,7 +33,8 @@ SQL_TYPES: dict[str, dict[str, str]] = {
         "max_attempts": "integer", "retry_delay": "interval", "retry_max_delay": "interval",
         "timeout": "interval", "catchup": "text", "catchup_window": "interval", "jitter": "interval",
         "starts_at": "timestamptz", "ends_at": "timestamptz", "after": "text[]", "every_mode": "text",
-        "reason": "text", "max_runs": "integer", "exclude": "text"},
+        "reason": "text", "max_runs": "integer", "exclude": "text", "needs": "jsonb", "on_unavailable": "text",
+        "unavailable_timeout": "interval", "notify": "text[]"},
     "unschedule": {"name": "text", "reason": "text"},
     "pause": {"name": "text", "reason": "text", "after_failure": "boolean", "until": "timestamptz"},
     "resume": {"name": "text", "reason": "text"},
@@ -50,6 +51,7 @@ SQL_TYPES: dict[str, dict[str, str]] = {
                         "timezone": "text"},
     "drop_calendar": {"name": "text"},
     "set_queue_limit": {"queue": "text", "max_running": "integer"},
+    "set_pool": {"name": "text", "capacity": "integer"},
     "redrive": {"id": "bigint", "queue": "text", "everything": "boolean"},
     "pause_schedules": {"queue": "text", "owner": "text", "name_like": "text", "reason": "text"},
     "resume_schedules": {"queue": "text", "owner": "text", "name_like": "text", "reason": "text"},
@@ -189,7 +191,10 @@ def schedule(name: str, *, cron: str | None = None, every: Duration | None = Non
              catchup: Literal["skip", "latest", "all"] | None = None, catchup_window: Duration | None = None,
              jitter: Duration | None = None, starts_at: datetime | None = None, ends_at: datetime | None = None,
              after: Sequence[str] | None = None, every_mode: Literal["fixed_rate", "fixed_delay"] | None = None,
-             reason: str | None = None, max_runs: int | None = None, exclude: str | None = None) -> Call[Job]:
+             reason: str | None = None, max_runs: int | None = None, exclude: str | None = None,
+             needs: Mapping[str, int] | None = None,
+             on_unavailable: Literal["wait", "retry", "fail"] | None = None,
+             unavailable_timeout: Duration | None = None, notify: Sequence[str] | None = None) -> Call[Job]:
     """Create or update (same name: atomically) a schedule; exactly one of cron, every, at,
     after. Bounds and defaults: `\\df+ cronbox.schedule`, docs/schedules.md."""
     return Call("schedule", _args("schedule", locals()), lambda rows: Job(_one(rows), name))
@@ -283,6 +288,16 @@ def set_queue_limit(queue: str, max_running: int | None) -> Call[int | None]:
     call = Call("set_queue_limit", _args("set_queue_limit", locals()), _one)
     if max_running is None:  # NULL is meaningful here: send it
         call = dataclasses.replace(call, args={**call.args, "max_running": None})
+    return call
+
+
+@Op
+def set_pool(name: str, capacity: int | None) -> Call[int | None]:
+    """Create a resource pool or set its capacity in units; returns the units in use now. None
+    removes the pool (refused while a schedule needs it) and returns None."""
+    call = Call("set_pool", _args("set_pool", locals()), _one)
+    if capacity is None:  # NULL is meaningful here: send it
+        call = dataclasses.replace(call, args={**call.args, "capacity": None})
     return call
 
 
