@@ -245,3 +245,25 @@ def test_bulk_pause_and_resume_by_queue_owner_and_pattern(fresh_dsn, logins):  #
         assert c.execute("SELECT cronbox.resume_schedules(owner => %s)", (logins.name("alice"),)).fetchone()[0] == 20
         assert c.execute("SELECT count(*) FROM cronbox.schedules WHERE paused").fetchone()[0] == 1  # bob's 'other'
         assert c.execute("SELECT count(*) FROM cronbox.schedule_changes WHERE action = 'resumed'").fetchone()[0] == 21
+
+
+def test_backfill_keeps_to_the_queue_grant_and_the_top_priority(fresh_dsn, logins):  # noqa: F811
+    alice = logins.name("alice")
+    with logins.connect(fresh_dsn, "bob") as c:
+        c.execute("SELECT cronbox.schedule('bob_b', every => '1 hour', queue => 'qa')")
+    with logins.connect(fresh_dsn, "alice") as c:
+        c.execute("SELECT cronbox.schedule('alice_b', every => '1 hour', queue => 'qa', priority => 10, "
+                  "starts_at => date_trunc('hour', now()) - interval '1 day', catchup => 'skip')")
+    with db.connect(fresh_dsn) as su:
+        su.execute("SELECT cronbox.grant_queue('qa', %s)", (alice,))
+        su.execute("SELECT cronbox.set_quota(%s, top_priority => 10)", (alice,))
+    backfill = "SELECT cronbox.backfill(%s, now() - interval '3 hours', now(), priority => %s)"
+    with logins.connect(fresh_dsn, "bob") as c:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            c.execute(backfill, ("bob_b", 0))
+    with logins.connect(fresh_dsn, "alice") as c:
+        with pytest.raises(psycopg.errors.ConfigurationLimitExceeded):
+            c.execute(backfill, ("alice_b", 9))
+        c.execute(backfill, ("alice_b", 10))
+    with db.connect(fresh_dsn) as su:
+        assert su.execute("SELECT count(*) FROM cronbox.backfill").fetchone()[0] == 1

@@ -32,10 +32,7 @@ BEGIN
         RETURN 0;
     END IF;
     -- Fires already written by early dispatch and not claimed: cancelled (per job, counted).
-    SELECT jsonb_object_agg(u.id::text, u.n) INTO v_withdrawn
-    FROM (SELECT x.id, cronbox.withdraw_early_runs(x.id, 'cancelled: paused before its fire time', v_now) AS n
-          FROM unnest(v_ids) AS x(id)) u
-    WHERE u.n > 0;
+    v_withdrawn := cronbox.withdraw_early_runs_of(v_ids, 'cancelled: paused before its fire time', v_now);
     -- Pending scheduled fires deleted; each job's frontier rewound before its first deleted
     -- fire (a one-off dropped here is not taken as done), dropped fires no longer count.
     WITH gone AS (

@@ -52,6 +52,13 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     v_job := cronbox.lock_job(backfill_at.name);
+    -- Tenants (docs/operations.md): the queue's owner grants, and the owner's most urgent priority.
+    PERFORM cronbox.assert_queue_owner(v_job.queue);
+    IF backfill_at.priority < (SELECT q.top_priority FROM cronbox.owner_quota q WHERE q.owner = v_job.owner) THEN
+        RAISE EXCEPTION 'priority: role % may use priorities from % (the most urgent, top_priority) to 32767, got %',
+            quote_ident(v_job.owner), (SELECT q.top_priority FROM cronbox.owner_quota q WHERE q.owner = v_job.owner),
+            backfill_at.priority USING ERRCODE = 'configuration_limit_exceeded';
+    END IF;
     IF v_job.kind = 'after' OR (v_job.kind = 'every' AND v_job.every_mode = 'fixed_delay') THEN
         RAISE EXCEPTION 'name: % has no fixed fire times to backfill (%)', quote_literal(v_job.name),
             CASE WHEN v_job.kind = 'after' THEN 'fired by its upstream jobs' ELSE 'fixed delay' END

@@ -3,16 +3,18 @@
 -- inheritance, as pg_has_role 'USAGE'); p_queue NULL: any queue of that kind. Grants to a role
 -- dropped since are ignored. Reads queue_grant (its primary key) and the catalog; no locks.
 CREATE OR REPLACE FUNCTION cronbox.caller_granted_queue(p_kind text, p_queue text) RETURNS boolean
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT EXISTS (
-        SELECT 1
-        FROM cronbox.queue_grant g
-        JOIN pg_catalog.pg_roles r ON r.rolname = g.grantee
-        WHERE g.kind = p_kind AND (p_queue IS NULL OR g.queue = p_queue)
-          AND pg_catalog.pg_has_role(cronbox.caller(), r.oid, 'USAGE'))
+BEGIN
+    RETURN EXISTS (
+            SELECT 1
+            FROM cronbox.queue_grant g
+            JOIN pg_catalog.pg_roles r ON r.rolname = g.grantee
+            WHERE g.kind = p_kind AND (p_queue IS NULL OR g.queue = p_queue)
+              AND pg_catalog.pg_has_role(cronbox.caller(), r.oid, 'USAGE'));
+END
 $$;
 
 COMMENT ON FUNCTION cronbox.caller_granted_queue(text, text) IS

@@ -2,15 +2,17 @@
 -- superuser or BYPASSRLS role, cronbox_owner, cronbox_admin or cronbox_process (the poller and
 -- relay work every queue). Reads the catalog only; no locks.
 CREATE OR REPLACE FUNCTION cronbox.caller_is_operator() RETURNS boolean
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT coalesce((SELECT r.rolsuper OR r.rolbypassrls FROM pg_catalog.pg_roles r
-                     WHERE r.rolname = cronbox.caller()), false)
-        OR pg_catalog.pg_has_role(cronbox.caller(), 'cronbox_owner', 'USAGE')
-        OR pg_catalog.pg_has_role(cronbox.caller(), 'cronbox_admin', 'USAGE')
-        OR pg_catalog.pg_has_role(cronbox.caller(), 'cronbox_process', 'USAGE')
+BEGIN
+    RETURN coalesce((SELECT r.rolsuper OR r.rolbypassrls FROM pg_catalog.pg_roles r
+                         WHERE r.rolname = cronbox.caller()), false)
+            OR pg_catalog.pg_has_role(cronbox.caller(), 'cronbox_owner', 'USAGE')
+            OR pg_catalog.pg_has_role(cronbox.caller(), 'cronbox_admin', 'USAGE')
+            OR pg_catalog.pg_has_role(cronbox.caller(), 'cronbox_process', 'USAGE');
+END
 $$;
 
 COMMENT ON FUNCTION cronbox.caller_is_operator() IS

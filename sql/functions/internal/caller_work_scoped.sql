@@ -3,14 +3,16 @@
 -- a cronbox_worker that is neither an operator nor a cronbox_reader. False at once (one probe)
 -- while no worker grant exists. Used by the helpers that list schedules and runs. No locks.
 CREATE OR REPLACE FUNCTION cronbox.caller_work_scoped() RETURNS boolean
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT EXISTS (SELECT 1 FROM cronbox.queue_grant g WHERE g.kind = 'worker')
-       AND pg_catalog.pg_has_role(cronbox.caller(), 'cronbox_worker', 'USAGE')
-       AND NOT pg_catalog.pg_has_role(cronbox.caller(), 'cronbox_reader', 'USAGE')
-       AND NOT cronbox.caller_is_operator()
+BEGIN
+    RETURN EXISTS (SELECT 1 FROM cronbox.queue_grant g WHERE g.kind = 'worker')
+           AND pg_catalog.pg_has_role(cronbox.caller(), 'cronbox_worker', 'USAGE')
+           AND NOT pg_catalog.pg_has_role(cronbox.caller(), 'cronbox_reader', 'USAGE')
+           AND NOT cronbox.caller_is_operator();
+END
 $$;
 
 COMMENT ON FUNCTION cronbox.caller_work_scoped() IS

@@ -5,15 +5,17 @@
 -- worker queue, or when neither the queue nor the caller has a worker grant (open queues are
 -- open to unlimited workers; a worker role with grants is limited to them). No locks.
 CREATE OR REPLACE FUNCTION cronbox.worker_may_work(p_queue text) RETURNS boolean
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT NOT EXISTS (SELECT 1 FROM cronbox.queue_grant g WHERE g.kind = 'worker')
-        OR cronbox.caller_is_operator()
-        OR cronbox.caller_granted_queue('worker', p_queue)
-        OR (NOT EXISTS (SELECT 1 FROM cronbox.queue_grant g WHERE g.kind = 'worker' AND g.queue = p_queue)
-            AND NOT cronbox.caller_granted_queue('worker', NULL))
+BEGIN
+    RETURN NOT EXISTS (SELECT 1 FROM cronbox.queue_grant g WHERE g.kind = 'worker')
+            OR cronbox.caller_is_operator()
+            OR cronbox.caller_granted_queue('worker', p_queue)
+            OR (NOT EXISTS (SELECT 1 FROM cronbox.queue_grant g WHERE g.kind = 'worker' AND g.queue = p_queue)
+                AND NOT cronbox.caller_granted_queue('worker', NULL));
+END
 $$;
 
 COMMENT ON FUNCTION cronbox.worker_may_work(text) IS
