@@ -47,8 +47,8 @@ def test_a_tenant_at_its_quota_leaves_another_tenants_canary_within_a_second(fre
         with logins.connect(fresh_dsn, "alice") as c:
             # and a flood of manual fires: past a second's worth they wait their turn
             c.execute("SELECT cronbox.trigger('flood-' || (i % 100 + 1)) FROM generate_series(1, 500) i")
-        wait_until(lambda: len(_lags(fresh_dsn, "canary", start)) >= 8, timeout=90,
-                   what=f"8 canary fires; poller: {poller.output[-1500:]}")
+        wait_until(lambda: len(_lags(fresh_dsn, "canary", start)) >= 6, timeout=90,
+                   what=f"6 canary fires; poller: {poller.output[-1500:]}")
         lags = _lags(fresh_dsn, "canary", start)
         with db.connect(fresh_dsn) as su:
             # the tenant really was at its quota meanwhile: its fires came due (dispatched or waiting)
@@ -56,12 +56,12 @@ def test_a_tenant_at_its_quota_leaves_another_tenants_canary_within_a_second(fre
                 "SELECT (SELECT count(*) FROM cronbox.run WHERE queue = 'flood' AND fire_at > %(t)s) "
                 "+ (SELECT count(*) FROM cronbox.job_future f JOIN cronbox.job j USING (job_id) "
                 "   WHERE j.queue = 'flood' AND f.fire_at > %(t)s AND f.due_at <= now())", {"t": start}).fetchone()[0]
-    assert flood >= 8 * 100, flood
+    assert flood >= 6 * 100, flood
     assert max(lags) < 1.0, lags
 
 
 def test_bulk_pause_and_resume_of_many_schedules_while_the_poller_runs(fresh_dsn, tmp_path):
-    n = 2000
+    n = 500
     with db.connect(fresh_dsn) as c:
         c.execute("SELECT cronbox.schedule('bulk-' || i, every => '1 second', queue => 'bulk', overlap => 'allow') "
                   "FROM generate_series(1, %s) i", (n,))
