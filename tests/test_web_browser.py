@@ -21,7 +21,7 @@ from cronbox.pgcluster import free_port
 from .conftest import TEMPLATE
 from .procs import Proc, wait_until
 from .roles import logins  # noqa: F401  (fixture)
-from .web_support import PASSWORD, scalar, seed, users_env
+from .web_support import PASSWORD, scalar, seed, seed_console_cases, users_env
 
 playwright_api = pytest.importorskip("playwright.sync_api")
 CHROMIUM = "/usr/bin/chromium"
@@ -72,8 +72,8 @@ class Tab:
 
     def __init__(self, browser: Any, base: str, user: str, **opts: Any):
         self.base = base
-        self.ctx = browser.new_context(http_credentials={"username": user, "password": PASSWORD},
-                                       viewport={"width": 1280, "height": 860}, **opts)
+        opts.setdefault("viewport", {"width": 1280, "height": 860})
+        self.ctx = browser.new_context(http_credentials={"username": user, "password": PASSWORD}, **opts)
         self.page = self.ctx.new_page()
         self.errors: list[str] = []
         self.page.on("console", lambda m: self.errors.append(f"console {m.type}: {m.text}")
@@ -225,3 +225,184 @@ def test_a_reader_sees_no_buttons_and_forged_or_csrf_less_posts_fail(browser, si
     assert resp.status == 403 and "Cross-site request check failed" in resp.text()
     assert scalar(dsn, "SELECT paused FROM cronbox.job WHERE name = 'nightly-report'") is False
     assert _changes(dsn, "nightly-report", "paused") == []
+
+
+@pytest.fixture(scope="module")
+def cases(site) -> dict[str, Any]:
+    return seed_console_cases(site["dsn"])
+
+
+PAGES = ("/", "/schedules", "/schedules/nightly-report", "/schedules/wide-payload", "/schedules/broken-job",
+         "/runs", "/dead-letters", "/processes", "/schedules?status=quarantined", "/runs?state=failed&state=lost")
+
+
+def test_quarantine_and_open_breakers_are_visible_and_one_click_resumes(site, cases, admin):
+    page = admin.page
+    admin.go("/")
+    card = page.locator(".card", has_text="quarantined")
+    assert card.locator(".big").inner_text() == "1"
+    assert page.locator(".card", has_text="open circuit breaker").locator(".big").inner_text() == "1"
+    assert page.locator("table.breakers", has_text="flaky-q").count() == 1
+    card.locator("a").click()
+    page.wait_for_url("**/schedules?status=quarantined")
+    assert page.locator("table.schedules tbody tr").count() == 1
+    assert page.locator("table.schedules .state-quarantined").inner_text() == "quarantined"
+    page.click("table.schedules a:text('broken-job')")
+    assert "cannot compute the next fire (<boom>)" in page.locator(".quarantine pre").inner_text()
+    page.click("form[action='/actions/resume'] button:text('Resume after the fix')")
+    page.wait_for_selector("text=resumed")
+    assert scalar(site["dsn"], "SELECT paused FROM cronbox.job WHERE name = 'broken-job'") is False
+    admin.go("/processes")
+    assert page.locator("#breakers + div table", has_text="flaky-q").locator(".state-breaker-open").count() == 1
+    assert admin.errors == []
+
+
+def test_failures_link_and_run_filters_match_what_they_say(site, admin):
+    page = admin.page
+    admin.go("/")
+    page.click(".card a:text('failures')")
+    query = page.url.split("?", 1)[1]
+    assert "state=failed" in query and "state=lost" in query and "since=" in query
+    assert page.locator("table.runs tbody", has_text="alice-job").count() == 1
+    # a job filter is a substring; several states at once; the schedules list filters by status
+    admin.go("/runs?job=LICE&state=failed&state=succeeded")
+    assert page.locator("table.runs tbody tr", has_text="alice-job").count() >= 1
+    assert page.locator("table.runs tbody tr", has_text="nightly-report").count() == 0
+    assert page.locator("fieldset.states input[value=failed]").is_checked()
+    admin.go("/runs?order=duration")
+    assert page.locator("select[name=order]").input_value() == "duration"
+    admin.go("/schedules?status=paused")
+    assert page.locator("table.schedules tbody tr", has_text="nightly-report").count() == 0
+    assert admin.errors == []
+
+
+def test_live_refresh_keeps_a_filter_being_typed(site, admin):
+    page = admin.page
+    admin.go("/runs")
+    page.fill("input[name=job]", "half-typed")
+    page.locator("h1").click()  # the field loses focus, the text is not submitted
+    page.evaluate("document.getElementById('content').setAttribute('data-old', '1')")
+    page.wait_for_timeout(2500)  # two refresh intervals (1 s here) would have swapped the page
+    assert page.locator("#content[data-old]").count() == 1
+    assert page.input_value("input[name=job]") == "half-typed"
+
+
+def test_names_that_look_like_paths_link_to_their_own_page(site, cases, admin):
+    page = admin.page
+    for name in ("a/../b", ".."):
+        admin.go("/schedules?q=" + ("a/" if name != ".." else ".."))
+        page.locator("table.schedules a", has_text=name).first.click()
+        page.wait_for_load_state()
+        assert page.locator("main h1").inner_text().startswith(f"Schedule {name} "), (name, page.url)
+
+
+def test_bad_filters_refused_actions_and_messages(site, admin):
+    page = admin.page
+    resp = page.goto(site["base"] + "/runs?state=bogus")
+    assert resp.status == 400 and "text/html" in resp.headers["content-type"]
+    assert page.locator("header nav a[href='/runs']").count() == 1 and "state" in page.locator(".flash").inner_text()
+    # a refused backfill shows the schedule again, with the error and what was typed (UTC, ISO)
+    admin.go("/schedules/nightly-report")
+    form = page.locator("form[action='/actions/backfill']")
+    assert form.locator("input[name=from]").get_attribute("placeholder").startswith("20")
+    form.locator("input[name=from]").fill("2026-01-02 00:00")
+    form.locator("input[name=to]").fill("2026-01-01 00:00")
+    form.locator("button").click()
+    page.wait_for_selector(".flash.bad")
+    assert "backfill" in page.locator(".flash.bad").inner_text()
+    assert page.input_value("form[action='/actions/backfill'] input[name=from]") == "2026-01-02 00:00"
+    # a link cannot make the console say something; what an action did shows once
+    admin.go("/?msg=the+console+was+hacked")
+    assert "hacked" not in page.content()
+    admin.go("/schedules/bob-job")
+    page.fill("form[action='/actions/pause'] input[name=reason]", "flash test")
+    page.click("form[action='/actions/pause'] button")
+    page.wait_for_selector("p.flash[role=status]:text('paused')")
+    page.reload()
+    assert page.locator("p.flash[role=status]").count() == 0
+    page.click("form[action='/actions/resume'] button")
+    page.wait_for_selector("form[action='/actions/pause']")
+
+
+def test_pages_fit_390_px_and_the_payload_stays_in_its_column(browser, site, cases):
+    phone = Tab(browser, site["base"], "admin", viewport={"width": 390, "height": 844}, is_mobile=True)
+    wide = Tab(browser, site["base"], "admin")
+    try:
+        for path in PAGES:
+            phone.go(path)
+            width = phone.page.evaluate("document.documentElement.scrollWidth")
+            assert width <= 390, (path, width)
+        wide.go("/schedules/wide-payload")
+        pre = wide.page.locator("dd pre.json").bounding_box()
+        column = wide.page.locator(".cols > section").first.bounding_box()
+        fires = wide.page.locator(".cols > section").nth(1).bounding_box()
+        assert pre["x"] + pre["width"] <= column["x"] + column["width"] + 1 <= fires["x"], (pre, column, fires)
+    finally:
+        phone.close()
+        wide.close()
+
+
+def test_rerun_a_run_and_delete_a_dead_letter_through_the_ui(site, admin):
+    dsn, page = site["dsn"], admin.page
+    failed = site["runs"]["alice-job"]
+    admin.go(f"/runs/{failed}")
+    page.click("form[action='/actions/rerun'] button")
+    page.wait_for_selector("text=re-run of run")
+    new = int(page.url.rsplit("/", 1)[1])
+    assert new != failed and scalar(dsn, "SELECT origin FROM cronbox.runs WHERE run_id = %s", new) == "rerun"
+    assert scalar(dsn, "SELECT count(*) FROM cronbox.schedule_changes WHERE action = 'rerun'") == 1
+    dead = scalar(dsn, "INSERT INTO cronbox.dead_letter (outbox_id, run_id, queue, kind, message, timeout, created_at, "
+                       "attempts, last_error) VALUES (2, NULL, 'default', 'notification', '{}', '5 minutes', now(), 5, "
+                       "'HTTP 404 gone') RETURNING dead_letter_id")
+    admin.go("/dead-letters")
+    page.click("tr:has-text('HTTP 404 gone') form[action='/actions/delete-dead-letter'] button")
+    page.click("text=Yes, go ahead")
+    page.wait_for_selector(f"text=dead letter {dead} deleted")
+    assert scalar(dsn, "SELECT count(*) FROM cronbox.dead_letters WHERE dead_letter_id = %s", dead) == 0
+    assert admin.errors == []
+
+
+def test_strips_graph_relative_times_and_dark_theme(browser, site, cases):
+    tab = Tab(browser, site["base"], "admin", color_scheme="dark")
+    try:
+        tab.go("/schedules")
+        assert tab.page.locator("table.schedules tr:has-text('alice-job') .strip .cell").count() >= 1
+        tab.go("/schedules/after-report")
+        node = tab.page.locator("svg.graph a[aria-label^='nightly-report']")
+        assert "last run" in node.get_attribute("aria-label")
+        tab.go(f"/runs/{site['runs']['alice-job']}")
+        assert tab.page.locator(".ago", has_text="ago").count() >= 1
+        background = tab.page.evaluate("getComputedStyle(document.body).backgroundColor")
+        assert sum(int(c) for c in background[background.index("(") + 1:-1].split(",")[:3]) < 150, background
+        assert tab.errors == []
+    finally:
+        tab.close()
+
+
+AXE = Path(__file__).parent / ".axe" / "node_modules" / "axe-core" / "axe.min.js"
+
+
+@pytest.mark.skipif(not AXE.exists(), reason="axe-core not installed (.ci/run installs it with npm)")
+def test_axe_finds_nothing_serious_on_any_page_the_crawl_reaches(browser, site, cases):
+    tab = Tab(browser, site["base"], "admin", bypass_csp=True)  # to inject axe; the pages keep their CSP
+    seen: set[str] = set()
+    todo = ["/"]
+    found: list[str] = []
+    try:
+        while todo and len(seen) < 40:
+            path = todo.pop(0)
+            if path in seen:
+                continue
+            seen.add(path)
+            tab.go(path)
+            tab.page.add_script_tag(path=str(AXE))
+            result = tab.page.evaluate("axe.run(document, {resultTypes: ['violations']})")
+            for v in result["violations"]:
+                if v["impact"] in ("serious", "critical"):
+                    found.append(f"{path}: {v['id']} ({v['impact']}): {[n['target'] for n in v['nodes']][:3]}")
+            for href in tab.page.eval_on_selector_all("a[href^='/']", "els => els.map(e => e.getAttribute('href'))"):
+                if not href.startswith("/static/") and href.split("#")[0] not in seen:
+                    todo.append(href.split("#")[0])
+        assert len(seen) >= 10 and found == [], "\n".join(found)
+    finally:
+        tab.close()

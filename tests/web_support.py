@@ -92,3 +92,20 @@ async def consoles(fresh_dsn, logins) -> AsyncIterator[Any]:  # noqa: F811
         for client in clients:
             await client.close()
         await pool.close()
+
+
+def seed_console_cases(dsn: str) -> dict[str, Any]:
+    """What an operator meets on a shared console: a quarantined schedule, names a browser
+    would rewrite in a path, a wide payload, an open circuit breaker."""
+    wide = {"blob": "x" * 800, "nested": {"list": list(range(40))}}
+    with db.connect(dsn) as conn:
+        conn.execute("SELECT cronbox.schedule('broken-job', cron => '*/10 * * * *')")
+        job_id = conn.execute("SELECT job_id FROM cronbox.job WHERE name = 'broken-job'").fetchone()[0]
+        conn.execute("SELECT cronbox.quarantine_job(%s, 'cron: cannot compute the next fire (<boom>)')", (job_id,))
+        for name in ("a/../b", "..", "b"):
+            conn.execute("SELECT cronbox.schedule(%s, every => '1 hour')", (name,))
+        conn.execute("SELECT cronbox.schedule('wide-payload', every => '1 hour', payload => %s)", (db.Jsonb(wide),))
+        conn.execute("SELECT cronbox.register_process('relay', 'relay:test:9', 'test', 9, 'test')")
+        conn.execute("""UPDATE cronbox.process SET info = '{"breakers": {"flaky-q": {"state": "open",
+                        "consecutive_failures": 7, "probe_every_s": 30}}}' WHERE name = 'relay:test:9'""")
+    return {"quarantined": "broken-job"}

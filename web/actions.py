@@ -7,13 +7,12 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 from typing import Any
-from urllib.parse import urlencode
 
 import orjson
 from aiohttp import web
 from psycopg.types.json import Jsonb
 
-from web.app import ctx, error_page, render
+from web.app import REFUSED, BadInput, ctx, error_page, first_line, render, schedule_url, set_flash
 
 MAX_TEXT = 1000
 MAX_PAYLOAD = 1024 * 1024
@@ -45,9 +44,11 @@ def _time(form: Any, name: str, *, required: bool = True) -> datetime | None:
 
 
 def _back(target: str, msg: str) -> web.Response:
-    """Post/redirect/get: back to the page the action concerns, with what happened."""
-    sep = "&" if "?" in target else "?"
-    return web.Response(status=303, headers={"Location": f"{target}{sep}{urlencode({'msg': msg})}"})
+    """Post/redirect/get: back to the page the action concerns; what happened is shown there
+    once (a cookie, not the URL: a link cannot make the console say anything)."""
+    resp = web.Response(status=303, headers={"Location": target})
+    set_flash(resp, msg)
+    return resp
 
 
 def _signed(request: web.Request, reason: str) -> str:
@@ -57,15 +58,12 @@ def _signed(request: web.Request, reason: str) -> str:
     return f"{reason} (web: {user})" if user else reason
 
 
-def _schedule_url(name: str) -> str:
-    from urllib.parse import quote
-
-    return "/schedules/" + quote(name, safe="")
-
-
 async def _scalar(request: web.Request, query: str, params: dict[str, Any]) -> Any:
-    cur = await ctx(request).conn.execute(query, params)
-    row = await cur.fetchone()
+    """One call of a public function, in a savepoint: a refusal leaves the request's
+    transaction usable, so a schedule's page can be shown again with the error and input."""
+    async with ctx(request).conn.transaction():
+        cur = await ctx(request).conn.execute(query, params)
+        row = await cur.fetchone()
     return next(iter(row.values())) if row else None
 
 
@@ -80,69 +78,107 @@ def _confirm(request: web.Request, form: Any, what: str, back: str) -> web.Respo
 async def act(request: web.Request) -> web.StreamResponse:
     action = request.match_info["action"]
     form = await request.post()
+    name = form.get("name") if action in SCHEDULE_ACTIONS else None
     try:
-        if action in ("pause", "resume", "trigger", "backfill"):
-            name = _field(form, "name", limit=200)
-            back = _schedule_url(name)
-            if action == "pause":
-                reason = _signed(request, _field(form, "reason"))
-                until = _time(form, "until", required=False)
-                ok = await _scalar(request, "SELECT cronbox.pause(name => %(n)s, reason => %(r)s, until => %(u)s)",
-                                   {"n": name, "r": reason, "u": until})
-                done = "paused" + (f" until {until.isoformat(sep=' ')}" if until else "")
-                return _back(back, done if ok is not False else "already paused")
-            if action == "resume":
-                reason = _signed(request, _field(form, "reason", required=False) or "resumed from the web console")
-                ok = await _scalar(request, "SELECT cronbox.resume(name => %(n)s, reason => %(r)s)",
-                                   {"n": name, "r": reason})
-                return _back(back, "resumed" if ok is not False else "was not paused")
-            if action == "backfill":
-                start, end = _time(form, "from"), _time(form, "to")
-                overlap = _field(form, "overlap", required=False, limit=20) or "buffer_all"
-                request_id = await _scalar(
-                    request, 'SELECT cronbox.backfill(name => %(n)s, "from" => %(f)s, "to" => %(t)s, overlap => %(o)s)',
-                    {"n": name, "f": start, "t": end, "o": overlap})
-                return _back(back, f"backfill {request_id} requested: the poller fires the range shortly")
-            raw = _field(form, "payload", required=False, limit=MAX_PAYLOAD)
-            payload = None
-            if raw:
-                try:
-                    payload = orjson.loads(raw)
-                except orjson.JSONDecodeError as exc:
-                    raise ValueError(f"payload: not valid JSON ({exc})") from None
-            run = await _scalar(request, "SELECT cronbox.trigger(name => %(n)s, payload => %(p)s)",
-                                {"n": name, "p": Jsonb(payload) if payload is not None else None})
-            return _back(back, "triggered: a run is due now")
-        if action == "cancel":
-            run_id = _field(form, "run_id", limit=19)
-            if not run_id.isdigit():
-                raise ValueError("run_id: expected a positive integer")
-            if (page := _confirm(request, form, f"Cancel run {run_id}?", f"/runs/{run_id}")) is not None:
+        return await _act(request, action, form)
+    except (ValueError, *REFUSED) as exc:  # BadInput is a ValueError
+        message = str(exc) if isinstance(exc, ValueError) else first_line(exc)
+        if isinstance(name, str) and name.strip() and len(name) <= 200:
+            from web.pages import schedule
+
+            # the schedule's page again, with the error and what was typed
+            typed = {k: v for k, v in form.items() if isinstance(v, str) and k != "csrf"}
+            page = await schedule(request, name=name.strip(), status=400, error=f"{action}: {message}",
+                                  form={"action": action, **typed})
+            if page.status == 400:
                 return page
-            outcome = await _scalar(request, "SELECT cronbox.cancel(run_id => %(id)s)", {"id": int(run_id)})
-            return _back(f"/runs/{run_id}", f"cancel: {outcome}")
-        if action == "redrive":
-            ident = _field(form, "id", required=False, limit=19)
-            queue = _field(form, "queue", required=False, limit=200)
-            everything = form.get("everything") == "yes"
-            if ident:
-                if not ident.isdigit():
-                    raise ValueError("id: expected a positive integer")
-                n = await _scalar(request, "SELECT cronbox.redrive(id => %(id)s)", {"id": int(ident)})
-            elif queue:
-                if (page := _confirm(request, form, f"Redrive every dead letter of queue {queue!r}?", "/dead-letters")) is not None:
-                    return page
-                n = await _scalar(request, "SELECT cronbox.redrive(queue => %(q)s)", {"q": queue})
-            elif everything:
-                if (page := _confirm(request, form, "Redrive ALL dead letters?", "/dead-letters")) is not None:
-                    return page
-                n = await _scalar(request, "SELECT cronbox.redrive(everything => true)", {})
-            else:
-                raise ValueError("redrive: say which dead letters (id, queue or everything)")
-            return _back("/dead-letters", f"redriven: {n}")
-    except ValueError as exc:
-        return error_page(request, 400, "Bad input", str(exc))
+        return error_page(request, 400, "Refused" if not isinstance(exc, ValueError) else "Bad input", message)
+
+
+SCHEDULE_ACTIONS = ("pause", "resume", "trigger", "backfill")
+
+
+async def _act(request: web.Request, action: str, form: Any) -> web.StreamResponse:
+    if action in SCHEDULE_ACTIONS:
+        name = _field(form, "name", limit=200)
+        back = schedule_url(name)
+        if action == "pause":
+            reason = _signed(request, _field(form, "reason"))
+            until = _time(form, "until", required=False)
+            ok = await _scalar(request, "SELECT cronbox.pause(name => %(n)s, reason => %(r)s, until => %(u)s)",
+                               {"n": name, "r": reason, "u": until})
+            done = "paused" + (f" until {until.isoformat(sep=' ')}" if until else "")
+            return _back(back, done if ok is not False else "already paused")
+        if action == "resume":
+            reason = _signed(request, _field(form, "reason", required=False) or "resumed from the web console")
+            ok = await _scalar(request, "SELECT cronbox.resume(name => %(n)s, reason => %(r)s)",
+                               {"n": name, "r": reason})
+            return _back(back, "resumed" if ok is not False else "was not paused")
+        if action == "backfill":
+            start, end = _time(form, "from"), _time(form, "to")
+            overlap = _field(form, "overlap", required=False, limit=20) or "buffer_all"
+            request_id = await _scalar(
+                request, 'SELECT cronbox.backfill(name => %(n)s, "from" => %(f)s, "to" => %(t)s, overlap => %(o)s)',
+                {"n": name, "f": start, "t": end, "o": overlap})
+            return _back(back, f"backfill {request_id} requested: the poller fires the range shortly")
+        raw = _field(form, "payload", required=False, limit=MAX_PAYLOAD)
+        payload = None
+        if raw:
+            try:
+                payload = orjson.loads(raw)
+            except orjson.JSONDecodeError as exc:
+                raise ValueError(f"payload: not valid JSON ({exc})") from None
+        run = await _scalar(request, "SELECT cronbox.trigger(name => %(n)s, payload => %(p)s)",
+                            {"n": name, "p": Jsonb(payload) if payload is not None else None})
+        return _back(back, "triggered: a run is due now")
+    if action == "cancel":
+        run_id = str(_run_id(form))
+        if (page := _confirm(request, form, f"Cancel run {run_id}?", f"/runs/{run_id}")) is not None:
+            return page
+        outcome = await _scalar(request, "SELECT cronbox.cancel(run_id => %(id)s)", {"id": int(run_id)})
+        return _back(f"/runs/{run_id}", f"cancel: {outcome}")
+    if action == "redrive":
+        ident = _field(form, "id", required=False, limit=19)
+        queue = _field(form, "queue", required=False, limit=200)
+        everything = form.get("everything") == "yes"
+        if ident:
+            if not ident.isdigit():
+                raise ValueError("id: expected a positive integer")
+            n = await _scalar(request, "SELECT cronbox.redrive(id => %(id)s)", {"id": int(ident)})
+        elif queue:
+            if (page := _confirm(request, form, f"Redrive every dead letter of queue {queue!r}?", "/dead-letters")) is not None:
+                return page
+            n = await _scalar(request, "SELECT cronbox.redrive(queue => %(q)s)", {"q": queue})
+        elif everything:
+            if (page := _confirm(request, form, "Redrive ALL dead letters?", "/dead-letters")) is not None:
+                return page
+            n = await _scalar(request, "SELECT cronbox.redrive(everything => true)", {})
+        else:
+            raise ValueError("redrive: say which dead letters (id, queue or everything)")
+        return _back("/dead-letters", f"redriven: {n}")
+    if action == "rerun":
+        run_id = _run_id(form)
+        new = await _scalar(request, "SELECT cronbox.rerun(run_id => %(id)s, reason => %(r)s)",
+                            {"id": run_id, "r": _signed(request, "rerun from the web console")})
+        if new is None:
+            return _back(f"/runs/{run_id}", "re-run requested: held (queue limit or dependency gate)")
+        return _back(f"/runs/{new}", f"re-run of run {run_id}")
+    if action == "delete-dead-letter":
+        ident = _field(form, "id", limit=19)
+        if not ident.isdigit():
+            raise BadInput("id: expected a positive integer")
+        if (page := _confirm(request, form, f"Delete dead letter {ident} for good?", "/dead-letters")) is not None:
+            return page
+        await _scalar(request, "SELECT cronbox.delete_dead_letter(id => %(id)s)", {"id": int(ident)})
+        return _back("/dead-letters", f"dead letter {ident} deleted")
     return error_page(request, 404, "No such action", f"Unknown action {action!r}.")
+
+
+def _run_id(form: Any) -> int:
+    run_id = _field(form, "run_id", limit=19)
+    if not run_id.isdigit() or int(run_id) >= 2**63:
+        raise BadInput("run_id: expected a positive integer")
+    return int(run_id)
 
 
 def add_routes(app: web.Application) -> None:

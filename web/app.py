@@ -3,6 +3,7 @@ the user's role, security headers, and template rendering (jinja2, autoescaped).
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import logging
@@ -31,6 +32,7 @@ from web.settings import WebSettings
 log = logging.getLogger("cronbox.web")
 HERE = Path(__file__).parent
 CSRF_COOKIE = "cronbox_csrf"
+FLASH_COOKIE = "cronbox_flash"  # what an action did, shown once by the page it redirects to
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 SETTINGS = web.AppKey("settings", WebSettings)
@@ -53,6 +55,7 @@ class Ctx:
     set_cookie: bool = False
     conn: Any = None
     can: dict[str, Any] = field(default_factory=dict)
+    flash: str | None = None
 
 
 CTX = web.RequestKey("ctx", Ctx)
@@ -106,6 +109,31 @@ def _ts(value: object, zone: str | None = None) -> str:
     return value.strftime("%Y-%m-%d %H:%M:%S") + (" UTC" if value.utcoffset() == timedelta(0) else value.strftime(" %z"))
 
 
+def _ago(value: object, now: object) -> str:
+    """'3 min ago' / 'in 2 h' beside a UTC time (now: the database's, of this request)."""
+    if not isinstance(value, datetime) or not isinstance(now, datetime):
+        return ""
+    s = (now - value).total_seconds()
+    if abs(s) < 1:
+        return "now"
+    text = _duration(abs(s)).replace(".0 ", " ")
+    return f"{text} ago" if s > 0 else f"in {text}"
+
+
+def schedule_url(name: str) -> str:
+    """A schedule's page: its name as one path segment (`/` encoded, so `a/../b` stays itself);
+    names a browser would resolve as a path step (`.`, `..`) go in the query."""
+    from urllib.parse import quote
+
+    if name.strip(".") == "":
+        return "/schedule?name=" + quote(name, safe="")
+    return "/schedules/" + quote(name, safe="")
+
+
+class BadInput(ValueError):
+    """A bad filter or form value: a 400 page with the site's navigation, naming the field."""
+
+
 def _json(value: object) -> str:
     if value is None:
         return "null"
@@ -116,7 +144,7 @@ def make_templates() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"),
                              autoescape=True, undefined=jinja2.StrictUndefined,
                              trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(duration=_duration, ts=_ts, json=_json)
+    env.filters.update(duration=_duration, ts=_ts, json=_json, ago=_ago, schedule_url=schedule_url)
     env.globals["version"] = __version__
     return env
 
@@ -133,7 +161,7 @@ def render(request: web.Request, template: str, status: int = 200, **values: Any
     values.setdefault("live", False)
     html = env.get_template(template).render(
         request=request, user=ctx(request).user_name, can=ctx(request).can,
-        csrf=csrf_token(request), msg=request.query.get("msg"),
+        csrf=csrf_token(request), msg=ctx(request).flash, now=ctx(request).can.get("now"),
         refresh=request.app[SETTINGS].refresh, **values)
     return web.Response(text=html, status=status, content_type="text/html")
 
@@ -150,10 +178,14 @@ async def headers_mw(request: web.Request, handler: Handler) -> web.StreamRespon
         resp = exc
     for k, v in HEADERS.items():
         resp.headers.setdefault(k, v)
+    secure = guard.scheme(request, request.app[SETTINGS]) == "https"
     if ctx(request).set_cookie:
-        secure = guard.scheme(request, request.app[SETTINGS]) == "https"
         resp.set_cookie(CSRF_COOKIE, ctx(request).csrf_cookie, httponly=True, samesite="Strict", path="/",
                         secure=secure)
+    if ctx(request).flash is not None and FLASH_COOKIE not in resp.cookies:
+        resp.del_cookie(FLASH_COOKIE, path="/")  # shown once
+    elif FLASH_COOKIE in resp.cookies:
+        resp.cookies[FLASH_COOKIE]["secure"] = secure
     if isinstance(resp, web.HTTPException):
         raise resp
     return resp
@@ -186,6 +218,7 @@ async def auth_mw(request: web.Request, handler: Handler) -> web.StreamResponse:
         cookie = secrets.token_urlsafe(32)
         c.set_cookie = True
     c.csrf_cookie = cookie
+    c.flash = read_flash(request)
     if request.method == "POST":
         problem = await _csrf_problem(request)
         if problem:
@@ -193,6 +226,21 @@ async def auth_mw(request: web.Request, handler: Handler) -> web.StreamResponse:
             return error_page(request, 403, "Request refused", f"Cross-site request check failed: {problem}. "
                               "Reload the page and submit the form again.")
     return await handler(request)
+
+
+def set_flash(resp: web.StreamResponse, msg: str) -> None:
+    raw = base64.urlsafe_b64encode(msg[:500].encode()).decode()
+    resp.set_cookie(FLASH_COOKIE, raw, httponly=True, samesite="Strict", path="/", max_age=120)
+
+
+def read_flash(request: web.Request) -> str | None:
+    raw = request.cookies.get(FLASH_COOKIE)
+    if not raw:
+        return None
+    try:
+        return base64.urlsafe_b64decode(raw.encode()).decode()[:500]
+    except (ValueError, UnicodeDecodeError):
+        return ""
 
 
 async def _csrf_problem(request: web.Request) -> str | None:
@@ -233,18 +281,24 @@ async def db_mw(request: web.Request, handler: Handler) -> web.StreamResponse:
                 return resp
         except _Rollback as rb:
             return rb.response
+        except BadInput as exc:
+            return error_page(request, 400, "Bad value", str(exc))
         except psycopg.errors.InsufficientPrivilege as exc:
-            return error_page(request, 403, "Not allowed", f"The database refused: {_first_line(exc)}")
+            return error_page(request, 403, "Not allowed", f"The database refused: {first_line(exc)}")
         except psycopg.errors.QueryCanceled:
             return error_page(request, 503, "Too slow", "The query took longer than 15 s; narrow the filters.")
-        except (psycopg.errors.RaiseException, psycopg.errors.NoDataFound, psycopg.errors.InvalidParameterValue,
-                psycopg.DataError, psycopg.errors.ObjectNotInPrerequisiteState, psycopg.errors.CheckViolation) as exc:
-            return error_page(request, 400, "Refused", _first_line(exc))
+        except REFUSED as exc:
+            return error_page(request, 400, "Refused", first_line(exc))
         except psycopg.errors.InvalidTextRepresentation as exc:
-            return error_page(request, 400, "Bad value", _first_line(exc))
+            return error_page(request, 400, "Bad value", first_line(exc))
         except psycopg.Error as exc:
             log.exception("database error on %s %s", request.method, request.path)
-            return error_page(request, 500, "Database error", _first_line(exc))
+            return error_page(request, 500, "Database error", first_line(exc))
+
+
+# What the SQL functions raise for a refused call (bad value, unknown name, wrong state).
+REFUSED = (psycopg.errors.RaiseException, psycopg.errors.NoDataFound, psycopg.errors.InvalidParameterValue,
+           psycopg.DataError, psycopg.errors.ObjectNotInPrerequisiteState, psycopg.errors.CheckViolation)
 
 
 class _Rollback(Exception):
@@ -252,9 +306,13 @@ class _Rollback(Exception):
         self.response = response
 
 
-def _first_line(exc: BaseException) -> str:
+def first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else exc.__class__.__name__
+
+
+async def _close_gate(app: web.Application) -> None:
+    app[GATE].pool.shutdown(wait=False, cancel_futures=True)
 
 
 def build(settings: WebSettings, pool: AsyncConnectionPool) -> web.Application:
@@ -268,6 +326,7 @@ def build(settings: WebSettings, pool: AsyncConnectionPool) -> web.Application:
     app[GATE] = guard.LoginGate(app[AUTH], concurrency=max(1, (os.cpu_count() or 2) // 2), backlog=32,
                                 per_minute=settings.login_failures)
     app[HOSTS] = guard.allowed_hosts(settings)
+    app.on_cleanup.append(_close_gate)
     app[SECRET] = settings.secret or secrets.token_bytes(32)
     app[TEMPLATES] = make_templates()
     pages.add_routes(app)

@@ -6,8 +6,11 @@ at a time, and a client that keeps failing is refused for a while)."""
 from __future__ import annotations
 
 import asyncio
+import os
+import threading
 import time
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 
 from aiohttp import web
 
@@ -75,9 +78,17 @@ def host_problem(request: web.Request, settings: WebSettings, allowed: frozenset
     return None
 
 
+def _lower_priority() -> None:
+    """Password checks yield the CPU to the event loop (Linux: a thread has its own nice value)."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+    except (AttributeError, OSError):
+        pass
+
+
 class LoginGate:
     """HTTP Basic logins without stalling the event loop: known good credentials are a dict
-    lookup; anything else is checked by scrypt/PBKDF2 in the default executor, at most
+    lookup; anything else is checked by scrypt/PBKDF2 in threads of lower priority, at most
     `concurrency` at a time and at most `backlog` waiting. A client has at most `per_minute`
     unsuccessful attempts in any minute (in flight ones count), then gets 429 until the
     oldest is a minute old. Counters are in memory, per console process."""
@@ -88,6 +99,7 @@ class LoginGate:
     def __init__(self, auth: Authenticator, *, concurrency: int, backlog: int, per_minute: int):
         self.auth = auth
         self.sem = asyncio.Semaphore(concurrency)
+        self.pool = ThreadPoolExecutor(concurrency, thread_name_prefix="cronbox-login", initializer=_lower_priority)
         self.backlog = backlog
         self.per_minute = per_minute
         self.pending = 0
@@ -128,7 +140,7 @@ class LoginGate:
         self.pending += 1
         try:
             async with self.sem:
-                user = await asyncio.get_running_loop().run_in_executor(None, self.auth.verify, creds)
+                user = await asyncio.get_running_loop().run_in_executor(self.pool, self.auth.verify, creds)
         finally:
             self.pending -= 1
         if user is not None:

@@ -40,7 +40,13 @@ async def abilities(conn: AsyncConnection) -> Row:
                EXISTS (SELECT 1 FROM pg_catalog.pg_proc p
                        WHERE p.pronamespace = 'cronbox'::regnamespace AND p.proname = 'next_fires'
                          AND pg_catalog.has_function_privilege(p.oid, 'EXECUTE')) AS next_fires,
-               pg_catalog.has_table_privilege('cronbox.dependencies', 'SELECT') AS see_gates,
+               EXISTS (SELECT 1 FROM pg_catalog.pg_proc p
+                       WHERE p.pronamespace = 'cronbox'::regnamespace AND p.proname = 'rerun'
+                         AND pg_catalog.has_function_privilege(p.oid, 'EXECUTE')) AS rerun,
+               EXISTS (SELECT 1 FROM pg_catalog.pg_proc p
+                       WHERE p.pronamespace = 'cronbox'::regnamespace AND p.proname = 'delete_dead_letter'
+                         AND pg_catalog.has_function_privilege(p.oid, 'EXECUTE')) AS delete_dead_letter,
+               now() AS now,
                pg_catalog.has_table_privilege('cronbox.queues', 'SELECT') AS see_queues,
                pg_catalog.has_table_privilege('cronbox.processes', 'SELECT') AS see_processes,
                pg_catalog.has_table_privilege('cronbox.dead_letters', 'SELECT') AS see_dead_letters,
@@ -57,8 +63,29 @@ async def queues(conn: AsyncConnection) -> list[Row]:
 
 async def processes(conn: AsyncConnection) -> list[Row]:
     return await rows(conn, """
-        SELECT kind, name, host, pid, version, started_at, last_seen, live, uptime
+        SELECT kind, name, host, pid, version, started_at, last_seen, live, uptime, info
         FROM cronbox.processes ORDER BY live DESC, kind, name LIMIT 200""")
+
+
+def breakers(live: list[Row]) -> list[dict[str, Any]]:
+    """Circuit breakers that are open or counting failures, per live relay and queue (from
+    each relay's heartbeat in cronbox.processes.info), as `cronbox status` lists them."""
+    from cronbox.status import Result
+    from cronbox.status import breakers as status_breakers
+
+    found = status_breakers(Result(live)).rows or []
+    return sorted(found, key=lambda b: (b["state"] != "open", str(b["queue"]), str(b["relay"])))
+
+
+async def held_counts(conn: AsyncConnection) -> Row:
+    """Quarantined (set aside by the poller) and paused schedules the role may see: a walk of
+    job_paused_idx (paused schedules are few)."""
+    row = await one(conn, """
+        SELECT count(*) FILTER (WHERE status = 'quarantined') AS quarantined,
+               count(*) FILTER (WHERE status = 'paused') AS paused
+        FROM cronbox.schedules WHERE paused""")
+    assert row is not None
+    return row
 
 
 async def failures_last_hour(conn: AsyncConnection) -> int:
@@ -84,13 +111,21 @@ async def runs_per_minute(conn: AsyncConnection, hours: int) -> tuple[datetime, 
 
 # -- schedules ----------------------------------------------------------------------------
 
-async def schedules(conn: AsyncConnection, q: str, after: str | None, limit: int = PAGE) -> list[Row]:
+async def schedules(conn: AsyncConnection, q: str, after: str | None, status: str | None = None,
+                    limit: int = PAGE) -> list[Row]:
     """One page of schedules by name (keyset: name > after). The page's names come first:
     from the name index, or for a search from cronbox.search_schedules (a trigram index;
-    row security applies); then only those rows get next fires and run statistics."""
-    page = ("SELECT n AS name FROM cronbox.search_schedules(%(q)s, %(after)s, %(limit)s) AS n" if q else
-            """SELECT d.name FROM cronbox.schedule_definitions d
-               WHERE (%(after)s::text IS NULL OR d.name > %(after)s) ORDER BY d.name LIMIT %(limit)s""")
+    row security applies); then only those rows get next fires and run statistics. A status
+    filter reads cronbox.schedules (paused and quarantined ones through job_paused_idx)."""
+    if status:
+        held = "s.paused AND " if status in ("paused", "quarantined") else "NOT s.paused AND "
+        match = ("s.name IN (SELECT n FROM cronbox.search_schedules(%(q)s, NULL, 1000) AS n) AND " if q else "")
+        page = f"""SELECT s.name FROM cronbox.schedules s WHERE {held}{match}s.status = %(status)s
+                   AND (%(after)s::text IS NULL OR s.name > %(after)s) ORDER BY s.name LIMIT %(limit)s"""
+    else:
+        page = ("SELECT n AS name FROM cronbox.search_schedules(%(q)s, %(after)s, %(limit)s) AS n" if q else
+                """SELECT d.name FROM cronbox.schedule_definitions d
+                   WHERE (%(after)s::text IS NULL OR d.name > %(after)s) ORDER BY d.name LIMIT %(limit)s""")
     return await rows(conn, """
         WITH page AS MATERIALIZED (""" + page + """)
         SELECT s.name, s.expression, s.timezone, s.status, s.paused, s.paused_reason, s.queue,
@@ -111,7 +146,7 @@ async def schedules(conn: AsyncConnection, q: str, after: str | None, limit: int
                   ORDER BY x.run_id DESC LIMIT %(recent)s) r
         ) st ON true
         ORDER BY s.name""",
-        {"q": q or None, "after": after, "limit": limit + 1, "recent": RECENT})
+        {"q": q or None, "after": after, "limit": limit + 1, "recent": RECENT, "status": status})
 
 
 async def schedule(conn: AsyncConnection, name: str) -> Row | None:
@@ -158,31 +193,10 @@ async def changes(conn: AsyncConnection, job_id: int, limit: int = 30) -> list[R
         WHERE job_id = %s ORDER BY change_id DESC LIMIT %s""", (job_id, limit))
 
 
-async def edges(conn: AsyncConnection, name: str, see_gates: bool) -> list[Row]:
-    """Upstream and downstream edges of a job, two levels each way."""
-    if see_gates:
-        return await rows(conn, """
-            WITH RECURSIVE up(job, upstream, kind, depth) AS (
-                SELECT job, upstream, kind, 1 FROM cronbox.dependencies WHERE job = %(n)s
-                UNION SELECT d.job, d.upstream, d.kind, up.depth + 1
-                FROM cronbox.dependencies d JOIN up ON d.job = up.upstream WHERE up.depth < 2
-            ), down(job, upstream, kind, depth) AS (
-                SELECT job, upstream, kind, 1 FROM cronbox.dependencies WHERE upstream = %(n)s
-                UNION SELECT d.job, d.upstream, d.kind, down.depth + 1
-                FROM cronbox.dependencies d JOIN down ON d.upstream = down.job WHERE down.depth < 2
-            )
-            SELECT job, upstream, kind, -depth AS level FROM up
-            UNION ALL SELECT job, upstream, kind, depth FROM down LIMIT 200""", {"n": name})
-    # Roles without the gate view (cronbox_user) still see `after` edges of their own jobs.
-    return await rows(conn, """
-        SELECT s.name AS job, a.upstream, 'after' AS kind, -1 AS level
-        FROM cronbox.schedules s CROSS JOIN LATERAL pg_catalog.unnest(
-            pg_catalog.string_to_array(pg_catalog.substr(s.expression, 7), ', ')) AS a(upstream)
-        WHERE s.name = %(n)s AND s.kind = 'after'
-        UNION ALL
-        SELECT s.name, %(n)s, 'after', 1 FROM cronbox.schedules s
-        WHERE s.kind = 'after' AND %(n)s = ANY (pg_catalog.string_to_array(pg_catalog.substr(s.expression, 7), ', '))
-        LIMIT 200""", {"n": name})
+async def edges(conn: AsyncConnection, name: str) -> list[Row]:
+    """Upstream and downstream edges of a job, two levels each way, with the last run state of
+    both ends (cronbox.dependency_graph; row security decides what the role sees)."""
+    return await rows(conn, "SELECT * FROM cronbox.dependency_graph(%s, 2)", (name,))
 
 
 # -- runs ---------------------------------------------------------------------------------
@@ -194,68 +208,6 @@ async def job_ids(conn: AsyncConnection, name: str) -> list[int]:
         UNION SELECT job_id FROM cronbox.schedule_changes WHERE job = %(n)s AND action = 'created'""",
         {"n": name})
     return [r["job_id"] for r in found]
-
-
-OWNED_WALK = 500  # an owner with at most this many schedules gets its runs job by job
-
-
-async def owned_job_ids(conn: AsyncConnection) -> list[int]:
-    """The ids of the schedules the request's role may see (row security): for a role limited
-    to its own schedules."""
-    found = await rows(conn, "SELECT job_id FROM cronbox.schedule_definitions LIMIT %s", (OWNED_WALK + 1,))
-    return [r["job_id"] for r in found]
-
-
-async def runs(conn: AsyncConnection, *, job_ids: list[int] | None, queue: str | None, state: str | None,
-               since: datetime | None, until: datetime | None, before: int | None,
-               limit: int = PAGE, owned: list[int] | None = None) -> list[Row]:
-    """Newest first, keyset by run_id. `owned`: the caller sees only these jobs' runs (row
-    security), so rather than walking all of history newest first and letting the policy
-    drop other owners' runs (seconds at 10M runs when one owns 10 of 100,000 schedules),
-    each owned job's newest runs are read from run_job_history_idx and merged."""
-    conds = [sql.SQL("true")]
-    params: dict[str, Any] = {"limit": limit + 1}
-    if job_ids is not None and len(job_ids) == 1:  # the usual case: (job_id, run_id DESC) gives the order
-        conds.append(sql.SQL("job_id = %(job_id)s"))
-        params["job_id"] = job_ids[0]
-    elif job_ids is not None:  # a name re-used after unschedule: several ids
-        conds.append(sql.SQL("job_id = ANY(%(job_ids)s)"))
-        params["job_ids"] = job_ids
-    if queue:
-        conds.append(sql.SQL("queue = %(queue)s"))
-        params["queue"] = queue
-    if state:
-        conds.append(sql.SQL("state = %(state)s"))
-        params["state"] = state
-        # No index names the state (migration 0190): the bad final states are in
-        # run_trouble_history_idx under `trouble`; the unfinished ones are few and come from
-        # cronbox.unfinished_runs(); succeeded is most of history, walked newest first.
-        if state in TROUBLE:
-            conds.append(sql.SQL("trouble = %(state)s"))
-        elif state in UNFINISHED:
-            conds.append(sql.SQL("run_id IN (SELECT u.run_id FROM cronbox.unfinished_runs() u "
-                                 "WHERE u.state = %(state)s)"))
-    if since:
-        conds.append(sql.SQL("run_id >= cronbox.run_id_at(%(since)s)"))
-        params["since"] = since
-    if until:
-        conds.append(sql.SQL("run_id < cronbox.run_id_at(%(until)s)"))
-        params["until"] = until
-    if before is not None:
-        conds.append(sql.SQL("run_id < %(before)s"))
-        params["before"] = before
-    columns = sql.SQL("""run_id, job, queue, fire_at, state, attempt, origin, dispatched_at, started_at,
-               finished_at, duration, worker, pg_catalog.left(error, 200) AS error""")
-    if job_ids is None and owned is not None and len(owned) <= OWNED_WALK:
-        params["owned"] = owned
-        query = sql.SQL("""
-            SELECT r.* FROM pg_catalog.unnest(%(owned)s::bigint[]) AS o(id) CROSS JOIN LATERAL (
-                SELECT {} FROM cronbox.runs WHERE job_id = o.id AND {} ORDER BY run_id DESC LIMIT %(limit)s
-            ) r ORDER BY r.run_id DESC LIMIT %(limit)s""").format(columns, sql.SQL(" AND ").join(conds))
-    else:
-        query = sql.SQL("SELECT {} FROM cronbox.runs WHERE {} ORDER BY run_id DESC LIMIT %(limit)s").format(
-            columns, sql.SQL(" AND ").join(conds))
-    return await rows(conn, query, params)
 
 
 async def run(conn: AsyncConnection, run_id: int) -> Row | None:
@@ -277,8 +229,9 @@ async def attempts(conn: AsyncConnection, r: Row) -> list[Row]:
 
 
 async def recent_runs(conn: AsyncConnection, job_id: int, limit: int = 20) -> list[Row]:
-    return await runs(conn, job_ids=[job_id], queue=None, state=None, since=None, until=None,
-                      before=None, limit=limit)
+    from web.history import runs
+
+    return await runs(conn, job_ids=[job_id], limit=limit)
 
 
 # -- dead letters -------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 // Live refresh: re-fetch this page every few seconds and swap in the new <main>.
-// The pages work without it; it pauses while a form field has focus or the tab is hidden.
+// The pages work without it; it pauses while a form field has focus, while a form holds
+// input not submitted yet (a filter being typed), or while the tab is hidden.
 (function () {
   "use strict";
   var body = document.body;
@@ -12,8 +13,26 @@
     var el = document.activeElement;
     return el && /^(INPUT|SELECT|TEXTAREA|BUTTON)$/.test(el.tagName);
   }
+  function changed() {
+    var fields = document.querySelectorAll("#content input, #content select, #content textarea");
+    for (var i = 0; i < fields.length; i++) {
+      var el = fields[i];
+      if (el.type === "checkbox" || el.type === "radio") {
+        if (el.checked !== el.defaultChecked) { return true; }
+      } else if (el.tagName === "SELECT") {
+        var first = 0;  // with no option marked selected, the browser shows the first
+        for (var j = 0; j < el.options.length; j++) {
+          if (el.options[j].defaultSelected) { first = j; break; }
+        }
+        if (el.selectedIndex !== first) { return true; }
+      } else if (el.type !== "hidden" && el.value !== el.defaultValue) {
+        return true;
+      }
+    }
+    return false;
+  }
   function tick() {
-    if (busy || !toggle.checked || document.hidden || editing()) { return; }
+    if (busy || !toggle.checked || document.hidden || editing() || changed()) { return; }
     busy = true;
     fetch(window.location.href, { credentials: "same-origin", headers: { "X-Requested-With": "live" } })
       .then(function (resp) { return resp.ok ? resp.text() : null; })

@@ -58,7 +58,7 @@ BEGIN
                j.retry_delay, j.retry_max_delay,
                coalesce(p.payload, j.payload) AS message_payload,
                g.waiting, g.timeout_at,
-               CASE WHEN j.paused AND p.origin <> 'manual' THEN 'hold_paused'  -- trigger() runs anyway
+               CASE WHEN j.paused AND p.origin NOT IN ('manual', 'rerun') THEN 'hold_paused'  -- trigger(), rerun() run anyway
                     WHEN g.waiting IS NOT NULL AND g.timeout_at <= p_now THEN 'fail_dependency'
                     WHEN g.waiting IS NOT NULL THEN 'hold_dependency' END AS pre
         FROM picked p
