@@ -37,6 +37,8 @@ PAGES = {  # file name -> path ({run} is the failed run)
     "run": "/runs/{run}",  # a failed manual run of warehouse-load
     "dead-letters": "/dead-letters",
 }
+DARK = {"overview-dark": "/"}  # the same page under prefers-color-scheme: dark
+PHONE = {"schedule-phone": "/schedules/nightly-report"}  # 390 px wide
 ARGS = ["--no-sandbox", "--headless=new", "--disable-gpu", "--disable-background-networking",
         "--disable-component-update", "--disable-sync", "--no-first-run"]
 
@@ -65,6 +67,9 @@ def seed(conn: psycopg.Connection) -> dict[str, Any]:
         conn.execute(f"SELECT cronbox.schedule('{name}', {opts})")
     conn.execute("SELECT cronbox.add_dependency('nightly-report', 'warehouse-load', within => '1 day')")
     conn.execute("SELECT cronbox.pause('cleanup-tmp', 'disk maintenance until Friday')")
+    conn.execute("SELECT cronbox.schedule('legacy-export', cron => '0 4 * * *', queue => 'etl')")
+    conn.execute("SELECT cronbox.quarantine_job(job_id, 'cron: no fire time can be computed for this schedule') "
+                 "FROM cronbox.job WHERE name = 'legacy-export'")
     fill_history(conn, jobs=["nightly-report", "invoice-sync", "warehouse-load", "cleanup-tmp"], runs=4000, hours=3)
     conn.execute("SELECT cronbox.trigger('warehouse-load', payload => '{\"tables\": [\"orders\", \"stock\"]}')")
     conn.execute("SELECT * FROM cronbox.dispatch(1000)")
@@ -79,6 +84,8 @@ def seed(conn: psycopg.Connection) -> dict[str, Any]:
                 10, 'HTTP 410 Gone from https://billing.internal/hooks/cronbox')""")
     for kind in ("poller", "relay"):
         conn.execute("SELECT cronbox.register_process(%s, %s, 'app-1', 4242, 'dev')", (kind, f"{kind}-app-1"))
+    conn.execute("""UPDATE cronbox.process SET info = '{"breakers": {"billing": {"state": "open",
+                    "consecutive_failures": 12, "probe_every_s": 30}}}' WHERE name = 'relay-app-1'""")
     conn.execute("SELECT cronbox.sync_schedule_names()")
     while conn.execute("SELECT cronbox.tally_runs_at(100000, clock_timestamp() + interval '1 minute')"
                        ).fetchone()[0] == 100000:
@@ -100,14 +107,19 @@ def shoot(base: str, out: Path, chromium: str, data: dict[str, Any]) -> list[Pat
             errors: list[str] = []
             page.on("console", lambda m: errors.append(m.text) if m.type in ("error", "warning") else None)
             page.on("pageerror", lambda e: errors.append(str(e)))
-            for name, path in PAGES.items():
-                resp = page.goto(base + path.format(**data))
-                if resp is None or resp.status != 200:
-                    raise RuntimeError(f"{path}: HTTP {resp and resp.status}")
-                target = out / f"web-{name}.png"
-                page.screenshot(path=str(target))
-                saved.append(target)
-                log(f"  {target}")
+            dark = browser.new_context(http_credentials={"username": "admin", "password": PASSWORD},
+                                       viewport={"width": 1280, "height": 860}, color_scheme="dark")
+            phone = browser.new_context(http_credentials={"username": "admin", "password": PASSWORD},
+                                        viewport={"width": 390, "height": 844}, is_mobile=True)
+            for pages, tab in ((PAGES, page), (DARK, dark.new_page()), (PHONE, phone.new_page())):
+                for name, path in pages.items():
+                    resp = tab.goto(base + path.format(**data))
+                    if resp is None or resp.status != 200:
+                        raise RuntimeError(f"{path}: HTTP {resp and resp.status}")
+                    target = out / f"web-{name}.png"
+                    tab.screenshot(path=str(target))
+                    saved.append(target)
+                    log(f"  {target}")
             if errors:
                 raise RuntimeError(f"console errors in the browser: {errors}")
         finally:

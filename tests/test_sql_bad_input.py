@@ -58,6 +58,8 @@ FUNCTIONS = [
     ("set_queue_limit", [("queue", "text"), ("max_running", "integer")], ["cronbox_admin"]),
     ("set_pool", [("name", "text"), ("capacity", "integer")], ["cronbox_admin"]),
     ("redrive", [("id", "bigint"), ("queue", "text")], ["cronbox_admin"]),
+    ("rerun", [("run_id", "bigint"), ("reason", "text")], ADMIN),
+    ("delete_dead_letter", [("id", "bigint")], ["cronbox_admin"]),
     ("grant_queue", [("queue", "text"), ("role", "text"), ("kind", "text")], ["cronbox_admin"]),
     ("revoke_queue", [("queue", "text"), ("role", "text"), ("kind", "text")], ["cronbox_admin"]),
     ("set_quota", [("owner", "text"), ("max_schedules", "integer"), ("max_fires_per_second", "numeric"),
@@ -104,7 +106,8 @@ REQUIRED = {"cancel": 1, "claim_runs": 2, "complete_run": 1, "complete_runs": 1,
             "dispatch_ahead": 2, "due_ahead": 2, "claim_saturation": 2, "claim_outbox": 2, "release_outbox": 1,
             "ack_outbox": 2, "nack_outbox_unsent": 3, "quarantine_job": 2, "due_jobs": 1, "touch_process": 2,
             "search_schedules": 1, "run_id_time": 1, "backfill": 3, "next_fires": 1, "create_calendar": 1, "drop_calendar": 1,
-            "grant_queue": 2, "revoke_queue": 2, "set_quota": 1, "set_pool": 2}
+            "grant_queue": 2, "revoke_queue": 2, "set_quota": 1, "set_pool": 2,
+            "rerun": 1, "delete_dead_letter": 1}
 
 STRINGS = st.one_of(
     st.sampled_from(["", " ", "ok", "a b;c", "x'; DROP TABLE cronbox.job; --", "cronbox.notifications",

@@ -46,6 +46,9 @@ async def test_a_rebound_host_or_foreign_origin_gets_nothing_and_changes_nothing
 
 
 async def test_healthz_answers_quickly_during_a_wrong_password_flood(consoles):
+    """/healthz p99 under 50 ms while 100 wrong passwords arrive at once (before: seconds, each
+    scrypt check blocked the event loop). On a machine so loaded that /healthz alone is slower
+    than that, the flood may cost at most 3x what the same probes cost without it."""
     client = await consoles()
     times: list[float] = []
     statuses: list[int] = []
@@ -61,14 +64,20 @@ async def test_healthz_answers_quickly_during_a_wrong_password_flood(consoles):
         assert resp.status == 200
         times.append(time.perf_counter() - start)
 
-    await probe()
+    def p99() -> float:
+        ordered = sorted(times)
+        return ordered[math.ceil(len(ordered) * 0.99) - 1]  # nearest rank: with under 100 probes, the slowest
+
+    for _ in range(100):
+        await probe()
+    quiet = p99()
+    times.clear()
     flood = [asyncio.create_task(wrong(i)) for i in range(100)]
     while not all(t.done() for t in flood) or len(times) < 50:
         await probe()
     await asyncio.gather(*flood)
-    times.sort()
-    p99 = times[math.ceil(len(times) * 0.99) - 1]  # nearest rank: with under 100 probes, the slowest
-    assert p99 < 0.05, f"/healthz p99 {p99 * 1000:.1f} ms during the flood ({len(times)} probes)"
+    assert p99() < max(0.05, 3 * quiet), \
+        f"/healthz p99 {p99() * 1000:.1f} ms during the flood, {quiet * 1000:.1f} ms without ({len(times)} probes)"
     # one client: ten checked and refused, the rest told to come back later
     assert statuses.count(401) == 10 and statuses.count(429) == 90, sorted(set(statuses))
     resp = await client.get("/", headers=basic("admin"))

@@ -12,7 +12,8 @@ import orjson
 from aiohttp import web
 from psycopg.types.json import Jsonb
 
-from web.app import REFUSED, BadInput, ctx, error_page, first_line, render, schedule_url, set_flash
+from web.app import REFUSED, BadInput, ctx, error_page, first_line, render, set_flash
+from web.fmt import schedule_url
 
 MAX_TEXT = 1000
 MAX_PAYLOAD = 1024 * 1024

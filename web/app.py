@@ -11,12 +11,10 @@ import os
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import jinja2
-import orjson
 import psycopg
 from aiohttp import web
 from psycopg import sql
@@ -24,8 +22,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import AsyncConnectionPool
 
 from cronbox import __version__
-from web import queries
-from web import guard
+from web import fmt, guard, queries
 from web.auth import Authenticator
 from web.settings import WebSettings
 
@@ -76,75 +73,15 @@ HEADERS = {
 }
 
 
-def _duration(value: object) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, int | float):
-        value = timedelta(seconds=float(value))
-    if not isinstance(value, timedelta):
-        return str(value)
-    s = value.total_seconds()
-    if s < 1:
-        return f"{s * 1000:.0f} ms"
-    if s < 120:
-        return f"{s:.1f} s"
-    if s < 7200:
-        return f"{s / 60:.1f} min"
-    if s < 172800:
-        return f"{s / 3600:.1f} h"
-    return f"{s / 86400:.1f} d"
-
-
-def _ts(value: object, zone: str | None = None) -> str:
-    if not isinstance(value, datetime):
-        return "" if value is None else str(value)
-    if zone:
-        try:
-            from zoneinfo import ZoneInfo
-
-            value = value.astimezone(ZoneInfo(zone))
-            return value.strftime("%Y-%m-%d %H:%M:%S %Z")
-        except (KeyError, ValueError, OSError):
-            pass
-    return value.strftime("%Y-%m-%d %H:%M:%S") + (" UTC" if value.utcoffset() == timedelta(0) else value.strftime(" %z"))
-
-
-def _ago(value: object, now: object) -> str:
-    """'3 min ago' / 'in 2 h' beside a UTC time (now: the database's, of this request)."""
-    if not isinstance(value, datetime) or not isinstance(now, datetime):
-        return ""
-    s = (now - value).total_seconds()
-    if abs(s) < 1:
-        return "now"
-    text = _duration(abs(s)).replace(".0 ", " ")
-    return f"{text} ago" if s > 0 else f"in {text}"
-
-
-def schedule_url(name: str) -> str:
-    """A schedule's page: its name as one path segment (`/` encoded, so `a/../b` stays itself);
-    names a browser would resolve as a path step (`.`, `..`) go in the query."""
-    from urllib.parse import quote
-
-    if name.strip(".") == "":
-        return "/schedule?name=" + quote(name, safe="")
-    return "/schedules/" + quote(name, safe="")
-
-
 class BadInput(ValueError):
     """A bad filter or form value: a 400 page with the site's navigation, naming the field."""
-
-
-def _json(value: object) -> str:
-    if value is None:
-        return "null"
-    return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode()
 
 
 def make_templates() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"),
                              autoescape=True, undefined=jinja2.StrictUndefined,
                              trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(duration=_duration, ts=_ts, json=_json, ago=_ago, schedule_url=schedule_url)
+    env.filters.update(duration=fmt.duration, ts=fmt.ts, json=fmt.json, ago=fmt.ago, schedule_url=fmt.schedule_url)
     env.globals["version"] = __version__
     return env
 

@@ -25,9 +25,9 @@ pg_proc, so an option added in SQL cannot be missing here.
 from __future__ import annotations
 
 from cronbox.client.calls import (
-    Backfill, Job, Triggered, add_dependency, backfill, cancel, create_calendar, drop_calendar, grant_queue,
-    next_fires, pause, pause_schedules, preview, redrive, remove_dependency, resume, resume_schedules,
-    revoke_queue, schedule, set_pool, set_queue_limit, set_quota, trigger, unschedule)
+    Backfill, Job, Triggered, add_dependency, backfill, cancel, create_calendar, delete_dead_letter, drop_calendar,
+    grant_queue, next_fires, pause, pause_schedules, preview, redrive, remove_dependency, rerun, resume,
+    resume_schedules, revoke_queue, schedule, set_pool, set_queue_limit, set_quota, trigger, unschedule)
 from cronbox.client.errors import (
     CronboxError, InvalidValue, MissingValue, NotFound, NotPermitted, QuotaExceeded, UnknownParameter, WrongState)
 from cronbox.client.reads import RunRecord, ScheduleRecord, get_run, get_schedule
@@ -38,5 +38,5 @@ __all__ = [
     "QuotaExceeded", "RunRecord", "ScheduleRecord", "Triggered", "UnknownParameter", "WrongState", "add_dependency", "backfill",
     "cancel", "create_calendar", "drop_calendar", "get_run", "get_schedule", "next_fires", "pause", "preview",
     "redrive", "remove_dependency", "resume", "schedule", "set_pool", "set_queue_limit", "trigger", "unschedule",
-    "pause_schedules", "resume_schedules", "grant_queue", "revoke_queue", "set_quota",
+    "pause_schedules", "resume_schedules", "grant_queue", "revoke_queue", "set_quota", "rerun", "delete_dead_letter",
 ]

@@ -53,6 +53,8 @@ SQL_TYPES: dict[str, dict[str, str]] = {
     "set_queue_limit": {"queue": "text", "max_running": "integer"},
     "set_pool": {"name": "text", "capacity": "integer"},
     "redrive": {"id": "bigint", "queue": "text", "everything": "boolean"},
+    "rerun": {"run_id": "bigint", "reason": "text"},
+    "delete_dead_letter": {"id": "bigint"},
     "pause_schedules": {"queue": "text", "owner": "text", "name_like": "text", "reason": "text"},
     "resume_schedules": {"queue": "text", "owner": "text", "name_like": "text", "reason": "text"},
     "grant_queue": {"queue": "text", "role": "text", "kind": "text"},
@@ -341,6 +343,19 @@ def set_quota(owner: str, *, max_schedules: int | None = None, max_fires_per_sec
               top_priority: int | None = None) -> Call[int]:
     """Administrators: an owner role's quota (all None removes it); returns its schedules."""
     return Call("set_quota", _args("set_quota", locals()), _one)
+
+
+@Op
+def rerun(run_id: int, *, reason: str | None = None) -> Call[int | None]:
+    """Run a finished run again (same job, fire time and payload; origin rerun); the new run's
+    id, None while it is held."""
+    return Call("rerun", _args("rerun", locals()), _one)
+
+
+@Op
+def delete_dead_letter(id: int) -> Call[bool]:  # noqa: A002  (the SQL parameter's name)
+    """Discard one dead letter for good (redrive puts one back instead)."""
+    return Call("delete_dead_letter", _args("delete_dead_letter", locals()), _one)
 
 
 OPS: dict[str, Op[Any, Any]] = {name: op for name, op in list(globals().items()) if isinstance(op, Op)}

@@ -37,7 +37,8 @@
     fetch(window.location.href, { credentials: "same-origin", headers: { "X-Requested-With": "live" } })
       .then(function (resp) { return resp.ok ? resp.text() : null; })
       .then(function (html) {
-        if (!html) { return; }
+        // typed into a form while the page was on its way: keep what the user typed
+        if (!html || editing() || changed()) { return; }
         var doc = new DOMParser().parseFromString(html, "text/html");
         var fresh = doc.getElementById("content");
         var main = document.getElementById("content");
