@@ -6,6 +6,8 @@ import os
 import signal
 import subprocess
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -73,3 +75,15 @@ def wait_until(check: Callable[[], T], timeout: float = 30, what: str = "conditi
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what} (last: {result!r})")
         time.sleep(0.05)
+
+
+def http_get(port: int, path: str = "/healthz") -> tuple[int, str]:
+    """(status, body) of a GET on 127.0.0.1:port (a process's /healthz by default); (0, the
+    error) when nothing answers."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=5) as r:
+            return r.status, r.read().decode()
+    except urllib.error.HTTPError as e:
+        return e.code, e.read().decode()
+    except OSError as e:
+        return 0, str(e)

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import shutil
 import tempfile
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -30,7 +28,7 @@ from cronbox import db
 from cronbox.migrate import migrate
 from cronbox.pgcluster import free_port
 
-from .procs import Proc, wait_until
+from .procs import Proc, http_get, wait_until
 
 pytestmark = [pytest.mark.patroni, pytest.mark.skipif(available() is not None, reason=str(available()))]
 
@@ -93,16 +91,6 @@ def test_haproxy_on_patronis_rest_check_rides_out_the_same_changes(patroni, tmp_
     _assert_nothing_lost_doubled_or_stuck(report, tmp_path)
 
 
-def _healthz(port: int) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
-    except OSError as e:
-        return 0, str(e)
-
-
 def test_processes_left_on_a_demoted_primary_neither_dispatch_nor_ack_and_say_so(patroni, tmp_path):
     """A poller and a relay reach the primary through a PgBouncer on its host; a switchover
     demotes it, and PgBouncer goes on handing out that server, a standby now. They must not
@@ -128,12 +116,12 @@ def test_processes_left_on_a_demoted_primary_neither_dispatch_nor_ack_and_say_so
         poller = Proc("poller", pinned, tmp_path, CRONBOX_METRICS_PORT=str(pport), **common)
         relay = Proc("relay", pinned, tmp_path, CRONBOX_METRICS_PORT=str(rport), **common)
         procs += [poller, relay]
-        wait_until(lambda: _healthz(pport)[0] == 200 and _healthz(rport)[0] == 200, 90, "both /healthz 200")
+        wait_until(lambda: http_get(pport)[0] == 200 and http_get(rport)[0] == 200, 90, "both /healthz 200")
         wait_until(lambda: _acked(multi) >= 6, 60, "runs dispatched and acked through PgBouncer")
 
         patroni.change("switchover")  # the pinned node is a standby now
         for port in (pport, rport):
-            wait_until(lambda port=port: "read-only" in _healthz(port)[1] and _healthz(port)[0] == 503, 60,
+            wait_until(lambda port=port: "read-only" in http_get(port)[1] and http_get(port)[0] == 503, 60,
                        f"/healthz on {port} saying read-only")
         wait_until(lambda: "read-only" in poller.output and "read-only" in relay.output, 30, "logs saying read-only")
         assert poller.popen.poll() is None and relay.popen.poll() is None, (poller.output[-2000:], relay.output[-2000:])
@@ -142,14 +130,14 @@ def test_processes_left_on_a_demoted_primary_neither_dispatch_nor_ack_and_say_so
         before = _dispatched(multi)
         procs += [Proc("poller", multi, tmp_path, **common), Proc("relay", multi, tmp_path, **common)]
         wait_until(lambda: _dispatched(multi) >= before + 6, 60, "dispatches on the new primary")
-        assert "read-only" in _healthz(pport)[1] and "read-only" in _healthz(rport)[1]
+        assert "read-only" in http_get(pport)[1] and "read-only" in http_get(rport)[1]
         for p in procs[2:]:
             assert p.terminate() == 0, p.output[-2000:]
 
         # the pinned node is the primary again: the processes on it resume by themselves
         patroni.change("switchover")
         assert patroni.converged() is pinned_node
-        wait_until(lambda: _healthz(pport)[0] == 200 and _healthz(rport)[0] == 200, 90, "both /healthz 200 again")
+        wait_until(lambda: http_get(pport)[0] == 200 and http_get(rport)[0] == 200, 90, "both /healthz 200 again")
         resumed = _dispatched(multi)
         wait_until(lambda: _dispatched(multi) >= resumed + 6, 60, "dispatches through PgBouncer again")
         for p in (poller, relay):

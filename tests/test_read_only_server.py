@@ -6,8 +6,6 @@ poller's sessions are ended, so its reconnects meet a read-only server."""
 
 from __future__ import annotations
 
-import urllib.error
-import urllib.request
 
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict
@@ -15,17 +13,7 @@ from psycopg.conninfo import conninfo_to_dict
 from cronbox import db
 from cronbox.pgcluster import free_port
 
-from .procs import Proc, wait_until
-
-
-def _healthz(port: int) -> tuple[int, str]:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=5) as r:
-            return r.status, r.read().decode()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read().decode()
-    except OSError as e:
-        return 0, str(e)
+from .procs import Proc, http_get, wait_until
 
 
 def test_poller_on_a_read_only_server_says_so_and_resumes_when_it_takes_writes(fresh_dsn, pg, tmp_path):
@@ -44,22 +32,22 @@ def test_poller_on_a_read_only_server_says_so_and_resumes_when_it_takes_writes(f
 
     port = free_port()
     with Proc("poller", fresh_dsn, tmp_path, CRONBOX_METRICS_PORT=str(port), CRONBOX_LISTEN_DSN="off") as poller:
-        wait_until(lambda: _healthz(port)[0] == 200 and dispatched() >= 2, 60, "/healthz 200 and dispatches")
+        wait_until(lambda: http_get(port)[0] == 200 and dispatched() >= 2, 60, "/healthz 200 and dispatches")
         with db.connect(pg.admin_dsn) as su:
             su.execute(sql.SQL("ALTER DATABASE {} SET default_transaction_read_only = on").format(sql.Identifier(dbname)))
         try:
             end_sessions()
-            status, body = wait_until(lambda: (h := _healthz(port))[0] == 503 and "read-only" in h[1] and h, 60,
+            status, body = wait_until(lambda: (h := http_get(port))[0] == 503 and "read-only" in h[1] and h, 60,
                                       "/healthz 503 saying read-only")
             assert "nothing is dispatched or acked there" in body, body
             wait_until(lambda: "read-only" in poller.output, 30, "the log saying read-only")
             stalled = dispatched()
-            assert _healthz(port)[0] == 503
+            assert http_get(port)[0] == 503
             assert dispatched() == stalled  # nothing written while read-only
         finally:
             with db.connect(pg.admin_dsn) as su:
                 su.execute(sql.SQL("ALTER DATABASE {} RESET default_transaction_read_only").format(sql.Identifier(dbname)))
-        wait_until(lambda: _healthz(port)[0] == 200, 60, "/healthz 200 again")
+        wait_until(lambda: http_get(port)[0] == 200, 60, "/healthz 200 again")
         wait_until(lambda: dispatched() >= stalled + 2, 60, "dispatches again")
         assert poller.terminate() == 0, poller.output
     with db.connect(fresh_dsn) as conn:
