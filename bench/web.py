@@ -45,7 +45,8 @@ PASSWORD = "bench-password"
 LOGINS = {"admin": "cronbox_admin", "owner": "bench_owner"}
 OWNED = 10
 OWNER_PAGES = ("overview", "schedules", "schedules search, many", "runs", "runs deep page (keyset)",
-               "runs state=failed", "runs queue=q7", "runs of an owned job")
+               "runs state=failed", "runs queue=q7", "runs of an owned job", "runs state=failed+lost",
+               "runs by duration (newest 10,000)")
 
 
 def make_owner(conn: psycopg.Connection, n_schedules: int) -> None:
@@ -147,6 +148,11 @@ def cases(conn: psycopg.Connection, n_schedules: int) -> dict[str, str]:
         "runs": "/runs",
         "runs deep page (keyset)": f"/runs?before={mid}",
         "runs state=failed": "/runs?state=failed",
+        "runs state=failed+lost": "/runs?state=failed&state=lost",
+        "runs job substring": "/runs?job=job-00000",
+        "runs by duration (newest 10,000)": "/runs?order=duration",
+        "runs by fire time (newest 10,000)": "/runs?order=fire",
+        "schedules status=paused": "/schedules?status=paused",
         "runs state=succeeded": "/runs?state=succeeded",
         "runs state=lost queue=q7": "/runs?state=lost&queue=q7",
         "runs queue=q7": "/runs?queue=q7",

@@ -84,3 +84,39 @@ def test_dependency_graph_gives_edges_both_ways_with_last_states(fresh_dsn, logi
         assert len(reader.execute("SELECT * FROM cronbox.dependency_graph('publish')").fetchall()) == 4
     with logins.connect(fresh_dsn, "alice") as alice:  # not hers: row security
         assert _err(alice, "SELECT * FROM cronbox.dependency_graph('load')")[0] == "P0002"
+
+
+async def test_runs_sorted_by_duration_or_fire_time_page_by_keyset_without_gaps(fresh_dsn):
+    from web import history
+
+    with db.connect(fresh_dsn) as su:
+        su.execute("SELECT cronbox.schedule('sorted', every => '1 hour', overlap => 'allow')")
+        for seconds in (5, 1, 3, 2, 4):
+            run = su.execute("SELECT cronbox.trigger('sorted')").fetchone()[0]
+            run = su.execute("SELECT max(run_id) FROM cronbox.runs WHERE job = 'sorted'").fetchone()[0]
+            su.execute("SELECT cronbox.start_run(%s, 'w')", (run,))
+            su.execute("UPDATE cronbox.run SET started_at = now() - make_interval(secs => %s) WHERE run_id = %s",
+                       (seconds, run))
+            su.execute("SELECT cronbox.complete_run(%s)", (run,))
+        su.execute("SELECT cronbox.trigger('sorted')")  # unfinished: after every finished one
+    async with await db.aconnect(fresh_dsn) as conn:
+        from psycopg.rows import dict_row
+
+        conn.row_factory = dict_row
+        for order in ("duration", "fire"):
+            sorting, seen = history.Sorting(order=order), []
+            while True:
+                page = await history.runs(conn, history.Filters(), limit=2, sorting=sorting)
+                seen += page[:2]
+                if len(page) <= 2:
+                    break
+                sorting.top = sorting.top or page[0]["window_top"]
+                key, _, run_id = f"{history.cursor_of(page[1], order)}|{page[1]['run_id']}".rpartition("|")
+                sorting.after_key = float(key) if order == "duration" else page[1]["fire_at"]
+                sorting.after_id = int(run_id)
+            assert len(seen) == 6 and len({r["run_id"] for r in seen}) == 6, (order, [(r["state"], r["duration"]) for r in seen])
+            if order == "duration":
+                secs = [round(r["duration"].total_seconds()) if r["duration"] else None for r in seen]
+                assert secs == [5, 4, 3, 2, 1, None], secs
+            else:
+                assert [r["fire_at"] for r in seen] == sorted((r["fire_at"] for r in seen), reverse=True)

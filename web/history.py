@@ -152,8 +152,10 @@ async def runs(conn: AsyncConnection, f: Filters | None = None, *, limit: int = 
             timedelta(seconds=float(sorting.after_key)))
         params["after_id"] = sorting.after_id
     params["page"] = limit + 1
-    return await rows(conn, sql.SQL("SELECT w.* FROM ({}) w WHERE {} ORDER BY {} DESC, w.run_id DESC LIMIT %(page)s")
-                      .format(window, after, key), params)
+    # window_top: the window's newest run, which the next pages pin as `top`
+    return await rows(conn, sql.SQL("""
+        SELECT w.* FROM (SELECT v.*, max(v.run_id) OVER () AS window_top FROM ({}) v) w
+        WHERE {} ORDER BY {} DESC, w.run_id DESC LIMIT %(page)s""").format(window, after, key), params)
 
 
 def cursor_of(row: Row, order: str) -> str:

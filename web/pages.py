@@ -146,7 +146,7 @@ async def runs(request: web.Request) -> web.Response:
     if more and order == "created":
         next_query = [*base, ("before", str(found[-1]["run_id"]))]
     elif more:
-        top = sorting.top if sorting.top is not None else max(r["run_id"] for r in found)
+        top = sorting.top if sorting.top is not None else found[0]["window_top"]
         next_query = [*base, ("top", str(top)), ("cursor", f"{h.cursor_of(found[-1], order)}|{found[-1]['run_id']}")]
     paged = bool(request.query.get("before") or request.query.get("cursor"))
     return render(request, "runs.html", live=not paged, rows=found, f=f, chosen=states, order=order,
