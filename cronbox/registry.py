@@ -1,5 +1,7 @@
-"""The process registry: a poller or relay registers itself, heartbeats, and deregisters at a
-clean exit, so `cronbox.processes` shows who is alive (host, pid, version, last seen).
+"""The process registry: a poller, relay or worker registers itself, heartbeats, and deregisters
+at a clean exit, so `cronbox.processes` shows who is alive (host, pid, version, last seen).
+Workers use the worker role's own functions (cronbox.register_worker, ...), which touch worker
+entries only.
 
 Run `keep_registered(...)` as a side task. A database outage only delays heartbeats (the
 process shows as not live meanwhile); an entry that disappeared is registered again.
@@ -24,29 +26,33 @@ log = logging.getLogger("cronbox.registry")
 
 
 async def register(conn: psycopg.AsyncConnection, kind: str, name: str, every: float, info: dict | None = None) -> int:
-    cur = await conn.execute(
-        "SELECT cronbox.register_process(%s, %s, %s, %s, %s, %s, %s)",
-        (kind, name, socket.gethostname(), os.getpid(), __version__, timedelta(seconds=every),
-         db.Jsonb(info or {})))
+    args = (name, socket.gethostname(), os.getpid(), __version__, timedelta(seconds=every), db.Jsonb(info or {}))
+    if kind == "worker":  # the worker role's own function: worker entries only
+        cur = await conn.execute("SELECT cronbox.register_worker(%s, %s, %s, %s, %s, %s)", args)
+    else:
+        cur = await conn.execute("SELECT cronbox.register_process(%s, %s, %s, %s, %s, %s, %s)", (kind, *args))
     row = await cur.fetchone()
     assert row is not None
     return int(row[0])
 
 
-async def heartbeat(conn: psycopg.AsyncConnection, process_id: int) -> bool:
-    cur = await conn.execute("SELECT cronbox.heartbeat_process(%s)", (process_id,))
+async def heartbeat(conn: psycopg.AsyncConnection, process_id: int, kind: str = "") -> bool:
+    query = "SELECT cronbox.heartbeat_worker(%s)" if kind == "worker" else "SELECT cronbox.heartbeat_process(%s)"
+    cur = await conn.execute(query, (process_id,))
     row = await cur.fetchone()
     return bool(row and row[0])
 
 
-async def touch(conn: psycopg.AsyncConnection, process_id: int, info: dict) -> bool:
-    cur = await conn.execute("SELECT cronbox.touch_process(%s, %s)", (process_id, db.Jsonb(info)))
+async def touch(conn: psycopg.AsyncConnection, process_id: int, info: dict, kind: str = "") -> bool:
+    query = "SELECT cronbox.heartbeat_worker(%s, %s)" if kind == "worker" else "SELECT cronbox.touch_process(%s, %s)"
+    cur = await conn.execute(query, (process_id, db.Jsonb(info)))
     row = await cur.fetchone()
     return bool(row and row[0])
 
 
-async def deregister(conn: psycopg.AsyncConnection, process_id: int) -> None:
-    await conn.execute("SELECT cronbox.deregister_process(%s)", (process_id,))
+async def deregister(conn: psycopg.AsyncConnection, process_id: int, kind: str = "") -> None:
+    query = "SELECT cronbox.deregister_worker(%s)" if kind == "worker" else "SELECT cronbox.deregister_process(%s)"
+    await conn.execute(query, (process_id,))
 
 
 async def keep_registered(pool, kind: str, name: str, stop: asyncio.Event, *,
@@ -60,7 +66,8 @@ async def keep_registered(pool, kind: str, name: str, stop: asyncio.Event, *,
                 async with pool.connection() as conn:
                     now_info = info() if callable(info) else info
                     if process_id is None or not await (
-                            touch(conn, process_id, now_info or {}) if callable(info) else heartbeat(conn, process_id)):
+                            touch(conn, process_id, now_info or {}, kind) if callable(info)
+                            else heartbeat(conn, process_id, kind)):
                         process_id = await register(conn, kind, name, every, now_info)
                         event(log, "registered", level=logging.DEBUG, process=name, process_id=process_id)
             except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
@@ -72,4 +79,4 @@ async def keep_registered(pool, kind: str, name: str, stop: asyncio.Event, *,
             with contextlib.suppress(Exception):
                 async with asyncio.timeout(2):
                     async with pool.connection() as conn:
-                        await deregister(conn, process_id)
+                        await deregister(conn, process_id, kind)

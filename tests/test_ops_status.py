@@ -148,3 +148,27 @@ def test_status_json_gives_durations_in_seconds_and_limits_are_checked(fresh_dsn
         out = subprocess.run(cronbox_cmd("status", "--limit", bad), env={**env, "DATABASE_URL": fresh_dsn},
                              capture_output=True, text=True, timeout=60)
         assert out.returncode != 0 and "--limit" in out.stderr and out.stdout == "", out
+
+
+def test_a_worker_role_registers_workers_only(fresh_dsn, logins):
+    with db.connect(fresh_dsn) as su:
+        poller = su.execute("SELECT cronbox.register_process('poller', 'poller:h:1', 'h', 1, 'test')").fetchone()[0]
+        su.commit()
+    with db.connect(logins.dsn(fresh_dsn, "worker"), autocommit=True) as conn:
+        me = conn.execute("SELECT cronbox.register_worker('worker:h:2', 'h', 2, 'test')").fetchone()[0]
+        assert conn.execute("SELECT cronbox.heartbeat_worker(%s, '{\"inflight\": 3}')", (me,)).fetchone()[0]
+        assert not conn.execute("SELECT cronbox.heartbeat_worker(%s)", (poller,)).fetchone()[0]
+        assert not conn.execute("SELECT cronbox.deregister_worker(%s)", (poller,)).fetchone()[0]
+        try:
+            conn.execute("SELECT cronbox.register_worker('poller:h:1', 'h', 9, 'test')")
+            raise AssertionError("a worker took over a poller's entry")
+        except psycopg.errors.ObjectNotInPrerequisiteState:
+            pass
+        try:
+            conn.execute("SELECT cronbox.register_process('poller', 'poller:h:3', 'h', 3, 'test')")
+            raise AssertionError("a worker registered a poller")
+        except psycopg.errors.InsufficientPrivilege:
+            pass
+    doc = orjson.loads(_status(logins.dsn(fresh_dsn, "admin"), "--json"))
+    kinds = {p["name"]: (p["kind"], p["info"]) for p in doc["processes"]}
+    assert kinds["worker:h:2"] == ("worker", {"inflight": 3}) and kinds["poller:h:1"][0] == "poller"

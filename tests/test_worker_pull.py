@@ -18,12 +18,17 @@ def test_pull_worker_completes_runs_with_their_results(fresh_dsn: str, tmp_path:
         proc, _, log = kit(fresh_dsn, tmp_path, CRONBOX_WORKER_CONCURRENCY="4")
         with proc:
             rows = wait_states(conn, ids, FINAL, proc=proc)
+            # the worker shows in cronbox.processes (so in `cronbox status`) while it runs
+            shown = wait_until(lambda: conn.execute(
+                "SELECT name, live FROM cronbox.processes WHERE kind = 'worker'").fetchall(), 10, "the worker registered")
+            assert len(shown) == 1 and shown[0][0].startswith("worker:") and shown[0][1], shown
             assert {r[1] for r in rows} == {"succeeded"}
             for run_id, _, attempt, result, error, worker in rows:
                 assert result == {"echo": {"n": 7}, "key": f"{run_id}:{attempt}", "attempt": attempt,
                                   "has_deadline": True}
                 assert error is None and worker.startswith("worker:")
             assert proc.terminate() == 0
+        assert conn.execute("SELECT count(*) FROM cronbox.processes WHERE kind = 'worker'").fetchone()[0] == 0
         assert sorted(executions(log)) == sorted(f"ok {i}:1" for i in ids)  # each exactly once
 
 

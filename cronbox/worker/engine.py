@@ -25,6 +25,7 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from cronbox import db, metrics
 from cronbox.log import event
+from cronbox.registry import keep_registered
 from cronbox.worker.run import Fail, Outcome, Run, bounded
 from cronbox.worker.settings import WorkerSettings
 
@@ -113,6 +114,8 @@ class Engine:
         self._reporting = 0  # runs in the report being sent now
         self._closing = False
         self._tasks: list[asyncio.Task[None]] = []
+        self._registry: asyncio.Task[None] | None = None
+        self._unregister = asyncio.Event()
         self._children: dict[tuple[str, str], tuple[Any, Any]] = {}
         _engines.append(self)
 
@@ -120,6 +123,17 @@ class Engine:
     def start_background(self) -> None:
         self._tasks = [asyncio.create_task(self._heartbeats(), name="worker-heartbeats"),
                        asyncio.create_task(self._reporter(), name="worker-reporter")]
+        self._unregister = asyncio.Event()
+        self._registry = asyncio.create_task(self._registered(), name="worker-registry")
+
+    async def _registered(self) -> None:
+        """This worker in cronbox.processes (kind worker) while it runs; a database that
+        refuses it (an older schema, a role without cronbox_worker) only costs the entry."""
+        try:
+            await keep_registered(self.pool, "worker", self.settings.name, self._unregister,
+                                  info=lambda: {"inflight": len(self.inflight)})
+        except psycopg.Error as exc:
+            event(log, "not shown in cronbox.processes", level=logging.WARNING, error=db.explain(exc))
 
     async def close(self, timeout: float) -> None:
         """Wait up to `timeout` for in-flight runs, cancel the rest (reported as retryable
@@ -138,6 +152,10 @@ class Engine:
         await asyncio.wait(self._tasks, timeout=REPORT_BUDGET)
         for t in self._tasks:
             t.cancel()
+        if self._registry is not None:
+            self._unregister.set()
+            await asyncio.wait([self._registry], timeout=5)
+            self._registry.cancel()
         self.threads.shutdown(wait=False, cancel_futures=True)
         if self in _engines:
             _engines.remove(self)
