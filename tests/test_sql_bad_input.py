@@ -73,6 +73,10 @@ FUNCTIONS = [
     ("complete_runs", [("run_ids", "bigint[]"), ("results", "jsonb[]")], WORKER),
     ("fail_runs", [("run_ids", "bigint[]"), ("errors", "text[]"), ("retryable", "boolean")], WORKER),
     ("claim_runs", [("queue", "text"), ("worker", "text"), ("n", "integer")], WORKER),
+    ("register_worker", [("name", "text"), ("host", "text"), ("pid", "integer"), ("version", "text"),
+                         ("heartbeat_every", "interval"), ("info", "jsonb")], WORKER),
+    ("heartbeat_worker", [("process_id", "bigint"), ("info", "jsonb")], WORKER),
+    ("deregister_worker", [("process_id", "bigint")], WORKER),
     ("dispatch", [("p_limit", "integer"), ("p_jobs", "bigint[]"), ("p_grace", "interval")], PROCESS),
     ("due_jobs", [("p_limit", "integer")], PROCESS),
     ("touch_process", [("p_process_id", "bigint"), ("p_info", "jsonb")], PROCESS),
@@ -107,7 +111,8 @@ REQUIRED = {"cancel": 1, "claim_runs": 2, "complete_run": 1, "complete_runs": 1,
             "ack_outbox": 2, "nack_outbox_unsent": 3, "quarantine_job": 2, "due_jobs": 1, "touch_process": 2,
             "search_schedules": 1, "run_id_time": 1, "backfill": 3, "next_fires": 1, "create_calendar": 1, "drop_calendar": 1,
             "grant_queue": 2, "revoke_queue": 2, "set_quota": 1, "set_pool": 2,
-            "rerun": 1, "delete_dead_letter": 1}
+            "rerun": 1, "delete_dead_letter": 1, "register_worker": 4, "heartbeat_worker": 1,
+            "deregister_worker": 1}
 
 STRINGS = st.one_of(
     st.sampled_from(["", " ", "ok", "a b;c", "x'; DROP TABLE cronbox.job; --", "cronbox.notifications",

@@ -15,7 +15,25 @@ LANGUAGE plpgsql VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_limit constant jsonb := '{"name": 200, "host": 255, "version": 100}';
+    v_value text;
+    v_field text;
 BEGIN
+    -- Each field on its own, so the message names the one that is wrong.
+    FOREACH v_field IN ARRAY ARRAY['name', 'host', 'version'] LOOP
+        v_value := CASE v_field WHEN 'name' THEN register_worker.name WHEN 'host' THEN register_worker.host
+                                ELSE register_worker.version END;
+        IF v_value IS NULL THEN
+            RAISE EXCEPTION '%: must not be NULL', v_field USING ERRCODE = 'null_value_not_allowed';
+        ELSIF length(v_value) > (v_limit ->> v_field)::integer THEN
+            RAISE EXCEPTION '%: must be at most % characters', v_field, v_limit ->> v_field
+                USING ERRCODE = 'invalid_parameter_value';
+        END IF;
+    END LOOP;
+    IF register_worker.pid IS NULL THEN
+        RAISE EXCEPTION 'pid: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
+    END IF;
     IF EXISTS (SELECT 1 FROM cronbox.process p WHERE p.name = register_worker.name AND p.kind <> 'worker') THEN
         RAISE EXCEPTION 'name: % is registered by a process that is not a worker', register_worker.name
             USING ERRCODE = 'object_not_in_prerequisite_state';
