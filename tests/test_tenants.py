@@ -267,3 +267,25 @@ def test_backfill_keeps_to_the_queue_grant_and_the_top_priority(fresh_dsn, login
         c.execute(backfill, ("alice_b", 10))
     with db.connect(fresh_dsn) as su:
         assert su.execute("SELECT count(*) FROM cronbox.backfill").fetchone()[0] == 1
+
+
+def test_rerun_keeps_to_the_queue_grant_and_waits_past_the_rate(fresh_dsn, logins):  # noqa: F811
+    alice = logins.name("alice")
+    with logins.connect(fresh_dsn, "bob") as c:
+        c.execute("SELECT cronbox.schedule('bob_r', every => '1 hour', queue => 'qa', overlap => 'allow')")
+    with logins.connect(fresh_dsn, "alice") as c:
+        c.execute("SELECT cronbox.schedule('alice_r', every => '1 hour', queue => 'qa', overlap => 'allow')")
+    with db.connect(fresh_dsn) as su:
+        bob_run, alice_run = _run_of(su, "bob_r"), _run_of(su, "alice_r")
+        su.execute("SELECT cronbox.complete_run(%s)", (bob_run,))
+        su.execute("SELECT cronbox.complete_run(%s)", (alice_run,))
+        su.execute("SELECT cronbox.grant_queue('qa', %s)", (alice,))
+        su.execute("SELECT cronbox.set_quota(%s, max_fires_per_second => 1)", (alice,))
+    with logins.connect(fresh_dsn, "bob") as c:
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            c.execute("SELECT cronbox.rerun(%s)", (bob_run,))
+    with logins.connect(fresh_dsn, "alice") as c:
+        assert c.execute("SELECT cronbox.trigger('alice_r')").fetchone()[0] > 0  # the second's worth
+        assert c.execute("SELECT cronbox.rerun(%s)", (alice_run,)).fetchone()[0] is None  # waits its turn
+    with db.connect(fresh_dsn) as su:
+        assert su.execute("SELECT due_at > now() FROM cronbox.job_future WHERE origin = 'rerun'").fetchone()[0] is True

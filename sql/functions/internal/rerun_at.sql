@@ -23,6 +23,7 @@ AS $$
 DECLARE
     v_run record;
     v_job cronbox.job;
+    v_due timestamptz;
     v_future_id bigint;
     v_run_id bigint;
 BEGIN
@@ -45,8 +46,13 @@ BEGIN
         RAISE EXCEPTION 'run_id: the schedule of run % no longer exists', rerun_at.run_id
             USING ERRCODE = 'no_data_found';
     END IF;
+    -- Tenants (docs/operations.md): a queue granted to other owners is refused (42501), and a
+    -- re-run counts as a manual fire against the owner's max_fires_per_second (past it, it
+    -- waits its turn in job_future and this returns NULL).
+    PERFORM cronbox.assert_queue_owner(v_job.queue);
+    v_due := cronbox.manual_fire_due(v_job.owner, p_now);
     INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority, origin, payload, created_at)
-    VALUES (v_job.job_id, v_run.fire_at, p_now, v_job.priority, 'rerun', v_run.payload, p_now)
+    VALUES (v_job.job_id, v_run.fire_at, v_due, v_job.priority, 'rerun', v_run.payload, p_now)
     ON CONFLICT ON CONSTRAINT job_future_fire_unique DO NOTHING
     RETURNING future_id INTO v_future_id;
     IF v_future_id IS NULL THEN
@@ -57,6 +63,9 @@ BEGIN
                                   coalesce(rerun_at.reason, 'rerun by operator') || ' (run ' || rerun_at.run_id || ')',
                                   p_now);
     -- Decided now, in a new statement whose snapshot is taken with the job locked.
+    IF v_due > p_now THEN
+        RETURN NULL;
+    END IF;
     PERFORM cronbox.dispatch_locked(ARRAY[v_future_id], ARRAY[v_job.job_id], NULL, p_now);
     -- The run dispatch wrote for it: the job's newest of origin rerun for this fire (none: held).
     SELECT r.run_id INTO v_run_id FROM cronbox.run r
