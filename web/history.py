@@ -14,7 +14,6 @@ from web.queries import PAGE, TROUBLE, UNFINISHED, Row, rows
 OWNED_WALK = 500  # an owner with at most this many schedules gets its runs job by job
 SORT_WINDOW = 10_000  # sorting by fire time or duration orders the newest this many matches
 JOB_MATCHES = 200  # a job filter that is a substring: runs of at most this many matching schedules
-STRIP = 30  # runs per schedule in the schedules list's strip
 ORDERS = {"created": "newest first", "fire": "fire time, latest first", "duration": "longest first"}
 COLUMNS = sql.SQL("""run_id, job, queue, fire_at, state, attempt, origin, dispatched_at, started_at,
                finished_at, duration, worker, pg_catalog.left(error, 200) AS error""")
@@ -166,7 +165,18 @@ def cursor_of(row: Row, order: str) -> str:
     return f"{duration.total_seconds():.6f}"
 
 
-async def strips(conn: AsyncConnection, job_ids: list[int], n: int = STRIP) -> dict[int, list[Row]]:
+def strip_cells(cells: list[list[str | None]] | None) -> list[Row]:
+    """A strip read as text arrays (run_id, state, seconds, fire_at, origin; newest first), as
+    rows oldest first."""
+    out = []
+    for run_id, state, seconds, fire_at, origin in reversed(cells or []):
+        out.append({"run_id": int(run_id or 0), "state": state, "origin": origin,
+                    "duration": timedelta(seconds=float(seconds)) if seconds is not None else None,
+                    "fire_at": datetime.fromisoformat(fire_at) if fire_at else None})
+    return out
+
+
+async def strips(conn: AsyncConnection, job_ids: list[int], n: int) -> dict[int, list[Row]]:
     """Each job's latest `n` runs, oldest first (a strip of states with durations), from
     run_job_history_idx: n rows per job."""
     if not job_ids:

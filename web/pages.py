@@ -78,7 +78,7 @@ async def schedules(request: web.Request) -> web.Response:
     found = await q.schedules(conn, search, after, status or None)
     more = len(found) > q.PAGE
     found = found[: q.PAGE]
-    strips = await h.strips(conn, [s["job_id"] for s in found])
+    strips = {s["job_id"]: h.strip_cells(s["strip"]) for s in found}
     return render(request, "schedules.html", rows=found, search=search, after=after, status_filter=status,
                   statuses=STATUSES, strips=strips, next_after=found[-1]["name"] if more else None)
 

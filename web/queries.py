@@ -10,6 +10,7 @@ from psycopg import AsyncConnection, sql
 
 PAGE = 50
 RECENT = 100  # runs per schedule that success rate and duration percentiles look at
+STRIP = 30  # of those, the latest shown as a strip of states in the schedules list
 TROUBLE = ("failed", "lost", "cancelled", "skipped", "missed")
 UNFINISHED = ("dispatched", "delivered", "running")
 STATES = (*UNFINISHED, "succeeded", *TROUBLE)
@@ -130,7 +131,7 @@ async def schedules(conn: AsyncConnection, q: str, after: str | None, status: st
         WITH page AS MATERIALIZED (""" + page + """)
         SELECT s.name, s.expression, s.timezone, s.status, s.paused, s.paused_reason, s.queue,
                s.next_fire, s.last_run_state, s.last_success_at, s.consecutive_failures,
-               s.active_runs, s.owner, s.job_id, nf.fires, st.finished, st.succeeded, st.p50, st.p95
+               s.active_runs, s.owner, s.job_id, nf.fires, st.finished, st.succeeded, st.p50, st.p95, st.strip
         FROM page JOIN cronbox.schedules s ON s.name = page.name
         LEFT JOIN LATERAL (
             SELECT array_agg(f.fire_at ORDER BY f.fire_at) AS fires
@@ -141,12 +142,15 @@ async def schedules(conn: AsyncConnection, q: str, after: str | None, status: st
             SELECT count(*) FILTER (WHERE r.state IN ('succeeded', 'failed', 'lost')) AS finished,
                    count(*) FILTER (WHERE r.state = 'succeeded') AS succeeded,
                    percentile_cont(0.5) WITHIN GROUP (ORDER BY r.duration) AS p50,
-                   percentile_cont(0.95) WITHIN GROUP (ORDER BY r.duration) AS p95
-            FROM (SELECT x.state, x.duration FROM cronbox.runs x WHERE x.job_id = s.job_id
-                  ORDER BY x.run_id DESC LIMIT %(recent)s) r
+                   percentile_cont(0.95) WITHIN GROUP (ORDER BY r.duration) AS p95,
+                   -- the strip of latest runs, from the same rows (newest first)
+                   (array_agg(ARRAY[r.run_id::text, r.state, extract(epoch FROM r.duration)::text, r.fire_at::text,
+                                    r.origin] ORDER BY r.run_id DESC))[1:%(strip)s] AS strip
+            FROM (SELECT x.run_id, x.state, x.duration, x.fire_at, x.origin FROM cronbox.runs x
+                  WHERE x.job_id = s.job_id ORDER BY x.run_id DESC LIMIT %(recent)s) r
         ) st ON true
         ORDER BY s.name""",
-        {"q": q or None, "after": after, "limit": limit + 1, "recent": RECENT, "status": status})
+        {"q": q or None, "after": after, "limit": limit + 1, "recent": RECENT, "status": status, "strip": STRIP})
 
 
 async def schedule(conn: AsyncConnection, name: str) -> Row | None:
