@@ -41,7 +41,8 @@ OWN_SETTINGS = {
 }
 NOTES = {
     "dev": "The poller, relay and console it starts read their own variables too "
-           "(cronbox poller --help, cronbox relay --help, cronbox web --help).",
+           "(cronbox poller --help, cronbox relay --help, cronbox web --help). The routes of "
+           "CRONBOX_SINKS and --sink are added beside the demo worker's '*' route.",
     "relay": "Per-route options (timeout, batching, signing secret, ...) go in CRONBOX_SINKS: docs/relay.md.",
 }
 
