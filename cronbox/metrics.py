@@ -101,6 +101,12 @@ class DatabaseCollector(Collector):
                 "cronbox_outbox_oldest_age_seconds", "Age of the oldest outbox message", labels=["queue"]),
             "schedules_paused": GaugeMetricFamily("cronbox_schedules_paused", "Paused schedules"),
             "runs_active": GaugeMetricFamily("cronbox_runs_active", "Unfinished runs by state", labels=["state"]),
+            "pool_capacity": GaugeMetricFamily("cronbox_resource_pool_capacity", "Capacity of a resource pool (units)",
+                                               labels=["pool"]),
+            "pool_in_use": GaugeMetricFamily("cronbox_resource_pool_in_use",
+                                             "Units of a resource pool held by runs in flight", labels=["pool"]),
+            "pool_waiting": GaugeMetricFamily("cronbox_resource_pool_waiting", "Fires waiting for a resource pool's units",
+                                              labels=["pool"]),
         }
         for metric, label, value in self.gauges:
             fam = families.get(metric)

@@ -1,7 +1,7 @@
 """`cronbox status`: what an operator needs at a glance, read from the views only.
 
 Sections: schedules (next fire, last state, failures), quarantined and paused schedules
-(with paused_until), queues (due, in outbox, running, oldest lag), dead letters, live
+(with paused_until), queues (due, in outbox, running, oldest lag), resource pools, dead letters, live
 processes (and those gone within the hour; older ones are counted, not listed). Plain aligned
 text that survives a pipe (no
 colour, no terminal tricks; long cells are shortened), or `--json` for scripts (full
@@ -50,6 +50,8 @@ SECTIONS = (
     Section("paused", "schedules", ("name", "paused_at", "paused_until", "paused_reason"), "name",
             where="status = 'paused'"),
     Section("queues", "queues", None, "queue"),
+    # Resource pools: capacity, units in use, free, fires waiting (docs/runs.md, "Resource pools").
+    Section("pools", "pools", ("name", "capacity", "in_use", "free", "waiting", "oldest_wait"), "name"),
     Section("dead letters", "dead_letters", None, None),
     # Live processes and those gone within the hour (a crash worth seeing); older entries stay in
     # cronbox.processes for a day but are only counted here.

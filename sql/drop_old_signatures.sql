@@ -84,3 +84,6 @@ DROP FUNCTION IF EXISTS cronbox.schedule_at(text, text, interval, timestamp with
 -- schedule() gained needs, on_unavailable, unavailable_timeout and notify (resource pools, stakeholders).
 DROP FUNCTION IF EXISTS cronbox.schedule(text, text, interval, timestamp with time zone, jsonb, text, text, integer, text, text, integer, interval, interval, interval, text, interval, interval, timestamp with time zone, timestamp with time zone, text[], text, text, integer, text);
 DROP FUNCTION IF EXISTS cronbox.schedule_at(text, text, interval, timestamp with time zone, jsonb, text, text, integer, text, text, integer, interval, interval, interval, text, interval, interval, timestamp with time zone, timestamp with time zone, text[], text, text, integer, text, timestamp with time zone);
+
+-- release_pool_units gained p_in_use (the recount is made by reconcile_pools).
+DROP FUNCTION IF EXISTS cronbox.release_pool_units(text[], bigint[], timestamp with time zone);

@@ -275,3 +275,23 @@ def test_schedule_refuses_bad_needs_before_writing(conn, needs, err, text):
 def test_schedule_refuses_bad_notify_addresses(conn, notify, err):
     with pytest.raises(err, match="^notify: "), conn.transaction():
         job(conn, "a", notify=notify)
+
+
+def test_status_and_metrics_show_each_pool(fresh_dsn):
+    from cronbox import db
+    from cronbox.metrics import DATABASE
+
+    from .test_ops_status import _status
+    with db.connect(fresh_dsn) as su:
+        su.execute("SELECT cronbox.set_pool('gpu', 24)")
+        su.execute("SELECT cronbox.schedule('train', every => '1 hour', needs => '{\"gpu\": 8}')")
+        gauges = su.execute("SELECT metric, label, value FROM cronbox.metrics_gauges() "
+                            "WHERE metric LIKE 'pool\\_%' ORDER BY 1").fetchall()
+    assert gauges == [("pool_capacity", "gpu", 24.0), ("pool_in_use", "gpu", 0.0), ("pool_waiting", "gpu", 0.0)]
+    DATABASE.gauges = gauges
+    exposed = {s.name: s.value for fam in DATABASE.collect() for s in fam.samples}
+    assert exposed["cronbox_resource_pool_capacity"] == 24.0
+    lines = _status(fresh_dsn).splitlines()
+    at = lines.index("pools:")
+    assert lines[at + 1].split() == ["name", "capacity", "in_use", "free", "waiting", "oldest_wait"]
+    assert lines[at + 2].split()[:5] == ["gpu", "24", "0", "24", "0"]

@@ -143,16 +143,18 @@ BEGIN
         WHERE pl.placed = 'run' AND pl.needs IS NOT NULL
     ),
     -- Those pools, locked in name order (after the queue_limit rows: placed reads them), with
-    -- their free units and the best priority already waiting for them (a fire never takes
-    -- units ahead of an equal or better one that waits: job_future_pool_held_idx).
+    -- their free units and the first fire already waiting for them, in (priority, due time)
+    -- order (a fire never takes units ahead of one that waits before it: job_future_pool_held_idx).
     pool_free AS MATERIALIZED (
-        SELECT p.name, p.capacity, p.in_use, p.capacity - p.in_use AS free,
-               (SELECT h.priority FROM cronbox.job_future h WHERE h.hold = 'pool' AND h.hold_queue = p.name
-                ORDER BY h.priority LIMIT 1) AS waiting_priority
+        SELECT p.name, p.capacity, p.in_use, p.capacity - p.in_use AS free, w.priority AS waiting_priority,
+               w.due_at AS waiting_due
         FROM cronbox.pool p
+        LEFT JOIN LATERAL (SELECT h.priority, h.due_at FROM cronbox.job_future h
+                           WHERE h.hold = 'pool' AND h.hold_queue = p.name
+                           ORDER BY h.priority, h.due_at LIMIT 1) w ON true
         WHERE p.name = ANY (ARRAY(SELECT DISTINCT a.pool FROM pool_ask a))
         ORDER BY p.name
-        FOR NO KEY UPDATE
+        FOR NO KEY UPDATE OF p
     ),
     -- A run goes when each of its pools has room for it and for every run before it in
     -- priority order (over-counting those another pool stops: never more than capacity).
@@ -163,12 +165,13 @@ BEGIN
                string_agg(CASE WHEN NOT a.ok THEN CASE
                    WHEN a.free IS NULL THEN format('no pool %s', a.pool)
                    WHEN a.units > a.capacity THEN format('pool %s has a capacity of %s units, needs %s', a.pool, a.capacity, a.units)
-                   WHEN a.upto <= a.free THEN format('pool %s: fires of priority %s or better wait for it first', a.pool, a.waiting_priority)
+                   WHEN a.upto <= a.free THEN format('pool %s: fires before it (priority %s) wait for it first', a.pool, a.waiting_priority)
                    ELSE format('pool %s: %s of %s units free, needs %s', a.pool,
                                greatest(a.free - (a.upto - a.units), 0), a.capacity, a.units) END END,
                    '; ' ORDER BY a.pool) AS why
         FROM (SELECT a.*, f.capacity, f.free, f.waiting_priority,
-                     coalesce(a.upto <= f.free AND (f.waiting_priority IS NULL OR a.priority < f.waiting_priority), false) AS ok
+                     coalesce(a.upto <= f.free AND (f.waiting_priority IS NULL
+                                                    OR (a.priority, a.due_at) < (f.waiting_priority, f.waiting_due)), false) AS ok
               FROM (SELECT x.*, sum(x.units) OVER (PARTITION BY x.pool ORDER BY x.priority, x.due_at, x.future_id) AS upto
                     FROM pool_ask x) a
               LEFT JOIN pool_free f ON f.name = a.pool) a

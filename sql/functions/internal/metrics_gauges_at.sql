@@ -26,10 +26,17 @@ AS $$
     FROM unnest(ARRAY['dispatched', 'delivered', 'running']) AS s(state)
     LEFT JOIN cronbox.unfinished_runs() u ON u.state = s.state
     GROUP BY s.state
+    UNION ALL
+    -- resource pools: capacity, units held by runs in flight, fires waiting for units
+    SELECT m.metric, p.name, m.value
+    FROM cronbox.pools p
+    CROSS JOIN LATERAL (VALUES ('pool_capacity', p.capacity::double precision),
+                               ('pool_in_use', p.in_use::double precision),
+                               ('pool_waiting', p.waiting::double precision)) AS m(metric, value)
 $$;
 
 COMMENT ON FUNCTION cronbox.metrics_gauges_at(timestamp with time zone) IS
-'Internal (no cronbox role may execute it): the body of cronbox.metrics_gauges() with the time as p_now; tests use it to fix the clock. Metrics: database-wide gauges for /metrics (outbox depth and oldest age per queue, paused schedules, unfinished runs per state). Cheap, lock-free.';
+'Internal (no cronbox role may execute it): the body of cronbox.metrics_gauges() with the time as p_now; tests use it to fix the clock. Metrics: database-wide gauges for /metrics (outbox depth and oldest age per queue, paused schedules, unfinished runs per state, resource pools'' capacity, units in use and waiting fires). Cheap, lock-free.';
 
 ALTER FUNCTION cronbox.metrics_gauges_at(timestamp with time zone) OWNER TO cronbox_owner;
 REVOKE ALL ON FUNCTION cronbox.metrics_gauges_at(timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

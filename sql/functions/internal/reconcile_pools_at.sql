@@ -17,13 +17,31 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_pools text[];
+    v_in_use bigint[];
 BEGIN
     SELECT array_agg(p.name ORDER BY p.name) INTO v_pools FROM cronbox.pool p
     WHERE p_pools IS NULL OR p.name = ANY (p_pools);
     IF v_pools IS NULL THEN
         RETURN 0;
     END IF;
-    PERFORM cronbox.release_pool_units(v_pools, NULL, p_now);
+    -- the pools' locks first, in name order, so that the count below (a new statement, a new
+    -- snapshot) sees every dispatch and end that changed them
+    PERFORM FROM cronbox.pool p WHERE p.name = ANY (v_pools) ORDER BY p.name FOR NO KEY UPDATE;
+    -- every unfinished run's own units (found by its lease or its outbox row)
+    SELECT array_agg(coalesce(c.n, 0) ORDER BY u.pool) INTO v_in_use
+    FROM unnest(v_pools) AS u(pool)
+    LEFT JOIN (
+        SELECT e.key AS pool, sum(e.value::text::bigint)::bigint AS n
+        FROM (SELECT r.needs FROM cronbox.run r
+              WHERE r.lease_until IS NOT NULL AND r.state IN ('dispatched', 'delivered', 'running')
+                AND r.needs IS NOT NULL
+              UNION ALL
+              SELECT r.needs FROM cronbox.outbox o JOIN cronbox.run r ON r.run_id = o.run_id
+              WHERE o.kind = 'run' AND r.lease_until IS NULL AND r.state IN ('dispatched', 'delivered', 'running')
+                AND r.needs IS NOT NULL) h
+        CROSS JOIN LATERAL jsonb_each(h.needs) e
+        GROUP BY e.key) c ON c.pool = u.pool;
+    PERFORM cronbox.release_pool_units(v_pools, NULL, p_now, v_in_use);
     RETURN cardinality(v_pools);
 END
 $$;

@@ -2,7 +2,7 @@
 -- pool in p_pools (rows locked FOR NO KEY UPDATE in name order, after the queue_limit rows: the
 -- locking order of dispatch and the finishing functions), in_use goes down by the matching
 -- p_freed units (runs that just ended give back what they took at dispatch), or, when p_freed
--- is NULL, is recounted from the unfinished runs' own `needs` (cronbox.reconcile_pools). Then
+-- is NULL, is set to p_in_use (the recount of cronbox.reconcile_pools, made under these locks). Then
 -- the fires waiting for the pool (hold = 'pool', job_future_pool_held_idx) are released in
 -- priority order, oldest first, as long as their units fit the free units: the first that does
 -- not fit stops the release (no smaller fire overtakes it). Waiting futures locked elsewhere
@@ -10,7 +10,8 @@
 CREATE OR REPLACE FUNCTION cronbox.release_pool_units(
     p_pools text[],
     p_freed bigint[],
-    p_now timestamptz
+    p_now timestamptz,
+    p_in_use bigint[] DEFAULT NULL
 ) RETURNS integer
 LANGUAGE plpgsql
 SECURITY INVOKER
@@ -34,22 +35,8 @@ BEGIN
         WHERE p_freed IS NOT NULL
         GROUP BY u.pool
     ),
-    -- the recount: every unfinished run's own units (found by its lease or its outbox row)
     held AS (
-        SELECT k.pool, sum(k.units) AS n
-        FROM (
-            SELECT r.needs FROM cronbox.run r
-            WHERE p_freed IS NULL AND r.lease_until IS NOT NULL
-              AND r.state IN ('dispatched', 'delivered', 'running') AND r.needs IS NOT NULL
-            UNION ALL
-            SELECT r.needs FROM cronbox.outbox o JOIN cronbox.run r ON r.run_id = o.run_id
-            WHERE p_freed IS NULL AND o.kind = 'run' AND r.lease_until IS NULL
-              AND r.state IN ('dispatched', 'delivered', 'running') AND r.needs IS NOT NULL
-        ) h
-        CROSS JOIN LATERAL (SELECT e.key AS pool, e.value::text::bigint AS units
-                            FROM jsonb_each(h.needs) e) k
-        WHERE k.pool = ANY (v_pools)
-        GROUP BY k.pool
+        SELECT u.pool, u.n FROM unnest(p_pools, p_in_use) AS u(pool, n) WHERE p_freed IS NULL
     ),
     counted AS (
         UPDATE cronbox.pool p SET
@@ -81,8 +68,8 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION cronbox.release_pool_units(text[], bigint[], timestamp with time zone) IS
-'Internal: gives pool units back (in_use minus p_freed, or recounted from the unfinished runs when p_freed is NULL) and releases the fires waiting for those pools, in priority order, as long as their units fit. Returns the number released.';
+COMMENT ON FUNCTION cronbox.release_pool_units(text[], bigint[], timestamp with time zone, bigint[]) IS
+'Internal: gives pool units back (in_use minus p_freed, or set to the recount p_in_use when p_freed is NULL) and releases the fires waiting for those pools, in priority order, as long as their units fit. Returns the number released.';
 
-ALTER FUNCTION cronbox.release_pool_units(text[], bigint[], timestamp with time zone) OWNER TO cronbox_owner;
-REVOKE ALL ON FUNCTION cronbox.release_pool_units(text[], bigint[], timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
+ALTER FUNCTION cronbox.release_pool_units(text[], bigint[], timestamp with time zone, bigint[]) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.release_pool_units(text[], bigint[], timestamp with time zone, bigint[]) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
