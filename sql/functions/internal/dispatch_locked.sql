@@ -288,8 +288,8 @@ BEGIN
                        'dependency: no recent enough success of %s after waiting %s (wait_timeout)',
                        fire.waiting, p_now - fire.due_at)
                    WHEN 'miss' THEN format(
-                       'missed: the poller was not running at the fire time, a newer fire of this job is due (catch-up policy %s)',
-                       fire.catchup)
+                       'missed: not dispatched within the misfire grace of %s (the poller was down or busy), a newer fire of this job is due (catch-up policy %s)',
+                       p_grace, fire.catchup)
                    WHEN 'fail_unavailable' THEN CASE WHEN fire.on_unavailable = 'fail'
                        THEN format('unavailable: %s (on_unavailable fail)', fire.why)
                        ELSE format('unavailable: %s after waiting %s (unavailable_timeout)', fire.why,
