@@ -132,15 +132,23 @@ async def tick(pool, cfg: Config, ps: PollerSettings, limit: int, planner: LeadP
     return Tick(again=again, sleep=sleep, dispatched=dispatched + early)
 
 
-async def saturate(pool, ps: PollerSettings) -> Pass:
+@dataclasses.dataclass
+class Backlog:
+    """Set by the dispatch loop: its last batch came back full (due fires are waiting). The
+    saturation loop then writes no catch-up fires (already due): they would queue ahead of
+    fires coming due meanwhile."""
+    busy: bool = False
+
+
+async def saturate(pool, ps: PollerSettings, backlog: Backlog | None = None) -> Pass:
     """One saturation pass (computed in a worker thread, cut after CRONBOX_SATURATE_SLICE)."""
     async with pool.connection() as conn:
         p = await saturate_pass(conn, batch=ps.saturate_batch, horizon=ps.horizon, grace=ps.misfire_grace,
-                                budget=ps.saturate_slice)
+                                budget=ps.saturate_slice, catch_up=not (backlog and backlog.busy))
     poller_metrics.observe_saturation(p.futures)
     if p.claimed:
         event(log, "saturated", level=logging.DEBUG, jobs=p.planned, claimed=p.claimed, futures=p.futures,
-              missed=p.missed)
+              missed=p.missed, deferred=p.deferred)
     return p
 
 
@@ -179,8 +187,9 @@ async def _failed(health: LoopHealth, exc: BaseException, waker: Waker, cfg: Con
 
 
 async def dispatch_loop(pool, cfg: Config, ps: PollerSettings, waker: Waker,
-                        health: LoopHealth | None = None) -> None:
+                        health: LoopHealth | None = None, backlog: Backlog | None = None) -> None:
     health = health or LoopHealth("dispatch", register=False)
+    backlog = backlog or Backlog()
     cap = ps.dispatch_tick_cap
     planner = lead_planner(cfg, ps)
     while not waker.stop.is_set():
@@ -196,6 +205,7 @@ async def dispatch_loop(pool, cfg: Config, ps: PollerSettings, waker: Waker,
                 return
             health.ok()
             metrics.tick("poller")
+            backlog.busy = t.again
             budget -= t.dispatched
             if cap and budget <= 0:
                 # Capped: the rest waits for the next round, one poll interval away.
@@ -208,12 +218,12 @@ async def dispatch_loop(pool, cfg: Config, ps: PollerSettings, waker: Waker,
 
 
 async def saturate_loop(pool, cfg: Config, ps: PollerSettings, waker: Waker, dispatch_waker: Waker,
-                        health: LoopHealth | None = None) -> None:
+                        health: LoopHealth | None = None, backlog: Backlog | None = None) -> None:
     """Saturation passes until stopped; `waker` shares the process's stop event."""
     health = health or LoopHealth("saturation", register=False)
     while not waker.stop.is_set():
         try:
-            done = await _unless_stopped(lambda: saturate(pool, ps), "saturation", cfg, waker)
+            done = await _unless_stopped(lambda: saturate(pool, ps, backlog), "saturation", cfg, waker)
         except Exception as exc:
             await _failed(health, exc, waker, cfg)
             continue
@@ -222,7 +232,9 @@ async def saturate_loop(pool, cfg: Config, ps: PollerSettings, waker: Waker, dis
         health.ok()
         if done.futures:
             dispatch_waker.wake.set()
-        if done.claimed < ps.saturate_batch and not done.cut:
+        if done.deferred and not done.cut:  # catch-up waits for dispatch's backlog: look again soon
+            await waker.sleep(min(cfg.poll_interval.total_seconds(), 0.1))
+        elif done.claimed < ps.saturate_batch and not done.cut:
             await waker.sleep(cfg.poll_interval.total_seconds())
 
 
@@ -235,6 +247,7 @@ async def run(cfg: Config, waker: Waker, settings: PollerSettings | None = None)
     saturation = Waker()
     saturation.stop = waker.stop  # one stop for the process; a wake-up event per loop
     health = {n: LoopHealth(n) for n in ("dispatch", "saturation", "reaper", "maintenance")}
+    backlog = Backlog()
     registry = asyncio.create_task(keep_registered(pool, "poller", name, waker.stop), name="registry")
     listen_dsn = listen_target(cfg.dsn, cfg.listen_dsn)
     side = [
@@ -243,7 +256,8 @@ async def run(cfg: Config, waker: Waker, settings: PollerSettings | None = None)
                             name="listener"),
     ] if listen_dsn else []
     side += [
-        asyncio.create_task(saturate_loop(pool, cfg, ps, saturation, waker, health["saturation"]), name="saturation"),
+        asyncio.create_task(saturate_loop(pool, cfg, ps, saturation, waker, health["saturation"], backlog),
+                            name="saturation"),
         asyncio.create_task(reaper_loop(pool, waker, ps.reap_interval, health["reaper"]), name="reaper"),
         asyncio.create_task(maintenance_loop(pool, waker, ps.retention, MAINTENANCE_EVERY, health["maintenance"]),
                             name="maintenance"),
@@ -251,7 +265,7 @@ async def run(cfg: Config, waker: Waker, settings: PollerSettings | None = None)
                             name="metrics"),
     ]
     try:
-        await dispatch_loop(pool, cfg, ps, waker, health["dispatch"])
+        await dispatch_loop(pool, cfg, ps, waker, health["dispatch"], backlog)
     finally:
         # A clean stop deregisters: the registry task sees the stop and removes this process
         # from cronbox.processes itself; it is cancelled only if that takes too long.

@@ -47,6 +47,8 @@ MAX_FIRES_PER_JOB = 1000  # futures per job per pass; a longer run continues in 
 CATCHUP_MAX = 1000        # catchup => 'all' replays at most this many late fires per gap
 CRON_COUNT_MAX = 10000    # late cron fires walked to count a gap; beyond, the count is "at least"
 FIRES_PER_PASS = 20000    # fires computed per pass before the rest of the batch waits for the next
+LATE_PER_PASS = 2000      # catch-up fires (already due when stored) per pass: the queue ahead of
+                          # another job's due fire grows by at most this much per pass
 _TINY = timedelta(microseconds=1)
 
 
@@ -188,34 +190,52 @@ class Pass:
     planned: int = 0   # of which computed and stored in this pass (the others: the next pass)
     futures: int = 0
     missed: int = 0
+    deferred: int = 0  # jobs left with catch-up fires to write while dispatch had a backlog
 
     @property
     def cut(self) -> bool:
         """The budget ended the pass before every claimed job was computed."""
-        return self.planned < self.claimed
+        return self.planned + self.deferred < self.claimed
+
+
+def _late(part: Plan, now: datetime) -> int:
+    return sum(1 for at, missed in zip(part.fire_at, part.missed) if not missed and at < now)
 
 
 def plan_jobs(jobs: Sequence[dict[str, Any]], now: datetime, horizon: timedelta, grace: timedelta,
-              budget: float | None) -> tuple[list[Plan], list[tuple[int, str]], int]:
-    """Plans for the jobs in order until `budget` seconds or FIRES_PER_PASS fires are spent
-    (at least one job): (plans, [(job, error)], jobs handled). Pure computation: it runs in a
-    worker thread."""
+              budget: float | None, catch_up: bool = True) -> tuple[list[Plan], list[tuple[int, str]], int, int]:
+    """Plans for the jobs in order until `budget` seconds, FIRES_PER_PASS fires or
+    LATE_PER_PASS catch-up fires are spent (at least one job): (plans, [(job, error)], jobs
+    handled, jobs deferred). Without `catch_up` (dispatch has a backlog), a job whose plan holds
+    fires already due is deferred: nothing written, the next pass takes it again. Pure
+    computation: it runs in a worker thread."""
     parts: list[Plan] = []
     bad: list[tuple[int, str]] = []
     deadline = None if budget is None else time.monotonic() + budget
-    fires = handled = 0
+    fires = late = handled = deferred = 0
     for job in jobs:
-        if handled and (fires >= FIRES_PER_PASS or (deadline is not None and time.monotonic() > deadline)):
+        if handled + deferred and (fires >= FIRES_PER_PASS or late >= LATE_PER_PASS
+                                   or (deadline is not None and time.monotonic() > deadline)):
             break
-        handled += 1
+        since = job["frontier"] or job["starts_at"]
+        if not catch_up and since is not None and since < now - horizon:  # catching up: not computed
+            deferred += 1
+            continue
         try:
             part = plan_job(job, now, horizon, grace)
         except Exception as exc:  # whatever the row holds, the others go on
+            handled += 1
             bad.append((job["job_id"], f"cannot compute fires: {describe(exc)}"))
             continue
+        n_late = _late(part, now) if budget is not None else 0
+        if n_late and not catch_up:
+            deferred += 1
+            continue
+        handled += 1
         parts.append(part)
         fires += len(part.fire_at)
-    return parts, bad, handled
+        late += n_late
+    return parts, bad, handled, deferred
 
 
 async def saturate_once(conn: psycopg.AsyncConnection, *, batch: int, horizon: timedelta,
@@ -230,9 +250,11 @@ async def saturate_once(conn: psycopg.AsyncConnection, *, batch: int, horizon: t
 
 
 async def saturate_pass(conn: psycopg.AsyncConnection, *, batch: int, horizon: timedelta,
-                        grace: timedelta, now: datetime | None = None, budget: float | None = None) -> Pass:
+                        grace: timedelta, now: datetime | None = None, budget: float | None = None,
+                        catch_up: bool = True) -> Pass:
     """One saturation pass in one transaction; with `budget` (seconds), computed in a worker
-    thread and cut when the budget is spent (the jobs not reached wait for the next pass)."""
+    thread and cut when the budget is spent (the jobs not reached wait for the next pass);
+    without `catch_up`, jobs with fires already due are left for a later pass."""
     async with conn.transaction():
         cur = conn.cursor(row_factory=dict_row)
         await store.claim_saturation(cur, batch, horizon, now)
@@ -245,9 +267,10 @@ async def saturate_pass(conn: psycopg.AsyncConnection, *, batch: int, horizon: t
         else:
             db_now = await store.database_now(conn, now)
         if budget is None:
-            parts, failed_plans, handled = plan_jobs(jobs, db_now, horizon, grace, None)
+            parts, failed_plans, handled, deferred = plan_jobs(jobs, db_now, horizon, grace, None)
         else:
-            parts, failed_plans, handled = await asyncio.to_thread(plan_jobs, jobs, db_now, horizon, grace, budget)
+            parts, failed_plans, handled, deferred = await asyncio.to_thread(
+                plan_jobs, jobs, db_now, horizon, grace, budget, catch_up)
         bad += failed_plans
 
         async def write(batch_parts: Sequence[Plan]) -> tuple[int, int]:
@@ -267,4 +290,5 @@ async def saturate_pass(conn: psycopg.AsyncConnection, *, batch: int, horizon: t
         for job_id, error in bad:
             await quarantine(conn, job_id, error, "saturation")
         # the rows that could not be read were handled too (quarantined)
-        return Pass(claimed, handled + claimed - len(jobs), sum(s[0] for s in stored), sum(s[1] for s in stored))
+        return Pass(claimed, handled + claimed - len(jobs), sum(s[0] for s in stored), sum(s[1] for s in stored),
+                    deferred)

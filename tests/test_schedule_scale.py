@@ -77,10 +77,11 @@ def test_with_a_million_schedules_an_idle_tick_reads_no_job_and_a_busy_tick_only
     assert claimed == 0
     nodes = _nodes(plan)
     assert not [n for n in nodes if n["Node Type"] == "Seq Scan"], plan
+    # two walks of the index (current jobs, then those catching up), each a few index pages
     scan = [n for n in nodes if n.get("Relation Name") == "job"]
-    assert [(n["Node Type"], n["Index Name"]) for n in scan] == [("Index Scan", "job_saturate_idx")], plan
-    assert scan[0]["Actual Rows"] == 0
-    assert scan[0]["Shared Hit Blocks"] + scan[0]["Shared Read Blocks"] < 10, plan  # a few index pages
+    assert [(n["Node Type"], n["Index Name"]) for n in scan] == [("Index Scan", "job_saturate_idx")] * 2, plan
+    assert sum(n["Actual Rows"] for n in scan) == 0
+    assert all(n["Shared Hit Blocks"] + n["Shared Read Blocks"] < 10 for n in scan), plan
 
     # 101 jobs come due: the claim reads those, not the million.
     conn.execute("UPDATE cronbox.job SET next_fire = %s WHERE name IN "
@@ -88,9 +89,9 @@ def test_with_a_million_schedules_an_idle_tick_reads_no_job_and_a_busy_tick_only
     claimed, plan = _claim_plan(conn, "2 minutes")
     assert claimed == 101
     scan = [n for n in _nodes(plan) if n.get("Relation Name") == "job"]
-    assert [(n["Node Type"], n["Index Name"]) for n in scan] == [("Index Scan", "job_saturate_idx")], plan
-    assert scan[0]["Actual Rows"] == 101
-    assert scan[0]["Shared Hit Blocks"] + scan[0]["Shared Read Blocks"] < 400, plan
+    assert [(n["Node Type"], n["Index Name"]) for n in scan] == [("Index Scan", "job_saturate_idx")] * 2, plan
+    assert [n["Actual Rows"] for n in scan] == [101, 0]
+    assert sum(n["Shared Hit Blocks"] + n["Shared Read Blocks"] for n in scan) < 400, plan
 
 
 def test_two_claimers_at_once_get_disjoint_jobs(fresh_dsn):

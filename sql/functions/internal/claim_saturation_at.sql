@@ -2,8 +2,9 @@
 -- cronbox.claim_saturation passes now(); no cronbox role may execute this one (tests call it as the
 -- owner or a superuser to fix the clock).
 -- cronbox.claim_saturation_at(p_limit, p_horizon, p_now): locks up to p_limit unpaused jobs that
--- have less than half the horizon materialised (next_fire <= p_now + p_horizon/2) and returns
--- what the poller needs to compute their fires up to p_now + p_horizon. The job's lock
+-- have less than half the horizon materialised (next_fire <= p_now + p_horizon/2), current
+-- jobs before those catching up from further back than a horizon, and returns what the poller
+-- needs to compute their fires up to p_now + p_horizon. The job's lock
 -- (cronbox.try_lock_job_id) and FOR UPDATE SKIP LOCKED on job_saturate_idx: concurrent pollers
 -- get disjoint jobs, dispatch skips them meanwhile, and an idle tick reads no row.
 -- The columns come from the locked row version itself, never from an older snapshot. Call
@@ -30,18 +31,31 @@ AS $$
            j.timezone, j.frontier, j.catchup, j.catchup_window, j.starts_at, j.ends_at, p_now,
            cronbox.catchup_start(p_now, j.catchup_window)
     FROM (
-        SELECT j.*
-        FROM cronbox.job j
-        WHERE j.next_fire IS NOT NULL AND NOT j.paused
-          AND j.next_fire <= p_now + p_horizon / 2
-        ORDER BY j.next_fire
+        -- current jobs first (their next fire is at most a horizon old: a refill, a new job),
+        -- then those catching up (older): a thousand year-long catch-ups never keep an
+        -- every-second job from its refill; each walk in next_fire order on job_saturate_idx
+        SELECT * FROM (
+            SELECT j.*
+            FROM cronbox.job j
+            WHERE j.next_fire IS NOT NULL AND NOT j.paused
+              AND j.next_fire >= p_now - p_horizon AND j.next_fire <= p_now + p_horizon / 2
+            ORDER BY j.next_fire
+            LIMIT p_limit
+            FOR UPDATE SKIP LOCKED) current_jobs
+        UNION ALL
+        SELECT * FROM (
+            SELECT j.*
+            FROM cronbox.job j
+            WHERE j.next_fire IS NOT NULL AND NOT j.paused
+              AND j.next_fire < p_now - p_horizon
+            ORDER BY j.next_fire
+            LIMIT p_limit
+            FOR UPDATE SKIP LOCKED) catching_up
         LIMIT p_limit
-        FOR UPDATE SKIP LOCKED
     ) j
     -- and the job's lock (cronbox.lock_job_id), only for the rows taken: a job whose lock is
     -- held elsewhere (dispatch, a report, a definition change) is left for the next pass
     WHERE cronbox.try_lock_job_id(j.job_id)
-    ORDER BY j.next_fire
 $$;
 
 COMMENT ON FUNCTION cronbox.claim_saturation_at(integer, interval, timestamp with time zone) IS

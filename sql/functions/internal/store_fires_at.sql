@@ -3,7 +3,8 @@
 -- owner or a superuser to fix the clock).
 -- cronbox.store_fires_at(...): the second half of a saturation pass, set-based over parallel
 -- arrays (one statement per table whatever the batch size). Inserts the computed fires as
--- futures (idempotent on job_future_fire_unique; due_at = fire_at + random jitter), records
+-- futures (idempotent on job_future_fire_unique; due_at = the fire time, or now for a fire
+-- already past, + random jitter), records
 -- fires the catch-up policy dropped as 'missed' history rows in bounded form: one row per
 -- gap (fire_at = first missed fire, missed_last_at = last, missed_fires = how many; counted
 -- in job_stat.missed_count),
@@ -68,8 +69,11 @@ BEGIN
 
     WITH written AS (
         INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority)
+        -- a fire already past when stored (catch-up) is due from now: queued behind what
+        -- was due before it was known, never ahead of other jobs' fires due meanwhile
         SELECT f.job_id, f.fire_at,
-               f.fire_at + CASE WHEN j.jitter > interval '0' THEN random() * j.jitter ELSE interval '0' END,
+               greatest(f.fire_at, p_now)
+                   + CASE WHEN j.jitter > interval '0' THEN random() * j.jitter ELSE interval '0' END,
                j.priority
         FROM unnest(p_fire_job, p_fire_at, p_missed) WITH ORDINALITY AS f(job_id, fire_at, missed, i)
         -- each fire's job by its key, one probe per fire whatever the statistics say (docs/
