@@ -328,6 +328,30 @@ class CronSchedule:
             if off0 > off1:
                 yield w - off1
 
+    def matching_days(self, first: datetime, last: datetime) -> Iterator[tuple[datetime, bool]]:
+        """The matching local days from `first` to `last` (naive midnights, inclusive), each
+        with whether it keeps one UTC offset all day (then it holds each of its times of day
+        exactly once: `per_day` fires, no walk needed). One croniter step per matching day."""
+        days = copy.copy(self._days)
+        days.set_current(first - _SECOND, force=True)
+        utcoffset, one_day = self._zone.utcoffset, timedelta(days=1)
+        while True:
+            try:
+                day: datetime = days.get_next(datetime)
+            except CroniterBadDateError:
+                return
+            if day > last:
+                return
+            end = day + one_day
+            yield day, len({utcoffset(day), utcoffset(day.replace(fold=1)),
+                            utcoffset(end), utcoffset(end.replace(fold=1))}) == 1
+
+    @property
+    def per_day(self) -> int:
+        """Times of day that match (a matching day without a DST change fires this often)."""
+        hours, minutes, seconds = self._times
+        return len(hours) * len(minutes) * len(seconds)
+
     def next_after(self, after: datetime) -> datetime | None:
         """First fire strictly after `after` (the previous scheduled time), in UTC; None if none."""
         for fire in self._fires(after):

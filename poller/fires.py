@@ -124,17 +124,59 @@ class CronFires:
             reach *= 2
 
     def span(self, after: datetime | None, before: datetime, cap: int) -> tuple[int, datetime | None, bool]:
+        """(count, last) of the fires in (after, before): the two ends and the days with a DST
+        change are walked, the other matching local days counted a day at a time (their times
+        of day, poller.cron.matching_days), so a year of an hourly schedule costs 365 croniter
+        steps and a few walked days. A walk stops after `cap` fires: then `exact` is False and
+        the count is a lower bound."""
+        assert after is not None, "cron jobs always have a frontier"
+        if before <= after:
+            return 0, None, True
+        zone, day = self.sched._zone, timedelta(days=1)
+        first = after.astimezone(zone).replace(tzinfo=None, hour=0, minute=0, second=0, microsecond=0) + day
+        last = before.astimezone(zone).replace(tzinfo=None, hour=0, minute=0, second=0, microsecond=0) - day
+        if first > last:  # less than two days: walk them
+            return self._walk(after, before, cap)
+        # Days with a DST change are walked, each with the day after it (a fire moved past a
+        # gap at midnight lands there); the other matching days count their times of day.
+        count, walked, tail = 0, [], None
+        for d, stable in self.sched.matching_days(first, last):
+            inside = tail is not None and d < tail  # already in a walked stretch
+            if stable and not inside:
+                count += self.sched.per_day
+            elif not stable and inside:
+                walked[-1][1] = tail = d + 2 * day
+            elif not stable:
+                walked.append([d, d + 2 * day])
+                tail = d + 2 * day
+        start, end = _instant(first, zone), _instant(max(last + day, tail or first), zone)
+        segments = [(after, start), *((_instant(lo, zone) - _TINY, min(_instant(hi, zone), before)) for lo, hi in walked),
+                    (end - _TINY, before)]
+        exact, last_fire = True, None
+        for lo, hi in segments:
+            n, seg_last, complete = self._walk(lo, hi, cap)
+            count, exact = count + n, exact and complete
+            last_fire = seg_last if hi is before and complete else last_fire
+        if (last_fire is None or not exact) and count:
+            last_fire = self.prev(before, 1, after)
+        return count, last_fire, exact
+
+    def _walk(self, after: datetime, before: datetime, cap: int) -> tuple[int, datetime | None, bool]:
+        """(count, last, complete) of the fires in (after, before), walked one by one; the walk
+        stops after `cap` fires (complete False, last then unknown: None)."""
         count, last = 0, None
         for fire in self.iterate(after):
             if fire >= before:
                 return count, last, True
             count, last = count + 1, fire
             if count >= cap:
-                break
-        else:
-            return count, last, True
-        # Too many to walk: the last one is found backwards, the count is a lower bound.
-        return count, self.prev(before, 1) or last, False
+                return count, None, False
+        return count, last, True
+
+
+def _instant(wall: datetime, zone: Any) -> datetime:
+    """A local midnight as an instant (UTC); the first occurrence if it is repeated."""
+    return wall.replace(tzinfo=zone, fold=0).astimezone(timezone.utc)
 
 
 def source(job: dict[str, Any]) -> AtFires | EveryFires | CronFires:
