@@ -1,0 +1,172 @@
+"""bench/canary: an every-second canary on its own queue, fire -> dispatch, while one real
+`cronbox poller` takes a heavy load from another tenant:
+
+  catchups   N schedules (default 1,000) starting a year back with catchup => 'all', window
+             366 days, created in one transaction;
+  backfills  N hourly schedules (default 100), then a backfill of the past year for each, all
+             requested in one transaction;
+  million    N schedules (default 1,000,000, bench.scale's mix) inserted from empty while the
+             poller runs (it saturates them all).
+
+For each load (a fresh private cluster each): the canary's fire -> dispatch p50/p99/max over
+the watch window, its fires missed (no dispatched run for a second of the window), the longest
+transaction any other session held open (sampled), and how far the load got meanwhile. No
+relay runs: dispatch is what is measured (the outbox just grows).
+
+  python -m bench.canary                       # all three loads, full size, 60 s each
+  python -m bench.canary --load catchups --watch 30
+  python -m bench.canary --quick               # small sizes, 20 s each
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+from bench import scale
+from bench.common import Database, Fleet, base_report, emit, extra_env, log, parse_args, pct, wait_until, workdir
+
+LOADS = ("catchups", "backfills", "million")
+SIZES = {"catchups": 1000, "backfills": 100, "million": 1_000_000}
+QUICK = {"catchups": 200, "backfills": 20, "million": 20_000}
+
+CATCHUPS = """
+SELECT count(cronbox.schedule(
+    'year-' || g,
+    cron => (ARRAY['0 * * * *', '*/15 * * * *', '30 2 * * *', '*/5 * * * *', '0 0 29 2 *'])[1 + g %% 5],
+    timezone => (ARRAY['UTC', 'Europe/Berlin', 'America/New_York', 'Australia/Lord_Howe'])[1 + g %% 4],
+    starts_at => now() - interval '1 year' + (g %% 1000) * interval '7 hours',
+    catchup => 'all', catchup_window => '366 days', queue => 'tenant', overlap => 'allow'))
+FROM generate_series(1, %s) g"""
+
+LONGEST_TRANSACTION = """
+SELECT extract(epoch FROM coalesce(max(clock_timestamp() - xact_start), interval '0'))
+FROM pg_stat_activity
+WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'
+  AND state <> 'idle' AND xact_start IS NOT NULL"""
+
+
+def start_load(database: Database, load: str, n: int) -> dict[str, Any]:
+    t0 = time.monotonic()
+    with database.connect() as conn:
+        if load == "catchups":
+            with conn.transaction():
+                conn.execute(CATCHUPS, (n,))
+        elif load == "backfills":
+            with conn.transaction():
+                conn.execute(
+                    "SELECT count(cronbox.backfill('hourly-' || g, now() - interval '1 year', now())) "
+                    "FROM generate_series(1, %s) g", (n,))
+    if load == "million":
+        scale.insert_schedules(database, n, min(n, 1000))
+    return {"seconds_to_request": round(time.monotonic() - t0, 2)}
+
+
+def prepare(database: Database, load: str, n: int) -> None:
+    """What must exist before the load (backfills need saturated hourly jobs)."""
+    if load == "backfills":
+        with database.connect() as conn, conn.transaction():
+            conn.execute(
+                "SELECT count(cronbox.schedule('hourly-' || g, cron => '0 * * * *', catchup => 'skip', "
+                "queue => 'tenant', overlap => 'allow')) FROM generate_series(1, %s) g", (n,))
+
+
+def progress(database: Database, load: str) -> dict[str, Any]:
+    with database.connect() as conn:
+        if load == "catchups":
+            return {"catch_up_runs_dispatched": conn.execute(
+                "SELECT count(*) FROM cronbox.run WHERE queue = 'tenant'").fetchone()[0],
+                "futures_waiting": conn.execute("SELECT count(*) FROM cronbox.job_future").fetchone()[0]}
+        if load == "backfills":
+            return {"backfills": dict(conn.execute(
+                "SELECT state, count(*) FROM cronbox.backfills GROUP BY 1").fetchall()),
+                "backfill_runs": conn.execute(
+                    "SELECT count(*) FROM cronbox.run WHERE origin = 'backfill'").fetchone()[0]}
+        return {"unsaturated_jobs": conn.execute(
+            "SELECT count(*) FROM cronbox.job WHERE next_fire IS NOT NULL AND NOT paused "
+            "AND next_fire <= now() + interval '1 minute'").fetchone()[0],
+            "futures": conn.execute("SELECT count(*) FROM cronbox.job_future").fetchone()[0]}
+
+
+def run_load(args: argparse.Namespace, argv: list[str] | None, load: str, n: int, watch: float) -> dict[str, Any]:
+    with Database(args, "canary") as database, workdir("canary") as logdir, Fleet(logdir) as fleet:
+        report: dict[str, Any] = {"load": load, "size": n, "watch_s": watch}
+        prepare(database, load, n)
+        with database.connect() as conn:
+            conn.execute("SELECT cronbox.schedule('canary', every => '1 second', queue => 'canary', overlap => 'allow')")
+        poller = fleet.cronbox("poller", database.dsn, extra_env(args))
+        wait_until(lambda: database.scalar("SELECT count(*) FROM cronbox.run WHERE job_name = 'canary'") >= 3,
+                   timeout=120, what="the canary running")
+        if load == "backfills":  # the hourly jobs saturated: their past year is the frontier's
+            wait_until(lambda: not database.scalar(
+                "SELECT count(*) FROM cronbox.job WHERE name LIKE 'hourly-%%' AND frontier < now()"),
+                timeout=300, what="hourly jobs saturated")
+        t0 = database.scalar("SELECT now()")
+        cpu0 = poller.cpu()
+        report["request"] = start_load(database, load, n)
+        longest = 0.0
+        with database.connect() as watcher:
+            while watcher.execute("SELECT clock_timestamp() < %s + make_interval(secs => %s)",
+                                  (t0, watch)).fetchone()[0]:
+                longest = max(longest, float(watcher.execute(LONGEST_TRANSACTION).fetchone()[0]))
+                time.sleep(0.05)
+            wait_until(lambda: watcher.execute(
+                "SELECT NOT EXISTS (SELECT 1 FROM cronbox.job_future f JOIN cronbox.job j USING (job_id) "
+                "WHERE j.name = 'canary' AND f.fire_at <= %s + make_interval(secs => %s))", (t0, watch)).fetchone()[0],
+                timeout=60, what="the canary's window dispatched")
+            rows = watcher.execute(
+                "SELECT fire_at, state, extract(epoch FROM dispatched_at - fire_at) * 1000 FROM cronbox.run "
+                "WHERE job_name = 'canary' AND fire_at > %s AND fire_at <= %s + make_interval(secs => %s) "
+                "ORDER BY fire_at", (t0, t0, watch)).fetchall()
+        report["poller_cpu_s"] = round(poller.cpu() - cpu0, 1)
+        report["progress_at_end_of_window"] = progress(database, load)
+        fleet.check_alive()
+        lags = sorted(float(r[2]) for r in rows if r[1] == "dispatched" and r[2] is not None)
+        expected = int(watch)
+        report["canary"] = {
+            "fires_expected": expected,
+            "dispatched": len(lags),
+            "missed": expected - len(lags),
+            "states": {s: sum(1 for r in rows if r[1] == s) for s in {r[1] for r in rows}},
+            "fire_to_dispatch_ms": {"p50": pct(lags, 50), "p99": pct(lags, 99), "max": lags[-1] if lags else None},
+        }
+        report["longest_transaction_s"] = round(longest, 3)
+        return report
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description="the every-second canary under three heavy loads")
+    p.add_argument("--load", choices=LOADS, action="append", help="one load (repeatable; default all three)")
+    p.add_argument("--size", type=int, help="the load's size (default per load: 1,000 / 100 / 1,000,000)")
+    p.add_argument("--watch", type=float, help="seconds watched after the load is requested (default 60; quick 20)")
+    args = parse_args(p, argv)
+    loads = args.load or list(LOADS)
+    watch = args.watch or (20.0 if args.quick else 60.0)
+    report: dict[str, Any] = {}
+    with Database(args, "canary-info") as database:
+        report = base_report("canary", args, database, argv)
+    report["loads"] = []
+    for load in loads:
+        n = args.size or (QUICK if args.quick else SIZES)[load]
+        log(f"load {load} ({n}), watching the canary {watch} s")
+        report["loads"].append(run_load(args, argv, load, n, watch))
+    report["ok"] = all(r["canary"]["missed"] == 0 for r in report["loads"])
+    emit(args, report, summary(report))
+    return 0
+
+
+def summary(r: dict[str, Any]) -> list[str]:
+    lines = [f"canary: {'durable' if r['durable'] else 'NOT durable'}"]
+    for x in r["loads"]:
+        c = x["canary"]
+        lines.append(f"  {x['load']} ({x['size']}): canary fire->dispatch p50 {c['fire_to_dispatch_ms']['p50']} ms, "
+                     f"p99 {c['fire_to_dispatch_ms']['p99']} ms, max {c['fire_to_dispatch_ms']['max']} ms, "
+                     f"missed {c['missed']} of {c['fires_expected']}; longest transaction {x['longest_transaction_s']} s; "
+                     f"poller CPU {x['poller_cpu_s']} s; {x['progress_at_end_of_window']}")
+    return lines
+
+
+if __name__ == "__main__":
+    sys.exit(main())
