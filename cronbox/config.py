@@ -72,7 +72,9 @@ def redact_dsn(dsn: str) -> str:
 _SECRET_PAIR = re.compile(
     r"""(?i)(["']?\b[\w.-]{0,40}?(?:secret|password|passwd|pwd|token|api[_-]?key|hmac)[\w.-]{0,40}["']?\s{0,8}[=:]\s{0,8})"""
     r"""("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|[^\s"'&;,|}]+)""")
-_URL_PASSWORD = re.compile(r"(?i)([a-z][a-z0-9+.-]{0,30}://[^:/@\s]{1,256}:)([^@\s]+)(@)")
+# The scheme starts where a word starts and nothing in it backtracks (possessive, bounded): a
+# long run of `a://` costs linear time too.
+_URL_PASSWORD = re.compile(r"(?i)(?<![a-z0-9+.-])([a-z][a-z0-9+.-]{0,31}+://[^:/@\s]{1,256}+:)([^@\s]{1,256}+)(@)")
 # Not secrets: where a secret comes from (secret_env=NAME names a variable, secret_file= a
 # path) and the words settings use to say whether one is set.
 _NOT_SECRET_KEY = re.compile(r"(?i)_(?:env|file|from)[\"']?\s*[=:]\s*$")
