@@ -43,8 +43,31 @@ from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, w
 log = logging.getLogger("cronbox.db")
 T = TypeVar("T")
 
+
+
+class UnreadableJson(str):
+    """A jsonb value Python's JSON parser cannot load, kept as its JSON text: PostgreSQL stores
+    numbers past a double's range (`1e400`) and nesting past orjson's 1,024 levels. Loading
+    one never raises (a page, a claim or a decode must not fail on one value): the value comes
+    back as this `str` with `reason`, and code that needs the value itself (the pull worker's
+    payloads) checks for it. Rendered, it is the exact text PostgreSQL holds."""
+
+    reason: str = ""
+
+
+def loads(data: bytes | bytearray | memoryview | str) -> object:
+    """psycopg's JSON loader: orjson, and an UnreadableJson for what orjson refuses."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        text = data if isinstance(data, str) else bytes(data).decode("utf-8", "replace")
+        value = UnreadableJson(text)
+        value.reason = f"JSON Python cannot load ({exc})"
+        return value
+
+
 set_json_dumps(orjson.dumps)
-set_json_loads(orjson.loads)
+set_json_loads(loads)
 
 CONNECT_KWARGS = {"autocommit": True, "prepare_threshold": None}
 CONNECT_TIMEOUT = 5.0  # seconds; `configure()` sets it from CRONBOX_CONNECT_TIMEOUT

@@ -334,3 +334,19 @@ async def test_an_owner_backfills_and_pauses_until_through_the_console(console, 
     resp = await client.post("/actions/pause", data={"csrf": token, "name": "alice-job", "reason": "x",
                                                      "until": "yesterday"}, headers=basic("alice"))
     assert resp.status == 400 and "until: expected a time" in await resp.text()
+
+
+async def test_run_and_schedule_pages_show_payloads_python_cannot_load(console):
+    """jsonb holds 1e400 and nesting past orjson's 1,024 levels: shown as stored, never a 500."""
+    client, dsn, _ = console
+    deep = '{"d": ' + "[" * 1100 + "]" * 1100 + "}"
+    with db.connect(dsn) as conn:
+        conn.execute("SELECT cronbox.schedule('huge-number', cron => '0 0 1 1 *', payload => '{\"x\": 1e400}')")
+        conn.execute("SELECT cronbox.trigger('huge-number', payload => %s::jsonb)", (deep,))
+        run_id = conn.execute("SELECT run_id FROM cronbox.runs WHERE job = 'huge-number'").fetchone()[0]
+    resp = await client.get("/schedules/huge-number", headers=basic("admin"))
+    assert resp.status == 200, await resp.text()
+    assert "1" + "0" * 400 in await resp.text()
+    resp = await client.get(f"/runs/{run_id}", headers=basic("admin"))
+    assert resp.status == 200, await resp.text()
+    assert "[" * 1100 in await resp.text()

@@ -7,6 +7,8 @@ from datetime import datetime, timedelta
 
 import orjson
 
+from cronbox.db import UnreadableJson
+
 
 def duration(value: object) -> str:
     if value is None:
@@ -65,4 +67,6 @@ def schedule_url(name: str) -> str:
 def json(value: object) -> str:
     if value is None:
         return "null"
+    if isinstance(value, UnreadableJson):  # 1e400, nesting past 1,024: shown as stored
+        return str(value)
     return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS).decode()
