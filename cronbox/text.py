@@ -7,6 +7,7 @@ value, one line. Long texts are cut with a marker saying how much was left out."
 
 from __future__ import annotations
 
+import re
 import unicodedata
 
 _UNSAFE_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn", "Zl", "Zp"})
@@ -29,3 +30,17 @@ def printable(text: object, limit: int | None = None) -> str:
         marker = f"...[{total} chars]"
         return s[:max(0, limit - len(marker))] + marker
     return s
+
+
+_NUL_ESCAPE = re.compile(rb"(?<!\\)(?:\\\\)*\\u0000")
+
+
+def json_has_nul(doc: bytes) -> bool:
+    """Whether JSON text holds a NUL character (`\\u0000` not itself escaped): PostgreSQL's
+    jsonb refuses it (22P05), so a worker's answer holding one can only be reported as such."""
+    return b"\\u0000" in doc and _NUL_ESCAPE.search(doc) is not None
+
+
+def storable(text: str) -> str:
+    """Text PostgreSQL can store: NUL (refused in text) becomes U+FFFD."""
+    return text.replace("\x00", "\ufffd") if "\x00" in text else text

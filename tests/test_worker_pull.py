@@ -152,7 +152,7 @@ def test_a_result_the_database_refuses_fails_that_run_only(fresh_dsn: str, tmp_p
             rows = {r[0]: r for r in wait_states(conn, bad + good, FINAL, proc=proc)}
             assert all(rows[i][1] == "succeeded" for i in good), "the rest of the batch is reported"
             for i in bad:
-                assert rows[i][1] == "failed" and rows[i][4].startswith("report refused by the database")
+                assert rows[i][1] == "failed" and rows[i][4].startswith("result holds a NUL character")
             assert conn.execute("SELECT count(*) FROM cronbox.job_future WHERE retry_of = ANY(%s)",
                                 (bad,)).fetchone()[0] == 0, "not retryable: the same result would be refused again"
             assert proc.terminate() == 0

@@ -16,6 +16,8 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+import psycopg
+
 from cronbox import db, metrics
 from cronbox.config import listen_target
 from cronbox.log import event
@@ -42,6 +44,20 @@ async def claim(pool: Any, queue: str, name: str, n: int) -> list[tuple[Run, flo
         rows = await cur.fetchall()
     return [(Run(run_id=r[0], job=r[1], queue=queue, payload=r[2], fire_at=r[3], attempt=r[4],
                  deadline=r[5], idempotency_key=r[6]), r[7]) for r in rows]
+
+
+async def refuse_unreadable(pool: Any, runs: list[Run]) -> None:
+    """Runs whose payload Python cannot load (db.UnreadableJson: a number past a double's
+    range, nesting past 1,024 levels) fail at once, not retryable, with the reason: no handler
+    sees them, and the worker goes on with the others."""
+    for run in runs:
+        event(log, "payload unreadable: run failed", level=logging.ERROR, run_id=run.run_id, job=run.job,
+              reason=run.payload.reason)
+    async with pool.connection() as conn:
+        await conn.execute("SELECT cronbox.fail_runs(%s::bigint[], %s::text[], false)",
+                           ([r.run_id for r in runs],
+                            [f"payload: {r.payload.reason}; the worker kit cannot hand it to a handler"
+                             for r in runs]))
 
 
 async def run_pull(worker: Worker, waker: Waker, metrics_cfg: Any | None = None) -> None:
@@ -82,9 +98,18 @@ async def run_pull(worker: Worker, waker: Waker, metrics_cfg: Any | None = None)
                 got = await db.retrying(lambda: claim(pool, queue, s.name, want), budget=CLAIM_BUDGET,
                                         what="claim runs", stop=waker.stop)
                 lag = time.monotonic() - t0
+                unreadable = [run for run, _ in got if isinstance(run.payload, db.UnreadableJson)]
                 for run, remaining in got:
-                    engine.start(run, worker.handlers[queue],
-                                 None if remaining is None else remaining - lag)
+                    if not isinstance(run.payload, db.UnreadableJson):
+                        engine.start(run, worker.handlers[queue],
+                                     None if remaining is None else remaining - lag)
+                if unreadable:
+                    try:
+                        await db.retrying(lambda: refuse_unreadable(pool, unreadable), budget=CLAIM_BUDGET,
+                                          what="fail unreadable runs", stop=waker.stop)
+                    except psycopg.Error as exc:  # their lease brings them back: never the process's end
+                        event(log, "could not fail unreadable runs", level=logging.ERROR,
+                              runs=len(unreadable), error=db.explain(exc))
                 free -= len(got)
                 full = full or len(got) == want
                 if free <= 0:

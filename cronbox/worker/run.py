@@ -10,6 +10,7 @@ from typing import Any
 
 import orjson
 
+from cronbox.text import json_has_nul, storable
 from cronbox.worker.settings import ERROR_LIMIT
 
 TRUNCATED = " ...[truncated]"
@@ -96,7 +97,9 @@ def _timestamp(m: dict[str, Any], key: str) -> datetime | None:
 
 
 def bounded(text: str, limit: int = ERROR_LIMIT) -> str:
-    """Error text cut to `limit` characters, with a marker when cut."""
+    """Error text cut to `limit` characters, with a marker when cut; a NUL (which PostgreSQL
+    cannot store in text) becomes U+FFFD, so an exception's text never costs its report."""
+    text = storable(text)
     return text if len(text) <= limit else text[: limit - len(TRUNCATED)] + TRUNCATED
 
 
@@ -115,9 +118,13 @@ class Outcome:
         if result is None:
             return Outcome("succeeded")
         try:
-            size = len(orjson.dumps(result))
+            text = orjson.dumps(result)
         except TypeError as exc:
             return Outcome("failed", error=bounded(f"result is not JSON: {exc}"), retryable=False)
+        size = len(text)
+        if json_has_nul(text):
+            return Outcome("failed", error="result holds a NUL character (\\u0000), which PostgreSQL's jsonb "
+                           "cannot store", retryable=False)
         if size > RESULT_LIMIT:
             return Outcome("failed", error=f"result too large: {size} bytes of JSON (limit {RESULT_LIMIT})",
                            retryable=False)
