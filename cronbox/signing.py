@@ -67,6 +67,19 @@ def parse(header: str) -> tuple[int, list[str]]:
     return timestamp, signatures
 
 
+def fresh(header: str | None, *, tolerance: float = DEFAULT_TOLERANCE,
+          now: float | None = None) -> tuple[int, list[str]]:
+    """(timestamp, [v1 signatures]) of a header that is present, well formed and within the
+    tolerance, or SignatureError: what can be checked before the body is read."""
+    if not header:
+        raise SignatureError(f"{HEADER}: header missing")
+    timestamp, signatures = parse(header)
+    now = time.time() if now is None else now
+    if abs(now - timestamp) > tolerance:
+        raise SignatureError(f"{HEADER}: timestamp {timestamp} is outside the tolerance of {tolerance:g}s")
+    return timestamp, signatures
+
+
 def verify(
     secret: str | bytes | list[str | bytes],
     body: bytes,
@@ -80,12 +93,7 @@ def verify(
     secret may be a list (accept any of them while rotating). The body must be the raw
     bytes received, before any JSON parsing.
     """
-    if not header:
-        raise SignatureError(f"{HEADER}: header missing")
-    timestamp, signatures = parse(header)
-    now = time.time() if now is None else now
-    if abs(now - timestamp) > tolerance:
-        raise SignatureError(f"{HEADER}: timestamp {timestamp} is outside the tolerance of {tolerance:g}s")
+    timestamp, signatures = fresh(header, tolerance=tolerance, now=now)
     secrets = secret if isinstance(secret, list) else [secret]
     for s in secrets:
         expected = compute(s, timestamp, body)

@@ -1,7 +1,10 @@
 """Push mode: an aiohttp application the relay POSTs run messages to (docs/worker.md).
 
-Per request: verify the `Cronbox-Signature` over the raw body (stale or forged: 401), parse a
-message or a batch, and per message drop a duplicate (same idempotency key seen by this
+Per request: refuse a body over CRONBOX_WORKER_MAX_BODY (413) and, with a secret, a missing,
+malformed or stale `Cronbox-Signature` (401), both before reading the body, which is then read up
+to that limit; verify the signature over the raw body (forged: 401), then parse a message or a
+batch (one Python cannot load, e.g. a number past a double's range or nesting past 1,024 levels:
+400 with the reason, which the relay turns into a dead letter), and per message drop a duplicate (same idempotency key seen by this
 process, or a run the database says is finished, cancelled or someone else's:
 `cronbox.start_run` refuses it), else mark it running (`start_run`) and start its handler.
 Handlers that end within `reply_within` are answered with their outcome, which the relay
@@ -30,7 +33,7 @@ from aiohttp import web
 from cronbox import db, metrics
 from cronbox.log import event
 from cronbox.proc import cancel_quietly
-from cronbox.signing import HEADER, SignatureError, verify
+from cronbox.signing import HEADER, SignatureError, fresh, verify
 from cronbox.worker.engine import Engine, Inflight
 from cronbox.worker.run import MessageError, Run
 
@@ -41,7 +44,6 @@ log = logging.getLogger("cronbox.worker")
 ACCEPT_BATCH = "Cronbox-Accept-Batch"  # relay/sinks.py reads it (the kit never imports the relay)
 SEEN = 10_000          # idempotency keys remembered by one process
 DB_WAIT = 2.0          # seconds a request waits for a database connection before answering 503
-MAX_BODY = 64 * 2**20  # a batch of large payloads still fits; the relay's batch=N bounds it too
 ENGINE = web.AppKey("cronbox.worker.engine", Engine)
 METRICS_CFG = web.AppKey("cronbox.worker.metrics_cfg", object)
 
@@ -52,7 +54,7 @@ class Busy(Exception):
 
 def make_app(worker: Worker, secrets: list[str | bytes] | None) -> web.Application:
     s = worker.settings
-    app = web.Application(client_max_size=MAX_BODY)
+    app = web.Application(client_max_size=s.max_body)
     accept_batch = str(min(s.batch, s.concurrency))
     seen: OrderedDict[str, Inflight | None] = OrderedDict()
     side: list[asyncio.Task[Any]] = []
@@ -120,18 +122,34 @@ def make_app(worker: Worker, secrets: list[str | bytes] | None) -> web.Applicati
         remember(key, rec)
         return rec
 
+    def refuse(request: web.Request, status: int, reason: str) -> web.Response:
+        event(log, "request refused", level=logging.WARNING, status=status, reason=reason, peer=request.remote)
+        # not read to the end: the connection is closed after the answer
+        return web.json_response({"error": reason}, status=status, headers={"Connection": "close"})
+
     async def receive(request: web.Request) -> web.Response:
-        body = await request.read()
+        if request.content_length is not None and request.content_length > s.max_body:
+            return refuse(request, 413, f"body of {request.content_length} bytes is over the worker's limit of "
+                                        f"{s.max_body} (CRONBOX_WORKER_MAX_BODY)")
+        if secrets is not None:
+            try:
+                fresh(request.headers.get(HEADER), tolerance=s.signature_tolerance)
+            except SignatureError as exc:
+                return refuse(request, 401, str(exc))
+        try:
+            body = await request.read()  # at most client_max_size = max_body
+        except web.HTTPRequestEntityTooLarge:
+            return refuse(request, 413, f"body is over the worker's limit of {s.max_body} bytes (CRONBOX_WORKER_MAX_BODY)")
         if secrets is not None:
             try:
                 verify(secrets, body, request.headers.get(HEADER), tolerance=s.signature_tolerance)
             except SignatureError as exc:
-                event(log, "request refused", level=logging.WARNING, reason=str(exc), peer=request.remote)
-                return web.json_response({"error": str(exc)}, status=401)
+                return refuse(request, 401, str(exc))
         try:
             doc = orjson.loads(body)
         except orjson.JSONDecodeError as exc:
-            return web.json_response({"error": f"body is not JSON: {exc}"}, status=400)
+            return web.json_response({"error": f"body is not JSON the worker kit can load (numbers past a double's "
+                                               f"range and nesting past 1,024 levels cannot be): {exc}"}, status=400)
         batched = isinstance(doc, list)
         messages = doc if batched else [doc]
         engine = request.app[ENGINE]

@@ -45,6 +45,8 @@ class WorkerSettings(Settings):
                                       "on SIGTERM, time to finish in-flight runs")
     secret: str | None = setting("CRONBOX_WORKER_SECRET", "", text(), "push: HMAC secret the relay signs with",
                                  secret=True, value=None)
+    max_body: int = setting("CRONBOX_WORKER_MAX_BODY", "33554432", integer(1024, 2**31 - 1),
+                            "push: largest request body in bytes; a larger one is refused (413) before it is read")
     signature_tolerance: float = setting("CRONBOX_WORKER_SIGNATURE_TOLERANCE", "5m", duration(seconds=True),
                                          "push: accepted age of a signed request")
 
