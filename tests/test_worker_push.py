@@ -229,3 +229,29 @@ def test_worker_that_cannot_reach_the_database_gets_its_messages_back_without_ba
         with autocommit(pg.admin_dsn) as admin:
             admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = %s", (role,))
             admin.execute(f"DROP ROLE IF EXISTS {role}")
+
+
+def test_oversized_or_unsigned_bodies_are_refused_before_they_are_read(fresh_dsn: str, tmp_path: Path) -> None:
+    """Only the headers are sent: the answer comes without the body, so an attacker's 63 MB
+    POSTs cost the worker nothing; a signed body past the limit is refused too."""
+    import socket
+
+    def headers_only(port: int, length: int, signature: str | None) -> bytes:
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+            extra = f"{HEADER}: {signature}\r\n" if signature else ""
+            sock.sendall(f"POST /run HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         f"Content-Length: {length}\r\n{extra}\r\n".encode())
+            return sock.recv(65536)
+
+    proc, port, _ = start_kit(fresh_dsn, tmp_path, CRONBOX_WORKER_MAX_BODY="4096")
+    with proc:
+        assert headers_only(port, 63 * 2**20, None).startswith(b"HTTP/1.1 413")
+        assert headers_only(port, 1000, None).startswith(b"HTTP/1.1 401")
+        stale = sign(SECRET, b"{}", timestamp=int(time.time()) - 3600)
+        assert headers_only(port, 1000, stale).startswith(b"HTTP/1.1 401")
+        big = b'{"pad": "' + b"x" * 10_000 + b'"}'
+        assert post(port, big, sign(SECRET, big))[0] == 413
+        huge = b'{"run_id": 1, "payload": {"x": 1e400}}'
+        status, answer = post(port, huge, sign(SECRET, huge))
+        assert status == 400 and "number is infinity" in answer["error"], answer
+        assert proc.terminate() == 0
