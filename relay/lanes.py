@@ -117,8 +117,10 @@ class Departure:
 class Lane:
     """One queue's sending state in this relay."""
 
-    def __init__(self, queue: str, route: Route, s: RelaySettings, batch: int, lease: float):
+    def __init__(self, queue: str, route: Route, s: RelaySettings, batch: int, lease: float,
+                 max_result: int = 1048576):
         self.queue, self.route = queue, route
+        self.max_result = max_result  # cronbox.max_result_bytes: bounds how much of an answer is read
         self.budget = route.inflight or s.inflight * batch
         self.rows = 0  # claimed and not yet settled
         self.lease = lease
@@ -233,7 +235,7 @@ class Lane:
                 report.unsent.extend(ids)
                 return
             answer = await post(self.session(), self.route, ids, body, key, batched, report,
-                                negotiated=batched and self.route.batch is None)
+                                negotiated=batched and self.route.batch is None, max_result=self.max_result)
         self.breaker.record(answer.sane, probe=probe)
         if self.route.batch is None:
             self.negotiate(answer, batched)

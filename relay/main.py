@@ -80,6 +80,7 @@ class Relay:
         self.freed: set[str] = set()   # lanes that got room back since the last claim
         self.room = asyncio.Event()    # set with `freed`
         self.lease = s.lease.total_seconds()
+        self.max_result = 1048576      # cronbox.max_result_bytes, read at start (run())
 
     def lane(self, queue: str) -> Lane | None:
         lane = self.lanes.get(queue)
@@ -87,7 +88,7 @@ class Relay:
             route = self.routes.target(queue)
             if route is None or not route.push:
                 return None
-            lane = self.lanes[queue] = Lane(queue, route, self.s, self.s.batch, self.lease)
+            lane = self.lanes[queue] = Lane(queue, route, self.s, self.s.batch, self.lease, self.max_result)
         return lane
 
     async def claim(self, limit: int, include: list[str] | None, exclude: list[str] | None) -> list[Row]:
@@ -112,6 +113,10 @@ class Relay:
         """Split claimed rows per queue; each queue's share goes to its lane as one task."""
         claimed_at = time.monotonic()
         by_queue: dict[str, list[Row]] = defaultdict(list)
+        worn = [r for r in rows if r.claims > self.s.max_attempts]
+        if worn:
+            self.tasks.spawn(self.settle_worn(worn), name="worn", child=True)
+            rows = [r for r in rows if r.claims <= self.s.max_attempts]
         for r in rows:
             by_queue[r.queue].append(r)
         for queue, group in by_queue.items():
@@ -208,7 +213,17 @@ class Relay:
                     await lane.wait_for(departure)
                 start = departure.at if departure is not None else time.monotonic()
                 # the lease runs from the due time (claim_outbox): count it from there
-                await lane.send(rows, report, max(claimed_at, start), probe)
+                try:
+                    await lane.send(rows, report, max(claimed_at, start), probe)
+                except Exception as exc:
+                    # Work on data never stops the process: the rows this send did not settle
+                    # fail with the exception (retried with backoff, dead-lettered when out of
+                    # attempts), and the relay goes on with every other row and lane.
+                    event(log, "send crashed: its rows fail with the error", level=logging.ERROR,
+                          queue=lane.queue, rows=len(rows), error=f"{exc.__class__.__name__}: {exc}")
+                    done = set(report.ok) | set(report.failed) | set(report.unsent) | set(report.deferred)
+                    report.fail([r.outbox_id for r in rows if r.outbox_id not in done],
+                                f"relay error while sending: {exc.__class__.__name__}: {exc}")
                 seconds = max(0.0, time.monotonic() - start)
             except asyncio.CancelledError:
                 # Shutdown timeout: settle the sends that finished, release the rest (maybe
@@ -242,6 +257,17 @@ class Relay:
             await db.retrying(lambda: store.release_outbox(self.pool, self.owner, cut, self.s.lease),
                               budget=5, what="release")
 
+    async def settle_worn(self, rows: list[Row]) -> None:
+        """Rows claimed more often than CRONBOX_RELAY_MAX_ATTEMPTS and never settled: a relay
+        that claimed them died, was stopped or lost the lease each time (a crash one of them
+        causes would come back to every relay that claims it): dead letters, with the reason."""
+        report = Report()
+        for r in rows:
+            report.fail([r.outbox_id], f"claimed {r.claims} times and never settled: the relays handling it "
+                        f"stopped or lost its lease each time (CRONBOX_RELAY_MAX_ATTEMPTS={self.s.max_attempts})",
+                        retryable=False)
+        await self.settle(report, None)
+
     async def settle_unroutable(self, rows: list[Row]) -> None:
         report = Report()
         report.fail([r.outbox_id for r in rows], f"queue {rows[0].queue!r} is not pushed by this relay")
@@ -249,7 +275,29 @@ class Relay:
 
     async def settle(self, report: Report, lane: Lane | None) -> set[int]:
         """Ack what was delivered, nack what failed, hand back what was never sent; returns
-        the dead-lettered outbox ids."""
+        the dead-lettered outbox ids. A value the database refuses (not a connection error:
+        those are retried) never stops the process: the ack is made again without the
+        workers' outcomes, and what still fails is left to the lease, whose claims are bounded
+        (settle_worn)."""
+        try:
+            return await self._settle(report, lane)
+        except psycopg.Error as exc:
+            event(log, "settling refused by the database", level=logging.ERROR,
+                  queue=lane.queue if lane else None, error=db.explain(exc))
+            if not report.outcomes:
+                return set()
+            # the workers' answers are what the database can refuse: the runs fail with its reason
+            why = f"answer refused by the database: {db.explain(exc)}"
+            report.outcomes = [{"outbox_id": oc["outbox_id"], "state": "failed", "retryable": False, "error": why}
+                               for oc in report.outcomes]
+            try:
+                return await self._settle(report, lane)
+            except psycopg.Error as again:
+                event(log, "settling refused again: the lease brings the rows back", level=logging.ERROR,
+                      queue=lane.queue if lane else None, error=db.explain(again))
+                return set()
+
+    async def _settle(self, report: Report, lane: Lane | None) -> set[int]:
         if report.ok:
             await retrying(lambda: store.ack_outbox(self.pool, self.owner, report),
                            budget=SETTLE_BUDGET, what="relay ack")
@@ -310,8 +358,10 @@ async def run(cfg: Config, waker: Waker, settings: RelaySettings | None = None) 
     pool = await db.open_pool(cfg.dsn, min_size=1, max_size=s.inflight + 3, name="relay")
     try:
         await check_routes(pool, routes)
+        max_result = await db.retrying(lambda: store.max_result_bytes(pool), budget=60, what="max_result_bytes")
         async with Supervisor(waker, owner) as tasks:
             relay = Relay(cfg, s, routes, pool, owner, waker, tasks)
+            relay.max_result = max_result
             metrics.register_health_check("relay_breakers", relay.health)
             if listen_target(cfg.dsn, cfg.listen_dsn):
                 tasks.spawn(listen(listen_target(cfg.dsn, cfg.listen_dsn), ("cronbox_outbox",), waker), name="listener")

@@ -22,8 +22,10 @@ secret, or `secret_file=/run/secrets/x`. The secret itself never appears in CRON
 nor in any log line. Unset options take the relay's defaults (relay/settings.py).
 
 Notifications (queue `cronbox.notifications`, and a job's own recipients: `cronbox.mail`,
-`cronbox.webhooks`) never follow the `*` default: they go where a route names that queue, and
-to the log sink when none does. Example:
+`cronbox.webhooks`) never follow the `*` default: they go where a route names that queue. When
+none does, a relay writes them to its log, except a dedicated relay (`*=elsewhere`: other
+relays serve the rest), which leaves them to the others like any queue it does not name: a
+relay serving one queue never consumes what another relay's route names. Example:
 
     CRONBOX_SINKS="default=http://worker:8080/run batch=100 secret_env=WORKER_SECRET;
                    reports=log; ml=postgres; *=http://fallback:8080/run"
@@ -91,7 +93,8 @@ class Routes:
 
     def target(self, queue: str) -> Route | None:
         if queue in OWN_ROUTE_QUEUES:
-            return self.by_queue.get(queue, _LOG_DEFAULTS[queue])
+            dedicated = self.default is not None and self.default.kind == "elsewhere"
+            return self.by_queue.get(queue, _ELSEWHERE[queue] if dedicated else _LOG_DEFAULTS[queue])
         return self.by_queue.get(queue, self.default)
 
     def claim_filter(self, blocked: Iterable[str] = ()) -> tuple[list[str] | None, list[str] | None]:
@@ -109,12 +112,13 @@ class Routes:
 
     def describe(self) -> list[str]:
         routes = list(self.by_queue.values()) + ([self.default] if self.default else [])
-        routes += [_LOG_DEFAULTS[q] for q in OWN_ROUTE_QUEUES if q not in self.by_queue]
+        routes += [self.target(q) for q in OWN_ROUTE_QUEUES if q not in self.by_queue]
         return [r.describe() for r in routes]
 
 
 NOTIFY_DEFAULT = Route(queue=NOTIFY_QUEUE, kind="log")
 _LOG_DEFAULTS = {q: NOTIFY_DEFAULT if q == NOTIFY_QUEUE else Route(queue=q, kind="log") for q in OWN_ROUTE_QUEUES}
+_ELSEWHERE = {q: Route(queue=q, kind="elsewhere") for q in OWN_ROUTE_QUEUES}
 
 
 def _read_secret(queue: str, key: str, value: str, env: Mapping[str, str]) -> tuple[str, bytes]:

@@ -34,8 +34,10 @@ from typing import Any, NamedTuple
 import aiohttp
 import orjson
 
+from cronbox import db
 from cronbox.log import event
 from cronbox.signing import HEADER as SIGNATURE_HEADER, sign
+from cronbox.text import json_has_nul, storable
 from relay.routes import MAX_BATCH, Route
 
 log = logging.getLogger("cronbox.relay")
@@ -52,6 +54,7 @@ class Row(NamedTuple):
     send_at: float       # monotonic time before which it must not be sent (claimed ahead of its
                          # due time, CRONBOX_DISPATCH_LEAD); 0.0 = send now
     due: float = 0.0     # its due time on the database's clock (epoch seconds) when claimed ahead
+    claims: int = 1      # times claimed, this claim included (a hand-back of an unsent row takes one back)
 
 OUTCOME_STATES = ("succeeded", "failed")
 RETRY_STATUSES = frozenset({408, 429})
@@ -59,6 +62,11 @@ REASON_HEADER = "Cronbox-Retry-Reason"
 ACCEPT_BATCH_HEADER = "Cronbox-Accept-Batch"
 DB_UNAVAILABLE = "database_unavailable"  # in a batch entry; "database-unavailable" in the header
 DEFER_DEFAULT, DEFER_MAX = 1.0, 5.0      # seconds to hold deferred rows before handing them back
+ANSWER_MARGIN = 64 * 1024  # bytes an answer may take beyond its results (JSON around them)
+ANSWER_RESULTS = 8         # a batch answer is read up to this many results' worth
+ERROR_CHARS = 4000         # characters of a worker's error text kept (finish_runs cuts there too)
+SNIPPET = 200              # bytes of a failed answer quoted in the error
+LOG_CHARS = 16384          # characters of a message the log sink prints
 
 
 class Report:
@@ -84,22 +92,37 @@ class Report:
     def fail(self, ids: Sequence[int], error: str, retryable: bool = True, retry_after: float | None = None) -> None:
         n = len(ids)
         self.failed.extend(ids)
-        self.errors.extend([error] * n)
+        self.errors.extend([storable(error[:ERROR_CHARS])] * n)
         self.retryable.extend([retryable] * n)
         self.retry_after.extend([retry_after] * n)
 
-    def outcome(self, outbox_id: int, answer: dict[str, Any]) -> None:
-        """Keep a worker's run outcome ({"state": "succeeded"|"failed", ...}) for the ack."""
+    def outcome(self, outbox_id: int, answer: dict[str, Any], nul: bool = False) -> None:
+        """Keep a worker's run outcome ({"state": "succeeded"|"failed", ...}) for the ack.
+        `nul`: the answer's JSON holds a NUL somewhere, which PostgreSQL stores in neither
+        text nor jsonb: an error text gets U+FFFD instead, a result holding one fails the run."""
         state = answer.get("state")
         if state not in OUTCOME_STATES:
             return
         entry: dict[str, Any] = {"outbox_id": outbox_id, "state": state}
         if state == "succeeded":
             entry["result"] = answer.get("result")
+            if nul and json_has_nul(orjson.dumps(entry["result"])):
+                entry = {"outbox_id": outbox_id, "state": "failed", "retryable": False,
+                         "error": "answer refused: the result holds a NUL character (\\u0000), which "
+                                  "PostgreSQL's jsonb cannot store"}
         else:
-            entry["error"] = str(answer.get("error") or "failed (no error given)")
+            entry["error"] = storable(str(answer.get("error") or "failed (no error given)")[:ERROR_CHARS])
             entry["retryable"] = answer.get("retryable", True) is not False
         self.outcomes.append(entry)
+
+    def too_large(self, ids: Sequence[int], limit: int) -> None:
+        """A 2xx answer longer than `limit` bytes: delivered (the worker took the messages), and
+        the runs fail with the reason, not retried (the worker did its work; its result is lost)."""
+        for oid in ids:
+            self.ok.append(oid)
+            self.outcomes.append({"outbox_id": oid, "state": "failed", "retryable": False,
+                                  "error": f"answer too large: the worker answered more than {limit} bytes "
+                                           "(cronbox.max_result_bytes and a margin); not read"})
 
 
 def retry_after_seconds(value: str | None) -> float | None:
@@ -138,22 +161,61 @@ class Answer(NamedTuple):
 
 
 def _snippet(payload: bytes) -> str:
-    text = payload[:200].decode(errors="replace").strip()
+    text = payload[:SNIPPET].decode(errors="replace").strip()
     return f": {text}" if text else ""
 
 
+class Unreadable(NamedTuple):
+    """An answer that looks like JSON (an object or an array) and does not load: a number past
+    a double's range, nesting past 1,024 levels, invalid UTF-8, broken JSON."""
+    reason: str
+
+    def outcome(self) -> dict[str, Any]:
+        return {"state": "failed", "retryable": False,
+                "error": f"answer unreadable: the worker's answer is no JSON the relay can load ({self.reason})"}
+
+
 def _json(payload: bytes) -> Any:
-    if not payload.strip():
+    """The answer's JSON; None when there is none or it is no JSON at all (plain text: no
+    outcome, the run is delivered and reports through SQL); Unreadable for JSON that does not
+    load (the run fails with the reason: its outcome is lost)."""
+    stripped = payload.strip()
+    if not stripped:
         return None
     try:
         return orjson.loads(payload)
-    except orjson.JSONDecodeError:
+    except orjson.JSONDecodeError as exc:
+        return Unreadable(str(exc)) if stripped[:1] in (b"{", b"[") else None
+
+
+def answer_limit(max_result: int, messages: int) -> int:
+    """The most bytes of a 2xx answer read: the results it may carry and a margin."""
+    return max_result * min(messages, ANSWER_RESULTS) + ANSWER_MARGIN
+
+
+async def read_bounded(resp: aiohttp.ClientResponse, limit: int) -> bytes | None:
+    """The answer's body, or None past `limit` bytes (then the connection is closed, never
+    read to the end: a sink streaming gigabytes costs `limit` bytes of memory)."""
+    if resp.content_length is not None and resp.content_length > limit:
         return None
+    chunks, size = [], 0
+    async for chunk in resp.content.iter_any():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
 
 
 def _accept_batch(ids: Sequence[int], payload: bytes, report: Report) -> None:
     """A 2xx for a batch: the body may say per message whether it was accepted."""
     answer = _json(payload)
+    nul = json_has_nul(payload)
+    if isinstance(answer, Unreadable):
+        for oid in ids:
+            report.ok.append(oid)
+            report.outcome(oid, answer.outcome())
+        return
     if not isinstance(answer, list):
         report.ok.extend(ids)  # no per-message answer: the whole batch was accepted
         return
@@ -171,7 +233,7 @@ def _accept_batch(ids: Sequence[int], payload: bytes, report: Report) -> None:
             continue
         report.ok.append(oid)
         if isinstance(entry, dict) and "state" in entry:
-            report.outcome(oid, entry)
+            report.outcome(oid, entry, nul)
 
 
 def classify(status: int, headers: Any, payload: bytes, ids: Sequence[int], batched: bool, report: Report,
@@ -185,8 +247,10 @@ def classify(status: int, headers: Any, payload: bytes, ids: Sequence[int], batc
             report.ok.append(ids[0])
             if status != 202:
                 answer = _json(payload)
-                if isinstance(answer, dict) and "state" in answer:
-                    report.outcome(ids[0], answer)
+                if isinstance(answer, Unreadable):
+                    report.outcome(ids[0], answer.outcome())
+                elif isinstance(answer, dict) and "state" in answer:
+                    report.outcome(ids[0], answer, json_has_nul(payload))
     elif status == 503 and (headers.get(REASON_HEADER) or "").lower() == "database-unavailable":
         report.defer(ids, retry_after_seconds(headers.get("Retry-After")))
     elif status in RETRY_STATUSES or status >= 500:
@@ -201,10 +265,14 @@ def classify(status: int, headers: Any, payload: bytes, ids: Sequence[int], batc
 
 
 async def post(session: aiohttp.ClientSession, route: Route, ids: Sequence[int], body: bytes,
-               key: str | None, batched: bool, report: Report, negotiated: bool = False) -> Answer:
+               key: str | None, batched: bool, report: Report, negotiated: bool = False,
+               max_result: int = 1048576) -> Answer:
     """One request; the result lands in report. Returns whether the sink answered sanely (any
     status but 408/429/5xx, no timeout or connection error: what the circuit breaker counts),
-    the status and the batch size the answer declares."""
+    the status and the batch size the answer declares. Answers are read bounded: a 2xx up to
+    `answer_limit` (past it the runs fail, `answer too large`; a 202 to one message carries no
+    outcome, so it is only delivered), any other status up to ANSWER_MARGIN (its first SNIPPET
+    bytes are quoted in the error)."""
     headers = {"Content-Type": "application/json", "User-Agent": "cronbox-relay"}
     if key is not None:
         headers["Idempotency-Key"] = key
@@ -213,8 +281,16 @@ async def post(session: aiohttp.ClientSession, route: Route, ids: Sequence[int],
     assert route.url is not None
     try:
         async with session.post(route.url, data=body, headers=headers, allow_redirects=False) as resp:
-            payload = await resp.read()
             deferred = len(report.deferred)
+            ok = 200 <= resp.status < 300
+            limit = answer_limit(max_result, len(ids)) if ok else ANSWER_MARGIN
+            payload = await read_bounded(resp, limit)
+            if payload is None:
+                resp.close()
+                if ok and (batched or resp.status != 202):
+                    report.too_large(ids, limit)
+                    return Answer(True, resp.status, accept_batch(resp.headers))
+                payload = b"(answer too large: not read)"
             classify(resp.status, resp.headers, payload, ids, batched, report, negotiated)
             accepts = accept_batch(resp.headers)
             if len(report.deferred) > deferred:
@@ -229,8 +305,12 @@ async def post(session: aiohttp.ClientSession, route: Route, ids: Sequence[int],
 
 
 def send_log(rows: Sequence[Row], report: Report) -> None:
+    """The log sink: one line per message, the message cut to LOG_CHARS characters."""
     for oid, queue, key, body, *_ in rows:
-        message = orjson.loads(body)
-        event(log, "message", run_id=message.get("run_id"), job=message.get("job"), queue=queue,
+        message = db.loads(body)  # an UnreadableJson (1e400, deep nesting) is logged as its text
+        fields = message if isinstance(message, dict) else {}
+        if len(body) > LOG_CHARS:
+            message = f"{body[:LOG_CHARS]}... [{len(body)} characters in all]"
+        event(log, "message", run_id=fields.get("run_id"), job=fields.get("job"), queue=queue,
               idempotency_key=key, message=message)
         report.ok.append(oid)

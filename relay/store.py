@@ -17,7 +17,7 @@ _CLAIM = (
     "extract(epoch FROM clock_timestamp() - (message->>'fire_at')::timestamptz)::float8, "
     "extract(epoch FROM available_at - statement_timestamp())::float8, "
     "extract(epoch FROM clock_timestamp() - statement_timestamp())::float8, "
-    "extract(epoch FROM statement_timestamp())::float8 "
+    "extract(epoch FROM statement_timestamp())::float8, attempts "
     "FROM cronbox.claim_outbox(%s, %s, %s, %s, %s, p_ahead => %s)"
 )
 _CLOCK = "SELECT extract(epoch FROM clock_timestamp())::float8"
@@ -43,7 +43,7 @@ async def claim_outbox(pool, owner: str, limit: int, lease: timedelta,
         raw = await cur.fetchall()
         received = time.monotonic()
         if not raw or max(r[5] for r in raw) <= 0:
-            return [Row(r[0], r[1], r[2], r[3], r[4], 0.0) for r in raw]
+            return [Row(r[0], r[1], r[2], r[3], r[4], 0.0, 0.0, r[8]) for r in raw]
         offset = received - (raw[0][7] + max(r[6] for r in raw))
         try:  # the rows are claimed: a failed reading must not lose them (the claim's own serves)
             cur = await conn.execute(_CLOCK)
@@ -51,8 +51,8 @@ async def claim_outbox(pool, owner: str, limit: int, lease: timedelta,
             offset = min(offset, time.monotonic() - db_now)
         except psycopg.Error:
             pass
-    return [Row(r[0], r[1], r[2], r[3], r[4], r[7] + r[5] + offset, r[7] + r[5]) if r[5] > 0
-            else Row(r[0], r[1], r[2], r[3], r[4], 0.0) for r in raw]
+    return [Row(r[0], r[1], r[2], r[3], r[4], r[7] + r[5] + offset, r[7] + r[5], r[8]) if r[5] > 0
+            else Row(r[0], r[1], r[2], r[3], r[4], 0.0, 0.0, r[8]) for r in raw]
 
 
 async def ack_outbox(pool, owner: str, report: Report) -> int:
@@ -88,6 +88,19 @@ async def release_outbox(pool, owner: str, ids: list[int] | None = None, lease: 
         cur = await conn.execute("SELECT cronbox.release_outbox(%s, %s, p_lease => %s)", (owner, ids, lease))
         row = await cur.fetchone()
     return int(row[0]) if row else 0
+
+
+async def max_result_bytes(pool) -> int:
+    """The database's cronbox.max_result_bytes setting, clamped as cronbox.max_result_bytes()
+    clamps it (1 KiB .. 16 MiB, default 1 MiB): how much of a worker's answer the relay reads.
+    The ack enforces the bound itself; this only keeps the relay from reading more."""
+    async with pool.connection() as conn:
+        cur = await conn.execute("SELECT current_setting('cronbox.max_result_bytes', true)")
+        row = await cur.fetchone()
+    value = (row[0] or "") if row else ""
+    if not value.isdigit() or len(value) > 9:
+        return 1048576
+    return min(max(int(value), 1024), 16777216)
 
 
 async def known_queues(pool) -> list[str]:

@@ -76,6 +76,15 @@ def test_notifications_never_follow_the_catch_all_route():
     assert named.target("cronbox.notifications").url == "https://hooks/x"
 
 
+def test_a_relay_dedicated_to_one_queue_leaves_notifications_to_the_others():
+    dedicated = parse_routes("slow=http://slow/run; *=elsewhere")
+    assert dedicated.target("cronbox.notifications").kind == "elsewhere"
+    assert dedicated.claim_filter() == (["slow"], None)
+    assert dedicated.unrouted(["cronbox.notifications", "other"]) == []
+    named = parse_routes("slow=http://slow/run; cronbox.notifications=log; *=elsewhere")
+    assert named.claim_filter() == (["cronbox.notifications", "slow"], None)
+
+
 def test_per_route_timeouts_connections_and_breaker_are_validated():
     r = parse_routes("a=http://w connect_timeout=500ms timeout=2s connections=3 inflight=50 breaker=0").by_queue["a"]
     assert (r.connect_timeout, r.timeout, r.connections, r.inflight, r.breaker) == (0.5, 2.0, 3, 50, 0)

@@ -225,6 +225,29 @@ def test_ack_outcomes_must_be_an_array_and_a_null_result_is_no_result(conn):
                         (runs[0],)).fetchone() == ("succeeded", True)
 
 
+def test_ack_holds_answers_to_the_bounds_of_complete_run(conn):
+    """A result past cronbox.max_result_bytes fails its run with the reason (complete_run
+    refuses it); an error text is cut; a retryable that is no boolean counts as true."""
+    runs = enqueue(conn, 3, job="bounded-answers")
+    rows = {r[1]: r[0] for r in claim(conn)}
+    conn.execute("SET cronbox.max_result_bytes = '2048'")
+    outcomes = [
+        {"outbox_id": rows[runs[0]], "state": "succeeded", "result": {"blob": "x" * 5000}},
+        {"outbox_id": rows[runs[1]], "state": "failed", "error": "e" * 100_000, "retryable": "maybe"},
+        {"outbox_id": rows[runs[2]], "state": "succeeded", "result": {"small": 1}},
+    ]
+    assert conn.execute("SELECT cronbox.ack_outbox('r1', %s, %s)",
+                        (list(rows.values()), db.Jsonb(outcomes))).fetchone()[0] == 3
+    state, error = run_state(conn, runs[0])[:2]
+    assert state == "failed" and error.startswith("result: 5012 bytes as JSON text, more than cronbox.max_result_bytes (2048)")
+    assert conn.execute("SELECT result FROM cronbox.run WHERE run_id = %s", (runs[0],)).fetchone()[0] is None
+    state, error = run_state(conn, runs[1])[:2]
+    assert state == "failed" and len(error) <= 4000 and "truncated by cronbox" in error
+    assert run_state(conn, runs[2])[0] == "succeeded"
+    assert conn.execute("SELECT count(*) FROM cronbox.job_future f JOIN cronbox.job j USING (job_id) "
+                        "WHERE j.name = 'bounded-answers' AND f.retry_of IS NOT NULL").fetchone()[0] == 0
+
+
 def test_nack_backs_off_exponentially_with_jitter_and_honours_retry_after(conn):
     enqueue(conn, 3)
     now = now_of(conn)

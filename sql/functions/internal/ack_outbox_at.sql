@@ -7,8 +7,10 @@
 -- lease of the run's timeout. p_outcomes (optional, a JSON array of {outbox_id, state:
 -- succeeded|failed, result, error, retryable}) finishes those runs instead, straight from
 -- dispatched, set-based through cronbox.finish_runs (one call per kind, not per run), only
--- for rows acked here, so repeating an ack whose commit was lost changes nothing.
--- Returns the number of rows acked.
+-- for rows acked here, so repeating an ack whose commit was lost changes nothing. The answers
+-- are held to complete_run's bounds: a result over cronbox.max_result_bytes fails its run (not
+-- retryable, with the reason), error texts are cut by finish_runs; a retryable that is not a
+-- JSON boolean counts as true. Returns the number of rows acked.
 CREATE OR REPLACE FUNCTION cronbox.ack_outbox_at(
     p_owner text,
     p_ids bigint[],
@@ -34,6 +36,7 @@ DECLARE
     v_failed bigint[];
     v_errors text[];
     v_retryable boolean[];
+    v_max_result integer;
 BEGIN
     -- The worker's answers, by outbox id (no join: a join's row estimates through a DELETE
     -- ... RETURNING and a JSON function are guesses, and a nested loop over them is quadratic).
@@ -42,7 +45,16 @@ BEGIN
             RAISE EXCEPTION 'p_outcomes: must be a JSON array of {outbox_id, state, ...}, got %',
                 jsonb_typeof(p_outcomes) USING ERRCODE = 'invalid_parameter_value';
         END IF;
-        SELECT jsonb_object_agg(oc ->> 'outbox_id', oc)
+        v_max_result := cronbox.max_result_bytes();
+        -- A result past the bound becomes the run's failure, as complete_run refuses it.
+        SELECT jsonb_object_agg(oc ->> 'outbox_id',
+                   CASE WHEN oc ->> 'state' = 'succeeded'
+                             AND octet_length((oc -> 'result')::text) > v_max_result
+                        THEN jsonb_build_object(
+                                 'state', 'failed', 'retryable', false,
+                                 'error', format('result: %s bytes as JSON text, more than cronbox.max_result_bytes (%s): not stored',
+                                                 octet_length((oc -> 'result')::text), v_max_result))
+                        ELSE oc END)
           INTO v_outcome_of
         FROM jsonb_array_elements(p_outcomes) AS oc
         WHERE oc ->> 'outbox_id' IS NOT NULL AND oc ->> 'state' IN ('succeeded', 'failed');
@@ -65,7 +77,8 @@ BEGIN
            array_agg(s.run_id ORDER BY s.run_id) FILTER (WHERE s.run_id IS NOT NULL AND s.oc ->> 'state' = 'failed'),
            array_agg(coalesce(s.oc ->> 'error', 'failed (no error given)') ORDER BY s.run_id)
                FILTER (WHERE s.run_id IS NOT NULL AND s.oc ->> 'state' = 'failed'),
-           array_agg(coalesce((s.oc ->> 'retryable')::boolean, true) ORDER BY s.run_id)
+           array_agg(CASE WHEN jsonb_typeof(s.oc -> 'retryable') = 'boolean' THEN (s.oc ->> 'retryable')::boolean
+                          ELSE true END ORDER BY s.run_id)
                FILTER (WHERE s.run_id IS NOT NULL AND s.oc ->> 'state' = 'failed')
       INTO v_acked, v_pending, v_timeout_of, v_ok, v_ok_results, v_failed, v_errors, v_retryable
     FROM settled s;
