@@ -163,7 +163,7 @@ def test_poison_payloads_and_answers_never_stop_a_process_nor_the_canary(fresh_d
         conn.autocommit = True
         push_port = free_port()
         pull = Proc("worker", fresh_dsn, tmp_path, _args="tests.poison_apps:pull")
-        push = Proc("worker", fresh_dsn, tmp_path, _args=f"tests.poison_apps:push --http {push_port}",
+        push = Proc("worker", fresh_dsn, tmp_path, _args=f"tests.poison_apps:push --port {push_port}",
                     CRONBOX_WORKER_SECRET=SECRET)
         kit_url = f"http://127.0.0.1:{push_port}/run"
         sinks = (f"sinkq={sinkw.url} breaker=0; pushq={kit_url} secret_env=POISON_SECRET; "
