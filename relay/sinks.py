@@ -311,6 +311,10 @@ def send_log(rows: Sequence[Row], report: Report) -> None:
         fields = message if isinstance(message, dict) else {}
         if len(body) > LOG_CHARS:
             message = f"{body[:LOG_CHARS]}... [{len(body)} characters in all]"
-        event(log, "message", run_id=fields.get("run_id"), job=fields.get("job"), queue=queue,
-              idempotency_key=key, message=message)
+        try:
+            event(log, "message", run_id=fields.get("run_id"), job=fields.get("job"), queue=queue,
+                  idempotency_key=key, message=message)
+        except RecursionError:  # nested too deep to print as an object (logging re-raises this one)
+            event(log, "message", run_id=fields.get("run_id"), job=fields.get("job"), queue=queue,
+                  idempotency_key=key, message=body[:LOG_CHARS])
         report.ok.append(oid)
