@@ -189,3 +189,15 @@ def _legacy_migrate(dsn: str, root: Path) -> None:
     known = m.migrations(root)
     with db.connect(dsn) as conn:
         m._migrate_locked(conn, known, files, m.code_digest(files))
+
+
+def test_the_functions_without_a_pinned_search_path_are_those_the_operations_guide_names(conn):
+    unpinned = {r[0] for r in conn.execute("""
+        SELECT p.proname FROM pg_catalog.pg_proc p
+        WHERE p.pronamespace = 'cronbox'::regnamespace
+          AND NOT coalesce('search_path=pg_catalog, pg_temp' = ANY (p.proconfig), false)""").fetchall()}
+    guide = (Path(__file__).resolve().parent.parent / "docs" / "operations.md").read_text()
+    paragraph = guide[guide.index("The only functions without a pinned `search_path`"):].split("\n\n")[0]
+    words = ("zero one two three four five six seven eight nine ten eleven twelve").split()
+    assert f" {words[len(unpinned)]} internal" in paragraph, (sorted(unpinned), paragraph)
+    assert all(f"`{name}`" in paragraph for name in unpinned), (sorted(unpinned), paragraph)
