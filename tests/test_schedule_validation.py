@@ -24,6 +24,8 @@ BAD_INPUTS: list[tuple[str, dict[str, object], str, str]] = [
     ("name too long", {"name": "x" * 201, "cron": "* * * * *"}, INVALID, "name:"),
     ("name surrounding space", {"name": " lead", "cron": "* * * * *"}, INVALID, "name:"),
     ("name control char", {"name": "a\tb", "cron": "* * * * *"}, INVALID, "name:"),
+    ("name bidi override", {"name": "invoice\u202egnp.exe", "cron": "* * * * *"}, INVALID, "name: must not contain invisible"),
+    ("name zero-width", {"name": "back\u200bup", "cron": "* * * * *"}, INVALID, "name: must not contain invisible"),
     ("no when at all", {"name": "j"}, INVALID, "schedule: give exactly one"),
     ("cron and every", {"name": "j", "cron": "* * * * *", "every": "1 minute"}, INVALID, "schedule: give exactly one"),
     ("cron and at", {"name": "j", "cron": "* * * * *", "at": "2030-01-01 00:00Z"}, INVALID, "schedule: give exactly one"),

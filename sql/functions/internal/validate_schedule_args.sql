@@ -54,6 +54,12 @@ BEGIN
         RAISE EXCEPTION 'name: must be non-blank text without control characters or surrounding spaces, got %',
             quote_literal(v_name) USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    -- Invisible formatting characters (bidi overrides and isolates, zero-width ones) make one
+    -- name look like another in every listing: refused, named by their code point.
+    IF v_name ~ E'[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]' THEN
+        RAISE EXCEPTION 'name: must not contain invisible formatting characters (bidi controls, zero-width), got U+%',
+            upper(to_hex(ascii(substring(v_name FROM E'[\u00ad\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff]')))) USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     IF v_name ~* '^(cronbox[.:_-]|_cronbox)' THEN
         RAISE EXCEPTION 'name: names starting with ''cronbox.'', ''cronbox:'', ''cronbox_'', ''cronbox-'' or ''_cronbox'' are reserved, got %',
             quote_literal(left(v_name, 120)) USING ERRCODE = 'invalid_parameter_value';
