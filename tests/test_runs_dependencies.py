@@ -136,6 +136,20 @@ def test_cycle_is_rejected_with_the_cycle_named(conn):
     assert "would make a cycle: c -> a -> b -> c" in str(err.value)
 
 
+def test_a_long_cycle_is_named_by_its_ends_in_a_short_error(conn):
+    names = [f"j{i:02d}-" + "x" * 150 for i in range(40)]
+    for name in names:
+        job(conn, name)
+    for down, up in zip(names, names[1:]):
+        dep(conn, down, up)
+    with pytest.raises(psycopg.errors.InvalidParameterValue) as err:
+        dep(conn, names[-1], names[0])
+    message = err.value.diag.message_primary
+    assert len(message) < 2500, len(message)
+    assert "... 32 more ..." in message and message.count(" -> ") == 9
+    assert message.endswith("would make a cycle: " + " -> ".join([names[39], *names[:4], "... 32 more ...", *names[36:]]))
+
+
 def test_cycle_through_an_after_list_is_rejected(conn):
     job(conn, "root")
     after_job(conn, "child", ["root"])

@@ -2,7 +2,7 @@
 -- p_upstream_ids close a cycle? Follows "waits for" edges (cronbox.job_dependency and
 -- `after` lists) upward from the upstreams; each (job, reached-from) pair is visited once, so
 -- the cost is linear in the edges reached. Returns the cycle as names ('a -> b -> a', each
--- waiting for the next) or NULL. No locks: callers serialise with the dependency lock.
+-- waiting for the next; past 10 jobs the first 5 and the last 4 around '... N more ...') or NULL. No locks: callers serialise with the dependency lock.
 CREATE OR REPLACE FUNCTION cronbox.find_dependency_cycle(
     p_job_id bigint,
     p_upstream_ids bigint[]
@@ -47,14 +47,19 @@ BEGIN
         v_path := v_cur || v_path;
         EXIT WHEN v_cur = p_job_id;
     END LOOP;
-    RETURN (SELECT string_agg(j.name, ' -> ' ORDER BY p.ord)
+    -- Named in full up to 10 jobs; a longer cycle as its first 5 and last 4 around the count
+    -- left out, so the error stays short however long the chain is.
+    RETURN (SELECT string_agg(CASE WHEN p.ord = 6 AND cardinality(v_path) > 10
+                                   THEN format('... %s more ...', cardinality(v_path) - 9)
+                                   ELSE j.name END, ' -> ' ORDER BY p.ord)
             FROM unnest(v_path) WITH ORDINALITY AS p(id, ord)
-            JOIN cronbox.job j ON j.job_id = p.id);
+            JOIN cronbox.job j ON j.job_id = p.id
+            WHERE cardinality(v_path) <= 10 OR p.ord <= 6 OR p.ord > cardinality(v_path) - 4);
 END
 $$;
 
 COMMENT ON FUNCTION cronbox.find_dependency_cycle(bigint,bigint[]) IS
-'Returns the cycle (''a -> b -> a'', each waiting for the next) that making a job wait for the given upstreams would close, or NULL. Used by add_dependency; schedule(after => ...) may use it too.';
+'Returns the cycle (''a -> b -> a'', each waiting for the next; past 10 jobs the first 5 and the last 4 around ''... N more ...'') that making a job wait for the given upstreams would close, or NULL. Used by add_dependency; schedule(after => ...) may use it too.';
 
 ALTER FUNCTION cronbox.find_dependency_cycle(bigint,bigint[]) OWNER TO cronbox_owner;
 REVOKE ALL ON FUNCTION cronbox.find_dependency_cycle(bigint,bigint[]) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

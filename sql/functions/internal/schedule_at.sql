@@ -251,7 +251,7 @@ BEGIN
             SELECT j.job_id FROM cronbox.job j WHERE j.name = ANY (schedule_at.after)));
         IF v_cycle IS NOT NULL THEN
             RAISE EXCEPTION 'after: % waiting for % would make a cycle: %', quote_literal(schedule_at.name),
-                array_to_string(schedule_at.after, ', '), v_cycle
+                cronbox.clip_text(array_to_string(schedule_at.after, ', '), 300), v_cycle
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
     END IF;
