@@ -29,11 +29,12 @@ from cronbox.proc import Supervisor, Waker, identity, listen, pause, ticks
 from cronbox.registry import keep_registered
 from relay import metrics as relay_metrics, store
 from relay.lanes import Departure, Lane
-from relay.routes import Routes, parse_routes
+from relay.routes import OWN_ROUTE_QUEUES, Routes, parse_routes
 from relay.settings import RelaySettings
 from relay.sinks import Report, Row
 
 log = logging.getLogger("cronbox.relay")
+NAMED_EVERY = 5.0  # seconds between looks at the routes other relays name (the registry's heartbeat)
 SETTLE_BUDGET = 600.0  # keep retrying an ack this long; after that the lease brings rows back
 
 
@@ -65,6 +66,27 @@ async def watch_unrouted(pool, routes: Routes, waker: Waker, every: float) -> No
             event(log, "unrouted check failed", level=logging.WARNING, error=db.explain(exc))
 
 
+async def watch_named(relay: Relay, every: float) -> None:
+    """Cronbox's own queues (notifications, stakeholder mail and webhooks) this relay does not
+    name and another live relay's route does: left to that relay (a relay never consumes what
+    another relay's route names). From the registry (cronbox.processes): before the first
+    claim, then every `every` seconds."""
+    unnamed = [q for q in OWN_ROUTE_QUEUES if q not in relay.routes.by_queue]
+    if not unnamed:
+        return
+    async for _ in ticks(relay.waker.stop, every, first=True):
+        try:
+            named = await store.named_by_other_relays(relay.pool, relay.owner, unnamed)
+        except Exception as exc:  # a check must never stop delivery
+            event(log, "route check failed", level=logging.WARNING, error=db.explain(exc))
+            named = relay.yielded
+        if named != relay.yielded:
+            event(log, "another relay's route names these queues: leaving them to it" if named
+                  else "no other relay names these queues: this relay sends them", queues=sorted(named or unnamed))
+        relay.yielded = named
+        relay.routes_checked.set()
+
+
 class Relay:
     """One relay process: the claim loop, and per queue a lane (relay/lanes.py) sending what
     was claimed. A claim takes rows of every queue whose lane has room and whose breaker is
@@ -81,6 +103,8 @@ class Relay:
         self.room = asyncio.Event()    # set with `freed`
         self.lease = s.lease.total_seconds()
         self.max_result = 1048576      # cronbox.max_result_bytes, read at start (run())
+        self.yielded: set[str] = set()  # own queues another live relay names (watch_named)
+        self.routes_checked = asyncio.Event()  # watch_named looked once (the loop waits for it, 5 s at most)
 
     def lane(self, queue: str) -> Lane | None:
         lane = self.lanes.get(queue)
@@ -129,19 +153,23 @@ class Relay:
                 self.tasks.spawn(self.send(lane, part, claimed_at, probe, departure), name=f"send:{queue}", child=True)
 
     async def loop(self) -> None:
+        if any(q not in self.routes.by_queue for q in OWN_ROUTE_QUEUES):
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.routes_checked.wait(), NAMED_EVERY)
         batch, poll = self.s.batch, self.cfg.poll_interval.total_seconds()
         general, last_general = True, 0.0
         while not self.waker.stop.is_set():
             again = False
             if general:
                 # Every queue with room, minus those whose lanes are full or breakers open.
-                include, exclude = self.routes.claim_filter(q for q, lane in self.lanes.items() if lane.blocked)
+                include, exclude = self.routes.claim_filter(
+                    [q for q, lane in self.lanes.items() if lane.blocked] + sorted(self.yielded))
                 last_general = time.monotonic()
                 if include is None or include:
                     rows = await self.claim(batch, include, exclude)
                     self.hand_out(rows)
                     again = len(rows) >= batch
-            freed = sorted(q for q in self.freed if not self.lanes[q].blocked)
+            freed = sorted(q for q in self.freed if not self.lanes[q].blocked and q not in self.yielded)
             self.freed.clear()
             self.room.clear()
             if freed and not self.waker.stop.is_set():
@@ -281,18 +309,18 @@ class Relay:
         (settle_worn)."""
         try:
             return await self._settle(report, lane)
-        except psycopg.Error as exc:
-            event(log, "settling refused by the database", level=logging.ERROR,
+        except Exception as exc:  # connection errors were retried within: a value refused
+            event(log, "settling refused", level=logging.ERROR,
                   queue=lane.queue if lane else None, error=db.explain(exc))
             if not report.outcomes:
                 return set()
             # the workers' answers are what the database can refuse: the runs fail with its reason
-            why = f"answer refused by the database: {db.explain(exc)}"
+            why = f"answer refused: {db.explain(exc)}"
             report.outcomes = [{"outbox_id": oc["outbox_id"], "state": "failed", "retryable": False, "error": why}
                                for oc in report.outcomes]
             try:
                 return await self._settle(report, lane)
-            except psycopg.Error as again:
+            except Exception as again:
                 event(log, "settling refused again: the lease brings the rows back", level=logging.ERROR,
                       queue=lane.queue if lane else None, error=db.explain(again))
                 return set()
@@ -366,9 +394,11 @@ async def run(cfg: Config, waker: Waker, settings: RelaySettings | None = None) 
             if listen_target(cfg.dsn, cfg.listen_dsn):
                 tasks.spawn(listen(listen_target(cfg.dsn, cfg.listen_dsn), ("cronbox_outbox",), waker), name="listener")
             tasks.spawn(keep_registered(pool, "relay", owner, waker.stop,
-                                        info=lambda: {"sinks": routes.describe(), "breakers": relay.breakers()}),
+                                        info=lambda: {"sinks": routes.describe(), "routes": sorted(routes.by_queue),
+                                                      "breakers": relay.breakers()}),
                         name="registry")
             tasks.spawn(watch_unrouted(pool, routes, waker, s.check_every), name="unrouted")
+            tasks.spawn(watch_named(relay, NAMED_EVERY), name="named")
             tasks.spawn(metrics.serve(cfg, pool, "relay", waker.stop), name="metrics")
             try:
                 await relay.loop()

@@ -103,6 +103,18 @@ async def max_result_bytes(pool) -> int:
     return min(max(int(value), 1024), 16777216)
 
 
+async def named_by_other_relays(pool, owner: str, queues: list[str]) -> set[str]:
+    """Those of `queues` that a live relay other than `owner` names in its routes (the
+    registry's info.routes, cronbox.processes)."""
+    async with pool.connection() as conn:
+        cur = await conn.execute(
+            "SELECT DISTINCT q.name FROM cronbox.processes p "
+            "CROSS JOIN LATERAL jsonb_array_elements_text(CASE WHEN jsonb_typeof(p.info -> 'routes') = 'array' "
+            "THEN p.info -> 'routes' ELSE '[]' END) AS q(name) "
+            "WHERE p.kind = 'relay' AND p.live AND p.name <> %s AND q.name = ANY (%s)", (owner, queues))
+        return {r[0] for r in await cur.fetchall()}
+
+
 async def known_queues(pool) -> list[str]:
     """Queues in use: those of the jobs and of the messages waiting in the outbox."""
     async with pool.connection() as conn:

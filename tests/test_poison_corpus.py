@@ -32,6 +32,7 @@ EXAMPLES = int(os.environ.get("CRONBOX_POISON_EXAMPLES", "24"))
 QUEUES = ("sinkq", "pushq", "pullq", "logq")
 MODES = ("echo", "raise_nul", "result_nul", "huge_result")
 STREAM_CAP = 200 * 2**20  # the streaming sink gives up here, whatever the relay does
+PACE = 0.1  # seconds between two poison triggers
 
 # --- generated JSON text: what jsonb holds and orjson may refuse -----------------------------
 EXTREME_NUMBERS = ["1e400", "-1e400", "1e-400", "1" + "0" * 400, "-0", "0.1e308", "123456789012345678901234567890"]
@@ -99,6 +100,7 @@ NAMED = [
     Case("sinkq", "{}", Reply(200, b'{"state": "succeeded", "result": "' + b"z" * (20 * 2**20) + b'"}')),  # 20 MB
     Case("sinkq", "{}", Reply(200, b'{"state": "succeeded", "result": "' + b"z" * (2**20 + 1000) + b'"}')),  # past 1 MiB
     Case("sinkq", "{}", Reply(200, b'{"state": "succeeded", "result": {"x": 1e400}}')),
+    Case("sinkq", "{}", Reply(200, b'{"state": "succeeded", "result": ' + b"[" * 300 + b"]" * 300 + b"}")),  # orjson writes 254
     Case("sinkq", "{}", Reply(500, b"broken \x00 \xff")),
     Case("pushq", payload_text("echo", "1e400")),
     Case("pushq", payload_text("echo", "[" * 1100 + "]" * 1100)),
@@ -188,6 +190,7 @@ def test_poison_payloads_and_answers_never_stop_a_process_nor_the_canary(fresh_d
 
             triggered: dict[int, Case] = {}
             for i, case in enumerate(cases):
+                time.sleep(PACE)  # a stream of poison, not one burst: the canary fires throughout
                 name = f"poison-{i}"
                 conn.execute("SELECT cronbox.schedule(%s, cron => '0 0 1 1 *', queue => %s, overlap => 'allow')",
                              (name, case.queue))

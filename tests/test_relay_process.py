@@ -160,3 +160,28 @@ def test_relay_recovers_after_postgresql_restarts_and_delivers_the_rest(private_
     assert {k for k in worker.keys()} == {f"{r}:1" for r in runs}
     with db.connect(dsn) as conn:
         assert conn.execute("SELECT state, count(*) FROM cronbox.run GROUP BY state").fetchall() == [("delivered", 40)]
+
+
+def test_a_relay_leaves_notifications_to_the_relay_whose_route_names_them(fresh_dsn, tmp_path):
+    """Two relays, one naming cronbox.notifications (a webhook), the other not: every
+    notification reaches the webhook, none goes to the other relay's log."""
+    from .relay_support import notify_row
+
+    with ThreadedWorker() as hook, db.connect(fresh_dsn) as conn:
+        conn.autocommit = True
+        named = Proc("relay", fresh_dsn, tmp_path, CRONBOX_SINKS=f"*=log; cronbox.notifications={hook.url}")
+        with named:
+            wait_until(lambda: conn.execute("SELECT count(*) FROM cronbox.processes WHERE kind = 'relay' AND live "
+                                            "AND info -> 'routes' ? 'cronbox.notifications'").fetchone()[0] == 1,
+                       20, "the naming relay registered")
+            other = Proc("relay", fresh_dsn, tmp_path, CRONBOX_SINKS="*=log")
+            with other:
+                wait_until(lambda: "leaving them to it" in other.output, 20, "the other relay yields")
+                for i in range(20):
+                    notify_row(conn, "cronbox.notifications", {"event": "run_failed", "job": "j",
+                                                               "idempotency_key": f"n:{i}"})
+                conn.execute("NOTIFY cronbox_outbox")
+                wait_until(lambda: len(hook.received) >= 20, 20, "every notification at the webhook")
+                assert "queue=cronbox.notifications" not in other.output
+                assert other.terminate() == 0
+            assert named.terminate() == 0

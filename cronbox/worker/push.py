@@ -48,6 +48,12 @@ ENGINE = web.AppKey("cronbox.worker.engine", Engine)
 METRICS_CFG = web.AppKey("cronbox.worker.metrics_cfg", object)
 
 
+def _dumps(answer: Any) -> str:
+    """Answers as the relay reads them (orjson): a result the kit accepted (orjson wrote it for
+    the size check) is written the same way, never as the stdlib's non-JSON NaN."""
+    return orjson.dumps(answer).decode()
+
+
 class Busy(Exception):
     pass
 
@@ -179,14 +185,14 @@ def make_app(worker: Worker, secrets: list[str | bytes] | None) -> web.Applicati
             else:
                 answers.append(r)
         if batched:
-            return web.json_response(answers)
+            return web.json_response(answers, dumps=_dumps)
         a = answers[0]
         if a.get("accepted") is False:
             if a.get("reason") == "database_unavailable":
-                return web.json_response(a, status=503, headers={
+                return web.json_response(a, status=503, dumps=_dumps, headers={
                     "Retry-After": "1", "Cronbox-Retry-Reason": "database-unavailable"})
-            return web.json_response(a, status=503 if a.get("retryable") else 422)
-        return web.json_response(a, status=202 if a == {"accepted": True} else 200)
+            return web.json_response(a, status=503 if a.get("retryable") else 422, dumps=_dumps)
+        return web.json_response(a, status=202 if a == {"accepted": True} else 200, dumps=_dumps)
 
     async def healthz(request: web.Request) -> web.Response:
         try:
