@@ -23,18 +23,18 @@ from collections import defaultdict
 import psycopg
 
 from cronbox import db, metrics
-from cronbox.config import Config, ConfigError, check_dispatch_lead, listen_target
+from cronbox.config import Config, check_dispatch_lead, listen_target
 from cronbox.log import event
-from cronbox.proc import Supervisor, Waker, identity, listen, pause, ticks
+from cronbox.proc import Supervisor, Waker, identity, listen, pause
 from cronbox.registry import keep_registered
 from relay import metrics as relay_metrics, store
+from relay.checks import NAMED_EVERY, check_routes, watch_named, watch_unrouted
 from relay.lanes import Departure, Lane
 from relay.routes import OWN_ROUTE_QUEUES, Routes, parse_routes
 from relay.settings import RelaySettings
 from relay.sinks import Report, Row
 
 log = logging.getLogger("cronbox.relay")
-NAMED_EVERY = 5.0  # seconds between looks at the routes other relays name (the registry's heartbeat)
 SETTLE_BUDGET = 600.0  # keep retrying an ack this long; after that the lease brings rows back
 
 
@@ -44,47 +44,6 @@ async def retrying(op, *, budget: float, what: str):
         return await op()
     except (psycopg.OperationalError, psycopg.InterfaceError):
         return await db.retrying(op, budget=budget, what=what)
-
-
-async def check_routes(pool, routes: Routes) -> None:
-    """Unrouted queues are an error at start, never a silent drop."""
-    missing = routes.unrouted(await db.retrying(lambda: store.known_queues(pool), budget=60, what="queues"))
-    if missing:
-        raise ConfigError(
-            f"CRONBOX_SINKS: queue(s) {', '.join(repr(q) for q in missing)} have no route; add "
-            f"`{missing[0]}=<url|log|postgres|elsewhere>` or a default `*=...`")
-
-
-async def watch_unrouted(pool, routes: Routes, waker: Waker, every: float) -> None:
-    """Queues that appear later with no route: their messages stay in the outbox; say so loudly."""
-    async for _ in ticks(waker.stop, every):
-        try:
-            for queue, n in await store.unrouted_in_outbox(pool, routes):
-                event(log, "queue has no route: its messages wait in the outbox", level=logging.ERROR,
-                      queue=queue, messages=n, hint="add it to CRONBOX_SINKS (or `elsewhere`)")
-        except Exception as exc:  # a check must never stop delivery
-            event(log, "unrouted check failed", level=logging.WARNING, error=db.explain(exc))
-
-
-async def watch_named(relay: Relay, every: float) -> None:
-    """Cronbox's own queues (notifications, stakeholder mail and webhooks) this relay does not
-    name and another live relay's route does: left to that relay (a relay never consumes what
-    another relay's route names). From the registry (cronbox.processes): before the first
-    claim, then every `every` seconds."""
-    unnamed = [q for q in OWN_ROUTE_QUEUES if q not in relay.routes.by_queue]
-    if not unnamed:
-        return
-    async for _ in ticks(relay.waker.stop, every, first=True):
-        try:
-            named = await store.named_by_other_relays(relay.pool, relay.owner, unnamed)
-        except Exception as exc:  # a check must never stop delivery
-            event(log, "route check failed", level=logging.WARNING, error=db.explain(exc))
-            named = relay.yielded
-        if named != relay.yielded:
-            event(log, "another relay's route names these queues: leaving them to it" if named
-                  else "no other relay names these queues: this relay sends them", queues=sorted(named or unnamed))
-        relay.yielded = named
-        relay.routes_checked.set()
 
 
 class Relay:
@@ -141,6 +100,8 @@ class Relay:
         if worn:
             self.tasks.spawn(self.settle_worn(worn), name="worn", child=True)
             rows = [r for r in rows if r.claims <= self.s.max_attempts]
+            if probe and not rows and worn[0].queue in self.lanes:  # the probe's one row: probe again
+                self.lanes[worn[0].queue].breaker.no_probe_row()
         for r in rows:
             by_queue[r.queue].append(r)
         for queue, group in by_queue.items():
@@ -303,10 +264,10 @@ class Relay:
 
     async def settle(self, report: Report, lane: Lane | None) -> set[int]:
         """Ack what was delivered, nack what failed, hand back what was never sent; returns
-        the dead-lettered outbox ids. A value the database refuses (not a connection error:
-        those are retried) never stops the process: the ack is made again without the
-        workers' outcomes, and what still fails is left to the lease, whose claims are bounded
-        (settle_worn)."""
+        the dead-lettered outbox ids. A value refused (by the database, or one that cannot be
+        written; connection errors are retried within) never stops the process: the ack is made
+        again with the workers' outcomes replaced by failures naming the reason, and what still
+        fails is left to the lease, whose claims are bounded (settle_worn)."""
         try:
             return await self._settle(report, lane)
         except Exception as exc:  # connection errors were retried within: a value refused
