@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import socket
+import sys
 import tempfile
 import threading
 import time
@@ -72,7 +73,7 @@ class StreamingSink:
 def relay_stream(dsn: str, logdir: Path, stream_mb: int) -> dict:
     sink = StreamingSink(stream_mb * 2**20)
     sink.start()
-    relay = Process("relay", ["python3", "-m", "cronbox", "relay"],
+    relay = Process("relay", [sys.executable, "-m", "cronbox", "relay"],
                     process_env(dsn, {"CRONBOX_SINKS": f"stream=http://127.0.0.1:{sink.port}/run; *=log",
                                       "CRONBOX_HTTP_TIMEOUT": "60s"}), logdir)
     try:
@@ -117,7 +118,7 @@ def _listening(port: int) -> bool:
 
 def worker_bodies(dsn: str, logdir: Path, posts: int, post_mb: int) -> dict:
     port = free_port()
-    worker = Process("worker", ["python3", "-m", "cronbox", "worker", "bench.kit_worker:worker", "--port", str(port)],
+    worker = Process("worker", [sys.executable, "-m", "cronbox", "worker", "bench.kit_worker:worker", "--port", str(port)],
                      process_env(dsn, {"CRONBOX_WORKER_SECRET": "bench-secret"}), logdir)
     try:
         wait_until(lambda: _listening(port), 30, "worker listening")
