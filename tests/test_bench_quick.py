@@ -24,6 +24,7 @@ SCRIPTS = {
     "sqlcost": ["--quick", "--history-days", "2"],
     "rawlimit": ["--quick"],
     "isolation": ["--quick"],
+    "canary": ["--quick", "--load", "catchups", "--size", "50", "--watch", "6"],
     "worker_kit": ["--quick", "-n", "1000"],
     "web": ["--quick", "--repeat", "2"],
     # the same file as both versions: the A/B machinery, not a difference
@@ -111,6 +112,17 @@ def test_isolation_quick_measures_b_with_a_healthy_and_hung_in_one_run(benches):
         assert 0 < lat["p50"] <= lat["p99"] <= lat["max"]
     assert r["p99_ratio_hung_to_healthy"] > 0
     assert r["a"]["answered_while_healthy"] > 0 and r["a"]["waiting_in_outbox"] > 0  # a really hung
+
+
+def test_canary_quick_reports_the_canarys_lag_and_missed_fires_under_a_load(benches):
+    rc, r = benches["canary"].result()
+    assert rc == 0
+    (load,) = r["loads"]
+    assert load["load"] == "catchups" and load["size"] == 50
+    c = load["canary"]
+    assert c["fires_expected"] == 6 and c["dispatched"] + c["missed"] == 6
+    assert set(c["fire_to_dispatch_ms"]) == {"p50", "p99", "max"} and load["longest_transaction_s"] >= 0
+    assert load["progress_at_end_of_window"]["catch_up_runs_dispatched"] > 0
 
 
 def test_scale_quick_saturates_and_times_dispatch_at_each_future_size(benches):
