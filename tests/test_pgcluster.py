@@ -123,7 +123,9 @@ def test_cronbox_dev_runs_the_pipeline_then_ctrl_c_leaves_no_postgres_behind(tmp
     assert "sends failed" not in first and "Cannot connect" not in first, first
     assert "reused=False" in first
     cluster = Cluster(data)
-    assert cluster.pid() is None, "cronbox dev left its postgres running"
+    left = cluster.pid()
+    assert left is None, (subprocess.run(["ps", "-o", "pid,ppid,pgid,stat,args", "-p", str(left)], capture_output=True,
+                                         text=True).stdout, first[-3000:])
     assert not (data / "data" / "postmaster.pid").exists()
     stopped = subprocess.run(cronbox_cmd("status"), cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
     assert stopped.returncode == 1 and "not running" in stopped.stderr and stopped.stderr.count("\n") == 1
