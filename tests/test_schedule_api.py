@@ -222,6 +222,14 @@ async def test_schedules_view_shows_expression_time_zone_status_and_next_fire(ac
     ]
 
 
+async def test_next_fire_is_not_shown_until_the_poller_has_computed_it(aconn):
+    await schedule(aconn, name="n-hourly", cron="0 * * * *", p_now=T0 + 13 * MIN)
+    # schedule() knows only a lower bound (its creation time): no fire time is shown for it
+    assert await one(aconn, "SELECT next_fire FROM cronbox.schedules WHERE name = 'n-hourly'") is None
+    await saturate(aconn, T0 + 13 * MIN)
+    assert await one(aconn, "SELECT next_fire FROM cronbox.schedules WHERE name = 'n-hourly'") == T0 + HOUR
+
+
 async def test_a_job_whose_fires_cannot_be_computed_is_quarantined_with_the_reason(aconn):
     await schedule(aconn, name="broken", cron="* * * * *", p_now=T0)
     await aconn.execute("UPDATE cronbox.job SET timezone = 'Nowhere/Land' WHERE name = 'broken'")

@@ -2,8 +2,9 @@
 -- status: active | paused | quarantined (paused by the poller: it could not process the job)
 --         | finished (nothing left to fire, nothing pending or running)
 --         | waiting (an `after` job: fired by its upstream jobs).
--- next_fire: the earliest pending future; else, for an active job the poller has not
--- materialised yet, the frontier bound it will start from.
+-- next_fire: the earliest pending future; else the next fire the poller computed (an active
+-- job's next_fire beyond its frontier); NULL while it has not computed it yet (schedule() only
+-- knows a lower bound: the frontier, never shown as a fire time).
 -- last_run_state: the state of the job's newest run. The job's statistics row (cronbox.job_stat)
 -- records it when the run is dispatched and when it finishes; in between (delivered, running)
 -- it is read from the run itself (one primary-key probe, only for jobs whose newest run is in
@@ -24,7 +25,7 @@ SELECT j.name, j.kind,
             WHEN j.kind = 'after' THEN 'waiting'
             ELSE 'active' END AS status,
        j.paused, j.paused_reason, j.paused_at, j.paused_until,
-       coalesce(f.next_fire, CASE WHEN NOT j.paused THEN j.next_fire END) AS next_fire,
+       coalesce(f.next_fire, CASE WHEN NOT j.paused AND j.next_fire > j.frontier THEN j.next_fire END) AS next_fire,
        f.pending,
        s.last_fire_at,
        CASE WHEN s.last_run_state = 'dispatched' AND s.last_run_id IS NOT NULL
