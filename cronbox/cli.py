@@ -141,7 +141,12 @@ def _require_dsn_or_env(cfg: Config, command: str) -> Config:
 
 async def _check_schema(dsn: str) -> None:
     async with await db.aconnect(dsn) as conn:
-        row = await (await conn.execute("SELECT to_regclass('cronbox.schema_version') IS NOT NULL")).fetchone()
+        # by the catalog, not to_regclass: a role without USAGE on the schema (the console's
+        # NOINHERIT login role, which uses cronbox only through SET ROLE) may still start
+        row = await (await conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.relname = 'schema_version'"
+            " AND c.relnamespace = (SELECT n.oid FROM pg_catalog.pg_namespace n WHERE n.nspname = 'cronbox'))"
+        )).fetchone()
         if not row or not row[0]:
             raise MigrateError("the cronbox schema is missing: run `cronbox migrate`")
 

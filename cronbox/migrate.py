@@ -7,7 +7,7 @@
    row in that same transaction.
 4. Re-apply, in one transaction and only if their content digest changed (migrating twice
    changes nothing): `sql/drop_old_signatures.sql`, then `sql/functions/<folder>/*.sql` folder
-   by folder (internal, helper, admin, worker, process: who may call them, see FUNCTION_FOLDERS),
+   by folder (internal, helper, admin, worker, process, web: who may call them, see FUNCTION_FOLDERS),
    then `sql/views/*.sql`, then `sql/grants.sql`.
 5. Run maintenance that must exist before the first dispatch (today's history partitions).
 """
@@ -66,7 +66,7 @@ def migrations(root: Path | None = None) -> list[Migration]:
 
 # sql/functions/ subfolders, grouped by who may execute them, in the order they are applied:
 # bodies first so that the thin public wrappers (LANGUAGE sql) find what they call.
-FUNCTION_FOLDERS = ("internal", "helper", "admin", "worker", "process")
+FUNCTION_FOLDERS = ("internal", "helper", "admin", "worker", "process", "web")
 
 
 def code_files(root: Path | None = None) -> list[Path]:

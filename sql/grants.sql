@@ -9,6 +9,7 @@
 --                           its own schedules; set_queue_limit and redrive are admin only)
 --   sql/functions/worker/   cronbox_worker (and cronbox_process, a member of it)
 --   sql/functions/process/  cronbox_process: the poller's and relay's own calls
+--   sql/functions/web/      cronbox_web: the web console's own entry in cronbox.processes
 --   sql/functions/helper/   every cronbox role: identity helpers the row-security policies call,
 --                           pure arithmetic (run_id_at)
 --   sql/functions/internal/ nobody: called only from inside the functions above (which run as

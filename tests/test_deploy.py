@@ -122,6 +122,10 @@ def test_the_compose_roles_migrate_and_run_without_a_superuser(tmp_path):
             conn.execute("SET ROLE cronbox_admin")
             conn.execute("SELECT cronbox.schedule('hello', every => '1 hour', queue => 'q')")
             conn.execute("SELECT cronbox.trigger('hello')")  # decided (dispatched) in the same call
+            conn.execute("RESET ROLE")
+            conn.execute("SET ROLE cronbox_web")  # how `cronbox web` registers itself
+            me = conn.execute("SELECT cronbox.register_console('console:h:1', 'h', 1, 'v')").fetchone()[0]
+            assert conn.execute("SELECT cronbox.deregister_console(%s)", (me,)).fetchone()[0]
         with as_role("cronbox_poller") as conn:
             conn.execute("SELECT * FROM cronbox.dispatch(10)")
             assert conn.execute("SELECT count(*) FROM cronbox.runs WHERE job = 'hello'").fetchone()[0] == 1

@@ -35,6 +35,7 @@ FOLDER_ROLES = {
     "helper": set(ROLES),
     "worker": {"cronbox_worker", "cronbox_process"},  # cronbox_process is a member of cronbox_worker
     "process": {"cronbox_process"},
+    "web": set(),  # cronbox_web only: the console's own registry entry
 }
 CATALOG = """
     SELECT p.oid::regprocedure::text, pg_catalog.pg_get_functiondef(p.oid), p.proacl::text,
@@ -122,6 +123,8 @@ def test_function_folders_match_the_grants(conn):
                 assert "cronbox_admin" in may and may <= {"cronbox_admin", "cronbox_user"}, (path, may)
             else:
                 assert may == FOLDER_ROLES[folder], (path, may)
+            web = conn.execute("SELECT has_function_privilege('cronbox_web', %s, 'EXECUTE')", (rows[0][0],)).fetchone()[0]
+            assert web == (folder == "web"), (path, web)
 
 
 def _psql() -> str:

@@ -16,6 +16,7 @@ CREATE ROLE cronbox_user NOLOGIN;
 CREATE ROLE cronbox_worker NOLOGIN;
 CREATE ROLE cronbox_reader NOLOGIN;
 CREATE ROLE cronbox_process NOLOGIN;
+CREATE ROLE cronbox_web NOLOGIN;
 -- The schema and every object in it end up owned by cronbox_owner, which PostgreSQL allows only
 -- to a role with CREATE on the database.
 GRANT CREATE ON DATABASE cronbox TO cronbox_owner;
@@ -30,6 +31,7 @@ CREATE ROLE cronbox_demo_worker LOGIN PASSWORD 'worker-demo';
 GRANT cronbox_worker TO cronbox_demo_worker;
 
 -- The web console: each console login acts as the database role it is mapped to (SET ROLE),
--- so the console's own role may only become those.
+-- so the console's own role may only become those, and cronbox_web, under which it registers
+-- itself in cronbox.processes (and may do nothing else).
 CREATE ROLE cronbox_console LOGIN PASSWORD 'console-demo' NOINHERIT;
-GRANT cronbox_admin, cronbox_reader TO cronbox_console;
+GRANT cronbox_admin, cronbox_reader, cronbox_web TO cronbox_console;

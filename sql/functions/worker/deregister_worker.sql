@@ -1,5 +1,6 @@
 -- cronbox.deregister_worker(process_id): a worker's entry removed at its clean exit (worker
 -- entries only). Idempotent; returns whether an entry was removed.
+-- Thin wrapper: the body is cronbox.deregister_own_process (internal/deregister_own_process.sql).
 CREATE OR REPLACE FUNCTION cronbox.deregister_worker(
     process_id bigint
 ) RETURNS boolean
@@ -7,11 +8,7 @@ LANGUAGE sql VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    WITH gone AS (
-        DELETE FROM cronbox.process p WHERE p.process_id = $1 AND p.kind = 'worker'
-        RETURNING 1
-    )
-    SELECT EXISTS (SELECT 1 FROM gone)
+    SELECT cronbox.deregister_own_process('worker', $1)
 $$;
 
 COMMENT ON FUNCTION cronbox.deregister_worker(bigint) IS

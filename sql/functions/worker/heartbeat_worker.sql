@@ -1,6 +1,7 @@
 -- cronbox.heartbeat_worker(process_id, info): a registered worker says it is alive (and
 -- refreshes its info when given). One-row update by primary key, of worker entries only.
 -- Returns false when the entry is gone (pruned or deregistered), so the worker registers again.
+-- Thin wrapper: the body is cronbox.heartbeat_own_process (internal/heartbeat_own_process.sql).
 CREATE OR REPLACE FUNCTION cronbox.heartbeat_worker(
     process_id bigint,
     info jsonb DEFAULT NULL
@@ -9,13 +10,7 @@ LANGUAGE sql VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    WITH seen AS (
-        UPDATE cronbox.process p SET last_seen = now(),
-               info = CASE WHEN jsonb_typeof($2) = 'object' AND octet_length($2::text) <= 65536 THEN $2 ELSE p.info END
-        WHERE p.process_id = $1 AND p.kind = 'worker'
-        RETURNING 1
-    )
-    SELECT EXISTS (SELECT 1 FROM seen)
+    SELECT cronbox.heartbeat_own_process('worker', $1, $2)
 $$;
 
 COMMENT ON FUNCTION cronbox.heartbeat_worker(bigint, jsonb) IS
