@@ -94,6 +94,30 @@ def test_dispatch_leaves_a_job_alone_while_any_writer_of_it_is_in_flight(fresh_d
         assert sum(counts(poller)) == 1
 
 
+def test_futures_of_jobs_locked_elsewhere_do_not_fill_the_batch_ahead_of_a_free_jobs_fire(fresh_dsn):
+    """A bulk pause or resume (or a saturation pass) holds thousands of jobs' locks while their
+    fires are due first: dispatch passes over them without counting them against its limit, so
+    another queue's fire due after them goes out in the same call."""
+    with db.connect(fresh_dsn) as setup:
+        setup.execute("SELECT cronbox.schedule('bulk-' || i, every => '1 hour', queue => 'bulk', overlap => 'allow') "
+                      "FROM generate_series(1, 30) i")
+        setup.execute("SELECT cronbox.schedule('canary', every => '1 hour', queue => 'canary', overlap => 'allow')")
+        # every bulk job has a fire due before the canary's (same priority: the walk meets them first)
+        setup.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at, origin) SELECT job_id, "
+                      "now() - interval '2 seconds', now() - interval '2 seconds', 'manual' "
+                      "FROM cronbox.job WHERE queue = 'bulk'")
+        setup.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at, origin) SELECT job_id, "
+                      "now() - interval '1 second', now() - interval '1 second', 'manual' "
+                      "FROM cronbox.job WHERE name = 'canary'")
+    with db.connect(fresh_dsn, autocommit=False) as bulk, db.connect(fresh_dsn) as poller:
+        assert bulk.execute("SELECT cronbox.pause_schedules(queue => 'bulk')").fetchone()[0] == 30  # open
+        assert poller.execute("SELECT dispatched, skipped, failed, held FROM cronbox.dispatch(10)").fetchone() == (1, 0, 0, 0)
+        assert poller.execute("SELECT job_name FROM cronbox.run").fetchall() == [("canary",)]
+        bulk.rollback()
+        # the locks went with the transaction: the bulk fires are decided now, ten at a time
+        assert poller.execute("SELECT dispatched FROM cronbox.dispatch(10)").fetchone()[0] == 10
+
+
 def test_a_report_waits_for_a_dispatch_deciding_on_its_job(fresh_dsn):
     """The other direction: the finishing functions wait for the job's lock (no SKIP), so a
     run's end is never counted while a dispatch is deciding with the old count."""

@@ -4,10 +4,11 @@
 -- cronbox.dispatch_at(p_limit, p_now): decides, in one statement, what happens to up to p_limit
 -- due ready futures, lower priority first, and writes it: run + outbox row (dispatched), a
 -- skipped or failed run row, or a hold on the future. One transaction: a fire is dispatched
--- exactly once whatever crashes. Locks: futures FOR UPDATE SKIP LOCKED (job_future_ready_idx,
--- walked priority by priority), their jobs' locks (their job_stat rows FOR NO KEY UPDATE SKIP
--- LOCKED, as cronbox.try_lock_job_id; a job busy elsewhere waits for the next call), then the
--- queue_limit rows concerned. Any number of pollers may call it.
+-- exactly once whatever crashes. Locks, in the walk of job_future_ready_idx (priority by
+-- priority, due order): each future's job (its job_stat row FOR NO KEY UPDATE SKIP LOCKED, as
+-- cronbox.try_lock_job_id), then the future (FOR UPDATE SKIP LOCKED); a future whose job is busy
+-- elsewhere is passed over and not counted in p_limit. Then the queue_limit rows concerned.
+-- Any number of pollers may call it.
 -- Two statements: pick and lock, then decide and write with a snapshot taken under the locks.
 -- The job's counters and last-run columns are in cronbox.job_stat (the job row is only read).
 -- p_jobs: only futures of these jobs (the poller isolating a job that makes a batch fail).
@@ -38,8 +39,8 @@ BEGIN
 
     -- 1. Due futures, lowest priority first, oldest first within a priority (rows are only
     --    read and locked as far as the batch needs), and their jobs, locked so that one poller
-    --    at a time decides for a job (a job busy elsewhere waits for the next call). Everyone
-    --    who changes a job's definition or statistics holds this lock.
+    --    at a time decides for a job (a job busy elsewhere is passed over until the next call).
+    --    Everyone who changes a job's definition or statistics holds this lock.
     WITH
     -- The priorities that have ready futures (a loose index scan, one probe per value).
     prio(p) AS (SELECT r.p FROM cronbox.ready_priorities() AS r(p)),
@@ -50,23 +51,22 @@ BEGIN
             FROM cronbox.job_future f
             WHERE f.hold IS NULL AND f.priority = prio.p AND f.due_at <= p_now
               AND (p_jobs IS NULL OR f.job_id = ANY (p_jobs))
+              -- The job's lock (its job_stat row: cronbox.lock_job_id), taken in the walk, so a
+              -- future whose job is busy elsewhere (a bulk pause or resume, a saturation pass)
+              -- is passed over and does not count against p_limit: thousands of locked jobs
+              -- due first never fill the batch ahead of another queue's due fire. A probe by
+              -- key per future walked (a sub-SELECT with a lock is never turned into a join).
+              AND EXISTS (SELECT 1 FROM cronbox.job_stat s WHERE s.job_id = f.job_id
+                          FOR NO KEY UPDATE SKIP LOCKED)
             ORDER BY f.due_at
             LIMIT p_limit
-            FOR UPDATE SKIP LOCKED
+            FOR UPDATE OF f SKIP LOCKED
         ) x
         LIMIT p_limit
-    ),
-    -- The jobs' locks (their job_stat rows: cronbox.lock_job_id), skipping those held elsewhere.
-    locked AS MATERIALIZED (
-        SELECT s.job_id
-        FROM cronbox.job_stat s
-        WHERE s.job_id = ANY (ARRAY(SELECT picked.job_id FROM picked))  -- by key: SQL conventions
-        FOR NO KEY UPDATE OF s SKIP LOCKED
     )
     SELECT array_agg(p.future_id), array_agg(DISTINCT p.job_id)
       INTO v_futures, v_jobs
-    FROM picked p
-    WHERE p.job_id IN (SELECT locked.job_id FROM locked);
+    FROM picked p;
     IF v_futures IS NULL THEN
         RETURN QUERY SELECT 0, 0, 0, 0, cronbox.next_due();
         RETURN;

@@ -1,9 +1,10 @@
 -- cronbox.dispatch(p_limit): decides, in one statement, what happens to up to p_limit
 -- due ready futures, lower priority first, and writes it: run + outbox row (dispatched), a
 -- skipped or failed run row, or a hold on the future. One transaction: a fire is dispatched
--- exactly once whatever crashes. Locks: futures FOR UPDATE SKIP LOCKED (job_future_ready_idx,
--- walked priority by priority), their jobs FOR NO KEY UPDATE SKIP LOCKED (a job busy elsewhere
--- waits for the next call), then the queue_limit rows concerned. Any number of pollers may call it.
+-- exactly once whatever crashes. Locks, in the walk of job_future_ready_idx (priority by
+-- priority): each future's job FOR NO KEY UPDATE SKIP LOCKED, then the future FOR UPDATE SKIP
+-- LOCKED (a future whose job is busy elsewhere is passed over, not counted in p_limit), then
+-- the queue_limit rows concerned. Any number of pollers may call it.
 -- Thin wrapper: the body is cronbox.dispatch_at (internal/dispatch_at.sql), called with now().
 -- p_jobs: only futures of these jobs (the poller isolating a job that makes a batch fail).
 -- p_grace: a scheduled fire due more than p_grace ago with a newer fire of its job in the same
