@@ -10,6 +10,10 @@ as the processes do), each stage's function in batches until all N runs passed i
                  (futures -> run + outbox; outbox rows deleted, runs delivered; runs succeeded),
                  with no job statistics, no lease, no policy, no row security: the floor of the
                  server's cost per run for a design that writes a run and an outbox row at dispatch
+    raw_one_row  the bare row work of the one-row-in-flight flow (docs/architecture.md, "One row in
+                 flight"), no cronbox function: bench/pgbench/raw_one_row_*.sql (futures -> one outbox
+                 row carrying the run; the row leased; on the final report the row deleted and the
+                 history row inserted once, succeeded): the floor of that design, push and pull alike
 
 Per stage and in total, per run: the server time (median over batches), the WAL written
 (exact: LSN distance, split into record bytes and full-page images), the WAL records by kind
@@ -50,7 +54,9 @@ FLOWS: dict[str, tuple[str, ...]] = {
     "push_report": ("dispatch", "claim", "ack", "complete"),
     "pull": ("dispatch", "claim_runs", "complete"),
     "raw": ("dispatch", "deliver", "complete"),
+    "raw_one_row": ("dispatch", "claim", "finish"),
 }
+RAW_FLOWS = ("raw", "raw_one_row")
 # pg_walinspect record kinds worth naming (per_record => true gives "Rmgr/RECORD").
 HEAP_KINDS = {"Heap/INSERT": "heap_insert", "Heap2/MULTI_INSERT": "heap_multi_insert",
               "Heap/UPDATE": "heap_update", "Heap/HOT_UPDATE": "heap_hot_update",
@@ -68,7 +74,7 @@ def table_writes(conn) -> dict[str, dict[str, int]]:
     rows = conn.execute(
         "SELECT coalesce(pg_partition_root(s.relid), s.relid)::regclass::text, "
         "       sum(n_tup_ins), sum(n_tup_upd), sum(n_tup_hot_upd), sum(n_tup_del) "
-        "FROM pg_stat_user_tables s WHERE s.schemaname = 'cronbox' GROUP BY 1").fetchall()
+        "FROM pg_stat_user_tables s WHERE s.schemaname IN ('cronbox', 'cronbox_bench') GROUP BY 1").fetchall()
     return {name: {"ins": int(i), "upd": int(u), "hot": int(h), "del": int(d)} for name, i, u, h, d in rows}
 
 
@@ -155,17 +161,20 @@ def run_flow(database: Database, flow: str, n: int, batch: int) -> dict[str, Any
     load(database, n, None)
     with database.connect() as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
+        setup = REPO / "bench" / "pgbench" / f"{flow}_setup.sql"
+        if setup.exists():
+            conn.execute(setup.read_text())
         conn.execute("VACUUM ANALYZE cronbox.job")
         conn.execute("VACUUM ANALYZE cronbox.job_future")
         conn.execute("CHECKPOINT")
         meter = Meter(conn)
         stages = FLOWS[flow]
-        if flow != "raw":
+        if flow not in RAW_FLOWS:
             drain(meter, "dispatch", n, lambda: conn.execute(
                 "SELECT dispatched FROM cronbox.dispatch(%s)", (batch,)).fetchone()[0])
-        if flow == "raw":
+        if flow in RAW_FLOWS:
             for stage in stages:
-                sql = (REPO / "bench" / "pgbench" / f"raw_{stage}.sql").read_text().replace(":batch", str(int(batch)))
+                sql = (REPO / "bench" / "pgbench" / f"{flow}_{stage}.sql").read_text().replace(":batch", str(int(batch)))
                 drain(meter, stage, n, lambda sql=sql: conn.execute(sql).rowcount)
         elif flow == "pull":
             claimed: list[int] = []
@@ -198,6 +207,8 @@ def run_flow(database: Database, flow: str, n: int, batch: int) -> dict[str, Any
         ok = conn.execute("SELECT count(*) FROM cronbox.run WHERE state = 'succeeded'").fetchone()[0]
         left = conn.execute("SELECT (SELECT count(*) FROM cronbox.outbox) + (SELECT count(*) FROM cronbox.job_future)"
                             ).fetchone()[0]
+        if flow == "raw_one_row":
+            left += conn.execute("SELECT count(*) FROM cronbox_bench.outbox").fetchone()[0]
         per_stage = {}
         for stage in stages:
             runs = meter.runs[stage] or 1

@@ -163,7 +163,7 @@ def test_sqlcost_quick_reports_each_stages_time_wal_rows_and_index_entries(bench
     rc, r = benches["sqlcost"].result()
     assert rc == 0, r
     assert r["durable"] is True and r["complete"] is True
-    assert set(r["flows"]) == {"push", "push_report", "pull", "raw"}
+    assert set(r["flows"]) == {"push", "push_report", "pull", "raw", "raw_one_row"}
     # yesterday to a week ahead, and the two days before yesterday asked for
     assert r["history_days"] == 2 and r["run_partitions"] == 9 + 2
     # the floor: the same data flow's rows with no cronbox function, nothing but those rows
@@ -171,6 +171,11 @@ def test_sqlcost_quick_reports_each_stages_time_wal_rows_and_index_entries(bench
     assert raw["dispatch"]["row_writes_per_run"] == {
         "cronbox.job_future": {"del": 1}, "cronbox.outbox": {"ins": 1}, "cronbox.run": {"ins": 1}}
     assert raw["complete"]["row_writes_per_run"] == {"cronbox.run": {"upd": 1}}
+    # the floor of the one-row-in-flight flow: one outbox row until the report, history written once
+    one = r["flows"]["raw_one_row"]["repetitions"][0]["stages"]
+    assert one["dispatch"]["row_writes_per_run"] == {"cronbox.job_future": {"del": 1}, "cronbox_bench.outbox": {"ins": 1}}
+    assert one["claim"]["row_writes_per_run"] == {"cronbox_bench.outbox": {"upd": 1, "hot": 1}}
+    assert one["finish"]["row_writes_per_run"] == {"cronbox_bench.outbox": {"del": 1}, "cronbox.run": {"ins": 1}}
     for flow, data in r["flows"].items():
         rep = data["repetitions"][0]
         assert rep["succeeded"] == r["n"] == 2000 and rep["left_in_queue"] == 0
@@ -178,6 +183,8 @@ def test_sqlcost_quick_reports_each_stages_time_wal_rows_and_index_entries(bench
             assert s["runs"] == 2000, (flow, stage)
             assert s["us_per_run"] > 0 and s["wal_bytes_per_run"] > 0 and s["wal_records_per_run"] > 0
             assert s["row_writes_per_run"], (flow, stage)
+        if flow == "raw_one_row":
+            continue
         # the write path as it stands: dispatch inserts one run and one outbox row per run,
         # and removes the future; every flow ends with the outbox row deleted
         dispatch = rep["stages"]["dispatch"]["row_writes_per_run"]
