@@ -41,3 +41,11 @@ def nodes(plan: dict) -> Iterator[dict]:
     yield plan
     for child in plan.get("Plans", []):
         yield from nodes(child)
+
+
+def run_partitions_planned(conn, sql: str, params=()) -> set[str]:
+    """The run partitions that the statements run by `sql` opened: the scans of their plans,
+    nested statements and row-security subplans included, after the partitions pruned when a
+    statement started (a kept plan names those it will skip only as "Subplans Removed")."""
+    return {n["Relation Name"] for p in plans_of(conn, sql, params) for n in nodes(p["Plan"])
+            if n.get("Relation Name", "").startswith("run_")}

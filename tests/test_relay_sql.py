@@ -10,7 +10,7 @@ import pytest
 
 from cronbox import db
 
-from .plan_support import nodes, plans_of
+from .plan_support import nodes, plans_of, run_partitions_planned
 from .relay_support import enqueue, notify_row
 
 LEASE = timedelta(seconds=30)
@@ -426,14 +426,6 @@ def test_unsent_rows_are_handed_back_in_their_place_with_the_attempt_taken_back(
 def test_unsent_hand_back_refuses_a_bad_lease(conn, lease):
     with pytest.raises(psycopg.errors.InvalidParameterValue, match="p_lease"):
         conn.execute("SELECT cronbox.nack_outbox_unsent('r1', ARRAY[1]::bigint[], %s::interval)", (lease,))
-
-
-def run_partitions_planned(conn, sql: str, params=()) -> set[str]:
-    """The run partitions that the statements run by `sql` opened: the scans of their plans,
-    nested statements and row-security subplans included, after the partitions pruned when a
-    statement started (a kept plan names those it will skip only as "Subplans Removed")."""
-    return {n["Relation Name"] for p in plans_of(conn, sql, params) for n in nodes(p["Plan"])
-            if n.get("Relation Name", "").startswith("run_")}
 
 
 def test_claim_and_ack_open_only_their_runs_partitions_however_much_history_is_kept(conn):

@@ -7,6 +7,7 @@ from datetime import timedelta
 import psycopg
 import pytest
 
+from .plan_support import run_partitions_planned
 from .runs_support import (active, at, complete, dispatch, fail, future, futures, job, jobrow,
                            runs, states)
 
@@ -290,3 +291,26 @@ def test_skip_dispatches_only_after_the_previous_run_committed_its_end_timestamp
         f1 = conn.execute("SELECT finished_at FROM cronbox.run WHERE run_id = %s", (first,)).fetchone()[0]
         d2 = conn.execute("SELECT dispatched_at FROM cronbox.run WHERE state = 'dispatched'").fetchone()[0]
     assert d2 == poller_started < f1  # the documented order of timestamps, not of events
+
+
+def test_dispatch_opens_only_the_run_partitions_it_writes_however_much_history_is_kept(conn):
+    # Thirty days of history kept (the default retention), a partition a day. A kept plan that
+    # named cronbox.run with no bounds known at its start (cancel_other's walk of the job's
+    # unfinished runs and their update, inside dispatch's one statement) started a scan of
+    # every partition on every call, whether or not any job cancels another.
+    for day in range(2, 32):
+        conn.execute("SELECT cronbox.ensure_run_partitions_at(0, now() - make_interval(days => %s))", (day,))
+    assert conn.execute("SELECT count(*) FROM pg_inherits WHERE inhparent = 'cronbox.run'::regclass"
+                        ).fetchone()[0] >= 39
+    conn.execute("SELECT cronbox.schedule('hist', at => now() + interval '1 day', overlap => 'allow')")
+    due = ("INSERT INTO cronbox.job_future (job_id, fire_at, due_at, origin) "
+           "SELECT j.job_id, timestamptz '2020-01-01 00:00Z' + g * interval '1 second', now() - interval '1 second', 'manual' "
+           "FROM cronbox.job j, generate_series(1, 20) g WHERE j.name = 'hist'")
+    for _ in range(6):  # past the custom plans: the kept plan is the one that runs from then on
+        conn.execute("SAVEPOINT s")
+        conn.execute(due)
+        assert conn.execute("SELECT dispatched FROM cronbox.dispatch(100)").fetchone()[0] == 20
+        conn.execute("ROLLBACK TO SAVEPOINT s")
+    conn.execute(due)
+    assert len(run_partitions_planned(conn, "SELECT * FROM cronbox.dispatch(100)")) <= 2
+    assert conn.execute("SELECT count(*) FROM cronbox.run WHERE state = 'dispatched'").fetchone()[0] == 20

@@ -27,6 +27,11 @@ DECLARE
     v_failed integer;
     v_held integer;
     v_superseded bigint[];
+    v_cancel_jobs bigint[];   -- cancel_other jobs that dispatched a run while others were unfinished
+    v_new_runs bigint[];      -- the runs this call dispatched for them
+    v_cancel bigint[];
+    v_lo bigint;
+    v_hi bigint;
 BEGIN
     WITH
     -- By primary key alone: with `hold IS NULL` beside it, a plan made while job_future looked
@@ -328,18 +333,6 @@ BEGIN
         FROM fire
         WHERE fire.act = 'fail_unavailable'
     ),
-    -- cancel_other: the job's unfinished runs are asked to stop (heartbeat answers 'cancel').
-    cancel_others AS (
-        UPDATE cronbox.run r SET cancel_requested = true
-        WHERE r.run_id = ANY (ARRAY(
-                  SELECT u.run_id
-                  FROM fire CROSS JOIN LATERAL cronbox.job_unfinished_runs(fire.job_id) u
-                  WHERE fire.act = 'run' AND fire.overlap = 'cancel_other' AND fire.active_runs > 0
-                    AND NOT u.cancel_requested))
-          AND r.state IN ('dispatched', 'delivered', 'running')
-          AND NOT r.cancel_requested
-        RETURNING r.run_id, r.state
-    ),
     -- Per job, the counts of this call, as arrays in job_id order: a job_stat row finds its
     -- values at the position width_bucket (a binary search) gives its job_id.
     counts AS MATERIALIZED (
@@ -394,9 +387,36 @@ BEGIN
            count(*) FILTER (WHERE o.act IN ('skip', 'supersede', 'miss')),
            count(*) FILTER (WHERE o.act IN ('fail_dependency', 'fail_unavailable')),
            count(*) FILTER (WHERE o.act LIKE 'hold\_%' OR o.act = 'retry_pool'),
-           (SELECT array_agg(c.run_id) FROM cancel_others c WHERE c.state = 'dispatched')
-      INTO v_dispatched, v_skipped, v_failed, v_held, v_superseded
+           (SELECT array_agg(DISTINCT fire.job_id) FROM fire
+            WHERE fire.act = 'run' AND fire.overlap = 'cancel_other' AND fire.active_runs > 0),
+           (SELECT array_agg(fire.run_id) FROM fire
+            WHERE fire.act = 'run' AND fire.overlap = 'cancel_other' AND fire.active_runs > 0)
+      INTO v_dispatched, v_skipped, v_failed, v_held, v_cancel_jobs, v_new_runs
     FROM outcome o;
+
+    -- cancel_other: the job's unfinished runs before this call's are asked to stop (heartbeat
+    -- answers 'cancel'). Statements of their own, run only when such a job dispatched: inside the
+    -- one above, the walk of the job's history and the update named cronbox.run with no bounds
+    -- known when the kept plan starts, so every call started a scan of every run partition
+    -- (docs/architecture.md, SQL conventions 6). The jobs are locked (the caller), so the runs
+    -- unfinished now are those unfinished before this call plus the ones it just dispatched.
+    IF v_cancel_jobs IS NOT NULL THEN
+        v_cancel := ARRAY(
+            SELECT u.run_id
+            FROM unnest(v_cancel_jobs) AS c(job_id)
+            CROSS JOIN LATERAL cronbox.job_unfinished_runs(c.job_id) u
+            WHERE NOT u.cancel_requested AND NOT (u.run_id = ANY (v_new_runs)));
+        SELECT min(u.id), max(u.id) INTO v_lo, v_hi FROM unnest(v_cancel) AS u(id);
+        WITH cancel_others AS (
+            UPDATE cronbox.run r SET cancel_requested = true
+            WHERE r.run_id = ANY (v_cancel) AND r.run_id BETWEEN v_lo AND v_hi
+              AND r.state IN ('dispatched', 'delivered', 'running')
+              AND NOT r.cancel_requested
+            RETURNING r.run_id, r.state
+        )
+        SELECT array_agg(c.run_id) FILTER (WHERE c.state = 'dispatched') INTO v_superseded
+        FROM cancel_others c;
+    END IF;
 
     -- cancel_other: a superseded run whose message is still in the outbox never reaches a worker.
     IF v_superseded IS NOT NULL THEN
