@@ -72,7 +72,8 @@ def test_worker_functions_keep_two_context_lines_and_no_exception_block(fresh_ds
     body that raised and the wrapper (documented), never more."""
     lines = psql_error(fresh_dsn, "SELECT cronbox.complete_run(1)")
     assert lines[0] == "ERROR:  run_id: no run 1"
-    assert [line.split(" ")[0] for line in lines[1:]] == ["CONTEXT:", "SQL"]
+    assert [line.split(" ")[0] for line in lines[1:]] == ["CONTEXT:", "PL/pgSQL"]
+    assert "cronbox.complete_run_at(" in lines[1] and "cronbox.complete_run(" in lines[2], lines
     with psycopg.connect(fresh_dsn) as conn:
         src = conn.execute("SELECT prosrc FROM pg_catalog.pg_proc WHERE oid = ANY (ARRAY["
                            "'cronbox.complete_runs(bigint[],jsonb[])'::regprocedure, "

@@ -47,6 +47,7 @@ DECLARE
     v_paused_names text[];
     v_paused_reasons text[];
     v_needs jsonb[];          -- the pool units the runs that ended here took at dispatch
+    v_release bigint[];       -- held futures that may go now
 BEGIN
     IF p_outcome IS NULL OR p_outcome NOT IN ('succeeded', 'failed', 'lost', 'cancelled') THEN
         RAISE EXCEPTION 'outcome: must be succeeded, failed, lost or cancelled, got %', p_outcome
@@ -299,13 +300,19 @@ BEGIN
         FROM book b
         WHERE b.paused_now;
         v_woken := v_woken + v_n;
+        -- Each step below that has nothing to do is skipped, not run empty: every statement
+        -- started costs its executor start-up, which is most of a one-run report's time.
         -- The change log says who paused the schedule and why.
-        PERFORM cronbox.record_change(p.job_id, p.name, 'paused_after_failure', p.reason, p_now)
-        FROM unnest(v_paused_ids, v_paused_names, v_paused_reasons) AS p(job_id, name, reason);
+        IF v_paused_ids IS NOT NULL THEN
+            PERFORM cronbox.record_change(p.job_id, p.name, 'paused_after_failure', p.reason, p_now)
+            FROM unnest(v_paused_ids, v_paused_names, v_paused_reasons) AS p(job_id, name, reason);
+        END IF;
 
         -- 4. fixed_delay jobs: the next fire is `every` after this one finished (if no retry).
-        PERFORM cronbox.schedule_next_fixed_delay(u.job_id, p_now)
-        FROM unnest(v_fixed_delay) AS u(job_id);
+        IF cardinality(v_fixed_delay) > 0 THEN
+            PERFORM cronbox.schedule_next_fixed_delay(u.job_id, p_now)
+            FROM unnest(v_fixed_delay) AS u(job_id);
+        END IF;
 
         -- 5. Limited queues: free the slots and release that many queue-held futures.
         PERFORM cronbox.release_queue_slots(array_agg(c.queue), array_agg(c.n), p_now)
@@ -320,20 +327,26 @@ BEGIN
         END IF;
 
         -- 6. Overlap buffers: the job's earliest held fire may go now.
-        v_woken := v_woken + cronbox.release_futures(ARRAY(
+        v_release := ARRAY(
             SELECT DISTINCT ON (h.job_id) h.future_id
             FROM cronbox.job_future h
             WHERE h.job_id = ANY (v_fin_jobs) AND h.hold = 'overlap'
-            ORDER BY h.job_id, h.fire_at));
+            ORDER BY h.job_id, h.fire_at);
+        IF cardinality(v_release) > 0 THEN
+            v_woken := v_woken + cronbox.release_futures(v_release);
+        END IF;
     END IF;
 
     IF p_outcome = 'succeeded' AND v_fin IS NOT NULL THEN
         -- 7. Jobs gated on these (add_dependency): their waiting fires look again.
-        v_woken := v_woken + cronbox.release_futures(ARRAY(
+        v_release := ARRAY(
             SELECT f.future_id FROM cronbox.job_future f
             WHERE f.hold = 'dependency'
               AND f.job_id = ANY (ARRAY(SELECT d.job_id FROM cronbox.job_dependency d
-                                        WHERE d.upstream_id = ANY (v_fin_jobs)))));
+                                        WHERE d.upstream_id = ANY (v_fin_jobs))));
+        IF cardinality(v_release) > 0 THEN
+            v_woken := v_woken + cronbox.release_futures(v_release);
+        END IF;
 
         -- 8. after-jobs: fire once all their upstreams succeeded since their last fire
         --    (job.frontier marks that fire for kind 'after'). A fresh statement, so it sees
@@ -371,7 +384,7 @@ BEGIN
     IF v_woken > 0 THEN
         PERFORM pg_notify('cronbox_future', '');
     END IF;
-    IF EXISTS (SELECT 1 FROM unnest(v_fin) f WHERE f.state IN ('failed', 'lost')) THEN
+    IF v_fin IS NOT NULL AND EXISTS (SELECT 1 FROM unnest(v_fin) f WHERE f.state IN ('failed', 'lost')) THEN
         PERFORM pg_notify('cronbox_outbox', '');
     END IF;
 

@@ -10,11 +10,14 @@ CREATE OR REPLACE FUNCTION cronbox.complete_run(
     run_id bigint,
     result jsonb DEFAULT NULL::jsonb
 ) RETURNS text
-LANGUAGE sql VOLATILE
+LANGUAGE plpgsql VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT cronbox.complete_run_at((cronbox.worker_run_ids(ARRAY[$1], 'run_id'))[1], $2, now())
+BEGIN
+    -- PL/pgSQL, not SQL: a SQL function's statement is parsed and planned again on every call
+    RETURN cronbox.complete_run_at((cronbox.worker_run_ids(ARRAY[complete_run.run_id], 'run_id'))[1], complete_run.result, now());
+END
 $$;
 
 COMMENT ON FUNCTION cronbox.complete_run(bigint, jsonb) IS

@@ -11,11 +11,14 @@ CREATE OR REPLACE FUNCTION cronbox.fail_run(
     error text,
     retryable boolean DEFAULT true
 ) RETURNS text
-LANGUAGE sql VOLATILE
+LANGUAGE plpgsql VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
-    SELECT cronbox.fail_run_at((cronbox.worker_run_ids(ARRAY[$1], 'run_id'))[1], $2, $3, now())
+BEGIN
+    -- PL/pgSQL, not SQL: a SQL function's statement is parsed and planned again on every call
+    RETURN cronbox.fail_run_at((cronbox.worker_run_ids(ARRAY[fail_run.run_id], 'run_id'))[1], fail_run.error, fail_run.retryable, now());
+END
 $$;
 
 COMMENT ON FUNCTION cronbox.fail_run(bigint, text, boolean) IS
