@@ -136,7 +136,10 @@ class CronFires:
         first = after.astimezone(zone).replace(tzinfo=None, hour=0, minute=0, second=0, microsecond=0) + day
         last = before.astimezone(zone).replace(tzinfo=None, hour=0, minute=0, second=0, microsecond=0) - day
         if first > last:  # less than two days: walk them
-            return self._walk(after, before, cap)
+            count, last_fire, exact = self._walk(after, before, cap)
+            if last_fire is None and count:  # the walk stopped at `cap`: read the last one back
+                last_fire = self.prev(before, 1, after)
+            return count, last_fire, exact
         # Days with a DST change are walked, each with the day after it (a fire moved past a
         # gap at midnight lands there); the other matching days count their times of day.
         count, walked, tail = 0, [], None

@@ -39,3 +39,14 @@ def test_a_gap_counted_by_days_equals_the_fires_walked(expr: str, where) -> None
     count, got_last, exact = src.span(after, before, 10**9)
     if walked <= 20000:
         assert (count, got_last, exact) == (walked, last, True)
+
+
+def test_a_short_gap_past_the_cap_still_names_its_last_fire() -> None:
+    """Under two days, the gap is walked; when the walk stops at the cap the count is a lower
+    bound (exact False) but the last fire is read back: the poller resumes after it (a None
+    here quarantined every-second schedules catching up a few hours)."""
+    from datetime import datetime, timezone
+    src = CronFires(normalize("* * * * * *"), "America/New_York")
+    after = datetime(2026, 11, 27, 1, 12, 50, tzinfo=timezone.utc)
+    before = datetime(2026, 11, 27, 3, 59, 30, tzinfo=timezone.utc)
+    assert src.span(after, before, 1000) == (1000, datetime(2026, 11, 27, 3, 59, 29, tzinfo=timezone.utc), False)

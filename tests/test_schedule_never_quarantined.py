@@ -101,6 +101,8 @@ async def _check(conn: psycopg.AsyncConnection, kind, spec, tz, now, start, catc
 @given(case=definitions())
 @example(case=("cron", "0 0 29 2 *", "UTC", datetime(2026, 11, 27, 4, tzinfo=UTC),
                datetime(2026, 3, 26, tzinfo=UTC), "all", "366 days"))
+@example(case=("cron", "* * * * * *", "America/New_York", datetime(2026, 11, 27, 4, tzinfo=UTC),
+               datetime(2026, 11, 27, 1, 12, 50, tzinfo=UTC), "skip", "1 day"))
 def test_no_valid_schedule_is_quarantined_and_its_fires_are_previews(shared_dsn, case) -> None:
     kind, spec, *_rest = case
     if kind == "cron":
