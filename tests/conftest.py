@@ -31,12 +31,14 @@ _counter = itertools.count()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """The default `-m 'not patroni'` (pyproject addopts) gives way when the command line asks
-    for the Patroni suite with -k (or names its file) without a -m of its own: `pytest -k
-    patroni` selects those tests whatever the default markers."""
+    """The default `-m 'not patroni and not slow'` (pyproject addopts) gives way when the
+    command line names test files or node ids, or asks for the Patroni suite with -k, without
+    a -m of its own: `pytest tests/test_web_axe.py` runs that file's slow tests and `pytest -k
+    patroni` selects the Patroni suite whatever the default markers."""
     args = [str(a) for a in config.invocation_params.args]
     own_m = any(a == "-m" or (a.startswith("-m") and not a.startswith("--")) for a in args)
-    asked = "patroni" in (config.option.keyword or "") or any("test_patroni" in a for a in args)
+    named = any(a.endswith(".py") or "::" in a for a in args if not a.startswith("-"))
+    asked = "patroni" in (config.option.keyword or "") or named
     if asked and not own_m:
         config.option.markexpr = ""
 

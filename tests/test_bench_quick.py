@@ -71,6 +71,7 @@ def benches(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Benc
             b.popen.wait(30)
 
 
+@pytest.mark.slow
 def test_throughput_quick_completes_every_run_once_and_measures_raw_limit_in_same_run(benches):
     rc, r = benches["throughput"].result()
     assert rc == 0, r
@@ -125,6 +126,7 @@ def test_canary_quick_reports_the_canarys_lag_and_missed_fires_under_a_load(benc
     assert load["progress_at_end_of_window"]["catch_up_runs_dispatched"] > 0
 
 
+@pytest.mark.slow
 def test_scale_quick_saturates_and_times_dispatch_at_each_future_size(benches):
     rc, r = benches["scale"].result()
     assert rc in (0, 1), r  # 1 = the poller fell behind: a figure, not a broken script

@@ -7,6 +7,7 @@ bench, never asserted here.)"""
 
 from __future__ import annotations
 
+import pytest
 import json
 import subprocess
 import sys
@@ -14,6 +15,7 @@ import sys
 from .conftest import REPO
 
 
+@pytest.mark.slow
 def test_chaos_quick_loses_doubles_and_strands_nothing(tmp_path):
     out = tmp_path / "chaos.json"
     proc = subprocess.run(

@@ -69,6 +69,7 @@ def _get(url: str) -> str | None:
         return None
 
 
+@pytest.mark.slow
 def test_cronbox_dev_runs_the_pipeline_then_ctrl_c_leaves_no_postgres_behind(tmp_path: Path):
     """Also: routes added with --sink run beside the demo's; `cronbox status` run below the
     folder finds the running dev database; Ctrl-C stops poller, relay, then the worker (no send

@@ -10,6 +10,7 @@ under a second. CRONBOX_POISON_EXAMPLES (default 24) sets how many generated cas
 
 from __future__ import annotations
 
+import pytest
 import asyncio
 import os
 import re
@@ -158,6 +159,7 @@ class Sink:
         return resp
 
 
+@pytest.mark.slow
 def test_poison_payloads_and_answers_never_stop_a_process_nor_the_canary(fresh_dsn, tmp_path):
     cases = NAMED + generated(EXAMPLES)
     sink = Sink(cases)

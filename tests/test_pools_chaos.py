@@ -8,6 +8,7 @@ longer run by hand."""
 
 from __future__ import annotations
 
+import pytest
 import asyncio
 import os
 import random
@@ -42,6 +43,7 @@ async def answer(request: web.Request, body: bytes) -> web.StreamResponse:
     return web.json_response({"state": "succeeded", "result": {"ok": True}})
 
 
+@pytest.mark.slow
 def test_pool_units_never_exceed_capacity_nor_leak_under_sigkills(fresh_dsn, tmp_path):
     rounds = int(os.environ.get("CRONBOX_POOL_CHAOS_ROUNDS", "3"))
     rng = random.Random(7)

@@ -82,6 +82,7 @@ def starts(draw) -> tuple[str, datetime]:
     return tz, base + timedelta(seconds=delta, microseconds=micro)
 
 
+@pytest.mark.slow
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(expr=expressions(), start=starts(), n=st.sampled_from([1, 3, 20, 60]))
 def test_sql_engine_agrees_with_the_poller_on_generated_expressions(conn, expr: str, start, n: int) -> None:

@@ -47,6 +47,7 @@ def registered(dsn: str, pid: int) -> bool:
     return bool(one(dsn, "SELECT count(*) FROM cronbox.processes WHERE kind = 'relay' AND pid = %s AND live", (pid,)))
 
 
+@pytest.mark.slow
 def test_sigkilled_relays_lose_nothing_and_duplicates_carry_the_same_idempotency_key(fresh_dsn, tmp_path):
     kills, wave = 20, 40
     with ThreadedWorker(slow_answer(0.05)) as worker:

@@ -5,6 +5,7 @@ cancels, dead letters and redrives."""
 
 from __future__ import annotations
 
+import pytest
 import psycopg
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -137,6 +138,7 @@ def check(conn: psycopg.Connection) -> None:
         assert walked == [(r[0], r[3]) for r in mine]
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(st.sampled_from(OPS), st.integers(0, 5)), min_size=1, max_size=30))
 def test_unfinished_runs_agree_with_history_after_any_sequence(conn, steps):

@@ -7,6 +7,7 @@ are the definition's fires from its start with no hole, and next_fire is the fir
 
 from __future__ import annotations
 
+import pytest
 import asyncio
 from datetime import datetime, timedelta, timezone
 
@@ -96,6 +97,7 @@ async def _check(conn: psycopg.AsyncConnection, kind, spec, tz, now, start, catc
     assert ahead == [t for t in preview if t <= now + HORIZON][:len(ahead)] == [t for t in preview if t <= frontier]
 
 
+@pytest.mark.slow
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                  HealthCheck.too_slow])
 @given(case=definitions())

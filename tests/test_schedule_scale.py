@@ -62,6 +62,7 @@ def _claim_plan(conn: psycopg.Connection, horizon: str) -> tuple[int, dict[str, 
     return n, inner[0]
 
 
+@pytest.mark.slow
 def test_with_a_million_schedules_an_idle_tick_reads_no_job_and_a_busy_tick_only_the_due_ones(conn):
     # 1,000,000 jobs materialised 1-2 hours ahead; 1 in 10 paused, 1 in 10 finished.
     conn.execute("""

@@ -173,6 +173,7 @@ def _casts(conn: psycopg.Connection, typ: str, value) -> bool:
         return False
 
 
+@pytest.mark.slow
 def test_generated_bad_calls_fail_cleanly_or_are_harmless_and_the_canary_still_fires(fresh_dsn, tmp_path):
     stats = {"calls": 0, "refused": 0, "cast": 0, "accepted": 0}
     with db.connect(fresh_dsn) as setup:

@@ -132,6 +132,7 @@ def _psql() -> str:
     return found or str(find_bindir() / "psql")
 
 
+@pytest.mark.slow
 def test_each_function_file_applied_alone_recreates_it_exactly(fresh_dsn):
     with db.connect(fresh_dsn) as c:
         before = c.execute(CATALOG).fetchall()

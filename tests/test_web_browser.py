@@ -99,6 +99,7 @@ def admin(browser, site) -> Iterator[Tab]:
     tab.close()
 
 
+@pytest.mark.slow
 def test_every_page_loads_without_console_errors(browser, site, admin):
     run_id = site["runs"]["nightly-report"]
     pages = {"overview": "/", "schedules": "/schedules", "schedule": "/schedules/nightly-report",
@@ -389,6 +390,7 @@ def test_strips_graph_relative_times_and_dark_theme(browser, site, cases):
 AXE = Path(__file__).parent / ".axe" / "node_modules" / "axe-core" / "axe.min.js"
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not AXE.exists(), reason="axe-core not installed (.ci/run installs it with npm)")
 def test_axe_finds_nothing_serious_on_any_page_the_crawl_reaches(browser, site, cases):
     """Every kind of page the links reach (one of each: path with its numbers and names
