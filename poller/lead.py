@@ -31,6 +31,8 @@ INITIAL_RATE = 5_000.0
 MEASURE_MIN = 500
 # The share of the measured rate counted on (the rate drops while the relay and saturation run).
 SAFETY = 0.5
+# The smallest early-dispatch call when a fire comes due soon (below it the round trip dominates).
+EARLY_MIN = 20
 
 
 class LeadPlanner:
@@ -61,6 +63,12 @@ class LeadPlanner:
         """An early-dispatch call wrote `runs` in `seconds`: a moving average of the rate."""
         if runs >= MEASURE_MIN and seconds > 0:
             self.rate = 0.7 * self.rate + 0.3 * (runs / seconds)
+
+    def runs_within(self, seconds: float) -> int:
+        """Early runs to write in one call that should end within `seconds` (when the next fire
+        comes due: an early batch never holds up a due one, such as a jittered fire between
+        whole seconds); at least EARLY_MIN."""
+        return max(EARLY_MIN, int(self.rate * SAFETY * max(0.0, seconds)))
 
     def lead(self, now: float | None = None) -> timedelta:
         """The lead for the next early-dispatch call."""

@@ -58,7 +58,7 @@ class Tick:
     dispatched: int
 
 
-async def _dispatch_isolating(conn, limit: int, grace, cause: BaseException) -> tuple[int, int, int, int, float | None]:
+async def _dispatch_isolating(conn, limit: int, grace, cause: BaseException) -> store.Dispatched:
     """The batch failed: find the job(s) at fault by bisecting the due jobs (each half in its
     own savepoint), quarantine them, and commit what the others dispatched, in one transaction."""
     event(log, "dispatch batch failed, isolating", level=logging.WARNING, error=describe(cause))
@@ -74,7 +74,7 @@ async def _dispatch_isolating(conn, limit: int, grace, cause: BaseException) -> 
     waits = [r[4] for r in done if r[4] is not None]
     wait = min(waits) if waits else None  # none: sleep the poll interval
     return (sum(r[0] for r in done), sum(r[1] for r in done), sum(r[2] for r in done),
-            sum(r[3] for r in done), wait)
+            sum(r[3] for r in done), wait, any(r[5] for r in done))
 
 
 def lead_planner(cfg: Config, ps: PollerSettings) -> LeadPlanner:
@@ -94,20 +94,28 @@ async def tick(pool, cfg: Config, ps: PollerSettings, limit: int, planner: LeadP
     t0 = time.monotonic()
     async with pool.connection() as conn:
         try:
-            dispatched, skipped, failed, held, wait = await store.dispatch(conn, limit, None, grace)
+            dispatched, skipped, failed, held, wait, behind = await store.dispatch(conn, limit, None, grace)
         except CONNECTION_ERRORS:
             raise
         except Exception as exc:
-            dispatched, skipped, failed, held, wait = await _dispatch_isolating(conn, limit, grace, exc)
+            dispatched, skipped, failed, held, wait, behind = await _dispatch_isolating(conn, limit, grace, exc)
+        waited_from = time.monotonic()  # `wait` counts from the end of the statement
         decided = dispatched + skipped + failed + held
         early = busy = 0
+        cut = False
         lead = planner.lead() if planner.on else None
         if lead and decided < limit:
             try:
                 if planner.stale():
                     planner.observe_profile(await store.due_ahead(conn, planner.cap, planner.count_limit()))
                     lead = planner.lead()
-                early, busy, wait = await store.dispatch_ahead(conn, limit - decided, lead)
+                # sized to end before the next fire comes due, which then is dispatch's at once
+                room = limit - decided
+                if wait is not None:
+                    room = min(room, planner.runs_within(float(wait) - (time.monotonic() - waited_from)))
+                early, busy, wait, behind = await store.dispatch_ahead(conn, room, lead)
+                waited_from = time.monotonic()
+                cut = early >= room < limit - decided
             except CONNECTION_ERRORS:
                 raise
             except Exception as exc:  # early dispatch is an optimisation: due fires go at their time
@@ -117,19 +125,23 @@ async def tick(pool, cfg: Config, ps: PollerSettings, limit: int, planner: LeadP
     if decided or early:
         event(log, "dispatched", level=logging.DEBUG, runs=dispatched, skipped=skipped,
               failed=failed, held=held, early=early, lead=lead.total_seconds() if lead else 0)
-    again = decided + early >= limit
+    again = decided + early >= limit or cut
     sleep = cfg.poll_interval.total_seconds()
     if wait is not None:
-        wait = float(wait)
+        # counted from the statement that read it: the commit and the rest of the tick (tens
+        # of milliseconds on a busy machine) are not slept again on top
+        wait = float(wait) - (time.monotonic() - waited_from)
         # With a lead, wake `lead` before the next fire, which may be eligible for early
         # dispatch; a fire already inside the lead that was not taken is dispatch's at its
         # due time.
         if lead and wait - lead.total_seconds() > 0:
             wait -= lead.total_seconds()
         sleep = min(sleep, wait)
-        if sleep <= 0 or busy:  # due (or early-eligible) fires whose jobs were locked elsewhere
-            sleep = BUSY_RETRY
-    return Tick(again=again, sleep=sleep, dispatched=dispatched + early)
+        if behind or busy:  # due (or early-eligible) fires whose jobs were locked elsewhere
+            sleep = min(max(sleep, 0.0), BUSY_RETRY)
+        elif sleep <= 0:  # came due during this tick (a jittered fire, say): take it at once
+            again = True
+    return Tick(again=again, sleep=max(sleep, 0.0), dispatched=dispatched + early)
 
 
 @dataclasses.dataclass

@@ -18,10 +18,14 @@ import psycopg
 # a future due at 'infinity' (written before inputs were bounded) must not break the tick.
 _WAIT = ("CASE WHEN next_due IS NULL THEN NULL ELSE extract(epoch FROM least(greatest(next_due, "
          "clock_timestamp() - interval '1 day'), clock_timestamp() + interval '1 day') - clock_timestamp()) END")
-_DISPATCH = "SELECT dispatched, skipped, failed, held, " + _WAIT + " FROM cronbox.dispatch(%s, %s, %s)"
-_DISPATCH_AHEAD = "SELECT dispatched, busy, " + _WAIT + " FROM cronbox.dispatch_ahead(%s, %s)"
+# And whether that fire was due when the transaction started (now()) yet not taken: its job was
+# locked elsewhere (try again soon). One that came due while the statement ran is taken at once.
+_DUE = _WAIT + ", coalesce(next_due <= now(), false)"
+_DISPATCH = "SELECT dispatched, skipped, failed, held, " + _DUE + " FROM cronbox.dispatch(%s, %s, %s)"
+_DISPATCH_AHEAD = "SELECT dispatched, busy, " + _DUE + " FROM cronbox.dispatch_ahead(%s, %s)"
 
-Dispatched = tuple[int, int, int, int, "float | None"]  # dispatched, skipped, failed, held, seconds to next due
+# dispatched, skipped, failed, held, seconds to next due, next due left behind (its job busy)
+Dispatched = tuple[int, int, int, int, "float | None", bool]
 
 
 async def dispatch(conn: psycopg.AsyncConnection, limit: int, jobs: Sequence[int] | None,
@@ -31,8 +35,10 @@ async def dispatch(conn: psycopg.AsyncConnection, limit: int, jobs: Sequence[int
     return await cur.fetchone()
 
 
-async def dispatch_ahead(conn: psycopg.AsyncConnection, limit: int, lead: timedelta) -> tuple[int, int, float | None]:
-    """Early dispatch of fires due within `lead`: (dispatched, busy, seconds to next due)."""
+async def dispatch_ahead(conn: psycopg.AsyncConnection, limit: int,
+                         lead: timedelta) -> tuple[int, int, float | None, bool]:
+    """Early dispatch of fires due within `lead`: (dispatched, busy, seconds to next due, next due
+    left behind)."""
     cur = await conn.execute(_DISPATCH_AHEAD, (limit, lead))
     return await cur.fetchone()
 
