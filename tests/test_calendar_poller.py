@@ -77,7 +77,8 @@ async def test_max_runs_finishes_the_schedule_after_n_fires_and_schedule_can_rai
     await saturate(aconn, T0)
     assert await futures(aconn, "j") == [T0 + k * 10 * SEC for k in (1, 2, 3)]
     assert await one(aconn, "SELECT finished_at IS NOT NULL AND next_fire IS NULL FROM cronbox.job WHERE name = 'j'")
-    assert ("finished", "max_runs reached: 3 fires") in [(a, r) for a, r, _ in await changes(aconn, "j")]
+    # finished in the change log once the third fire is dispatched, not before
+    assert "finished" not in [a for a, _, _ in await changes(aconn, "j")]
     assert await rows(aconn, "SELECT fire_at FROM cronbox.next_fires_at('j', 10, %s)", T0) == \
         [T0 + k * 10 * SEC for k in (1, 2, 3)]
     # raised: it goes on from where it stopped, for two more fires
@@ -91,6 +92,17 @@ async def test_max_runs_finishes_the_schedule_after_n_fires_and_schedule_can_rai
     await schedule(aconn, name="j", every="10 seconds", starts_at=T0 + 10 * SEC, p_now=T0 + 37 * SEC)
     await saturate(aconn, T0 + 37 * SEC)
     assert len(await futures(aconn, "j")) > 5
+
+
+async def test_max_runs_is_logged_finished_when_the_last_fire_is_dispatched(aconn):
+    await schedule(aconn, name="j", every="10 seconds", starts_at=T0 + 10 * SEC, max_runs=2,
+                   overlap="allow", p_now=T0)
+    await saturate(aconn, T0)
+    await aconn.execute("SELECT cronbox.dispatch_at(100, p_now => %s)", (T0 + 10 * SEC,))
+    assert "finished" not in [a for a, _, _ in await changes(aconn, "j")]
+    await aconn.execute("SELECT cronbox.dispatch_at(100, p_now => %s)", (T0 + 20 * SEC,))
+    assert [(a, r) for a, r, _ in await changes(aconn, "j") if a == "finished"] == [
+        ("finished", "max_runs reached: 2 fires")]
 
 
 async def test_excluded_fires_and_manual_runs_do_not_count_towards_max_runs(aconn):

@@ -126,16 +126,23 @@ async def test_at_job_fires_once_and_then_reads_finished(aconn):
     await saturate(aconn, T0, horizon=10 * MIN)
     assert await futures(aconn, "at") == [T0 + 5 * MIN]
     assert await one(aconn, "SELECT status FROM cronbox.schedules WHERE name = 'at'") == "active"
-    # the change log says finished once the fire is materialised (nothing left to schedule),
-    # the status only once the run is over (docs/schedules.md, One-off)
-    assert [c[:2] for c in await changes(aconn, "at")][-1] == ("finished", "one-off fire handled")
+    # nothing is left to schedule, but the fire has not gone yet: not finished in the change log
+    assert "finished" not in [c[0] for c in await changes(aconn, "at")]
+    assert await one(aconn, "SELECT dispatched FROM cronbox.dispatch_at(100, p_now => %s)", T0 + 4 * MIN) == 0
+    assert "finished" not in [c[0] for c in await changes(aconn, "at")]
+    # the change log says finished once the fire is dispatched, the status once the run is over
+    # (docs/schedules.md, One-off)
     await one(aconn, "SELECT dispatched FROM cronbox.dispatch_at(100, p_now => %s)", T0 + 5 * MIN)
+    assert await rows(aconn, "SELECT action, reason, changed_at FROM cronbox.schedule_changes "
+                             "WHERE job = 'at' AND action = 'finished'") == [
+        ("finished", "one-off fire handled", T0 + 5 * MIN)]
     assert await one(aconn, "SELECT status FROM cronbox.schedules WHERE name = 'at'") == "active"
     run_id = await one(aconn, "SELECT run_id FROM cronbox.runs WHERE job = 'at'")
     await one(aconn, "SELECT cronbox.complete_run_at(%s, NULL, %s)", run_id, T0 + 6 * MIN)
     assert await one(aconn, "SELECT status FROM cronbox.schedules WHERE name = 'at'") == "finished"
     assert await saturate(aconn, T0 + HOUR) == (0, 0, 0)
-    assert ("finished", "one-off fire handled") in [c[:2] for c in await changes(aconn, "at")]
+    await one(aconn, "SELECT dispatched FROM cronbox.dispatch_at(100, p_now => %s)", T0 + HOUR)
+    assert [c[:2] for c in await changes(aconn, "at")].count(("finished", "one-off fire handled")) == 1
 
 
 @pytest.mark.parametrize("catchup, fired, dropped", [("latest", 1, 0), ("all", 1, 0), ("skip", 0, 1)])
@@ -151,7 +158,21 @@ async def test_starts_at_and_ends_at_bound_the_fires_and_the_job_then_finishes(a
     await schedule(aconn, name="w", cron="0 * * * *", starts_at=T0 + 150 * MIN, ends_at=T0 + 5 * HOUR, p_now=T0)
     await saturate(aconn, T0, horizon=timedelta(days=1))
     assert await futures(aconn, "w") == [T0 + 3 * HOUR, T0 + 4 * HOUR, T0 + 5 * HOUR]
-    assert ("finished", "ends_at passed") in [c[:2] for c in await changes(aconn, "w")]
+    # finished once the last fire before ends_at is dispatched, not when it is materialised
+    for fire in (3, 4):
+        await one(aconn, "SELECT dispatched FROM cronbox.dispatch_at(100, p_now => %s)", T0 + fire * HOUR)
+        await one(aconn, "SELECT cronbox.complete_run(run_id) FROM cronbox.run WHERE job_name = 'w' "
+                         "AND state = 'dispatched'")
+        assert "finished" not in [c[0] for c in await changes(aconn, "w")]
+    await one(aconn, "SELECT dispatched FROM cronbox.dispatch_at(100, p_now => %s)", T0 + 5 * HOUR)
+    assert [c[:2] for c in await changes(aconn, "w") if c[0] == "finished"] == [("finished", "ends_at passed")]
+
+
+async def test_a_one_off_whose_fire_is_dropped_is_logged_finished_by_the_poller(aconn):
+    """Nothing pending: the saturation pass that drops the fire logs the finish itself."""
+    await schedule(aconn, name="gone", at=T0 - HOUR, catchup="skip", p_now=T0)
+    await saturate(aconn, T0)
+    assert [c[:2] for c in await changes(aconn, "gone") if c[0] == "finished"] == [("finished", "one-off fire handled")]
 
 
 async def test_every_fires_at_starts_at_plus_k_intervals(aconn):

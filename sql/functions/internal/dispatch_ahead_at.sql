@@ -104,6 +104,7 @@ BEGIN
     IF v_futures IS NOT NULL THEN
         SELECT d.dispatched INTO v_dispatched
         FROM cronbox.dispatch_locked(v_futures, v_jobs, NULL, p_now) d;
+        PERFORM cronbox.record_finished(v_jobs, p_now);  -- as dispatch: a last fire decided
     END IF;
     -- busy: eligible fires whose job was locked elsewhere (a saturation pass, a worker's report):
     -- worth another try soon, before they are due.

@@ -77,6 +77,9 @@ BEGIN
     RETURN QUERY
     SELECT d.dispatched, d.skipped, d.failed, d.held, cronbox.next_due()
     FROM cronbox.dispatch_locked(v_futures, v_jobs, p_grace, p_now) d;
+    -- 3. A job whose last scheduled fire was just decided has finished: the change log says so
+    --    now, not when saturation found nothing left to schedule (cronbox.record_finished).
+    PERFORM cronbox.record_finished(v_jobs, p_now);
 END
 $$;
 

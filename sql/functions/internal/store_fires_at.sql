@@ -127,7 +127,9 @@ BEGIN
             SELECT s.job_id, count(*) AS n FROM unnest(v_stored) AS s(job_id) GROUP BY s.job_id
         ) w ON w.job_id = a.job_id
     ),
-    -- Change-log rows for jobs that finish or break in this pass (read before the update).
+    -- Change-log rows for jobs that break in this pass, and for jobs that finish with no
+    -- scheduled fire pending (read before the update); a job finishing with fires pending is
+    -- logged finished when dispatch has decided the last one (cronbox.record_finished).
     logged AS (
         INSERT INTO cronbox.job_change (job_id, job_name, action, reason, changed_by, changed_at)
         SELECT j.job_id, j.name,
@@ -141,7 +143,9 @@ BEGIN
         FROM pass p
         CROSS JOIN LATERAL (SELECT j.job_id, j.name, j.max_runs, j.kind, j.ends_at, j.next_fire, j.finished_at
                             FROM cronbox.job j WHERE j.job_id = p.job_id LIMIT 1) j
-        WHERE p.error IS NOT NULL OR (p.finished AND j.finished_at IS NULL)
+        WHERE p.error IS NOT NULL
+           OR (p.finished AND j.finished_at IS NULL AND p.n_stored = 0
+               AND NOT EXISTS (SELECT 1 FROM cronbox.job_future f WHERE f.job_id = p.job_id AND f.origin = 'schedule'))
     ),
     -- Missed fires are counted in the job's statistics row (cronbox.job_stat).
     -- (by key; a gap is rare, so the count is looked up per row)
