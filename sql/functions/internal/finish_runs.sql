@@ -48,6 +48,7 @@ DECLARE
     v_paused_reasons text[];
     v_needs jsonb[];          -- the pool units the runs that ended here took at dispatch
     v_release bigint[];       -- held futures that may go now
+    v_failures boolean;       -- some of the runs that ended here failed or were lost
 BEGIN
     IF p_outcome IS NULL OR p_outcome NOT IN ('succeeded', 'failed', 'lost', 'cancelled') THEN
         RAISE EXCEPTION 'outcome: must be succeeded, failed, lost or cancelled, got %', p_outcome
@@ -184,46 +185,17 @@ BEGIN
     IF v_fin IS NOT NULL THEN
         v_fin_jobs := ARRAY(SELECT DISTINCT f.job_id FROM unnest(v_fin) f);
 
-        -- 3. Job bookkeeping, retries, on_error, notifications: one statement.
+        -- 3. Job bookkeeping: one statement for every end.
         WITH
-        -- Each run's job by its key, one probe per run whatever the statistics say (a join
-        -- planned while the job table looked empty walked all of it, per call; LIMIT keeps the
-        -- subquery a parameterized probe).
-        decide AS MATERIALIZED (
-            SELECT f.*, j.max_attempts, j.on_error, j.retry_delay, j.retry_max_delay,
-                   j.priority, j.paused AS was_paused, j.every_mode,
-                   f.state IN ('failed', 'lost') AND f.retryable AND f.attempt < j.max_attempts AS retry_now,
-                   f.state IN ('failed', 'lost')
-                       AND NOT (f.retryable AND f.attempt < j.max_attempts) AS exhausted
-            FROM unnest(v_fin) f
-            CROSS JOIN LATERAL (
-                SELECT j.max_attempts, j.on_error, j.retry_delay, j.retry_max_delay, j.priority,
-                       j.paused, j.every_mode
-                FROM cronbox.job j WHERE j.job_id = f.job_id LIMIT 1) j
-        ),
-        retry AS (
-            INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority, attempt, origin,
-                                            payload, retry_of, created_at)
-            SELECT d.job_id, d.fire_at,
-                   p_now + cronbox.retry_backoff(d.retry_delay, d.retry_max_delay, d.attempt),
-                   d.priority, d.attempt + 1, 'retry', d.payload, d.run_id, p_now
-            FROM decide d
-            WHERE d.retry_now OR (d.exhausted AND d.retryable AND d.on_error = 'retry_soon')
-            ON CONFLICT ON CONSTRAINT job_future_fire_unique DO NOTHING
-            RETURNING 1
-        ),
+        decide AS MATERIALIZED (SELECT d.* FROM cronbox.finish_decisions(v_fin) d),
         -- Per job: the counts of this call (one row per job).
         per_job AS MATERIALIZED (
-            SELECT d.job_id, count(*) AS n, bool_or(d.was_paused) AS was_paused,
+            SELECT d.job_id, count(*) AS n,
                    max(d.run_id) AS last_run,
                    (array_agg(d.state ORDER BY d.run_id DESC))[1] AS last_state,
                    count(*) FILTER (WHERE d.state = 'succeeded') AS n_ok,
                    count(*) FILTER (WHERE d.state = 'lost') AS n_lost,
-                   count(*) FILTER (WHERE d.exhausted AND d.attempt <= d.max_attempts) AS n_runs_failed,
-                   (array_agg(format('paused after failure: run %s (attempt %s) %s: %s',
-                                     d.run_id, d.attempt, d.state, coalesce(d.error, 'no error text'))
-                              ORDER BY d.run_id DESC)
-                        FILTER (WHERE d.exhausted AND d.on_error = 'pause'))[1] AS pause_reason
+                   count(*) FILTER (WHERE d.exhausted AND d.attempt <= d.max_attempts) AS n_runs_failed
             FROM decide d GROUP BY d.job_id
         ),
         -- The per-job counts as arrays in job_id order: a job_stat row's values are at the
@@ -239,8 +211,7 @@ BEGIN
                    array_agg(c.n_lost ORDER BY c.job_id) AS n_lost
             FROM per_job c
         ),
-        -- The statistics row (narrow, HOT: cronbox.job_stat); the job row itself is only
-        -- written when on_error = 'pause' pauses it. Both by key (= ANY), never by a join.
+        -- The statistics row (narrow, HOT: cronbox.job_stat), by key (= ANY), never by a join.
         stat AS (
             UPDATE cronbox.job_stat s SET
                 active_runs = greatest(s.active_runs - c.n[width_bucket(s.job_id, c.ids)], 0),
@@ -257,49 +228,79 @@ BEGIN
                                            ELSE s.consecutive_crashes + c.n_lost[width_bucket(s.job_id, c.ids)] END
             FROM counts c
             WHERE s.job_id = ANY (c.ids)
-        ),
-        -- Rare (on_error = 'pause'): the reason looked up per job paused.
-        book AS (
-            UPDATE cronbox.job j SET
-                paused = true,
-                paused_reason = (SELECT c.pause_reason FROM per_job c WHERE c.job_id = j.job_id),
-                updated_at = p_now
-            WHERE j.job_id = ANY (ARRAY(SELECT c.job_id FROM per_job c WHERE c.pause_reason IS NOT NULL))
-              AND NOT j.paused
-            RETURNING j.job_id, j.name, j.paused_reason AS pause_reason,
-                      NOT (SELECT c.was_paused FROM per_job c WHERE c.job_id = j.job_id) AS paused_now
-        ),
-        notes AS (
-            INSERT INTO cronbox.outbox (run_id, queue, kind, message, created_at, available_at)
-            SELECT d.run_id, 'cronbox.notifications', 'notification',
-                   jsonb_build_object('event', 'run_failed', 'job', d.job_name, 'run_id', d.run_id,
-                                      'fire_at', d.fire_at, 'attempt', d.attempt, 'state', d.state,
-                                      'error', d.error, 'on_error', d.on_error, 'at', p_now,
-                                      'idempotency_key', 'run_failed:' || d.run_id),
-                   p_now, p_now
-            FROM decide d
-            WHERE d.exhausted AND d.attempt <= d.max_attempts
-            UNION ALL
-            SELECT NULL, 'cronbox.notifications', 'notification',
-                   jsonb_build_object('event', 'schedule_paused', 'job', b.name,
-                                      'reason', b.pause_reason, 'at', p_now,
-                                      'idempotency_key', 'schedule_paused:' || b.job_id || ':'
-                                                         || extract(epoch FROM p_now)::text),
-                   p_now, p_now
-            FROM book b
-            WHERE b.paused_now
         )
-        SELECT (SELECT count(*) FROM retry),
-               array_agg(b.job_id), array_agg(b.name), array_agg(b.pause_reason),
+        SELECT bool_or(d.state IN ('failed', 'lost')),
                -- fixed_delay jobs without a retry of this run: their next fire comes from now
-               ARRAY(SELECT d.job_id FROM decide d
-                     WHERE d.every_mode = 'fixed_delay'
-                       AND NOT (d.state IN ('failed', 'lost') AND d.retryable
-                                AND (d.attempt < d.max_attempts OR d.on_error = 'retry_soon')))
-          INTO v_n, v_paused_ids, v_paused_names, v_paused_reasons, v_fixed_delay
-        FROM book b
-        WHERE b.paused_now;
-        v_woken := v_woken + v_n;
+               coalesce(array_agg(d.job_id) FILTER (
+                   WHERE d.every_mode = 'fixed_delay'
+                     AND NOT (d.state IN ('failed', 'lost') AND d.retryable
+                              AND (d.attempt < d.max_attempts OR d.on_error = 'retry_soon'))), '{}')
+          INTO v_failures, v_fixed_delay
+        FROM decide d;
+
+        -- 3b. Failed or lost runs (a success or a cancel never gets here: a report's usual
+        --     call starts none of these writes): retries (a retry is a new future), on_error,
+        --     notifications. One statement.
+        IF v_failures THEN
+            WITH
+            decide AS MATERIALIZED (SELECT d.* FROM cronbox.finish_decisions(v_fin) d),
+            retry AS (
+                INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority, attempt, origin,
+                                                payload, retry_of, created_at)
+                SELECT d.job_id, d.fire_at,
+                       p_now + cronbox.retry_backoff(d.retry_delay, d.retry_max_delay, d.attempt),
+                       d.priority, d.attempt + 1, 'retry', d.payload, d.run_id, p_now
+                FROM decide d
+                WHERE d.retry_now OR (d.exhausted AND d.retryable AND d.on_error = 'retry_soon')
+                ON CONFLICT ON CONSTRAINT job_future_fire_unique DO NOTHING
+                RETURNING 1
+            ),
+            per_job AS MATERIALIZED (
+                SELECT d.job_id, bool_or(d.was_paused) AS was_paused,
+                       (array_agg(format('paused after failure: run %s (attempt %s) %s: %s',
+                                         d.run_id, d.attempt, d.state, coalesce(d.error, 'no error text'))
+                                  ORDER BY d.run_id DESC)
+                            FILTER (WHERE d.exhausted AND d.on_error = 'pause'))[1] AS pause_reason
+                FROM decide d GROUP BY d.job_id
+            ),
+            -- Rare (on_error = 'pause'): the reason looked up per job paused.
+            book AS (
+                UPDATE cronbox.job j SET
+                    paused = true,
+                    paused_reason = (SELECT c.pause_reason FROM per_job c WHERE c.job_id = j.job_id),
+                    updated_at = p_now
+                WHERE j.job_id = ANY (ARRAY(SELECT c.job_id FROM per_job c WHERE c.pause_reason IS NOT NULL))
+                  AND NOT j.paused
+                RETURNING j.job_id, j.name, j.paused_reason AS pause_reason,
+                          NOT (SELECT c.was_paused FROM per_job c WHERE c.job_id = j.job_id) AS paused_now
+            ),
+            notes AS (
+                INSERT INTO cronbox.outbox (run_id, queue, kind, message, created_at, available_at)
+                SELECT d.run_id, 'cronbox.notifications', 'notification',
+                       jsonb_build_object('event', 'run_failed', 'job', d.job_name, 'run_id', d.run_id,
+                                          'fire_at', d.fire_at, 'attempt', d.attempt, 'state', d.state,
+                                          'error', d.error, 'on_error', d.on_error, 'at', p_now,
+                                          'idempotency_key', 'run_failed:' || d.run_id),
+                       p_now, p_now
+                FROM decide d
+                WHERE d.exhausted AND d.attempt <= d.max_attempts
+                UNION ALL
+                SELECT NULL, 'cronbox.notifications', 'notification',
+                       jsonb_build_object('event', 'schedule_paused', 'job', b.name,
+                                          'reason', b.pause_reason, 'at', p_now,
+                                          'idempotency_key', 'schedule_paused:' || b.job_id || ':'
+                                                             || extract(epoch FROM p_now)::text),
+                       p_now, p_now
+                FROM book b
+                WHERE b.paused_now
+            )
+            SELECT (SELECT count(*) FROM retry),
+                   array_agg(b.job_id), array_agg(b.name), array_agg(b.pause_reason)
+              INTO v_n, v_paused_ids, v_paused_names, v_paused_reasons
+            FROM book b
+            WHERE b.paused_now;
+            v_woken := v_woken + v_n;
+        END IF;
         -- Each step below that has nothing to do is skipped, not run empty: every statement
         -- started costs its executor start-up, which is most of a one-run report's time.
         -- The change log says who paused the schedule and why.
