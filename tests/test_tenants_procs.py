@@ -94,3 +94,42 @@ def test_bulk_pause_and_resume_of_many_schedules_while_the_poller_runs(fresh_dsn
                 return c.execute("SELECT count(DISTINCT job_id) FROM cronbox.run WHERE queue = 'bulk' "
                                  "AND fire_at > %s", (resumed_at,)).fetchone()[0] == n
         wait_until(jobs_firing_again, timeout=60, what="every bulk job firing again")
+
+
+@pytest.mark.slow
+def test_a_canary_keeps_its_second_while_many_due_jobs_are_locked_elsewhere(fresh_dsn, tmp_path):
+    """A bulk pause or resume, or a saturation pass, holds the locks of many jobs whose fires
+    are due ahead of another queue's canary (same priority): dispatch passes over them without
+    counting them against its batch, so the canary is dispatched within its second all along."""
+    n = 600  # six times the batch below: the locked jobs' due fires alone would fill every batch
+    with db.connect(fresh_dsn) as c:
+        base = c.execute("SELECT date_trunc('second', now()) + interval '2 seconds'").fetchone()[0]
+        # the bulk jobs fire 100 ms before the canary each second, so their fires come first in
+        # the due order of both dispatch and early dispatch
+        c.execute("SELECT cronbox.schedule('bulk-' || i, every => '1 second', queue => 'bulk', overlap => 'allow', "
+                  "starts_at => %s::timestamptz + interval '400 milliseconds') FROM generate_series(1, %s) i", (base, n))
+        c.execute("SELECT cronbox.schedule('canary', every => '1 second', queue => 'canary', overlap => 'allow', "
+                  "starts_at => %s::timestamptz + interval '500 milliseconds')", (base,))
+        # a queue limit (never reached here) keeps the canary out of early dispatch: its fires
+        # are dispatch's at their due time, behind the bulk jobs' in the walk
+        c.execute("SELECT cronbox.set_queue_limit('canary', 1000)")
+    with Proc("poller", fresh_dsn, tmp_path, CRONBOX_DISPATCH_BATCH="100", CRONBOX_HORIZON="10s") as poller:
+        with db.connect(fresh_dsn) as c:
+            t0 = c.execute("SELECT now()").fetchone()[0]
+        wait_until(lambda: len(_lags(fresh_dsn, "canary", t0)) >= 2, timeout=90,
+                   what=f"the canary firing; poller: {poller.output[-1500:]}")
+        with db.connect(fresh_dsn, autocommit=False) as bulk:
+            # as resume_schedules holds them: every bulk job's lock, until this transaction ends
+            assert bulk.execute("SELECT count(*) FROM (SELECT cronbox.lock_job_id(job_id) FROM cronbox.job "
+                                "WHERE queue = 'bulk') x").fetchone()[0] == n
+            held = bulk.execute("SELECT now()").fetchone()[0]
+            wait_until(lambda: len(_lags(fresh_dsn, "canary", held)) >= 5, timeout=60,
+                       what=f"five canary fires under the locks; poller: {poller.output[-1500:]}")
+            lags = _lags(fresh_dsn, "canary", held)
+            with db.connect(fresh_dsn) as c:  # the bulk jobs' fires really were due and waiting
+                waiting = c.execute("SELECT count(*) FROM cronbox.job_future f JOIN cronbox.job j USING (job_id) "
+                                    "WHERE j.queue = 'bulk' AND f.due_at < now()").fetchone()[0]
+            bulk.rollback()
+        assert poller.popen.poll() is None, poller.output[-2000:]
+    assert waiting >= n, waiting
+    assert max(lags) < 1.0, lags
