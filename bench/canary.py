@@ -99,9 +99,10 @@ def run_load(args: argparse.Namespace, argv: list[str] | None, load: str, n: int
         poller = fleet.cronbox("poller", database.dsn, extra_env(args))
         wait_until(lambda: database.scalar("SELECT count(*) FROM cronbox.run WHERE job_name = 'canary'") >= 3,
                    timeout=120, what="the canary running")
-        if load == "backfills":  # the hourly jobs saturated: their past year is the frontier's
+        if load == "backfills":  # the hourly jobs saturated (their next fire computed, past the horizon)
             wait_until(lambda: not database.scalar(
-                "SELECT count(*) FROM cronbox.job WHERE name LIKE 'hourly-%%' AND frontier < now()"),
+                "SELECT count(*) FROM cronbox.job WHERE name LIKE 'hourly-%%' "
+                "AND (next_fire IS NULL OR next_fire <= now() + interval '1 minute')"),
                 timeout=300, what="hourly jobs saturated")
         t0 = database.scalar("SELECT now()")
         cpu0 = poller.cpu()

@@ -15,6 +15,7 @@ A request makes at most `fires_left` fires (1000 in all); a cron range with more
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from datetime import datetime, timedelta
 from typing import Any
@@ -26,7 +27,10 @@ from poller import store
 from poller.fires import source
 from poller.quarantine import CONNECTION_ERRORS, describe
 
-BATCH = 10  # requests per pass (each at most 1000 fires)
+BATCH = 10  # requests per pass (each at most 1000 fires in all)
+# Fires one request makes per pass: a long backfill advances over several passes, so a pass
+# holds its jobs' locks for a few milliseconds of computing, not for 10 x 1,000 fires.
+PASS_FIRES = 100
 _TINY = timedelta(microseconds=1)
 
 
@@ -56,6 +60,8 @@ def plan_request(req: dict[str, Any]) -> Step:
         if len(fires) >= req["fires_left"]:
             return Step(fires, fires[-1] if fires else req["done_through"], True,
                         f"stopped at the cap of 1000 fires: fires from {fire.isoformat()} on were not backfilled")
+        if len(fires) >= PASS_FIRES:  # the rest in the next pass, from the last fire made
+            return Step(fires, fires[-1], False)
         fires.append(fire)
     return Step(fires, fires[-1] if fires else req["done_through"], True)
 
@@ -74,15 +80,8 @@ async def backfill_once(conn: psycopg.AsyncConnection, batch: int = BATCH,
         reqs = await cur.fetchall()
         if not reqs:
             return 0, 0, 0
-        steps = []
-        for req in reqs:
-            try:
-                step = plan_request(req)
-            except CONNECTION_ERRORS:
-                raise
-            except Exception as exc:  # the job's fires cannot be computed: the request ends here
-                step = Step([], req["done_through"], True, f"cannot compute fires: {describe(exc)}")
-            steps.append((req, step))
+        # computed in a worker thread: the event loop (the dispatch loop's) is never held
+        steps = await asyncio.to_thread(_plan_all, reqs)
         try:
             async with conn.transaction():  # a savepoint: a failure leaves the claim's locks
                 made, dups = await _store(conn, steps, now)
@@ -101,6 +100,17 @@ async def backfill_once(conn: psycopg.AsyncConnection, batch: int = BATCH,
                                                           f"cannot store fires: {describe(exc)}"))], now)
                 made, dups = made + m, dups + d
         return len(reqs), made, dups
+
+
+def _plan_all(reqs: list[dict[str, Any]]) -> list[tuple[dict[str, Any], Step]]:
+    steps = []
+    for req in reqs:
+        try:
+            step = plan_request(req)
+        except Exception as exc:  # the job's fires cannot be computed: the request ends here
+            step = Step([], req["done_through"], True, f"cannot compute fires: {describe(exc)}")
+        steps.append((req, step))
+    return steps
 
 
 async def _store(conn: psycopg.AsyncConnection, steps: list[tuple[dict[str, Any], Step]],

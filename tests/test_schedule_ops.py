@@ -12,7 +12,7 @@ import orjson
 import psycopg
 import pytest
 
-from poller.backfill import backfill_once
+from poller.backfill import PASS_FIRES, backfill_once
 
 from .schedhelp import aconn, changes, futures, one, rows, saturate, schedule, utc  # noqa: F401
 
@@ -181,13 +181,40 @@ async def test_cron_backfill_stops_at_1000_fires_and_says_so(aconn):
     await saturate(aconn, T0 + HOUR, horizon=MIN)
     request = await one(aconn, "SELECT cronbox.backfill_at('c', %s, %s, overlap => 'allow', p_now => %s)",
                         T0, T0 + HOUR, T0 + HOUR)
-    await _pass(aconn, T0 + HOUR)
+    # a long backfill advances over several passes (each makes at most PASS_FIRES of a request)
+    passes = 0
+    while (await _pass(aconn, T0 + HOUR))[0]:
+        passes += 1
+    assert passes == 1000 // PASS_FIRES
     state, fires, dups, outcome = await one(
         aconn, "SELECT state, fires, duplicates, outcome FROM cronbox.backfills WHERE backfill_id = %s", request)
     assert (state, fires + dups) == ("done", 1000)
     assert outcome.endswith("stopped at the cap of 1000 fires: fires from 2024-01-01T00:16:40+00:00 on were not backfilled")
     got = await futures(aconn, "c", origin="backfill")
     assert got[0] == T0 and got[-1] == T0 + 999 * SEC and len(got) == fires  # from and to included
+
+
+async def test_backfilled_fires_come_due_at_a_bounded_rate_across_requests(aconn):
+    """100 backfills of a year requested at once must not put 100,000 fires due "now" ahead of
+    every other job's next fire: backfilled fires come due 0.5 ms apart (2,000 per second),
+    each pass after the last due time an earlier pass gave."""
+    for name in ("x", "y", "z"):
+        await schedule(aconn, name=name, every="1 minute", p_now=T0)
+    await saturate(aconn, T0 + HOUR, horizon=MIN)
+    for name in ("x", "y"):
+        await one(aconn, "SELECT cronbox.backfill_at(%s, %s, %s, overlap => 'allow', p_now => %s)",
+                  name, T0, T0 + 30 * MIN, T0 + HOUR)
+    await _pass(aconn, T0 + HOUR)
+    first = await rows(aconn, "SELECT due_at FROM cronbox.job_future WHERE origin = 'backfill' ORDER BY due_at")
+    assert len(first) == 60 and first[0] > T0 + HOUR
+    assert min(b - a for a, b in zip(first, first[1:])) >= timedelta(microseconds=500)
+    # a later pass, even at the same clock, queues after them
+    await one(aconn, "SELECT cronbox.backfill_at('z', %s, %s, overlap => 'allow', p_now => %s)",
+              T0, T0 + 30 * MIN, T0 + HOUR)
+    await _pass(aconn, T0 + HOUR)
+    later = await rows(aconn, "SELECT f.due_at FROM cronbox.job_future f JOIN cronbox.job j USING (job_id) "
+                              "WHERE f.origin = 'backfill' AND j.name = 'z' ORDER BY f.due_at")
+    assert len(later) == 30 and later[0] > first[-1]
 
 
 async def test_backfill_waits_for_fires_the_poller_has_not_passed_yet(aconn):

@@ -2,9 +2,11 @@
 -- cronbox.store_backfill passes now(); no cronbox role may execute this one (tests call it as the
 -- owner or a superuser to fix the clock).
 -- cronbox.store_backfill_at(...): the second half of a backfill pass, set-based over parallel
--- arrays. Inserts the computed fires as futures of origin 'backfill' (due at p_now plus one
--- microsecond per fire, in fire order: behind regular fires of the same priority already
--- due; the request's overlap and priority), except fires of the job that already ran (a run
+-- arrays. Inserts the computed fires as futures of origin 'backfill' (due one after another,
+-- 0.5 ms apart in fire order, from the later of p_now and the last due time any backfill pass
+-- gave (backfill.due_tail, backfill_due_tail_idx): at most 2,000 backfilled fires come due per
+-- second whatever is requested, so they never pile up ahead of other jobs' next fires; behind
+-- regular fires of the same priority already due; the request's overlap and priority), except fires of the job that already ran (a run
 -- in any state but missed, skipped or cancelled before delivery: run_job_history_idx, from a
 -- day before the first fire)
 -- or are pending (a scheduled, retry or backfilled future): counted as duplicates; and except
@@ -28,9 +30,13 @@ SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
 DECLARE
+    c_spacing constant interval := interval '500 microseconds';  -- 2,000 fires/s (docs/schedules.md)
     v_futures integer;
     v_duplicates integer;
+    v_from timestamptz;
 BEGIN
+    -- After the last backfilled fire given a due time (one index probe), or now.
+    v_from := greatest(p_now, (SELECT max(b.due_tail) FROM cronbox.backfill b));
     WITH
     fire AS MATERIALIZED (
         SELECT f.backfill_id, f.fire_at, b.job_id, b.overlap, b.priority,
@@ -74,7 +80,7 @@ BEGIN
     ),
     inserted AS (
         INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority, origin, overlap, created_at)
-        SELECT fresh.job_id, fresh.fire_at, p_now + fresh.n * interval '1 microsecond', fresh.priority,
+        SELECT fresh.job_id, fresh.fire_at, v_from + fresh.n * c_spacing, fresh.priority,
                'backfill', fresh.overlap, p_now
         FROM fresh
         ORDER BY fresh.n
@@ -101,6 +107,8 @@ BEGIN
         duplicates = b.duplicates + coalesce(c.n_dup, 0),
         excluded = b.excluded + coalesce(c.n_excl, 0),
         done_through = coalesce(a.done_through, b.done_through),
+        due_tail = CASE WHEN coalesce(c.n_new, 0) > 0
+                        THEN v_from + coalesce(cardinality(p_fire_at), 0) * c_spacing ELSE b.due_tail END,
         done_at = CASE WHEN a.done THEN p_now END,
         outcome = CASE WHEN a.done THEN
                       format('done: %s fire%s backfilled, %s already ran or pending%s%s',
@@ -130,7 +138,7 @@ END
 $$;
 
 COMMENT ON FUNCTION cronbox.store_backfill_at(bigint[], timestamp with time zone[], boolean[], text[], bigint[], timestamp with time zone[], timestamp with time zone) IS
-'Internal (no cronbox role may execute it): the body of cronbox.store_backfill(bigint[], timestamp with time zone[], boolean[], text[], bigint[], timestamp with time zone[]) with the time as p_now; tests use it to fix the clock. Poller: stores a backfill pass computed from cronbox.claim_backfills: fires as futures of origin backfill (due now, in fire order), except those that already ran or are pending (counted as duplicates) and those its exclusion calendars exclude (counted as excluded); each request''s progress, done ones marked done. Returns (futures, duplicates).';
+'Internal (no cronbox role may execute it): the body of cronbox.store_backfill(bigint[], timestamp with time zone[], boolean[], text[], bigint[], timestamp with time zone[]) with the time as p_now; tests use it to fix the clock. Poller: stores a backfill pass computed from cronbox.claim_backfills: fires as futures of origin backfill (due 0.5 ms apart in fire order from the later of now and the last backfilled fire''s due time: at most 2,000 per second), except those that already ran or are pending (counted as duplicates) and those its exclusion calendars exclude (counted as excluded); each request''s progress, done ones marked done. Returns (futures, duplicates).';
 
 ALTER FUNCTION cronbox.store_backfill_at(bigint[], timestamp with time zone[], boolean[], text[], bigint[], timestamp with time zone[], timestamp with time zone) OWNER TO cronbox_owner;
 REVOKE ALL ON FUNCTION cronbox.store_backfill_at(bigint[], timestamp with time zone[], boolean[], text[], bigint[], timestamp with time zone[], timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

@@ -1,6 +1,7 @@
 -- cronbox.store_backfill(...): the second half of a backfill pass, set-based over parallel
--- arrays. Inserts the fires the poller computed as futures of origin 'backfill' (due now, in
--- fire order, so regular fires of the same priority already due go first; the request's
+-- arrays. Inserts the fires the poller computed as futures of origin 'backfill' (due 0.5 ms
+-- apart in fire order from the later of now and the last backfilled fire's due time, so at
+-- most 2,000 come due per second and regular fires of the same priority already due go first; the request's
 -- overlap and priority), except fires of the job that already ran (a run in any state but
 -- missed, skipped or cancelled before delivery) or are pending (a scheduled, retry or backfilled future): counted as
 -- duplicates. Then records each request's progress and marks finished ones done. The jobs
@@ -22,7 +23,7 @@ AS $$
 $$;
 
 COMMENT ON FUNCTION cronbox.store_backfill(bigint[], timestamp with time zone[], boolean[], text[], bigint[], timestamp with time zone[]) IS
-'Poller: stores a backfill pass computed from cronbox.claim_backfills: fires as futures of origin backfill (due now, in fire order), except those that already ran or are pending (counted as duplicates); each request''s progress, done ones marked done. Returns (futures, duplicates).';
+'Poller: stores a backfill pass computed from cronbox.claim_backfills: fires as futures of origin backfill (due 0.5 ms apart in fire order from the later of now and the last backfilled fire''s due time: at most 2,000 per second), except those that already ran or are pending (counted as duplicates); each request''s progress, done ones marked done. Returns (futures, duplicates).';
 
 ALTER FUNCTION cronbox.store_backfill(bigint[], timestamp with time zone[], boolean[], text[], bigint[], timestamp with time zone[]) OWNER TO cronbox_owner;
 REVOKE ALL ON FUNCTION cronbox.store_backfill(bigint[], timestamp with time zone[], boolean[], text[], bigint[], timestamp with time zone[]) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
