@@ -3,7 +3,8 @@
 Used by `cronbox dev` (under ./.cronbox/) and by the test suite (in a temporary folder).
 It finds the binaries (`$CRONBOX_PG_BINDIR`, `pg_config --bindir`, then Debian's versioned
 /usr/lib/postgresql/*/bin), initdb's a data folder, starts the server on 127.0.0.1 on a free
-port with its socket in the data folder, and stops it by its postmaster pid (via pg_ctl).
+port with its socket in the data folder, and stops it by signalling its postmaster pid and
+waiting for that process to exit.
 PostgreSQL refuses to run as root, so as root only the PostgreSQL processes run as the
 `postgres` OS user, with the folder owned by it (and search permission added to any
 ancestor folder it could not otherwise traverse, such as a 0700 /root). For the failover bench
@@ -15,9 +16,12 @@ from __future__ import annotations
 
 import os
 import pwd
+import select
 import shutil
+import signal
 import socket
 import subprocess
+import time
 from pathlib import Path
 
 INSTALL_HINT = (
@@ -26,6 +30,7 @@ INSTALL_HINT = (
     "or set DATABASE_URL to use an existing server"
 )
 
+STOP_SIGNALS = {"smart": signal.SIGTERM, "fast": signal.SIGINT, "immediate": signal.SIGQUIT}
 FAST_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
 
 
@@ -70,6 +75,32 @@ def find_bindir() -> Path:
     raise PgNotFound(INSTALL_HINT)
 
 
+def _wait_exit(pid: int, timeout: float) -> bool:
+    """Wait until process `pid` (not a child of ours) has exited: a pidfd becomes readable when
+    it does (Linux 5.3+); elsewhere, its pid is polled."""
+    deadline = time.monotonic() + timeout
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    except (AttributeError, OSError):
+        fd = None
+    if fd is not None:
+        try:
+            return bool(select.select([fd], [], [], timeout)[0])
+        finally:
+            os.close(fd)
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            pass
+        time.sleep(0.05)
+    return False
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -100,6 +131,8 @@ class Cluster:
     def _run(self, *args: str, check: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         kwargs: dict[str, object] = {}
         if self._as_postgres:
+            # again before each command: something else may have closed an ancestor since
+            self._make_reachable()
             pw = pwd.getpwnam("postgres")
             kwargs = {"user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": [], "cwd": self.root}
         proc = subprocess.run(
@@ -185,10 +218,32 @@ class Cluster:
             raise ClusterError(f"pg_ctl start failed: {proc.stderr.strip()}\n{tail}")
         return self.dsn()
 
-    def stop(self, mode: str = "fast") -> None:
-        if self.pid() is None:
+    def stop(self, mode: str = "fast", timeout: float = 60) -> None:
+        """Stop the server: signal its postmaster (smart: SIGTERM, fast: SIGINT, immediate:
+        SIGQUIT, as pg_ctl does) and wait for that process to exit, by its pid. Signalled from
+        this process rather than through pg_ctl: as root, pg_ctl runs as the postgres user and
+        must reach postmaster.pid through every ancestor folder, which something else may have
+        closed since the start (pytest resets its /tmp/pytest-of-<user> to 0700 whenever a run
+        starts); pg_ctl then fails without signalling and the server is left running. A
+        ClusterError if it has not exited within `timeout` seconds."""
+        pid = self.pid()
+        if pid is None or not self._is_our_postmaster(pid):
             return
-        self._run("pg_ctl", "-D", str(self.data), "-m", mode, "-w", "-t", "60", "stop", check=False)
+        try:
+            os.kill(pid, STOP_SIGNALS[mode])
+        except ProcessLookupError:
+            return
+        if not _wait_exit(pid, timeout):
+            raise ClusterError(f"the server on {self.data} (pid {pid}) did not stop within {timeout:.0f}s "
+                               f"({mode} shutdown); see {self.logfile}")
+
+    def _is_our_postmaster(self, pid: int) -> bool:
+        """Whether `pid` (read from postmaster.pid) is a process running in this data folder,
+        not another one that took over the pid of a server that died without removing its file."""
+        try:
+            return Path(f"/proc/{pid}/cwd").resolve(strict=True) == self.data.resolve()
+        except (OSError, RuntimeError):
+            return True  # no /proc (or not allowed to look): trust the pid file, as pg_ctl does
 
     # ------------------------------------------------------------------ streaming replication
     # For the failover bench and tests: a standby of another Cluster on this machine.
