@@ -171,7 +171,8 @@ class Cluster:
                   "--locale=C", "--no-sync")
 
     def pid(self) -> int | None:
-        """The postmaster pid if a server is running on this folder."""
+        """The postmaster pid if a server is running on this folder (not a process that took
+        over the pid of one that died without removing postmaster.pid)."""
         pidfile = self.data / "postmaster.pid"
         try:
             pid = int(pidfile.read_text().splitlines()[0])
@@ -183,7 +184,7 @@ class Cluster:
             return None
         except PermissionError:
             pass
-        return pid
+        return pid if self._is_our_postmaster(pid) else None
 
     @property
     def port(self) -> int:
@@ -227,7 +228,7 @@ class Cluster:
         starts); pg_ctl then fails without signalling and the server is left running. A
         ClusterError if it has not exited within `timeout` seconds."""
         pid = self.pid()
-        if pid is None or not self._is_our_postmaster(pid):
+        if pid is None:
             return
         try:
             os.kill(pid, STOP_SIGNALS[mode])
