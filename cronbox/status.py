@@ -1,7 +1,8 @@
 """`cronbox status`: what an operator needs at a glance, read from the views only.
 
 Sections: schedules (next fire, last state, failures), quarantined and paused schedules
-(with paused_until), queues (due, in outbox, running, oldest lag), resource pools, dead letters, live
+(with paused_until), queues (due, in outbox, running, oldest lag), resource pools, fires waiting
+to be dispatched and why, dead letters, live
 processes (and those gone within the hour; older ones are counted, not listed). Plain aligned
 text that survives a pipe (no
 colour, no terminal tricks; long cells are shortened), or `--json` for scripts (full
@@ -52,6 +53,11 @@ SECTIONS = (
     Section("queues", "queues", None, "queue"),
     # Resource pools: capacity, units in use, free, fires waiting (docs/runs.md, "Resource pools").
     Section("pools", "pools", ("name", "capacity", "in_use", "free", "waiting", "oldest_wait"), "name"),
+    # Fires held back from dispatch and why (cronbox.runs, state waiting: a pool's units, a
+    # queue's limit, dependencies, an earlier run), longest waiting first. The state filter
+    # leaves history out of the plan (run.state's CHECK constraint cannot be 'waiting').
+    Section("waiting", "runs", ("job", "queue", "fire_at", "attempt", "waiting_for", "waiting_since"),
+            "waiting_since", where="state = 'waiting'", where_needs="waiting_for"),
     Section("dead letters", "dead_letters", None, None),
     # Live processes and those gone within the hour (a crash worth seeing); older entries stay in
     # cronbox.processes for a day but are only counted here.

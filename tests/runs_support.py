@@ -46,8 +46,8 @@ def dispatch(conn: psycopg.Connection, now: float, limit: int = 1000) -> dict[st
 
 def runs(conn: psycopg.Connection, name: str | None = None) -> list[dict[str, Any]]:
     cur = conn.execute(
-        "SELECT * FROM cronbox.runs WHERE %(name)s::text IS NULL OR job = %(name)s "
-        "ORDER BY run_id", {"name": name})
+        "SELECT * FROM cronbox.runs WHERE run_id IS NOT NULL AND (%(name)s::text IS NULL OR job = %(name)s) "
+        "ORDER BY run_id", {"name": name})  # runs, not the fires waiting to be dispatched
     cols = [d.name for d in cur.description]
     return [dict(zip(cols, r)) for r in cur.fetchall()]
 

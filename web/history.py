@@ -73,8 +73,9 @@ def _state_conds(state: str, key: str) -> list[sql.Composable]:
 
 
 def _newest(f: Filters, limit: int, owned: list[int] | None, params: dict[str, Any]) -> sql.Composable:
-    """The newest `limit` runs that match, by run_id descending."""
-    conds: list[sql.Composable] = [sql.SQL("true")]
+    """The newest `limit` runs that match, by run_id descending. `run_id IS NOT NULL` leaves
+    cronbox.runs' arm of waiting fires (no run yet) out when the query is planned."""
+    conds: list[sql.Composable] = [sql.SQL("run_id IS NOT NULL")]
     params["limit"] = limit
     if f.job_ids is not None and len(f.job_ids) == 1:  # the usual case: (job_id, run_id DESC) gives the order
         conds.append(sql.SQL("job_id = %(job_id)s"))
@@ -185,9 +186,32 @@ async def strips(conn: AsyncConnection, job_ids: list[int], n: int) -> dict[int,
         SELECT o.id AS job_id, r.run_id, r.state, r.duration, r.fire_at, r.origin
         FROM pg_catalog.unnest(%(ids)s::bigint[]) AS o(id) CROSS JOIN LATERAL (
             SELECT x.run_id, x.state, x.duration, x.fire_at, x.origin FROM cronbox.runs x
-            WHERE x.job_id = o.id ORDER BY x.run_id DESC LIMIT %(n)s) r
+            WHERE x.job_id = o.id AND x.run_id IS NOT NULL ORDER BY x.run_id DESC LIMIT %(n)s) r
         ORDER BY o.id, r.run_id""", {"ids": job_ids, "n": n})
     out: dict[int, list[Row]] = {}
     for r in found:
         out.setdefault(r["job_id"], []).append(r)
     return out
+
+
+WAITING = 20  # waiting fires listed above a runs list
+
+
+async def waiting(conn: AsyncConnection, job_ids: list[int] | None = None, queue: str | None = None,
+                  limit: int = WAITING) -> tuple[list[Row], int]:
+    """Fires held back from dispatch (cronbox.runs, state waiting: for a pool's units, a queue's
+    limit, dependencies or an earlier run), longest waiting first, and how many there are
+    (state = 'waiting' leaves history out of the plan: run.state's CHECK constraint excludes it)."""
+    conds = [sql.SQL("state = 'waiting'")]
+    params: dict[str, Any] = {"limit": limit}
+    if job_ids is not None:
+        conds.append(sql.SQL("job_id = ANY(%(ids)s)"))
+        params["ids"] = job_ids
+    if queue:
+        conds.append(sql.SQL("queue = %(queue)s"))
+        params["queue"] = queue
+    found = await rows(conn, sql.SQL("""
+        SELECT job, queue, fire_at, attempt, origin, waiting_for, waiting_since, needs, count(*) OVER () AS n
+        FROM cronbox.runs WHERE {} ORDER BY waiting_since, fire_at LIMIT %(limit)s""").format(
+        sql.SQL(" AND ").join(conds)), params)
+    return found, int(found[0]["n"]) if found else 0

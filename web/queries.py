@@ -51,6 +51,7 @@ async def abilities(conn: AsyncConnection) -> Row:
                pg_catalog.has_table_privilege('cronbox.queues', 'SELECT') AS see_queues,
                pg_catalog.has_table_privilege('cronbox.processes', 'SELECT') AS see_processes,
                pg_catalog.has_table_privilege('cronbox.dead_letters', 'SELECT') AS see_dead_letters,
+               pg_catalog.has_table_privilege('cronbox.pools', 'SELECT') AS see_pools,
                cronbox.caller_reads_all() AS reads_all""")
     assert row is not None
     return row
@@ -66,6 +67,43 @@ async def processes(conn: AsyncConnection) -> list[Row]:
     return await rows(conn, """
         SELECT kind, name, host, pid, version, started_at, last_seen, live, uptime, info
         FROM cronbox.processes ORDER BY live DESC, kind, name LIMIT 200""")
+
+
+async def pools(conn: AsyncConnection) -> list[Row]:
+    return await rows(conn, """
+        SELECT name, capacity, in_use, free, waiting, oldest_wait, updated_at, updated_by
+        FROM cronbox.pools ORDER BY name LIMIT 500""")
+
+
+async def pool_users(conn: AsyncConnection, limit: int = 1000) -> dict[str, list[Row]]:
+    """Per pool, the jobs holding its units (runs in flight: what each run took at dispatch)
+    and those with fires waiting for them (the units the job needs), most units first. Reads
+    the unfinished runs (cronbox.unfinished_runs(), then each by primary key) and the fires held
+    for pools: what is in flight and waiting, never history."""
+    found = await rows(conn, """
+        WITH running AS (
+            SELECT e.key AS pool, r.job_id, min(r.job) AS job, count(*) AS running,
+                   sum(e.value::numeric) AS held, max(e.value::numeric) AS units
+            FROM cronbox.unfinished_runs() u
+            JOIN cronbox.runs r ON r.run_id = u.run_id
+            CROSS JOIN LATERAL pg_catalog.jsonb_each_text(r.needs) e
+            WHERE r.needs IS NOT NULL
+            GROUP BY 1, 2
+        ), waiting AS (
+            SELECT substr(w.waiting_for, 6) AS pool, w.job_id, min(w.job) AS job, count(*) AS waiting,
+                   max((w.needs ->> substr(w.waiting_for, 6))::numeric) AS units
+            FROM cronbox.runs w
+            WHERE w.state = 'waiting' AND w.waiting_for LIKE 'pool %%'
+            GROUP BY 1, 2
+        )
+        SELECT coalesce(r.pool, w.pool) AS pool, coalesce(r.job, w.job) AS job, coalesce(r.units, w.units) AS units,
+               coalesce(r.running, 0) AS running, coalesce(r.held, 0) AS held, coalesce(w.waiting, 0) AS waiting
+        FROM running r FULL JOIN waiting w ON w.pool = r.pool AND w.job_id = r.job_id
+        ORDER BY 1, 5 DESC, 6 DESC, 2 LIMIT %s""", (limit,))
+    out: dict[str, list[Row]] = {}
+    for r in found:
+        out.setdefault(r["pool"], []).append(r)
+    return out
 
 
 def breakers(live: list[Row]) -> list[dict[str, Any]]:
@@ -147,7 +185,7 @@ async def schedules(conn: AsyncConnection, q: str, after: str | None, status: st
                    (array_agg(ARRAY[r.run_id::text, r.state, extract(epoch FROM r.duration)::text, r.fire_at::text,
                                     r.origin] ORDER BY r.run_id DESC))[1:%(strip)s] AS strip
             FROM (SELECT x.run_id, x.state, x.duration, x.fire_at, x.origin FROM cronbox.runs x
-                  WHERE x.job_id = s.job_id ORDER BY x.run_id DESC LIMIT %(recent)s) r
+                  WHERE x.job_id = s.job_id AND x.run_id IS NOT NULL ORDER BY x.run_id DESC LIMIT %(recent)s) r
         ) st ON true
         ORDER BY s.name""",
         {"q": q or None, "after": after, "limit": limit + 1, "recent": RECENT, "status": status, "strip": STRIP})
@@ -225,11 +263,17 @@ async def attempts(conn: AsyncConnection, r: Row) -> list[Row]:
             SELECT run_id, retry_of FROM cronbox.runs WHERE run_id = %(id)s
             UNION ALL SELECT p.run_id, p.retry_of FROM cronbox.runs p JOIN chain c ON p.run_id = c.retry_of
         ), first AS (SELECT min(run_id) AS run_id FROM chain)
-        SELECT x.run_id, x.attempt, x.state, x.dispatched_at, x.started_at, x.finished_at, x.duration,
-               x.worker, pg_catalog.left(x.error, 200) AS error
-        FROM cronbox.runs x, first
-        WHERE x.job_id = %(job)s AND x.fire_at = %(fire)s AND x.run_id >= first.run_id
-        ORDER BY x.run_id LIMIT 50""", {"id": r["run_id"], "job": r["job_id"], "fire": r["fire_at"]})
+        (SELECT x.run_id, x.attempt, x.state, x.dispatched_at, x.started_at, x.finished_at, x.duration,
+                x.worker, pg_catalog.left(x.error, 200) AS error, x.waiting_for
+         FROM cronbox.runs x, first
+         WHERE x.job_id = %(job)s AND x.fire_at = %(fire)s AND x.run_id >= first.run_id
+         ORDER BY x.run_id LIMIT 50)
+        UNION ALL  -- the next attempt, when it waits to be dispatched (a retry held for a pool, ...)
+        (SELECT NULL, w.attempt, w.state, NULL, NULL, NULL, NULL, NULL, NULL, w.waiting_for
+         FROM cronbox.runs w
+         WHERE w.state = 'waiting' AND w.job_id = %(job)s AND w.fire_at = %(fire)s AND w.attempt > %(attempt)s
+         ORDER BY w.attempt LIMIT 5)""",
+        {"id": r["run_id"], "job": r["job_id"], "fire": r["fire_at"], "attempt": r["attempt"]})
 
 
 async def recent_runs(conn: AsyncConnection, job_id: int, limit: int = 20) -> list[Row]:

@@ -88,6 +88,9 @@ class RunRecord:
     missed_fires: int | None
     missed_last_at: datetime | None
     trouble: str | None
+    needs: Any  # the pool units the run holds (taken at dispatch)
+    waiting_for: str | None  # NULL for runs (cronbox.runs' waiting fires have no run_id)
+    waiting_since: datetime | None
     extra: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 

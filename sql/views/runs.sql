@@ -1,4 +1,5 @@
--- cronbox.runs: run history for psql, one row per attempt (a retry is a new row).
+-- cronbox.runs: run history for psql, one row per attempt (a retry is a new row), and the fires
+-- that wait to become a run (state 'waiting': no run_id yet), with why they wait.
 DROP VIEW IF EXISTS cronbox.runs;
 CREATE VIEW cronbox.runs AS
 SELECT r.run_id, r.job_name AS job, r.queue, r.fire_at, r.state, r.attempt, r.origin,
@@ -12,6 +13,29 @@ SELECT r.run_id, r.job_name AS job, r.queue, r.fire_at, r.state, r.attempt, r.or
        r.missed_fires, r.missed_last_at,
        -- the state if failed, lost, cancelled, skipped or missed, else NULL: filter on it
        -- (trouble = 'failed') to read run_trouble_history_idx instead of all of history
-       r.trouble
-FROM cronbox.run r;
-COMMENT ON VIEW cronbox.runs IS 'Run history: one row per attempt, with its state, timings, worker and error; late_report holds a report that arrived after the run was final; a missed row stands for a gap of missed_fires fires from fire_at to missed_last_at.';
+       r.trouble,
+       -- the pool units the run holds while unfinished (taken at dispatch)
+       r.needs,
+       NULL::text AS waiting_for, NULL::timestamptz AS waiting_since
+FROM cronbox.run r
+UNION ALL
+-- Fires due but held back: for a pool's units, under a queue's limit, for their dependencies,
+-- or behind an earlier run of the job (overlap buffer_one/buffer_all). Not runs yet: run_id is
+-- NULL, so a filter on run_id (a run, a page of history, a time range) or on trouble leaves
+-- this arm out when the query is planned; it reads the held futures only (job_future_held_idx
+-- per job; the pool and queue indexes), never history. Paused jobs' fires are not listed.
+SELECT NULL::bigint, j.name, j.queue, f.fire_at, 'waiting'::text, f.attempt, f.origin,
+       f.priority, f.due_at, NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, NULL::timestamptz,
+       NULL::interval, NULL::interval,
+       NULL::timestamptz, NULL::text, false, NULL::text, NULL::jsonb, f.retry_of,
+       NULL::jsonb, NULL::text,
+       coalesce(f.payload, j.payload), f.job_id,
+       NULL::bigint, NULL::timestamptz,
+       NULL::text,
+       j.needs,
+       CASE f.hold WHEN 'pool' THEN 'pool ' || f.hold_queue WHEN 'queue_limit' THEN 'queue ' || f.hold_queue
+                   WHEN 'dependency' THEN 'dependencies' ELSE 'earlier run' END,
+       coalesce(f.held_since, f.due_at)
+FROM cronbox.job_future f JOIN cronbox.job j ON j.job_id = f.job_id
+WHERE f.hold IN ('pool', 'queue_limit', 'dependency', 'overlap');
+COMMENT ON VIEW cronbox.runs IS 'Run history: one row per attempt, with its state, timings, worker and error; late_report holds a report that arrived after the run was final; a missed row stands for a gap of missed_fires fires from fire_at to missed_last_at; needs: the pool units a run holds. Also the fires held back from dispatch (state waiting, run_id NULL): waiting_for says why (pool <name>, queue <name> at its limit, dependencies, earlier run) and waiting_since since when.';
