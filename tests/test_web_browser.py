@@ -104,6 +104,7 @@ def test_every_page_loads_without_console_errors(browser, site, admin):
     run_id = site["runs"]["nightly-report"]
     pages = {"overview": "/", "schedules": "/schedules", "schedule": "/schedules/nightly-report",
              "runs": "/runs", "run": f"/runs/{run_id}", "dead-letters": "/dead-letters", "processes": "/processes",
+             "pools": "/pools",
              "runs-filtered": "/runs?state=failed&queue=default&since=2020-01-01T00%3A00",
              "schedules-search": "/schedules?q=report", "after-job": "/schedules/after-report"}
     for name, path in pages.items():
@@ -234,7 +235,7 @@ def cases(site) -> dict[str, Any]:
 
 
 PAGES = ("/", "/schedules", "/schedules/nightly-report", "/schedules/wide-payload", "/schedules/broken-job",
-         "/runs", "/dead-letters", "/processes", "/schedules?status=quarantined", "/runs?state=failed&state=lost")
+         "/runs", "/dead-letters", "/processes", "/pools", "/schedules/gpu-eval", "/schedules?status=quarantined", "/runs?state=failed&state=lost")
 
 
 def _relay_alive(dsn: str) -> None:
@@ -404,7 +405,7 @@ def test_axe_finds_nothing_serious_on_any_page_the_crawl_reaches(browser, site, 
         return path + "?" + ",".join(sorted(parse_qs(parts.query)))
 
     found: list[str] = []
-    for scheme, start in (("light", ["/"]), ("dark", ["/", "/schedules/broken-job", "/runs"])):
+    for scheme, start in (("light", ["/", "/pools"]), ("dark", ["/", "/schedules/broken-job", "/runs", "/pools"])):
         tab = Tab(browser, site["base"], "admin", bypass_csp=True, color_scheme=scheme)  # to inject axe
         seen: dict[str, str] = {}
         todo = list(start)
@@ -425,5 +426,22 @@ def test_axe_finds_nothing_serious_on_any_page_the_crawl_reaches(browser, site, 
                         "a[href^='/']", "els => els.map(e => e.getAttribute('href'))") if not h.startswith("/static/")]
         finally:
             tab.close()
-        assert len(seen) >= (10 if scheme == "light" else 3), sorted(seen)
+        assert len(seen) >= (10 if scheme == "light" else 4), sorted(seen)
+        assert "/pools?" in seen, sorted(seen)
     assert found == [], "\n".join(found)
+
+
+def test_pools_page_links_jobs_and_waiting_fires_both_ways(site, cases, admin):
+    admin.go("/pools")
+    page = admin.page
+    assert page.locator("table.pools meter").first.get_attribute("value") == "4"
+    gpu = page.locator("section.pool", has=page.locator("h2#pool-gpu"))
+    assert gpu.locator("tr", has_text="gpu-train").locator("td").all_inner_texts()[1:] == ["4", "1", "4", "0"]
+    assert gpu.locator("tr", has_text="gpu-eval").locator("td").all_inner_texts()[1:] == ["4", "0", "0", "1"]
+    gpu.locator("a", has_text="gpu-eval").click()
+    page.wait_for_url("**/schedules/gpu-eval")
+    assert "waiting for pool gpu (4 units)" in page.locator("section.waiting").inner_text()
+    page.locator("dd.needs a", has_text="gpu").click()
+    page.wait_for_url("**/pools#pool-gpu")
+    assert page.locator("h2#pool-gpu").is_visible()
+    assert admin.errors == []

@@ -96,7 +96,8 @@ async def consoles(fresh_dsn, logins) -> AsyncIterator[Any]:  # noqa: F811
 
 def seed_console_cases(dsn: str) -> dict[str, Any]:
     """What an operator meets on a shared console: a quarantined schedule, names a browser
-    would rewrite in a path, a wide payload, an open circuit breaker."""
+    would rewrite in a path, a wide payload, an open circuit breaker, a full resource pool
+    with a fire waiting for its units."""
     wide = {"blob": "x" * 800, "nested": {"list": list(range(40))}}
     with db.connect(dsn) as conn:
         conn.execute("SELECT cronbox.schedule('broken-job', cron => '*/10 * * * *')")
@@ -105,6 +106,11 @@ def seed_console_cases(dsn: str) -> dict[str, Any]:
         for name in ("a/../b", "..", "b"):
             conn.execute("SELECT cronbox.schedule(%s, every => '1 hour')", (name,))
         conn.execute("SELECT cronbox.schedule('wide-payload', every => '1 hour', payload => %s)", (db.Jsonb(wide),))
+        conn.execute("SELECT cronbox.set_pool('gpu', 4)")
+        for name in ("gpu-train", "gpu-eval"):
+            conn.execute("SELECT cronbox.schedule(%s, every => '1 day', needs => '{\"gpu\": 4}')", (name,))
+            conn.execute("SELECT cronbox.trigger(%s)", (name,))
+        conn.execute("SELECT * FROM cronbox.dispatch(100)")  # gpu-train holds the units, gpu-eval waits
         conn.execute("SELECT cronbox.register_process('relay', 'relay:test:9', 'test', 9, 'test')")
         conn.execute("""UPDATE cronbox.process SET info = '{"breakers": {"flaky-q": {"state": "open",
                         "consecutive_failures": 7, "probe_every_s": 30}}}' WHERE name = 'relay:test:9'""")

@@ -63,6 +63,7 @@ async def overview(request: web.Request) -> web.Response:
     hour_ago = (can["now"] - timedelta(hours=1)).astimezone(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
     return render(request, "overview.html", live=True,
                   queues=await q.queues(conn) if can["see_queues"] else None, processes=live,
+                  pools=await q.pools(conn) if can["see_pools"] else None,
                   breakers=q.breakers(live) if live is not None else None, held=await q.held_counts(conn),
                   failures=await q.failures_last_hour(conn), hour_ago=hour_ago,
                   chart=runs_chart(start, CHART_HOURS, data), hours=CHART_HOURS)
@@ -96,10 +97,11 @@ async def schedule(request: web.Request, *, name: str | None = None, status: int
     fires = (await q.next_fires(conn, name, s["job_id"], NEXT_FIRES) if computed
              else await q.upcoming(conn, s["job_id"], NEXT_FIRES))
     strip = (await h.strips(conn, [s["job_id"]], SCHEDULE_STRIP)).get(s["job_id"], [])
+    waiting, n_waiting = await h.waiting(conn, job_ids=[s["job_id"]])
     return render(request, "schedule.html", status=status, error=error, form=form or {}, s=s,
                   d=await q.definition(conn, name), fires=fires, computed=computed, n_fires=NEXT_FIRES,
                   runs=await q.recent_runs(conn, s["job_id"]), changes=await q.changes(conn, s["job_id"]),
-                  backfills=await q.backfills(conn, s["job_id"]), latest=strip,
+                  backfills=await q.backfills(conn, s["job_id"]), latest=strip, waiting=waiting, n_waiting=n_waiting,
                   graph=dependency_graph(name, await q.edges(conn, name)))
 
 
@@ -149,7 +151,11 @@ async def runs(request: web.Request) -> web.Response:
         top = sorting.top if sorting.top is not None else found[0]["window_top"]
         next_query = [*base, ("top", str(top)), ("cursor", f"{h.cursor_of(found[-1], order)}|{found[-1]['run_id']}")]
     paged = bool(request.query.get("before") or request.query.get("cursor"))
+    waiting, n_waiting = ([], 0)
+    if not paged and not states and not f["since"] and not f["until"]:
+        waiting, n_waiting = await h.waiting(conn, job_ids=ids, queue=f["queue"] or None)  # row security: an owner's own
     return render(request, "runs.html", live=not paged, rows=found, f=f, chosen=states, order=order,
+                  waiting=waiting, n_waiting=n_waiting,
                   orders=h.ORDERS, states=q.STATES, next_query=next_query, first_query=base if paged else None,
                   window=h.SORT_WINDOW)
 
@@ -187,6 +193,13 @@ async def processes(request: web.Request) -> web.Response:
                   breakers=q.breakers([p for p in found if p["live"]]))
 
 
+async def pools(request: web.Request) -> web.Response:
+    if not ctx(request).can["see_pools"]:
+        return error_page(request, 403, "Not allowed", "Your database role may not read cronbox.pools.")
+    conn = _conn(request)
+    return render(request, "pools.html", live=True, pools=await q.pools(conn), users=await q.pool_users(conn))
+
+
 async def healthz(request: web.Request) -> web.Response:
     from web.app import POOL
 
@@ -209,5 +222,6 @@ def add_routes(app: web.Application) -> None:
     app.router.add_get("/runs/{run_id}", run)
     app.router.add_get("/dead-letters", dead_letters)
     app.router.add_get("/processes", processes)
+    app.router.add_get("/pools", pools)
     app.router.add_get("/healthz", healthz)
 
