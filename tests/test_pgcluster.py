@@ -26,8 +26,8 @@ def _owner_of(pid: int) -> int:
     return os.stat(f"/proc/{pid}").st_uid
 
 
-def test_start_reuse_and_stop_a_private_cluster(tmp_path: Path):
-    os.chmod(tmp_path, 0o755)
+def test_start_reuse_and_stop_a_private_cluster(open_folder: Path):
+    tmp_path = open_folder
     cluster = Cluster(tmp_path / "pg", settings={"fsync": "off"})
     dsn = cluster.start()
     try:
