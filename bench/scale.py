@@ -24,7 +24,9 @@ and the script exits 1: it never prints a number that measured something else.
 from __future__ import annotations
 
 import argparse
+import signal
 import statistics
+import subprocess
 import sys
 import time
 from typing import Any
@@ -33,9 +35,10 @@ import psycopg
 
 from bench import burst
 from bench.common import (
-    Database, Fleet, base_report, emit, extra_env, log, parse_args, pct, postgres_cpu, wait_until,
-    workdir,
+    Database, Fleet, base_report, emit, extra_env, log, parse_args, pct, postgres_cpu, py_spy_record,
+    summarize_collapsed, wait_until, workdir,
 )
+from bench.database import WaitSampler
 
 # (kind, expression, weight out of 20): about 2,900 fires/s per million schedules.
 MIX = [
@@ -124,37 +127,108 @@ def saturated(database: Database, slack: float) -> bool:
 HORIZON = "2 minutes"
 
 
-def saturate_and_steady(database: Database, args: argparse.Namespace, logdir: Any, steady: float) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    env = {"CRONBOX_HORIZON": args.horizon, **extra_env(args)}
-    with Fleet(logdir) as fleet:
-        t0 = time.monotonic()
-        poller = fleet.cronbox("poller", database.dsn, env)
-        pg0 = postgres_cpu(database.postmaster)
+def reset_to_empty(database: Database) -> None:
+    """Every job back to the state schedule() leaves (nothing materialised, frontier = next_fire
+    = now), so the next saturation starts from empty again."""
+    with database.connect() as conn:
+        conn.execute("TRUNCATE cronbox.job_future, cronbox.outbox, cronbox.run")
+        conn.execute("UPDATE cronbox.job_stat SET active_runs = 0, last_run_id = NULL, last_run_state = NULL "
+                     "WHERE active_runs <> 0 OR last_run_id IS NOT NULL")
+        conn.execute("UPDATE cronbox.job SET frontier = now(), next_fire = now(), fires_made = 0")
+        conn.execute("VACUUM ANALYZE cronbox.job")
+
+
+def saturate_from_empty(database: Database, args: argparse.Namespace, fleet: Fleet, pollers: int,
+                        env: dict[str, str], logdir: Any) -> dict[str, Any]:
+    """Start `pollers` pollers on an empty job_future and time them until every job is saturated.
+    With --profile: py-spy on each poller, pg_stat_statements (track=all) and the server's
+    backends sampled, over the same interval."""
+    names = ["poller"] + [f"poller{i}" for i in range(2, pollers + 1)]
+    spies: dict[str, tuple[Any, Any]] = {}
+    if args.profile:
+        database.set_statement_tracking("all")
+        database.reset_statements()
+    t0 = time.monotonic()
+    procs = [fleet.cronbox("poller", database.dsn, env, name=n) for n in names]
+    pg0 = postgres_cpu(database.postmaster)
+    if args.profile:
+        for p in procs:
+            out = logdir / f"pyspy-{p.name}.txt"
+            sp = py_spy_record(p.pid, 3600, out)
+            if sp is not None:
+                spies[p.name] = (sp, out)
+    with WaitSampler(database, interval=0.2) as waits:
         wait_until(lambda: (fleet.check_alive() or saturated(database, 5.0)), args.timeout,
                    "saturation", interval=0.5)
-        dt = time.monotonic() - t0
-        cpu = poller.cpu()
-        pg1 = postgres_cpu(database.postmaster)
-        with database.connect() as conn:
-            futures, runs = conn.execute(
-                "SELECT (SELECT count(*) FROM cronbox.job_future), (SELECT count(*) FROM cronbox.run)").fetchone()
-        made = futures + runs  # futures written so far (some already dispatched)
-        out["saturation"] = {
-            "seconds": round(dt, 2), "futures_written": made, "futures_per_s": round(made / dt, 1),
-            "poller_cpu_s": round(cpu, 2), "poller_cpu_ms_per_future": round(1000 * cpu / max(made, 1), 4),
-            "postgres_cpu_s": round(pg1 - pg0, 2) if pg0 is not None and pg1 is not None else None,
-        }
-        log(f"saturated in {dt:.1f} s: {made} futures; steady window {steady:.0f} s")
+    dt = time.monotonic() - t0
+    cpu = {p.name: round(p.cpu(), 2) for p in procs}
+    pg1 = postgres_cpu(database.postmaster)
+    with database.connect() as conn:
+        futures, runs = conn.execute(
+            "SELECT (SELECT count(*) FROM cronbox.job_future), (SELECT count(*) FROM cronbox.run)").fetchone()
+    made = futures + runs  # futures written so far (some already dispatched)
+    total_cpu = sum(cpu.values())
+    res: dict[str, Any] = {
+        "pollers": pollers, "seconds": round(dt, 2), "futures_written": made,
+        "futures_per_s": round(made / dt, 1), "schedules_per_s": round(args.n / dt, 1),
+        "poller_cpu_s": cpu, "poller_cpu_ms_per_future": round(1000 * total_cpu / max(made, 1), 4),
+        "postgres_cpu_s": round(pg1 - pg0, 2) if pg0 is not None and pg1 is not None else None,
+        "server_waits": waits.top(8),
+    }
+    if res["postgres_cpu_s"] is not None:
+        res["cpu_split"] = {"pollers_s_per_s": round(total_cpu / dt, 2),
+                            "postgres_s_per_s": round(res["postgres_cpu_s"] / dt, 2)}
+    for sp, _ in spies.values():
+        sp.send_signal(signal.SIGINT)
+    for name, (sp, out) in spies.items():
+        try:
+            _, err = sp.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            sp.kill()
+            err = b"timeout"
+        res.setdefault("py_spy", {})[name] = summarize_collapsed(out, top=25) if out.exists() else {
+            "error": err.decode(errors="replace")[-300:]}
+    if args.profile:
+        res["statements"] = database.top_statements(20)
+        database.set_statement_tracking("top")
+    log(f"{pollers} poller(s) saturated in {dt:.1f} s: {made} futures ({made / dt:.0f}/s)")
+    return res
+
+
+def saturate_and_steady(database: Database, args: argparse.Namespace, logdir: Any, steady: float) -> dict[str, Any]:
+    out: dict[str, Any] = {"saturation_runs": []}
+    env = {"CRONBOX_HORIZON": args.horizon, **extra_env(args)}
+    counts = [int(x) for x in args.pollers.split(",")]
+    for i, count in enumerate(counts):
+        if i:
+            reset_to_empty(database)
+        fleet = Fleet(logdir)
+        try:
+            out["saturation_runs"].append(saturate_from_empty(database, args, fleet, count, env, logdir))
+        except BaseException:
+            fleet.stop()
+            raise
+        if i < len(counts) - 1:
+            fleet.stop()
+    runs = out["saturation_runs"]
+    out["saturation"] = {**runs[-1], "poller_cpu_s": sum(runs[-1]["poller_cpu_s"].values())}
+    if len(runs) > 1:
+        one = next((r for r in runs if r["pollers"] == 1), None)
+        if one is not None:
+            out["pollers_ratio"] = {str(r["pollers"]): round(r["futures_per_s"] / one["futures_per_s"], 2)
+                                    for r in runs}
+    with fleet:
+        poller = fleet.procs["poller"]
+        log(f"steady window {steady:.0f} s with {len(fleet.procs)} poller(s)")
         # Cron fires come in bursts on minute boundaries: start the window one second before
         # the next boundary (database clock), so every window holds at least one burst.
         time.sleep(database.scalar(
             "SELECT ((59 - extract(epoch FROM now() - date_trunc('minute', now())) + 60) % 60)::float8"))
-        c0, pg0 = poller.cpu(), postgres_cpu(database.postmaster)
+        c0, pg0 = sum(fleet.cpu().values()), postgres_cpu(database.postmaster)
         w0 = database.scalar("SELECT now()")
         time.sleep(steady)
         fleet.check_alive()
-        c1, pg1 = poller.cpu(), postgres_cpu(database.postmaster)
+        c1, pg1 = sum(fleet.cpu().values()), postgres_cpu(database.postmaster)
         with database.connect() as conn:
             lags = [float(r[0]) for r in conn.execute(
                 "SELECT extract(epoch FROM dispatched_at - fire_at) * 1000 FROM cronbox.run "
@@ -210,7 +284,7 @@ def dispatch_cost(database: Database, sizes: list[int], batch: int, reps: int) -
         conn.execute("CREATE INDEX ON ids (k)")
         have = 0
         for size in sizes:
-            add = size - have - reps * batch
+            add = size - have - (reps + 1) * batch  # reps timed batches + one explained
             if add > 0:
                 t0 = time.monotonic()
                 # bench-only shortcut: skip the FK trigger for the bulk fill (job ids are real)
@@ -229,9 +303,9 @@ def dispatch_cost(database: Database, sizes: list[int], batch: int, reps: int) -
             conn.execute(
                 "INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
                 "SELECT ids.job_id, now() - interval '1 hour' + make_interval(secs => g), now() - interval '1 second' "
-                "FROM generate_series(1, %s::bigint) g JOIN ids ON ids.k = g %% %s", (reps * batch, njobs))
+                "FROM generate_series(1, %s::bigint) g JOIN ids ON ids.k = g %% %s", ((reps + 1) * batch, njobs))
             times, moved = [], []
-            for _ in range(reps - 1):
+            for _ in range(reps):
                 t0 = time.perf_counter()
                 n, other = conn.execute("SELECT dispatched, skipped + failed + held FROM cronbox.dispatch(%s)",
                                         (batch,)).fetchone()
@@ -241,7 +315,7 @@ def dispatch_cost(database: Database, sizes: list[int], batch: int, reps: int) -
                     log(f"setup did not hold: dispatch moved {n} (and decided {other} otherwise), not {batch}")
             plans = explain_dispatch(conn, batch)
             results.append({
-                "job_future_rows": have + reps * batch, "batch": batch,
+                "job_future_rows": have + (reps + 1) * batch, "batch": batch,
                 "dispatch_ms": {"median": round(statistics.median(times), 2), "min": round(min(times), 2),
                                 "max": round(max(times), 2), "n": len(times)},
                 "per_run_us": round(1000 * statistics.median(times) / batch, 2),
@@ -298,7 +372,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--future-sizes", help="job_future sizes for the dispatch cost (default 10000,1000000,10000000; "
                                           "quick 10000,50000)")
     p.add_argument("--batch", type=int, default=1000)
-    p.add_argument("--dispatch-reps", type=int, default=6)
+    p.add_argument("--dispatch-reps", type=int, default=5, help="timed dispatch calls per size (then one more "
+                                                                   "with its plans)")
+    p.add_argument("--pollers", default="1", help="saturate from empty with each of these poller counts in turn "
+                                                   "(e.g. 1,2: the ratio in the same run); the steady window "
+                                                   "runs with the last")
+    p.add_argument("--profile", action="store_true",
+                   help="during saturation: py-spy on the pollers, pg_stat_statements (track=all), backend waits")
     p.add_argument("--steady", type=float, help="seconds of steady state after saturation (default 60; quick 5)")
     p.add_argument("--horizon", default="2m", help="CRONBOX_HORIZON for the poller (default 2m, the product's)")
     p.add_argument("--timeout", type=float, default=3600, help="give up saturating after this many seconds")
@@ -311,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(p, argv)
     if args.burst:
         return main_burst(args, argv)
-    n = args.schedules or (10_000 if args.quick else 1_000_000)
+    n = args.n = args.schedules or (10_000 if args.quick else 1_000_000)
     sample = args.sample or (100 if args.quick else 1000)
     sizes = [int(x) for x in (args.future_sizes or ("10000,50000" if args.quick else "10000,1000000,10000000")).split(",")]
     steady = args.steady or (5.0 if args.quick else 60.0)
@@ -361,8 +441,10 @@ def summary(r: dict[str, Any]) -> list[str]:
     lines = [f"scale: {r['schedules']} schedules, horizon {r['horizon']}, {'durable' if r['durable'] else 'NOT durable'}",
              f"  cronbox.schedule(): {r['insert']['schedule_fn']['per_s']} /s; bulk insert: "
              f"{r['insert'].get('bulk', {}).get('per_s')} /s",
-             f"  saturation from empty: {s['seconds']} s, {s['futures_written']} futures, {s['futures_per_s']} futures/s, "
-             f"poller {s['poller_cpu_ms_per_future']} ms CPU/future",
+             *[f"  saturation from empty, {x['pollers']} poller(s): {x['seconds']} s, {x['futures_written']} futures, "
+               f"{x['futures_per_s']} futures/s, pollers {x['poller_cpu_ms_per_future']} ms CPU/future, "
+               f"CPU s/s: {x.get('cpu_split')}" for x in r["saturation_runs"]],
+             *([f"  pollers ratio (futures/s vs one): {r['pollers_ratio']}"] if r.get("pollers_ratio") else []),
              f"  steady: {st['fires_per_s']} fires/s, poller {st['poller_cpu_ms_per_fire']} ms CPU/fire, "
              f"fire->dispatch p50 {st['fire_to_dispatch_ms']['p50']} ms p99 {st['fire_to_dispatch_ms']['p99']} ms, "
              f"unsaturated jobs at end {st['unsaturated_jobs_at_end']}"]

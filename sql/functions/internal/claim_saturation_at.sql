@@ -1,15 +1,19 @@
 -- Internal: the body of cronbox.claim_saturation, with the time as its last parameter p_now. The public
 -- cronbox.claim_saturation passes now(); no cronbox role may execute this one (tests call it as the
 -- owner or a superuser to fix the clock).
--- cronbox.claim_saturation_at(p_limit, p_horizon, p_now): locks up to p_limit unpaused jobs that
--- have less than half the horizon materialised (next_fire <= p_now + p_horizon/2), current
--- jobs before those catching up from further back than a horizon, and returns what the poller
--- needs to compute their fires up to p_now + p_horizon. The job's lock
--- (cronbox.try_lock_job_id) and FOR UPDATE SKIP LOCKED on job_saturate_idx: concurrent pollers
--- get disjoint jobs, dispatch skips them meanwhile, and an idle tick reads no row.
--- The columns come from the locked row version itself, never from an older snapshot. Call
--- cronbox.store_fires in the same transaction: schedule()/pause() wait for the pair to commit.
--- catchup_from: start of the catch-up window (cronbox.catchup_start), computed here so the
+-- cronbox.claim_saturation_at(p_limit, p_horizon, p_now): takes the job's lock
+-- (cronbox.lock_job_id: its job_stat row, SKIP LOCKED) of up to p_limit unpaused jobs that have
+-- less than half the horizon materialised (next_fire <= p_now + p_horizon/2), current jobs
+-- before those catching up from further back than a horizon, and returns what the poller
+-- needs to compute their fires up to p_now + p_horizon. Concurrent pollers get disjoint jobs,
+-- dispatch and every writer of a job skip or wait for them meanwhile, and an idle tick reads
+-- no row. Two statements: the walk on job_saturate_idx takes the locks; the rows are then
+-- read by a second statement, so they are the versions committed before the lock was taken
+-- (a definition change that held the lock is seen; a job no longer due is left out). The job
+-- row itself is not locked (the job's lock orders its writers): the pass updates it once.
+-- Call cronbox.store_fires in the same transaction: schedule()/pause() wait for the pair to commit.
+-- catchup_from (catchup => 'all' only, NULL otherwise): start of the catch-up window
+-- (cronbox.catchup_start), computed here so the
 -- poller and schedule() count months and days by one rule.
 CREATE OR REPLACE FUNCTION cronbox.claim_saturation_at(
     p_limit integer,
@@ -21,41 +25,55 @@ CREATE OR REPLACE FUNCTION cronbox.claim_saturation_at(
     catchup_window interval, starts_at timestamptz, ends_at timestamptz, now timestamptz,
     catchup_from timestamptz
 )
-LANGUAGE sql
+LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET enable_bitmapscan = off  -- an ordered walk up to the limit, never all rows gathered and sorted: SQL conventions
 SET jit = off  -- short OLTP statements: compiling costs more than running
 AS $$
+DECLARE
+    v_ids bigint[];
+BEGIN
+    -- current jobs first (their next fire is at most a horizon old: a refill, a new job), then
+    -- those catching up (older): a thousand year-long catch-ups never keep an every-second
+    -- job from its refill; each walk in next_fire order on job_saturate_idx, taking the job's
+    -- lock as it goes (a job whose lock is held elsewhere is passed over, not waited for)
+    v_ids := ARRAY(
+        SELECT c.job_id FROM (
+            (SELECT j.job_id
+             FROM cronbox.job j
+             CROSS JOIN LATERAL (SELECT FROM cronbox.job_stat s WHERE s.job_id = j.job_id
+                                 FOR NO KEY UPDATE OF s SKIP LOCKED) l
+             WHERE j.next_fire IS NOT NULL AND NOT j.paused
+               AND j.next_fire >= p_now - p_horizon AND j.next_fire <= p_now + p_horizon / 2
+             ORDER BY j.next_fire
+             LIMIT p_limit)
+            UNION ALL
+            (SELECT j.job_id
+             FROM cronbox.job j
+             CROSS JOIN LATERAL (SELECT FROM cronbox.job_stat s WHERE s.job_id = j.job_id
+                                 FOR NO KEY UPDATE OF s SKIP LOCKED) l
+             WHERE j.next_fire IS NOT NULL AND NOT j.paused
+               AND j.next_fire < p_now - p_horizon
+             ORDER BY j.next_fire
+             LIMIT p_limit)
+            LIMIT p_limit) c);
+    -- the rows as committed now that their locks are held, in the walk's order; a job changed
+    -- meanwhile so that it is no longer due (paused, refilled by another poller) is left out
+    RETURN QUERY
     SELECT j.job_id, j.kind, j.cron_normalized, j.every, j.every_mode, j.anchor, j.at,
            j.timezone, j.frontier, j.catchup, j.catchup_window, j.starts_at, j.ends_at, p_now,
-           cronbox.catchup_start(p_now, j.catchup_window)
-    FROM (
-        -- current jobs first (their next fire is at most a horizon old: a refill, a new job),
-        -- then those catching up (older): a thousand year-long catch-ups never keep an
-        -- every-second job from its refill; each walk in next_fire order on job_saturate_idx
-        SELECT * FROM (
-            SELECT j.*
-            FROM cronbox.job j
-            WHERE j.next_fire IS NOT NULL AND NOT j.paused
-              AND j.next_fire >= p_now - p_horizon AND j.next_fire <= p_now + p_horizon / 2
-            ORDER BY j.next_fire
-            LIMIT p_limit
-            FOR UPDATE SKIP LOCKED) current_jobs
-        UNION ALL
-        SELECT * FROM (
-            SELECT j.*
-            FROM cronbox.job j
-            WHERE j.next_fire IS NOT NULL AND NOT j.paused
-              AND j.next_fire < p_now - p_horizon
-            ORDER BY j.next_fire
-            LIMIT p_limit
-            FOR UPDATE SKIP LOCKED) catching_up
-        LIMIT p_limit
-    ) j
-    -- and the job's lock (cronbox.lock_job_id), only for the rows taken: a job whose lock is
-    -- held elsewhere (dispatch, a report, a definition change) is left for the next pass
-    WHERE cronbox.try_lock_job_id(j.job_id)
+           -- (the window's start matters only to catchup => 'all')
+           CASE WHEN j.catchup = 'all' THEN cronbox.catchup_start(p_now, j.catchup_window) END
+    FROM unnest(v_ids) WITH ORDINALITY AS c(job_id, i)
+    -- one probe by key per job (docs/architecture.md, SQL conventions)
+    CROSS JOIN LATERAL (SELECT j.job_id, j.kind, j.cron_normalized, j.every, j.every_mode, j.anchor, j.at,
+                               j.timezone, j.frontier, j.catchup, j.catchup_window, j.starts_at, j.ends_at,
+                               j.next_fire, j.paused
+                        FROM cronbox.job j WHERE j.job_id = c.job_id LIMIT 1) j
+    WHERE j.next_fire IS NOT NULL AND NOT j.paused AND j.next_fire <= p_now + p_horizon / 2
+    ORDER BY c.i;
+END
 $$;
 
 COMMENT ON FUNCTION cronbox.claim_saturation_at(integer, interval, timestamp with time zone) IS

@@ -36,6 +36,7 @@ DECLARE
     v_excluded text[];  -- per fire: the calendar that excludes it (cronbox.excluded_by), NULL: none
     v_cut boolean[];    -- per fire: beyond the job's max_runs
     v_stored bigint[];  -- the job of each future written
+    v_max_runs boolean := false;  -- a job of this pass has max_runs
 BEGIN
     -- Exclusion calendars: THE predicate (cronbox.excluded_by, also behind preview and
     -- next_fires), asked only when a job of this pass uses a calendar.
@@ -58,6 +59,7 @@ BEGIN
     END IF;
     -- max_runs: the k-th fire of a job in this pass is stored only while fires_made + k <= max_runs.
     IF EXISTS (SELECT 1 FROM cronbox.job j WHERE j.job_id = ANY (p_job) AND j.max_runs IS NOT NULL) THEN
+        v_max_runs := true;
         SELECT array_agg(x.cut ORDER BY x.i) INTO v_cut FROM (
             SELECT f.i, j.max_runs IS NOT NULL AND NOT f.missed AND v_excluded[f.i] IS NULL
                         AND j.fires_made + count(*) FILTER (WHERE NOT f.missed AND v_excluded[f.i] IS NULL)
@@ -116,8 +118,9 @@ BEGIN
                coalesce(j.fires_made + coalesce(w.n, 0) >= j.max_runs, false) AND NOT a.finished AS limit_reached
         FROM unnest(p_job, p_frontier, p_next_fire, p_finished, p_error)
              AS a(job_id, frontier, next_fire, finished, error)
-        CROSS JOIN LATERAL (SELECT j.fires_made, j.max_runs FROM cronbox.job j
-                            WHERE j.job_id = a.job_id LIMIT 1) j
+        -- (read only when a job of the pass has max_runs: otherwise no probe per job)
+        LEFT JOIN LATERAL (SELECT j.fires_made, j.max_runs FROM cronbox.job j
+                           WHERE v_max_runs AND j.job_id = a.job_id LIMIT 1) j ON true
         LEFT JOIN (
             SELECT f.job_id, sum(coalesce(f.n, 1)) AS n
             FROM unnest(p_fire_job, p_missed, p_gap_count) AS f(job_id, missed, n)
@@ -140,11 +143,11 @@ BEGIN
                     WHEN p.frontier >= j.ends_at OR j.next_fire > j.ends_at THEN 'ends_at passed'
                     ELSE 'no fire left' END,
                session_user, p_now
-        FROM pass p
+        FROM (SELECT * FROM pass p WHERE p.error IS NOT NULL OR p.finished) p  -- the job read only then
         CROSS JOIN LATERAL (SELECT j.job_id, j.name, j.max_runs, j.kind, j.ends_at, j.next_fire, j.finished_at
                             FROM cronbox.job j WHERE j.job_id = p.job_id LIMIT 1) j
         WHERE p.error IS NOT NULL
-           OR (p.finished AND j.finished_at IS NULL AND p.n_stored = 0
+           OR (j.finished_at IS NULL AND p.n_stored = 0
                AND NOT EXISTS (SELECT 1 FROM cronbox.job_future f WHERE f.job_id = p.job_id AND f.origin = 'schedule'))
     ),
     -- Missed fires are counted in the job's statistics row (cronbox.job_stat).

@@ -1,8 +1,8 @@
--- cronbox.claim_saturation(p_limit, p_horizon): locks up to p_limit unpaused jobs that
--- have less than half the horizon materialised (next_fire <= now() + p_horizon/2) and returns
--- what the poller needs to compute their fires up to now() + p_horizon. FOR UPDATE SKIP LOCKED
--- on job_saturate_idx: concurrent pollers get disjoint jobs, and an idle tick reads no row.
--- The columns come from the locked row version itself, never from an older snapshot. Call
+-- cronbox.claim_saturation(p_limit, p_horizon): takes the job's lock (SKIP LOCKED) of up to
+-- p_limit unpaused jobs that have less than half the horizon materialised (next_fire <= now() +
+-- p_horizon/2), walking job_saturate_idx, and returns what the poller needs to compute their
+-- fires up to now() + p_horizon: concurrent pollers get disjoint jobs, and an idle tick reads
+-- no row. The rows are read once their locks are held, never from an older snapshot. Call
 -- cronbox.store_fires in the same transaction: schedule()/pause() wait for the pair to commit.
 -- Thin wrapper: the body is cronbox.claim_saturation_at (internal/claim_saturation_at.sql), called with now().
 CREATE OR REPLACE FUNCTION cronbox.claim_saturation(
