@@ -31,7 +31,7 @@ from poller.quarantine import describe
 MAX_FIRES_PER_JOB = 1000  # futures per job per pass; a longer run continues in the next pass
 CATCHUP_MAX = 1000        # catchup => 'all' replays at most this many late fires per gap
 CRON_COUNT_MAX = 10000    # late cron fires walked to count a gap; beyond, the count is "at least"
-FIRES_PER_PASS = 50000    # fires computed per pass before the rest of the batch waits for the next
+FIRES_PER_PASS = 10000    # fires computed per pass before the rest of the batch waits for the next
 LATE_PER_PASS = 1000      # catch-up fires (already due when stored) per pass: the queue ahead of
                           # another job's due fire grows by at most this much per pass
 _TINY = timedelta(microseconds=1)

@@ -8,7 +8,7 @@ from datetime import timedelta
 
 import pytest
 
-from poller.saturate import CATCHUP_MAX
+from poller.plan import CATCHUP_MAX
 
 from .schedhelp import aconn, futures, gaps, missed, one, saturate, schedule, utc  # noqa: F401
 
