@@ -19,7 +19,7 @@ class PollerSettings(Settings):
                                  "how far ahead fires are materialised as futures")
     misfire_grace: timedelta = setting("CRONBOX_MISFIRE_GRACE", "30s", duration(),
                                        "a fire older than this when first seen goes to the catch-up policy")
-    saturate_batch: int = setting("CRONBOX_SATURATE_BATCH", "100", integer(),
+    saturate_batch: int = setting("CRONBOX_SATURATE_BATCH", "1000", integer(),
                                   "jobs materialised per saturation transaction")
     saturate_slice: float = setting("CRONBOX_SATURATE_SLICE", "250ms", duration(seconds=True, maximum="10s"),
                                     "computing time per saturation transaction; the jobs not reached wait "
