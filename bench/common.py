@@ -243,6 +243,22 @@ def py_spy_record(pid: int, seconds: float, out: Path) -> subprocess.Popen[bytes
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
+def py_spy_collect(spies: dict[str, tuple[subprocess.Popen[bytes], Path]], top: int = 12) -> dict[str, Any]:
+    """Stop the recorders started by py_spy_record (SIGINT: they write their file) and
+    summarise each profile, by name."""
+    for sp, _ in spies.values():
+        sp.send_signal(signal.SIGINT)
+    out: dict[str, Any] = {}
+    for name, (sp, path) in spies.items():
+        try:
+            _, err = sp.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            sp.kill()
+            err = b"timeout"
+        out[name] = summarize_collapsed(path, top) if path.exists() else {"error": err.decode(errors="replace")[-300:]}
+    return out
+
+
 def summarize_collapsed(path: Path, top: int = 12) -> dict[str, Any]:
     """Top frames by self and inclusive samples from py-spy's collapsed-stack output."""
     if not path.exists():

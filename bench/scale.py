@@ -24,9 +24,7 @@ and the script exits 1: it never prints a number that measured something else.
 from __future__ import annotations
 
 import argparse
-import signal
 import statistics
-import subprocess
 import sys
 import time
 from typing import Any
@@ -35,8 +33,8 @@ import psycopg
 
 from bench import burst
 from bench.common import (
-    Database, Fleet, base_report, emit, extra_env, log, parse_args, pct, postgres_cpu, py_spy_record,
-    summarize_collapsed, wait_until, workdir,
+    Database, Fleet, base_report, emit, extra_env, log, parse_args, pct, postgres_cpu, py_spy_collect,
+    py_spy_record, wait_until, workdir,
 )
 from bench.database import WaitSampler
 
@@ -178,16 +176,8 @@ def saturate_from_empty(database: Database, args: argparse.Namespace, fleet: Fle
     if res["postgres_cpu_s"] is not None:
         res["cpu_split"] = {"pollers_s_per_s": round(total_cpu / dt, 2),
                             "postgres_s_per_s": round(res["postgres_cpu_s"] / dt, 2)}
-    for sp, _ in spies.values():
-        sp.send_signal(signal.SIGINT)
-    for name, (sp, out) in spies.items():
-        try:
-            _, err = sp.communicate(timeout=30)
-        except subprocess.TimeoutExpired:
-            sp.kill()
-            err = b"timeout"
-        res.setdefault("py_spy", {})[name] = summarize_collapsed(out, top=25) if out.exists() else {
-            "error": err.decode(errors="replace")[-300:]}
+    if spies:
+        res["py_spy"] = py_spy_collect(spies, top=25)
     if args.profile:
         res["statements"] = database.top_statements(20)
         database.set_statement_tracking("top")

@@ -21,7 +21,6 @@ a stage breakdown with pgbench (each stage alone, raw statement vs cronbox funct
 from __future__ import annotations
 
 import argparse
-import signal
 import subprocess
 import sys
 import time
@@ -31,7 +30,7 @@ from typing import Any
 
 from bench.common import (
     Database, Fleet, base_report, cpu_delta, emit, extra_env, log, parse_args, per_run,
-    postgres_cpu, py_spy, py_spy_record, spread, summarize_collapsed, wait_until, workdir,
+    postgres_cpu, py_spy, py_spy_collect, py_spy_record, spread, wait_until, workdir,
 )
 from bench.database import WaitSampler
 from bench.pipeline import load, outcome, progress, reset, wait_done, wait_worker, worker_stats
@@ -74,16 +73,8 @@ def run_cronbox(database: Database, args: argparse.Namespace, n: int, mode: str,
         stats = worker_stats(port)
         rss = fleet.rss()
         res = outcome(database, n)
-        for sp, _ in spies.values():
-            sp.send_signal(signal.SIGINT)
-        for name, (sp, out) in spies.items():
-            try:
-                _, err = sp.communicate(timeout=30)
-            except subprocess.TimeoutExpired:
-                sp.kill()
-                err = b"timeout"
-            res.setdefault("py_spy", {})[name] = summarize_collapsed(out) if out.exists() else {
-                "error": err.decode(errors="replace")[-300:]}
+        if spies:
+            res["py_spy"] = py_spy_collect(spies)
         res["wall_from_due_s"] = round(time.time() - due, 2)
         res["cpu_s"] = cpu_delta(cpu0, cpu1)
         if pg0 is not None and pg1 is not None:
