@@ -54,12 +54,17 @@ def _claim_plan(conn: psycopg.Connection, horizon: str) -> tuple[int, dict[str, 
     n = len(conn.execute("SELECT * FROM cronbox.claim_saturation_at(500, %s, %s)", (horizon, T0)).fetchall())
     conn.execute("SET LOCAL auto_explain.log_min_duration = '-1'")
     plans = [json.loads(m[m.index("{"):])["Plan"] for m in notices if "{" in m]
-    # the claim's own plan; the job's lock (cronbox.try_lock_job_id, a statement per claimed job on
-    # job_stat, whose row security looks the job up by job_pkey) logs plans of its own
-    inner = [p for p in plans if any(node.get("Relation Name") == "job" for node in _nodes(p))
-             and not any(node.get("Relation Name") == "job_stat" for node in _nodes(p))]
+    # the claim's walk (it takes each job's lock on job_stat as it goes); the rows are read by a
+    # second statement, by key
+    inner = [p for p in plans if any(node.get("Index Name") == "job_saturate_idx" for node in _nodes(p))]
     assert inner, notices
     return n, inner[0]
+
+
+def _job_scans(plan: dict[str, Any]) -> list[dict[str, Any]]:
+    """The scans of cronbox.job that ran (row security's lookups on job_stat's behalf, never
+    executed for the owner, are left out)."""
+    return [n for n in _nodes(plan) if n.get("Relation Name") == "job" and n.get("Actual Loops", 1) > 0]
 
 
 @pytest.mark.slow
@@ -79,7 +84,7 @@ def test_with_a_million_schedules_an_idle_tick_reads_no_job_and_a_busy_tick_only
     nodes = _nodes(plan)
     assert not [n for n in nodes if n["Node Type"] == "Seq Scan"], plan
     # two walks of the index (current jobs, then those catching up), each a few index pages
-    scan = [n for n in nodes if n.get("Relation Name") == "job"]
+    scan = _job_scans(plan)
     assert [(n["Node Type"], n["Index Name"]) for n in scan] == [("Index Scan", "job_saturate_idx")] * 2, plan
     assert sum(n["Actual Rows"] for n in scan) == 0
     assert all(n["Shared Hit Blocks"] + n["Shared Read Blocks"] < 10 for n in scan), plan
@@ -89,7 +94,7 @@ def test_with_a_million_schedules_an_idle_tick_reads_no_job_and_a_busy_tick_only
                  "(SELECT 'job-' || g FROM generate_series(3, 1003, 10) g)", (T0 + timedelta(seconds=30),))
     claimed, plan = _claim_plan(conn, "2 minutes")
     assert claimed == 101
-    scan = [n for n in _nodes(plan) if n.get("Relation Name") == "job"]
+    scan = _job_scans(plan)
     assert [(n["Node Type"], n["Index Name"]) for n in scan] == [("Index Scan", "job_saturate_idx")] * 2, plan
     assert [n["Actual Rows"] for n in scan] == [101, 0]
     assert sum(n["Shared Hit Blocks"] + n["Shared Read Blocks"] for n in scan) < 400, plan
