@@ -20,6 +20,7 @@ SCRIPTS = {
     "throughput": ["--quick", "--profile"],
     "latency": ["--quick"],
     "scale": ["--quick"],
+    "saturation": ["--quick"],
     "soak": ["--quick", "--seconds", "10"],
     "sqlcost": ["--quick", "--history-days", "2"],
     "rawlimit": ["--quick"],
@@ -124,6 +125,15 @@ def test_canary_quick_reports_the_canarys_lag_and_missed_fires_under_a_load(benc
     assert c["fires_expected"] == 6 and c["dispatched"] + c["missed"] == 6
     assert set(c["fire_to_dispatch_ms"]) == {"p50", "p99", "max"} and load["longest_transaction_s"] >= 0
     assert load["progress_at_end_of_window"]["catch_up_runs_dispatched"] > 0
+
+
+@pytest.mark.slow
+def test_saturation_quick_saturates_every_schedule_and_splits_the_cpu(benches):
+    rc, r = benches["saturation"].result()
+    assert rc == 0 and r["ok"], r
+    run, = r["runs"]
+    assert run["schedules"] >= 2000 and run["futures"] > 0 and run["computed"] < run["schedules"]
+    assert run["cpu_us_per_schedule"]["python"] > 0 and run["cpu_us_per_schedule"]["server"] > 0
 
 
 @pytest.mark.slow
