@@ -53,9 +53,10 @@ BUSY_RETRY = 0.02
 
 @dataclasses.dataclass
 class Tick:
-    again: bool          # a batch came back full: go again at once
+    again: bool          # a batch came back full (or was cut, or a fire came due meanwhile): go again at once
     sleep: float         # otherwise sleep this long (seconds)
     dispatched: int
+    full: bool = False   # the batch came back full: due fires are waiting (a backlog)
 
 
 async def _dispatch_isolating(conn, limit: int, grace, cause: BaseException) -> store.Dispatched:
@@ -125,7 +126,8 @@ async def tick(pool, cfg: Config, ps: PollerSettings, limit: int, planner: LeadP
     if decided or early:
         event(log, "dispatched", level=logging.DEBUG, runs=dispatched, skipped=skipped,
               failed=failed, held=held, early=early, lead=lead.total_seconds() if lead else 0)
-    again = decided + early >= limit or cut
+    full = decided + early >= limit
+    again = full or cut
     sleep = cfg.poll_interval.total_seconds()
     if wait is not None:
         # counted from the statement that read it: the commit and the rest of the tick (tens
@@ -141,7 +143,7 @@ async def tick(pool, cfg: Config, ps: PollerSettings, limit: int, planner: LeadP
             sleep = min(max(sleep, 0.0), BUSY_RETRY)
         elif sleep <= 0:  # came due during this tick (a jittered fire, say): take it at once
             again = True
-    return Tick(again=again, sleep=max(sleep, 0.0), dispatched=dispatched + early)
+    return Tick(again=again, sleep=max(sleep, 0.0), dispatched=dispatched + early, full=full)
 
 
 @dataclasses.dataclass
@@ -217,7 +219,7 @@ async def dispatch_loop(pool, cfg: Config, ps: PollerSettings, waker: Waker,
                 return
             health.ok()
             metrics.tick("poller")
-            backlog.busy = t.again
+            backlog.busy = t.full
             budget -= t.dispatched
             if cap and budget <= 0:
                 # Capped: the rest waits for the next round, one poll interval away.
