@@ -164,13 +164,6 @@ def outcome(job: dict[str, Any], now: datetime, horizon: timedelta, grace: timed
     return Outcome(tuple(fires), gap, fires[-1] if fires else frontier, None, True)
 
 
-def plan_job(job: dict[str, Any], now: datetime, horizon: timedelta, grace: timedelta,
-             max_fires: int = MAX_FIRES_PER_JOB) -> Plan:
-    out = Plan()
-    out.add(job["job_id"], outcome(job, now, horizon, grace, max_fires))
-    return out
-
-
 def _key(job: dict[str, Any]) -> tuple[Any, ...] | None:
     """Everything outcome() reads from a job, or None for a job not worth memoising (an
     interval or a one-off: its anchor is its own)."""
