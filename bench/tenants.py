@@ -46,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
             c.execute("SELECT cronbox.schedule('canary', every => '1 second', queue => 'canary', overlap => 'allow')")
             start = c.execute("SELECT now()").fetchone()[0]
         fleet.cronbox("poller", dsn, extra_env(args))
+        events: list[tuple[str, float]] = []  # (what, seconds after the schedules were created)
         pauses: list[float] = []
         resumes: list[float] = []
         for rep in range(reps):
@@ -58,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
                 paused = c.execute("SELECT cronbox.pause_schedules(queue => 'bulk', reason => %s)",
                                    (f"bench {rep}",)).fetchone()[0]
                 pauses.append(time.perf_counter() - t0)
+                events.append((f"paused {rep}", round(float(c.execute(
+                    "SELECT extract(epoch FROM clock_timestamp() - %s)", (start,)).fetchone()[0]), 1)))
                 changes = c.execute("SELECT count(*) FROM cronbox.schedule_changes WHERE reason = %s",
                                     (f"bench {rep}",)).fetchone()[0]
             assert paused == n and changes == n, (paused, changes)
@@ -66,12 +69,16 @@ def main(argv: list[str] | None = None) -> int:
                 t0 = time.perf_counter()
                 resumed = c.execute("SELECT cronbox.resume_schedules(queue => 'bulk')").fetchone()[0]
                 resumes.append(time.perf_counter() - t0)
+                events.append((f"resumed {rep}", round(float(c.execute(
+                    "SELECT extract(epoch FROM clock_timestamp() - %s)", (start,)).fetchone()[0]), 1)))
             assert resumed == n, resumed
             log(f"rep {rep}: pause {pauses[-1]:.3f}s resume {resumes[-1]:.3f}s")
         with db.connect(dsn) as c:
-            lags = [r[0] for r in c.execute(
-                "SELECT extract(epoch FROM dispatched_at - fire_at)::float8 FROM cronbox.run "
-                "WHERE job_name = 'canary' AND fire_at > %s AND dispatched_at IS NOT NULL", (start,))]
+            rows = c.execute(
+                "SELECT extract(epoch FROM dispatched_at - fire_at)::float8, "
+                "extract(epoch FROM fire_at - %s)::float8 FROM cronbox.run "
+                "WHERE job_name = 'canary' AND fire_at > %s AND dispatched_at IS NOT NULL", (start, start)).fetchall()
+            lags = [r[0] for r in rows]
         fleet.check_alive()
         report: dict[str, Any] = base_report("tenants", args, database, argv)
         report.update({
@@ -80,8 +87,11 @@ def main(argv: list[str] | None = None) -> int:
                         "all": [round(x, 3) for x in pauses]},
             "resume_s": {"median": round(statistics.median(resumes), 3), "max": round(max(resumes), 3),
                          "all": [round(x, 3) for x in resumes]},
-            "canary_dispatch_lag_s": {"p50": pct(lags, 0.5), "p99": pct(lags, 0.99), "max": max(lags) if lags else None,
-                                      "n": len(lags)},
+            "canary_dispatch_lag_s": {"p50": pct(lags, 50), "p99": pct(lags, 99), "max": max(lags) if lags else None,
+                                      "n": len(lags),
+                                      # (seconds after the schedules were created, lag) of fires over 1 s late
+                                      "over_1s": [(round(at, 1), round(lag, 2)) for lag, at in rows if lag > 1]},
+            "events_s": events,
         })
         emit(args, report, [
             f"{n} schedules, poller running: pause_schedules median {report['pause_s']['median']}s "
