@@ -133,6 +133,9 @@ def run_load(args: argparse.Namespace, argv: list[str] | None, load: str, n: int
             "missed": expected - len(lags),
             "states": {s: sum(1 for r in rows if r[1] == s) for s in {r[1] for r in rows}},
             "fire_to_dispatch_ms": {"p50": pct(lags, 50), "p99": pct(lags, 99), "max": lags[-1] if lags else None},
+            # (seconds into the window, lag in seconds) of each fire dispatched over 1 s late
+            "over_1s": [(round((r[0] - t0).total_seconds(), 1), round(float(r[2]) / 1000, 2))
+                        for r in rows if r[2] is not None and float(r[2]) > 1000],
         }
         report["longest_transaction_s"] = round(longest, 3)
         return report
