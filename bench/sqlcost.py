@@ -5,6 +5,9 @@ as the processes do), each stage's function in batches until all N runs passed i
 
     push         dispatch -> claim (claim_outbox) -> ack (ack_outbox with the worker's answer)
     push_report  dispatch -> claim -> ack (delivered; the worker answered 202) -> complete (complete_runs)
+    report_one   dispatch -> claim -> ack (delivered) -> complete_one: complete_run once per run, a
+                 batch of such calls in one statement (no commit between them: the server time of
+                 one report, as a worker reporting run by run pays it, less its commit)
     pull         dispatch -> claim_runs -> complete (complete_runs)
     raw          the bare row work of the data flow, no cronbox function: bench/pgbench/raw_*.sql
                  (futures -> run + outbox; outbox rows deleted, runs delivered; runs succeeded),
@@ -52,6 +55,7 @@ from cronbox import db
 FLOWS: dict[str, tuple[str, ...]] = {
     "push": ("dispatch", "claim", "ack"),
     "push_report": ("dispatch", "claim", "ack", "complete"),
+    "report_one": ("dispatch", "claim", "ack", "complete_one"),
     "pull": ("dispatch", "claim_runs", "complete"),
     "raw": ("dispatch", "deliver", "complete"),
     "raw_one_row": ("dispatch", "claim", "finish"),
@@ -202,7 +206,14 @@ def run_flow(database: Database, flow: str, n: int, batch: int) -> dict[str, Any
                 outcomes = db.Jsonb([{"outbox_id": o, "state": "succeeded"} for o in ids]) if answer else None
                 meter("ack", lambda: conn.execute(
                     "SELECT cronbox.ack_outbox('sqlcost', %s, %s)", (ids, outcomes)).fetchone()[0])
-            if not answer:
+            if flow == "report_one":
+                run_ids = [r for _, r in claimed_rows]
+                for i in range(0, len(run_ids), batch):
+                    chunk = run_ids[i:i + batch]
+                    meter("complete_one", lambda: conn.execute(
+                        "SELECT count(*) FROM unnest(%s::bigint[]) AS u(id) "
+                        "WHERE cronbox.complete_run(u.id) = 'succeeded'", (chunk,)).fetchone()[0])
+            elif not answer:
                 complete_in_batches(meter, conn, [r for _, r in claimed_rows], batch)
         ok = conn.execute("SELECT count(*) FROM cronbox.run WHERE state = 'succeeded'").fetchone()[0]
         left = conn.execute("SELECT (SELECT count(*) FROM cronbox.outbox) + (SELECT count(*) FROM cronbox.job_future)"

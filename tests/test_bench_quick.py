@@ -175,7 +175,10 @@ def test_sqlcost_quick_reports_each_stages_time_wal_rows_and_index_entries(bench
     rc, r = benches["sqlcost"].result()
     assert rc == 0, r
     assert r["durable"] is True and r["complete"] is True
-    assert set(r["flows"]) == {"push", "push_report", "pull", "raw", "raw_one_row"}
+    assert set(r["flows"]) == {"push", "push_report", "report_one", "pull", "raw", "raw_one_row"}
+    # one report per call: complete_run's own cost, each run its own call
+    assert r["flows"]["report_one"]["repetitions"][0]["stages"]["complete_one"]["row_writes_per_run"]["cronbox.run"] \
+        == {"upd": 1}
     # yesterday to a week ahead, and the two days before yesterday asked for
     assert r["history_days"] == 2 and r["run_partitions"] == 9 + 2
     # the floor: the same data flow's rows with no cronbox function, nothing but those rows
