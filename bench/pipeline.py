@@ -89,4 +89,5 @@ def wait_worker(port: int, fleet: Fleet) -> None:
             return True
         except OSError:
             return False
-    wait_until(up, 30, "the worker to listen")
+    # a dead worker fails at once (check_alive); a slow start on a loaded machine may take a while
+    wait_until(up, 90, "the worker to listen")
