@@ -142,6 +142,29 @@ def test_overlap_buffer_all_runs_every_held_fire_in_order(conn):
     assert states(conn, "ba") == ["succeeded"] * 4
 
 
+def test_the_backstop_releases_only_the_earliest_fire_of_an_overlap_buffer(conn):
+    """The others would be held again by dispatch: released by the thousand (a buffered
+    backfill) they stood in dispatch's walk ahead of other jobs' due fires."""
+    job(conn, "ba", overlap="buffer_all")
+    job(conn, "other", overlap="buffer_all")
+    for t in (0, 60, 120, 180):
+        future(conn, "ba", t)
+    future(conn, "other", 0)
+    future(conn, "other", 60)
+    dispatch(conn, 200)
+    [rid] = active(conn, "ba")
+    # the run's end is finished without its precise wake-up: only the backstop looks again
+    conn.execute("UPDATE cronbox.run SET state = 'succeeded', finished_at = %s WHERE run_id = %s", (at(210), rid))
+    conn.execute("UPDATE cronbox.job_stat SET active_runs = 0 WHERE job_id = (SELECT job_id FROM cronbox.job WHERE name = 'ba')")
+    assert conn.execute("SELECT cronbox.release_holds_at(100, %s)", (at(231),)).fetchone()[0] == 2  # one per job
+    held = {f["fire_at"]: f["hold"] for f in futures(conn, "ba")}
+    assert held == {at(60): None, at(120): "overlap", at(180): "overlap"}
+    assert dispatch(conn, 232)["dispatched"] == 1 and len(active(conn, "ba")) == 1
+    # the later ones get their next look 30 s on, not at every backstop round
+    assert conn.execute("SELECT cronbox.release_holds_at(100, %s)", (at(250),)).fetchone()[0] == 0
+    assert conn.execute("SELECT cronbox.release_holds_at(100, %s)", (at(261),)).fetchone()[0] == 1
+
+
 def test_overlap_allow_dispatches_while_another_run_is_unfinished(conn):
     job(conn, "al", overlap="allow")
     for t in (0, 60, 120):

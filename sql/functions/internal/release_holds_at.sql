@@ -16,13 +16,35 @@ SET search_path = pg_catalog, pg_temp
 SET enable_bitmapscan = off  -- an ordered walk up to the limit, never all rows gathered and sorted: SQL conventions
 SET jit = off  -- short OLTP statements: compiling costs more than running
 AS $$
+DECLARE
+    v_go bigint[];
+    v_later bigint[];
 BEGIN
-    RETURN cronbox.release_futures(ARRAY(
-        SELECT h.future_id FROM cronbox.job_future h
+    -- An overlap buffer (buffer_one / buffer_all) runs its fires one after the other: of a
+    -- job's due overlap holds only the earliest may go (as a run's end releases it in
+    -- finish_runs); the others would only be held again by dispatch, and released by the
+    -- thousand (a buffered backfill) they would stand in dispatch's walk ahead of other jobs'
+    -- due fires. They get their next look 30 s on instead.
+    WITH due AS MATERIALIZED (
+        SELECT h.future_id, h.job_id, h.hold, h.fire_at FROM cronbox.job_future h
         WHERE h.hold IS NOT NULL AND h.hold_until <= p_now
         ORDER BY h.hold_until
         LIMIT p_limit
-        FOR UPDATE SKIP LOCKED));
+        FOR UPDATE SKIP LOCKED
+    ),
+    ranked AS (
+        SELECT d.future_id, d.hold = 'overlap' AND row_number() OVER (
+                   PARTITION BY d.job_id, d.hold = 'overlap' ORDER BY d.fire_at, d.future_id) > 1 AS later
+        FROM due d
+    )
+    SELECT array_agg(r.future_id) FILTER (WHERE NOT r.later), array_agg(r.future_id) FILTER (WHERE r.later)
+    INTO v_go, v_later
+    FROM ranked r;
+    IF v_later IS NOT NULL THEN
+        UPDATE cronbox.job_future f SET hold_until = p_now + interval '30 seconds'
+        WHERE f.future_id = ANY (v_later) AND coalesce(f.hold, '') <> '';
+    END IF;
+    RETURN cronbox.release_futures(v_go);
 END
 $$;
 
