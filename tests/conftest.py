@@ -31,14 +31,15 @@ _counter = itertools.count()
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """The default `-m 'not patroni and not slow'` (pyproject addopts) gives way when the
-    command line names test files or node ids, or asks for the Patroni suite with -k, without
-    a -m of its own: `pytest tests/test_web_axe.py` runs that file's slow tests and `pytest -k
-    patroni` selects the Patroni suite whatever the default markers."""
+    """The default `-m 'not patroni and not slow and not citus'` (pyproject addopts) gives way
+    when the command line names test files or node ids, or asks for the Patroni or Citus suite
+    with -k, without a -m of its own: `pytest tests/test_web_axe.py` runs that file's slow tests
+    and `pytest -k patroni` / `pytest -k citus` select that suite whatever the default markers."""
     args = [str(a) for a in config.invocation_params.args]
     own_m = any(a == "-m" or (a.startswith("-m") and not a.startswith("--")) for a in args)
     named = any(a.endswith(".py") or "::" in a for a in args if not a.startswith("-"))
-    asked = "patroni" in (config.option.keyword or "") or named
+    keyword = config.option.keyword or ""
+    asked = "patroni" in keyword or "citus" in keyword or named
     if asked and not own_m:
         config.option.markexpr = ""
 
@@ -126,6 +127,27 @@ def fresh_dsn(pg: Server, template_dsn: str) -> Iterator[str]:
     dsn = pg.create_db(name, template=TEMPLATE)
     yield dsn
     pg.drop_db(name)
+
+
+@pytest.fixture(scope="session")
+def citus() -> Iterator[object]:
+    """A Citus coordinator and two worker nodes on this machine (bench/citus_cluster.py), one per
+    session, stopped by pid at the end. Skipped, with the reason, where Citus is not installed
+    (.ci/run builds it)."""
+    from bench.citus_cluster import CitusCluster, available
+
+    why = available()
+    if why:
+        pytest.skip(f"the Citus suite needs Citus: {why}")
+    tmp = Path(tempfile.mkdtemp(prefix="cronbox-citus-"))
+    os.chmod(tmp, 0o755)
+    cluster = CitusCluster(tmp / "citus")
+    cluster.start()
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        subprocess.run(["rm", "-rf", str(tmp)], check=False)
 
 
 def cronbox_cmd(*args: str) -> list[str]:
