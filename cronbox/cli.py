@@ -117,6 +117,10 @@ def _parser() -> argparse.ArgumentParser:
             sp.add_argument("--port", type=int, default=None, help="port (default CRONBOX_WEB_PORT or 8088)")
             sp.add_argument("--hash-password", action="store_true",
                             help="read a password from stdin, print a hash for CRONBOX_WEB_USERS, exit")
+        if name == "migrate":
+            sp.add_argument("--citus", action="store_true",
+                            help="on a Citus coordinator: the same schema, with the shared tables made "
+                                 "reference tables (docs/citus.md); refused without Citus")
         if name == "status":
             sp.add_argument("--json", action="store_true", help="machine-readable output")
             sp.add_argument("--limit", type=_limit, default=50, help="rows per section, 1-10000 (default 50)")
@@ -208,6 +212,15 @@ def main(argv: list[str] | None = None) -> int:
 
             return run_dev(cfg, Path(args.data), args.cron, args.sink)
         cfg = _require_dsn_or_env(cfg, args.command)
+        if args.command == "migrate" and args.citus:
+            from cronbox.citus import migrate_citus
+
+            done = migrate_citus(cfg.dsn)
+            result = done.schema
+            print(f"cronbox schema at version {result.version} on Citus {done.citus_version}, "
+                  f"{done.worker_nodes} worker node(s); reference tables made: "
+                  f"{', '.join(done.made_reference) or 'none (already)'}")
+            return 0
         if args.command == "migrate":
             result = migrate(cfg.dsn)
             print(f"cronbox schema at version {result.version}"

@@ -1,0 +1,157 @@
+"""cronbox on a Citus cluster (docs/citus.md): `cronbox migrate --citus` on a coordinator with two
+worker nodes, all started by the fixtures on this machine, and the product working through it
+with real processes. Marker `citus` (run by .ci/run; `pytest -k citus` selects these tests).
+The refusal on plain PostgreSQL runs in the default suite."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cronbox import db
+from cronbox.citus import REFERENCE_TABLES
+from cronbox.migrate import migrations
+
+from .conftest import Server, cronbox_cmd, with_db
+from .procs import Proc, demo_worker, wait_until
+from .worker_support import autocommit, enqueue, executions, kit, wait_states
+
+on_citus = pytest.mark.citus
+
+
+def cli_migrate(dsn: str, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cronbox_cmd("migrate", *args), env={"DATABASE_URL": dsn, "PATH": "/usr/bin:/bin"},
+                          capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="session")
+def citus_db(citus) -> Iterator[tuple[str, str]]:
+    """The coordinator's database after `cronbox migrate --citus` (the real command): its DSN
+    (empty search_path, as every test connection) and the command's output."""
+    done = cli_migrate(citus.dsn(), "--citus")
+    assert done.returncode == 0, done.stderr
+    yield with_db(citus.dsn(), "postgres"), done.stdout
+
+
+def test_migrate_citus_refuses_on_plain_postgresql_and_writes_nothing(pg: Server):
+    dsn = pg.create_db("cronbox_no_citus")
+    try:
+        done = cli_migrate(dsn, "--citus")
+        assert done.returncode == 1
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and "Citus extension" in lines[0], done.stderr
+        assert done.stdout == ""
+        with db.connect(dsn) as conn:
+            assert conn.execute("SELECT to_regnamespace('cronbox')").fetchone()[0] is None
+    finally:
+        pg.drop_db("cronbox_no_citus")
+
+
+@on_citus
+def test_citus_migrate_refuses_on_a_worker_node(citus, citus_db):
+    done = cli_migrate(citus.workers[0].dsn(), "--citus")
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "coordinator" in lines[0], done.stderr
+
+
+@on_citus
+def test_citus_migrate_runs_the_same_migrations_and_makes_the_shared_tables_reference_tables(citus, citus_db):
+    dsn, output = citus_db
+    assert f"reference tables made: {', '.join(REFERENCE_TABLES)}" in output, output
+    assert "2 worker node(s)" in output
+
+    def distributed() -> dict[str, tuple[str, int]]:
+        with db.connect(dsn) as conn:
+            rows = conn.execute(
+                "SELECT c.relname, p.partmethod, (SELECT count(DISTINCT pl.groupid) FROM pg_catalog.pg_dist_shard s"
+                "  JOIN pg_catalog.pg_dist_placement pl USING (shardid) WHERE s.logicalrelid = p.logicalrelid)"
+                " FROM pg_catalog.pg_dist_partition p JOIN pg_catalog.pg_class c ON c.oid = p.logicalrelid"
+                " WHERE c.relnamespace = 'cronbox'::regnamespace").fetchall()
+        return {r[0]: (r[1], r[2]) for r in rows}
+
+    # a copy on each of the three nodes; the hot tables are still the coordinator's own
+    assert distributed() == {t: ("n", 3) for t in REFERENCE_TABLES}
+    with db.connect(dsn) as conn:
+        versions = [r[0] for r in conn.execute("SELECT version FROM cronbox.schema_version ORDER BY 1")]
+    assert versions == [m.version for m in migrations()]
+
+    again = cli_migrate(citus.dsn(), "--citus")
+    assert again.returncode == 0 and "reference tables made: none (already)" in again.stdout, again.stderr
+    plain = cli_migrate(citus.dsn())
+    assert plain.returncode == 0, plain.stderr
+    assert distributed() == {t: ("n", 3) for t in REFERENCE_TABLES}
+
+    # a grant written through the coordinator (inside a SECURITY DEFINER function: Citus
+    # connects to the workers as the owner role, which logs in there and only there) is on every
+    # worker node at commit
+    with db.connect(dsn) as conn:
+        conn.execute("DO $$ BEGIN CREATE ROLE citus_tenant NOLOGIN; EXCEPTION WHEN duplicate_object THEN END $$")
+        conn.execute("SELECT cronbox.grant_queue('citus-ref', 'citus_tenant', 'worker')")
+        assert conn.execute("SELECT rolcanlogin FROM pg_catalog.pg_roles WHERE rolname = 'cronbox_owner'"
+                            ).fetchone() == (False,)
+    for node in citus.workers:
+        with db.connect(node.dsn()) as conn:
+            assert conn.execute("SELECT grantee::text, kind FROM cronbox.queue_grant WHERE queue = 'citus-ref'"
+                                ).fetchall() == [("citus_tenant", "worker")]
+            assert conn.execute("SELECT rolcanlogin FROM pg_catalog.pg_roles WHERE rolname = 'cronbox_owner'"
+                                ).fetchone() == (True,)
+
+
+@on_citus
+def test_citus_schedule_poller_relay_and_worker_end_to_end_with_a_limited_queue_and_a_pool(citus_db, tmp_path: Path):
+    dsn, _ = citus_db
+    with db.connect(dsn) as conn:
+        conn.execute("SELECT cronbox.set_queue_limit('citus-e2e', 1)")
+        conn.execute("SELECT cronbox.set_pool('citus-gpu', 2)")
+        conn.execute("SELECT cronbox.schedule('citus-e2e', cron => '*/2 * * * * *', queue => 'citus-e2e',"
+                     " needs => '{\"citus-gpu\": 2}')")
+    worker, port = demo_worker(dsn, tmp_path)
+    wait_until(lambda: "listening" in worker.output, timeout=30, what="the demo worker to listen")
+    with worker, Proc("poller", dsn, tmp_path) as poller, \
+            Proc("relay", dsn, tmp_path, CRONBOX_SINKS=f"*=http://127.0.0.1:{port}/run") as relay:
+
+        def succeeded() -> list[tuple]:
+            with db.connect(dsn) as conn:
+                return conn.execute("SELECT run_id, fire_at FROM cronbox.runs"
+                                    " WHERE job = 'citus-e2e' AND state = 'succeeded' ORDER BY fire_at").fetchall()
+
+        rows = wait_until(lambda: len(succeeded()) >= 3 and succeeded(), timeout=60, what="three succeeded runs")
+        with db.connect(dsn) as conn:
+            conn.execute("SELECT cronbox.pause('citus-e2e')")
+        assert relay.terminate() == 0, relay.output
+        assert poller.terminate() == 0, poller.output
+        assert worker.terminate() == 0, worker.output
+    with db.connect(dsn) as conn:
+        every = conn.execute("SELECT fire_at, state FROM cronbox.runs WHERE job = 'citus-e2e' ORDER BY fire_at"
+                             ).fetchall()
+        # every fire from the first to the last succeeded run has its run, none missed
+        span = [r for r in every if rows[0][1] <= r[0] <= rows[-1][1]]
+        assert all((b[0] - a[0]).total_seconds() == 2 for a, b in zip(span, span[1:])), every
+        assert conn.execute("SELECT count(*) FROM cronbox.run r JOIN cronbox.job j USING (job_id)"
+                            " WHERE j.name = 'citus-e2e' GROUP BY r.fire_at, r.attempt"
+                            " ORDER BY 1 DESC LIMIT 1").fetchone() == (1,)  # none doubled
+        # the queue and pool counters agree with the runs still unfinished
+        unfinished = conn.execute("SELECT count(*) FROM cronbox.run r JOIN cronbox.job j USING (job_id) WHERE"
+                                  " j.name = 'citus-e2e' AND r.state IN ('dispatched', 'delivered', 'running')"
+                                  ).fetchone()[0]
+        assert conn.execute("SELECT running FROM cronbox.queue_limit WHERE queue = 'citus-e2e'"
+                            ).fetchone() == (unfinished,)
+        assert conn.execute("SELECT in_use FROM cronbox.pool WHERE name = 'citus-gpu'"
+                            ).fetchone() == (2 * unfinished,)
+
+
+@on_citus
+def test_citus_pull_worker_kit_completes_runs(citus_db, tmp_path: Path):
+    dsn, _ = citus_db
+    with autocommit(dsn) as conn:
+        ids = enqueue(conn, 10, "ok", payload={"n": 1}, job="citus-pull")
+        proc, _, log = kit(dsn, tmp_path, CRONBOX_WORKER_CONCURRENCY="2")
+        with proc:
+            rows = wait_states(conn, ids, {"succeeded", "failed", "lost", "cancelled"}, proc=proc)
+            assert {r[1] for r in rows} == {"succeeded"}
+            assert proc.terminate() == 0
+    assert sorted(executions(log)) == sorted(f"ok {i}:1" for i in ids)
