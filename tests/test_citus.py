@@ -9,6 +9,7 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from cronbox import db
@@ -155,3 +156,65 @@ def test_citus_pull_worker_kit_completes_runs(citus_db, tmp_path: Path):
             assert {r[1] for r in rows} == {"succeeded"}
             assert proc.terminate() == 0
     assert sorted(executions(log)) == sorted(f"ok {i}:1" for i in ids)
+
+
+@on_citus
+def test_citus_premises_of_the_bucket_design(citus, citus_db):
+    """What docs/citus.md's design stands on, checked on this Citus: a value per shard can be
+    found (a bucket per shard), a claim with FOR UPDATE SKIP LOCKED is one task only with an
+    equality on the bucket, a function distributed by its bucket argument runs whole on the
+    node holding the bucket, and a NOTIFY it sends is heard there, never on the coordinator."""
+    dsn, _ = citus_db
+    with db.connect(dsn) as conn:
+        conn.execute("DROP SCHEMA IF EXISTS citus_premise CASCADE")
+        conn.execute("CREATE SCHEMA citus_premise")
+        conn.execute("CREATE TABLE citus_premise.item (bucket integer NOT NULL, item_id bigint GENERATED ALWAYS AS"
+                     " IDENTITY, due_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (bucket, item_id))")
+        conn.execute("SELECT create_distributed_table('citus_premise.item', 'bucket', shard_count => 8)")
+        buckets = [r[1] for r in conn.execute(
+            "SELECT DISTINCT ON (s) s, v FROM (SELECT v, get_shard_id_for_distribution_column("
+            "'citus_premise.item', v) AS s FROM generate_series(0, 10000) v) x ORDER BY s, v")]
+        assert len(buckets) == 8  # one bucket value per shard
+        conn.execute("INSERT INTO citus_premise.item (bucket) SELECT b FROM unnest(%s::integer[]) b,"
+                     " generate_series(1, 3)", (buckets,))
+        claim = ("SELECT item_id FROM citus_premise.item WHERE {} ORDER BY due_at LIMIT 2 FOR UPDATE SKIP LOCKED")
+        plan = "\n".join(r[0] for r in conn.execute(
+            "EXPLAIN (COSTS OFF) " + claim.format("bucket = %s"), (buckets[0],)))
+        assert "Task Count: 1" in plan and "LockRows" in plan, plan
+        with pytest.raises(psycopg.errors.FeatureNotSupported, match="FOR UPDATE"):
+            with conn.transaction():
+                conn.execute(claim.format("due_at <= now()"))
+
+        conn.execute("""CREATE FUNCTION citus_premise.claim(p_bucket integer, p_n integer) RETURNS SETOF bigint
+            LANGUAGE plpgsql AS $$
+            BEGIN
+                PERFORM pg_notify('citus_premise', p_bucket::text);
+                RETURN QUERY WITH c AS (
+                    SELECT i.item_id FROM citus_premise.item i WHERE i.bucket = p_bucket
+                    ORDER BY i.due_at LIMIT p_n FOR UPDATE SKIP LOCKED)
+                DELETE FROM citus_premise.item d USING c WHERE d.bucket = p_bucket AND d.item_id = c.item_id
+                RETURNING d.item_id;
+            END $$""")
+        conn.execute("SELECT create_distributed_function('citus_premise.claim(integer, integer)', 'p_bucket',"
+                     " colocate_with => 'citus_premise.item')")
+        host, port = conn.execute(
+            "SELECT nodename, nodeport FROM citus_shards WHERE table_name = 'citus_premise.item'::regclass"
+            " AND shardid = get_shard_id_for_distribution_column('citus_premise.item', %s)", (buckets[0],)).fetchone()
+        plan = "\n".join(r[0] for r in conn.execute(
+            "EXPLAIN (COSTS OFF) SELECT * FROM citus_premise.claim(%s, 2)", (buckets[0],)))
+        assert "Task Count: 1" in plan and f"port={port}" in plan, plan  # delegated whole to the bucket's node
+        holder = next(n for n in citus.workers if n.port == port)
+
+    with psycopg.connect(dsn, autocommit=True) as coordinator, \
+            psycopg.connect(holder.dsn(), autocommit=True) as worker, db.connect(dsn) as caller:
+        coordinator.execute("LISTEN citus_premise")
+        worker.execute("LISTEN citus_premise")
+        claimed = [r[0] for r in caller.execute("SELECT * FROM citus_premise.claim(%s, 2)", (buckets[0],))]
+        assert len(claimed) == 2
+        heard = next(worker.notifies(timeout=30, stop_after=1))
+        assert heard.payload == str(buckets[0])
+        caller.execute("NOTIFY citus_premise, 'from the coordinator'")
+        # delivered in order on the coordinator: the worker's notification would have come first
+        assert next(coordinator.notifies(timeout=30, stop_after=1)).payload == "from the coordinator"
+    with db.connect(dsn) as conn:
+        conn.execute("DROP SCHEMA citus_premise CASCADE")
