@@ -81,6 +81,16 @@ class CitusCluster:
             raise
         return self.dsn()
 
+    def stop_worker(self, index: int, mode: str = "fast") -> None:
+        """Stop one worker node; it stays registered, and start_worker brings it back on the
+        same port."""
+        node = self.workers[index]
+        node.settings["port"] = str(node.port)
+        node.stop(mode=mode)
+
+    def start_worker(self, index: int) -> None:
+        self.workers[index].start()
+
     def stop(self, mode: str = "immediate") -> None:
         for node in reversed(self.nodes):
             node.stop(mode=mode)

@@ -218,3 +218,39 @@ def test_citus_premises_of_the_bucket_design(citus, citus_db):
         assert next(coordinator.notifies(timeout=30, stop_after=1)).payload == "from the coordinator"
     with db.connect(dsn) as conn:
         conn.execute("DROP SCHEMA citus_premise CASCADE")
+
+
+@on_citus
+def test_citus_with_a_worker_node_down_the_coordinator_keeps_firing(citus, citus_db, tmp_path: Path):
+    """Today the hot tables are the coordinator's and it holds a copy of each reference table:
+    a worker node down stops only the writes to reference tables (queue grants), which fail
+    with a connection error (08006) until it is back; fires keep being dispatched and run."""
+    dsn, _ = citus_db
+    with db.connect(dsn) as conn:
+        conn.execute("DO $$ BEGIN CREATE ROLE citus_down NOLOGIN; EXCEPTION WHEN duplicate_object THEN END $$")
+        conn.execute("SELECT cronbox.schedule('citus-down', every => interval '1 second', timezone => 'Europe/Paris')")
+    citus.stop_worker(1)
+    try:
+        worker, port = demo_worker(dsn, tmp_path)
+        wait_until(lambda: "listening" in worker.output, timeout=30, what="the demo worker to listen")
+        with worker, Proc("poller", dsn, tmp_path) as poller, \
+                Proc("relay", dsn, tmp_path, CRONBOX_SINKS=f"*=http://127.0.0.1:{port}/run") as relay:
+
+            def succeeded() -> int:
+                with db.connect(dsn) as conn:
+                    return conn.execute("SELECT count(*) FROM cronbox.runs WHERE job = 'citus-down'"
+                                        " AND state = 'succeeded'").fetchone()[0]
+
+            wait_until(lambda: succeeded() >= 3, timeout=60, what="three succeeded runs with a worker node down")
+            with db.connect(dsn) as conn:
+                with pytest.raises(psycopg.OperationalError) as refused:
+                    conn.execute("SELECT cronbox.grant_queue('citus-down', 'citus_down', 'worker')")
+                assert refused.value.sqlstate == "08006"
+                conn.execute("SELECT cronbox.pause('citus-down')")
+            assert relay.terminate() == 0, relay.output
+            assert poller.terminate() == 0, poller.output
+            assert worker.terminate() == 0, worker.output
+    finally:
+        citus.start_worker(1)
+    with db.connect(dsn) as conn:
+        assert conn.execute("SELECT cronbox.grant_queue('citus-down', 'citus_down', 'worker')").fetchone() == (True,)
