@@ -95,6 +95,7 @@ def test_throughput_quick_completes_every_run_once_and_measures_raw_limit_in_sam
                for s in prof["statements"]), prof["statements"]
 
 
+@pytest.mark.slow
 def test_latency_quick_delivers_every_fire_exactly_once_with_percentiles(benches):
     rc, r = benches["latency"].result()
     assert rc == 0, r

@@ -12,9 +12,12 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from .conftest import REPO
 
 
+@pytest.mark.slow
 def test_failover_to_a_synchronous_standby_and_back_loses_and_doubles_nothing(tmp_path):
     out = tmp_path / "failover.json"
     proc = subprocess.run(

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
 from cronbox import db
 
 from .procs import Proc, wait_until
@@ -31,6 +33,7 @@ WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type 
   AND state <> 'idle' AND xact_start IS NOT NULL"""
 
 
+@pytest.mark.slow
 def test_an_every_second_canary_stays_on_time_while_a_year_of_catch_ups_is_created_at_once(fresh_dsn, tmp_path):
     with db.connect(fresh_dsn) as conn:
         conn.execute("SELECT cronbox.schedule('canary', every => '1 second', queue => 'canary', overlap => 'allow')")

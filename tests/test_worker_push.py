@@ -9,6 +9,7 @@ import urllib.request
 from pathlib import Path
 
 import orjson
+import pytest
 
 from cronbox.signing import HEADER, sign
 
@@ -143,6 +144,7 @@ def test_push_worker_drops_duplicates_also_after_a_sigkill(fresh_dsn: str, tmp_p
             assert proc.terminate() == 0
 
 
+@pytest.mark.slow
 def test_push_sigkill_mid_run_is_rescued_by_the_lease(fresh_dsn: str, tmp_path: Path) -> None:
     with autocommit(fresh_dsn) as conn, Proc("poller", fresh_dsn, tmp_path, CRONBOX_REAP_INTERVAL="200ms"):
         ids = enqueue(conn, 3, "sleep", payload={"seconds": 1}, timeout="2 seconds", max_attempts=2,
@@ -190,6 +192,7 @@ def test_push_cancel_reaches_a_running_handler(fresh_dsn: str, tmp_path: Path) -
             assert proc.terminate() == 0
 
 
+@pytest.mark.slow
 def test_worker_that_cannot_reach_the_database_gets_its_messages_back_without_backoff(
         fresh_dsn: str, tmp_path: Path, pg) -> None:
     """The kit answers 503 `Cronbox-Retry-Reason: database-unavailable` at once when it cannot
