@@ -46,7 +46,8 @@ from __future__ import annotations
 
 import copy
 import heapq
-from bisect import bisect_left
+import threading
+from bisect import bisect_left, bisect_right
 import re
 from collections.abc import Iterator
 from datetime import datetime, timedelta, timezone
@@ -199,7 +200,7 @@ def normalize(expr: str) -> str:
 class CronSchedule:
     """Fire times of one normalized expression in one IANA time zone; no clock, no DB."""
 
-    __slots__ = ("expr", "tz", "fixed_time", "_zone", "_proto", "_days", "_times", "_memo")
+    __slots__ = ("expr", "tz", "fixed_time", "_zone", "_proto", "_days", "_times", "_memo", "_run", "_lock")
 
     def __init__(self, normalized_expr: str, tz: str) -> None:
         self.expr = normalize(normalized_expr)  # idempotent; rejects anything unchecked
@@ -235,8 +236,12 @@ class CronSchedule:
             for values, n in ((hour, 24), (minute, 60), (second, 60))
         )
 
-        # window() results: jobs sharing an expression and zone share their frontier (the previous
-        # scheduled time), so a saturation pass asks the same question many times.
+        # window(): one stretch of the fire sequence, walked once and shared by every question
+        # that starts inside it (jobs created at different moments have different frontiers,
+        # and each pass asks again a little later); questions from before it (a catch-up) walk
+        # on their own, memoised per (after, until, limit).
+        self._run: _Run | None = None
+        self._lock = threading.Lock()  # saturation computes in worker threads
         self._memo: dict[tuple[datetime, datetime, int], tuple[tuple[datetime, ...], datetime | None]] = {}
 
     def __repr__(self) -> str:
@@ -364,27 +369,48 @@ class CronSchedule:
 
     def window(self, after: datetime, until: datetime, limit: int) -> tuple[tuple[datetime, ...], datetime | None]:
         """(fires in (after, until], oldest first, at most `limit`; the first fire after those,
-        or None if there is none or `limit` fires were found), in UTC, from one pass of the
-        iterator. Memoised per (after, until, limit); the memo is cleared when it grows past
-        MEMO_SIZE entries."""
-        key = (after, until, limit)
+        or None if there is none or `limit` fires were found), in UTC.
+
+        The fires are one set of instants whatever the question (`_fires(a)` is the part of it
+        after `a`), so the answer is read from a stretch of the sequence walked once and kept
+        (`_Run`): every later question that starts inside it takes its fires by bisection and
+        extends the walk only past its end. A question from before the stretch, close to it,
+        extends it backwards; one from further back (a catch-up) is walked on its own and
+        memoised per (after, until, limit) (the memo is cleared past MEMO_SIZE entries)."""
+        if until.tzinfo is None or until.utcoffset() is None:
+            raise ValueError("until must be an aware datetime")
+        if after.tzinfo is None or after.utcoffset() is None:
+            raise ValueError("after must be an aware datetime")
+        if limit <= 0:
+            return (), None
+        end = until.astimezone(timezone.utc)
+        with self._lock:
+            if end <= after or (after, end, limit) in self._memo:  # (a start beyond the horizon: one fire)
+                return self._walk_alone(after, end, limit)
+            run = self._run
+            if run is None or (after > run.known and not run.extend_to(after)):
+                run = self._run = _Run(after, self._utc_fires(after))  # the questions moved on
+            elif after < run.after and not run.extend_back(after, self._utc_fires(after)):
+                return self._walk_alone(after, end, limit)
+            return run.answer(after, end, limit)
+
+    def _utc_fires(self, after: datetime) -> Iterator[datetime]:
+        return (fire.astimezone(timezone.utc) for fire in self._fires(after))
+
+    def _walk_alone(self, after: datetime, end: datetime, limit: int) -> tuple[tuple[datetime, ...], datetime | None]:
+        key = (after, end, limit)
         hit = self._memo.get(key)
         if hit is not None:
             return hit
-        if until.tzinfo is None or until.utcoffset() is None:
-            raise ValueError("until must be an aware datetime")
-        end = until.astimezone(timezone.utc)
         fires: list[datetime] = []
         following: datetime | None = None
-        if limit > 0:
-            for fire in self._fires(after):
-                utc = fire.astimezone(timezone.utc)
-                if utc > end:
-                    following = utc
-                    break
-                fires.append(utc)
-                if len(fires) >= limit:
-                    break
+        for utc in self._utc_fires(after):
+            if utc > end:
+                following = utc
+                break
+            fires.append(utc)
+            if len(fires) >= limit:
+                break
         result = (tuple(fires), following)
         if len(self._memo) >= MEMO_SIZE:
             self._memo.clear()
@@ -392,7 +418,73 @@ class CronSchedule:
         return result
 
 
+class _Run:
+    """A stretch of one schedule's fire sequence: `fires` (UTC, ascending) are all the fires in
+    (after, known], `rest` the walk that continues after them, `done` when it has ended (no
+    fire is left, ever). Only the fires a question may still need are kept (KEEP_BEHIND behind
+    the latest question)."""
+
+    __slots__ = ("after", "fires", "rest", "done")
+
+    def __init__(self, after: datetime, rest: Iterator[datetime]) -> None:
+        self.after, self.fires, self.rest, self.done = after, [], rest, False
+
+    @property
+    def known(self) -> datetime:
+        return self.fires[-1] if self.fires else self.after
+
+    def _pull(self) -> bool:
+        try:
+            self.fires.append(next(self.rest))
+            return True
+        except StopIteration:
+            self.done = True
+            return False
+
+    def extend_to(self, after: datetime) -> bool:
+        """Walk on until the stretch reaches `after`, at most BACK_MAX fires; False if it does not."""
+        for _ in range(BACK_MAX):
+            if self.known >= after or self.done or not self._pull():
+                return True
+        return self.known >= after
+
+    def extend_back(self, after: datetime, walk: Iterator[datetime]) -> bool:
+        """Start the stretch at `after` (earlier) if at most BACK_MAX fires lie between; False
+        (unchanged) otherwise."""
+        head: list[datetime] = []
+        for fire in walk:
+            if fire > self.after:
+                break
+            head.append(fire)
+            if len(head) > BACK_MAX:
+                return False
+        self.after, self.fires = after, head + self.fires
+        return True
+
+    def answer(self, after: datetime, end: datetime, limit: int) -> tuple[tuple[datetime, ...], datetime | None]:
+        fires = self.fires
+        i = bisect_right(fires, after)
+        while True:
+            j = bisect_right(fires, end, i)
+            if j - i >= limit:
+                result: tuple[tuple[datetime, ...], datetime | None] = (tuple(fires[i:i + limit]), None)
+                break
+            if j < len(fires):
+                result = (tuple(fires[i:j]), fires[j])
+                break
+            if self.done or not self._pull():
+                result = (tuple(fires[i:j]), None)
+                break
+        if i > 2 * KEEP_BEHIND:  # the questions have moved on: forget what lies far behind them
+            cut = i - KEEP_BEHIND
+            self.after = fires[cut - 1]
+            del fires[:cut]
+        return result
+
+
 MEMO_SIZE = 1024
+BACK_MAX = 512     # fires walked to extend a stretch (back or on) before starting elsewhere
+KEEP_BEHIND = 256  # fires kept behind the latest question
 
 
 def _times_from(hours: tuple[int, ...], minutes: tuple[int, ...], seconds: tuple[int, ...],

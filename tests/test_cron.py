@@ -460,3 +460,28 @@ def test_fires_increase_and_chaining_next_after_gives_fires_between(
     if schedule.fixed_time:  # once per local wall-clock time, even across fall-back
         walls = [f.astimezone(ZoneInfo(tz)).replace(tzinfo=None) for f in got]
         assert all(a < b for a, b in zip(walls, walls[1:]))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    expressions(),
+    st.sampled_from([NY, BERLIN, "Australia/Lord_Howe", "America/Santiago", "UTC"]),
+    st.sampled_from(_CHANGES),
+    st.lists(st.tuples(st.integers(-3000, 3000), st.integers(-120, 3000), st.sampled_from([1, 3, 50])),
+             min_size=2, max_size=12),
+)
+def test_one_schedule_answers_every_window_as_a_fresh_walk_does(
+    expr: str, tz: str, change: datetime, questions: list[tuple[int, int, int]]
+) -> None:
+    """window() keeps one walked stretch per schedule and answers later questions from it (many
+    jobs' frontiers, pass after pass): whatever the order of the questions, each answer equals
+    that of a schedule that never answered anything before."""
+    shared = CronSchedule(normalize(expr), tz)
+    seen: list[datetime] = []  # a job's frontier is a fire an earlier question returned
+    for minutes, length, limit in questions:
+        after = (seen[minutes % len(seen)] if seen and minutes % 2 else
+                 change + timedelta(minutes=minutes, seconds=minutes % 11))
+        until = after + timedelta(minutes=length)
+        got = shared.window(after, until, limit)
+        assert got == CronSchedule(normalize(expr), tz).window(after, until, limit)
+        seen += got[0]
