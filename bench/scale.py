@@ -125,14 +125,16 @@ def saturated(database: Database, slack: float) -> bool:
 HORIZON = "2 minutes"
 
 
-def reset_to_empty(database: Database) -> None:
+def reset_to_empty(database: Database, spread: float = 0.0) -> None:
     """Every job back to the state schedule() leaves (nothing materialised, frontier = next_fire
-    = now), so the next saturation starts from empty again."""
+    = its creation time: now, or with `spread` a moment in the last `spread` seconds, as for
+    schedules created at different moments), so the next saturation starts from empty again."""
     with database.connect() as conn:
         conn.execute("TRUNCATE cronbox.job_future, cronbox.outbox, cronbox.run")
         conn.execute("UPDATE cronbox.job_stat SET active_runs = 0, last_run_id = NULL, last_run_state = NULL "
                      "WHERE active_runs <> 0 OR last_run_id IS NOT NULL")
-        conn.execute("UPDATE cronbox.job SET frontier = now(), next_fire = now(), fires_made = 0")
+        at = "now() - make_interval(secs => %(spread)s * (hashint8(job_id) & 65535) / 65536.0)"
+        conn.execute(f"UPDATE cronbox.job SET frontier = {at}, next_fire = {at}, fires_made = 0", {"spread": spread})
         conn.execute("VACUUM ANALYZE cronbox.job")
 
 

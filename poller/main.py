@@ -9,8 +9,9 @@ to the per-wake-up cap, CRONBOX_DISPATCH_TICK_CAP); otherwise sleep until the ne
 (from the database clock), a NOTIFY (a schedule changed, futures were written or released),
 or the poll interval (the backstop), whichever comes first.
 
-Saturation runs in its own task on its own connection, and computes fires in a worker thread
-in slices (CRONBOX_SATURATE_SLICE), so a due fire never waits behind a saturation pass (a pass
+Saturation runs in its own tasks (CRONBOX_SATURATE_WORKERS, each on its own connection: one
+computes while another writes), sized by time (CRONBOX_SATURATE_HOLD: PassSizer), and computes
+fires in a worker thread in slices (CRONBOX_SATURATE_SLICE), so a due fire never waits behind a saturation pass (a pass
 over 500 jobs firing every second writes ~30,000 futures and took seconds: the p99 of the
 latency bench; a year of catch-up for 250 jobs held the event loop for 25 s). It passes again at once while batches come back
 full, wakes the dispatch loop when it wrote futures (the next due time may have moved
@@ -154,15 +155,53 @@ class Backlog:
     busy: bool = False
 
 
-async def saturate(pool, ps: PollerSettings, backlog: Backlog | None = None) -> Pass:
-    """One saturation pass (computed in a worker thread, cut after CRONBOX_SATURATE_SLICE)."""
+@dataclasses.dataclass
+class PassSizer:
+    """Saturation passes sized by time, not by count: a pass holds its jobs' locks from the
+    claim to the commit, and on a loaded machine a thousand jobs or ten thousand fires take
+    seconds to store. A pass that held them longer than `hold` makes the next ones smaller
+    (in proportion, with a margin); a quick pass that took all it could lets them grow back
+    (at most doubling) up to the configured size. One per poller, shared by its workers."""
+    hold: float          # seconds a pass aims to hold its jobs' locks
+    batch: int           # the most jobs per pass (CRONBOX_SATURATE_BATCH)
+    scale: float = 1.0   # the share of the full size (jobs, fires, catch-up fires) a pass takes
+    workers: int = 1     # passes in flight at once: they share the catch-up allowance
+
+    MIN_SCALE = 0.001
+
+    def jobs(self) -> int:
+        return max(1, round(self.batch * self.scale))
+
+    def late_scale(self) -> float:
+        """Catch-up fires (stored already due, so queued ahead of fires coming due) per pass:
+        the workers share one pass's allowance, so the queue ahead of another job's due fire
+        grows no faster with more of them."""
+        return self.scale / self.workers
+
+    def observe(self, p: Pass, asked: int) -> None:
+        if not p.claimed or p.seconds <= 0:
+            return
+        ratio = self.hold / p.seconds
+        if ratio < 1:
+            self.scale = max(self.MIN_SCALE, self.scale * ratio * 0.8)
+        elif p.cut or p.claimed >= asked:  # it took all it could: there was more to take
+            self.scale = min(1.0, self.scale * min(2.0, ratio))
+
+
+async def saturate(pool, ps: PollerSettings, backlog: Backlog | None = None, sizer: PassSizer | None = None) -> Pass:
+    """One saturation pass (computed in a worker thread, cut after CRONBOX_SATURATE_SLICE),
+    sized by `sizer` (the time the previous passes held their locks)."""
+    sizer = sizer or PassSizer(ps.saturate_hold, ps.saturate_batch)
+    asked, scale, late_scale = sizer.jobs(), sizer.scale, sizer.late_scale()
     async with pool.connection() as conn:
-        p = await saturate_pass(conn, batch=ps.saturate_batch, horizon=ps.horizon, grace=ps.misfire_grace,
-                                budget=ps.saturate_slice, catch_up=not (backlog and backlog.busy))
+        p = await saturate_pass(conn, batch=asked, horizon=ps.horizon, grace=ps.misfire_grace,
+                                budget=ps.saturate_slice, catch_up=not (backlog and backlog.busy), scale=scale,
+                                late_scale=late_scale)
+    sizer.observe(p, asked)
     poller_metrics.observe_saturation(p.futures)
     if p.claimed:
         event(log, "saturated", level=logging.DEBUG, jobs=p.planned, claimed=p.claimed, futures=p.futures,
-              missed=p.missed, deferred=p.deferred)
+              missed=p.missed, deferred=p.deferred, seconds=round(p.seconds, 3), next_batch=sizer.jobs())
     return p
 
 
@@ -232,12 +271,17 @@ async def dispatch_loop(pool, cfg: Config, ps: PollerSettings, waker: Waker,
 
 
 async def saturate_loop(pool, cfg: Config, ps: PollerSettings, waker: Waker, dispatch_waker: Waker,
-                        health: LoopHealth | None = None, backlog: Backlog | None = None) -> None:
-    """Saturation passes until stopped; `waker` shares the process's stop event."""
+                        health: LoopHealth | None = None, backlog: Backlog | None = None,
+                        sizer: PassSizer | None = None) -> None:
+    """Saturation passes until stopped; `waker` shares the process's stop event. A poller runs
+    CRONBOX_SATURATE_WORKERS of these loops, sharing `sizer` (SKIP LOCKED gives them disjoint
+    jobs): while one computes in its thread, another's claim or store runs in the database."""
     health = health or LoopHealth("saturation", register=False)
+    sizer = sizer or PassSizer(ps.saturate_hold, ps.saturate_batch)
     while not waker.stop.is_set():
+        asked = sizer.jobs()
         try:
-            done = await _unless_stopped(lambda: saturate(pool, ps, backlog), "saturation", cfg, waker)
+            done = await _unless_stopped(lambda: saturate(pool, ps, backlog, sizer), "saturation", cfg, waker)
         except Exception as exc:
             await _failed(health, exc, waker, cfg)
             continue
@@ -248,7 +292,7 @@ async def saturate_loop(pool, cfg: Config, ps: PollerSettings, waker: Waker, dis
             dispatch_waker.wake.set()
         if done.deferred and not done.cut:  # catch-up waits for dispatch's backlog: look again soon
             await waker.sleep(min(cfg.poll_interval.total_seconds(), 0.1))
-        elif done.claimed < ps.saturate_batch and not done.cut:
+        elif done.claimed < asked and not done.cut:
             await waker.sleep(cfg.poll_interval.total_seconds())
 
 
@@ -257,7 +301,8 @@ async def run(cfg: Config, waker: Waker, settings: PollerSettings | None = None)
     check_dispatch_lead(cfg.dispatch_lead, ps.horizon, "CRONBOX_HORIZON")
     name = identity("poller")
     event(log, "starting", process=name, **{**cfg.describe(), **ps.describe()})
-    pool = await db.open_pool(cfg.dsn, min_size=2, max_size=5, name="poller")
+    # dispatch, each saturation worker, reaper, maintenance, metrics and the registry: one each
+    pool = await db.open_pool(cfg.dsn, min_size=2, max_size=5 + ps.saturate_workers, name="poller")
     saturation = Waker()
     saturation.stop = waker.stop  # one stop for the process; a wake-up event per loop
     health = {n: LoopHealth(n) for n in ("dispatch", "saturation", "reaper", "maintenance")}
@@ -269,9 +314,12 @@ async def run(cfg: Config, waker: Waker, settings: PollerSettings | None = None)
                                    on_connect=saturation.wake.set, on_notify=saturation.wake.set),
                             name="listener"),
     ] if listen_dsn else []
+    sizer = PassSizer(ps.saturate_hold, ps.saturate_batch, workers=ps.saturate_workers)
     side += [
-        asyncio.create_task(saturate_loop(pool, cfg, ps, saturation, waker, health["saturation"], backlog),
-                            name="saturation"),
+        asyncio.create_task(saturate_loop(pool, cfg, ps, saturation, waker, health["saturation"], backlog, sizer),
+                            name=f"saturation-{k}")
+        for k in range(ps.saturate_workers)
+    ] + [
         asyncio.create_task(reaper_loop(pool, waker, ps.reap_interval, health["reaper"]), name="reaper"),
         asyncio.create_task(maintenance_loop(pool, waker, ps.retention, MAINTENANCE_EVERY, health["maintenance"]),
                             name="maintenance"),

@@ -183,18 +183,21 @@ class Planned:
 
 
 def plan_jobs(jobs: Sequence[dict[str, Any]], now: datetime, horizon: timedelta, grace: timedelta,
-              budget: float | None, catch_up: bool = True) -> Planned:
-    """The jobs in order until `budget` seconds, FIRES_PER_PASS fires or LATE_PER_PASS
-    catch-up fires are spent (at least one job). Without `catch_up` (dispatch has a backlog),
-    a job whose plan holds fires already due is deferred: nothing written, the next pass takes
-    it again."""
+              budget: float | None, catch_up: bool = True, scale: float = 1.0,
+              late_scale: float | None = None) -> Planned:
+    """The jobs in order until `budget` seconds, FIRES_PER_PASS fires times `scale` (a pass
+    sized down by time) or LATE_PER_PASS catch-up fires times `late_scale` (default `scale`;
+    passes in flight at once share the allowance) are spent (at least one job). Without `catch_up` (dispatch has a backlog), a job whose plan holds fires already due
+    is deferred: nothing written, the next pass takes it again."""
     plan = Plan()
     bad: list[tuple[int, str]] = []
     memo: dict[tuple[Any, ...], tuple[Outcome, int] | BaseException] = {}
     deadline = None if budget is None else time.monotonic() + budget
     fires = late = handled = deferred = computed = 0
+    late_scale = scale if late_scale is None else late_scale
+    max_fires, max_late = max(1, int(FIRES_PER_PASS * scale)), max(1, int(LATE_PER_PASS * late_scale))
     for job in jobs:
-        if handled + deferred and (fires >= FIRES_PER_PASS or late >= LATE_PER_PASS
+        if handled + deferred and (fires >= max_fires or late >= max_late
                                    or (deadline is not None and time.monotonic() > deadline)):
             break
         since = job["frontier"] or job["starts_at"]

@@ -11,6 +11,8 @@ dispatch, keeps running), job after job until the pass's budget of time or fires
 the jobs not reached are left as they were and their locks end with the pass, so the next
 pass takes them. No pass holds its jobs' locks much longer than the budget, and a long
 catch-up advances over several passes (at most MAX_FIRES_PER_JOB futures per job per pass).
+The caller sizes passes by time (poller.main.PassSizer: each Pass says how long, claim to
+commit, it held its locks; `batch` and `scale` shrink when that was too long).
 Everything here is arithmetic on what the database returned; the only clock is the
 database's (`now` and the catch-up window start come back from the claim).
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from typing import Any
@@ -74,6 +77,7 @@ class Pass:
     missed: int = 0
     deferred: int = 0  # jobs left with catch-up fires to write while dispatch had a backlog
     computed: int = 0  # distinct fire computations (jobs sharing every input share one)
+    seconds: float = 0.0  # from the claim to the commit: how long the jobs' locks were held
 
     @property
     def cut(self) -> bool:
@@ -94,10 +98,20 @@ async def saturate_once(conn: psycopg.AsyncConnection, *, batch: int, horizon: t
 
 async def saturate_pass(conn: psycopg.AsyncConnection, *, batch: int, horizon: timedelta,
                         grace: timedelta, now: datetime | None = None, budget: float | None = None,
-                        catch_up: bool = True) -> Pass:
+                        catch_up: bool = True, scale: float = 1.0, late_scale: float | None = None) -> Pass:
     """One saturation pass in one transaction; with `budget` (seconds), computed in a worker
     thread and cut when the budget is spent (the jobs not reached wait for the next pass);
-    without `catch_up`, jobs with fires already due are left for a later pass."""
+    without `catch_up`, jobs with fires already due are left for a later pass; `scale` and
+    `late_scale` size the pass's caps on fires and catch-up fires (poller.plan.plan_jobs). The Pass says how long it held its locks."""
+    t0 = time.monotonic()
+    p = await _pass(conn, batch, horizon, grace, now, budget, catch_up, scale, late_scale)
+    p.seconds = time.monotonic() - t0
+    return p
+
+
+async def _pass(conn: psycopg.AsyncConnection, batch: int, horizon: timedelta, grace: timedelta,
+                now: datetime | None, budget: float | None, catch_up: bool, scale: float,
+                late_scale: float | None) -> Pass:
     async with conn.transaction():
         cur = conn.cursor(row_factory=dict_row)
         await store.claim_saturation(cur, batch, horizon, now)
@@ -110,7 +124,8 @@ async def saturate_pass(conn: psycopg.AsyncConnection, *, batch: int, horizon: t
         else:
             db_now = await store.database_now(conn, now)
         planned = (plan_jobs(jobs, db_now, horizon, grace, None) if budget is None else
-                   await asyncio.to_thread(plan_jobs, jobs, db_now, horizon, grace, budget, catch_up))
+                   await asyncio.to_thread(plan_jobs, jobs, db_now, horizon, grace, budget, catch_up, scale,
+                                                   late_scale))
         bad += planned.bad
 
         async def write(batch_parts: Sequence[Plan]) -> tuple[int, int]:

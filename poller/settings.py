@@ -24,6 +24,13 @@ class PollerSettings(Settings):
     saturate_slice: float = setting("CRONBOX_SATURATE_SLICE", "250ms", duration(seconds=True, maximum="10s"),
                                     "computing time per saturation transaction; the jobs not reached wait "
                                     "for the next one (so no pass holds job locks for long)")
+    saturate_hold: float = setting("CRONBOX_SATURATE_HOLD", "500ms", duration(seconds=True, maximum="10s"),
+                                   "the time a saturation transaction aims to hold its jobs' locks (claim to "
+                                   "commit): a pass that took longer makes the next ones smaller (fewer jobs and "
+                                   "fires), quick full passes grow them back up to CRONBOX_SATURATE_BATCH")
+    saturate_workers: int = setting("CRONBOX_SATURATE_WORKERS", "2", integer(1, 16),
+                                    "saturation transactions in flight at once, each on its own connection "
+                                    "(one computes while another writes)")
     dispatch_batch: int = setting("CRONBOX_DISPATCH_BATCH", "1000", integer(1, 100000),
                                   "due futures dispatched per transaction")
     dispatch_lead_max: timedelta = setting("CRONBOX_DISPATCH_LEAD_MAX", "2m", duration(zero_ok=True, maximum="1h"),

@@ -1,0 +1,62 @@
+"""Saturation passes are sized by time, not by count (poller.main.PassSizer): a pass that held
+its jobs' locks longer than CRONBOX_SATURATE_HOLD makes the next ones smaller, quick full
+passes grow them back to CRONBOX_SATURATE_BATCH, and the size reaches the pass's caps on fires
+(poller.plan.plan_jobs). The real poller under load: tests/test_poller_isolation.py."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from poller.main import PassSizer
+from poller.plan import FIRES_PER_PASS, plan_jobs
+from poller.saturate import Pass
+
+NOW = datetime(2026, 11, 27, 12, tzinfo=timezone.utc)
+
+
+def took(seconds: float, claimed: int, planned: int | None = None) -> Pass:
+    return Pass(claimed=claimed, planned=claimed if planned is None else planned, seconds=seconds)
+
+
+def test_a_pass_that_held_its_locks_too_long_makes_the_next_ones_smaller_until_they_fit():
+    sizer = PassSizer(hold=0.5, batch=1000)
+    assert sizer.jobs() == 1000
+    sizer.observe(took(2.0, 1000), 1000)  # four times too long
+    assert sizer.jobs() <= 250 * 0.8 + 1
+    asked = sizer.jobs()
+    sizer.observe(took(0.45, asked), asked)  # fits: stays about there (grows at most by the room left)
+    assert asked <= sizer.jobs() <= asked * 0.5 / 0.45 + 1
+
+
+def test_quick_full_passes_grow_back_to_the_configured_batch_and_no_further():
+    sizer = PassSizer(hold=0.5, batch=1000, scale=0.01)
+    sizes = []
+    for _ in range(12):
+        asked = sizer.jobs()
+        sizer.observe(took(0.05, asked), asked)  # took all it asked for, in a tenth of the time
+        sizes.append(sizer.jobs())
+    assert all(b <= 2 * a for a, b in zip(sizes, sizes[1:])), sizes  # at most doubling
+    assert sizes[-1] == 1000
+
+
+def test_a_quick_pass_that_found_less_to_do_says_nothing_about_a_bigger_one():
+    sizer = PassSizer(hold=0.5, batch=1000, scale=0.1)
+    sizer.observe(took(0.01, 30), 100)
+    assert sizer.jobs() == 100
+    sizer.observe(took(0.0, 0), 100)  # nothing claimed
+    assert sizer.jobs() == 100
+
+
+def every_second(job_id: int) -> dict:
+    return {"job_id": job_id, "kind": "every", "every_mode": "fixed_rate", "every": timedelta(seconds=1),
+            "anchor": NOW, "frontier": NOW, "starts_at": None, "ends_at": None, "catchup": "latest",
+            "catchup_from": None, "at": None, "cron_normalized": None, "timezone": "UTC"}
+
+
+def test_a_pass_sized_down_takes_fewer_fires():
+    jobs = [every_second(k) for k in range(1, 201)]  # 120 fires each in a 2-minute horizon
+    full = plan_jobs(jobs, NOW, timedelta(minutes=2), timedelta(seconds=30), None)
+    tenth = plan_jobs(jobs, NOW, timedelta(minutes=2), timedelta(seconds=30), None, scale=0.1)
+    assert len(full.plan.fire_at) >= FIRES_PER_PASS
+    assert FIRES_PER_PASS // 10 <= len(tenth.plan.fire_at) < FIRES_PER_PASS // 10 + 120
+    assert tenth.handled == len(tenth.plan.job) < full.handled
