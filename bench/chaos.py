@@ -13,6 +13,7 @@ fault's recovery time (first dispatch and first delivery after it), p50/max per 
     python -m bench.chaos                       # ~10 minutes, >=100 kills, 12 PostgreSQL crashes
     python -m bench.chaos --quick               # ~25 s (the test suite runs this)
     python -m bench.chaos --duration 120 --seed 7 --kills 30 --pg-restarts 4 --json out.json
+    python -m bench.chaos --quick --citus       # on a Citus coordinator + 2 workers (docs/citus.md)
 Exit status 1 when anything was lost, doubled or stuck, or a process exited on its own.
 """
 
@@ -71,15 +72,29 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     tmp = Path(tempfile.mkdtemp(prefix="cronbox-chaos-"))
     tmp.chmod(0o755)
     port = free_port()
-    cluster = Cluster(tmp / "pg", settings={**DURABLE, "port": str(port)})
+    citus = None
+    if args.citus:
+        # the coordinator keeps its port through crash restarts (the workers reach it by it)
+        from bench.citus_cluster import CitusCluster
+        from cronbox.citus import migrate_citus
+
+        citus = CitusCluster(tmp / "citus", settings=DURABLE)
+        citus.coordinator.settings["port"] = str(port)
+        cluster = citus.coordinator
+    else:
+        cluster = Cluster(tmp / "pg", settings={**DURABLE, "port": str(port)})
     children: list[Child] = []
     ok = False
     try:
-        cluster.start()
-        with db.connect(cluster.dsn()) as conn:
-            conn.execute("CREATE DATABASE chaos")
-        dsn = cluster.dsn("chaos")
-        migrate(dsn)
+        if citus is not None:
+            dsn = citus.start()  # the extension lives in database postgres on every node
+            migrate_citus(dsn)
+        else:
+            cluster.start()
+            with db.connect(cluster.dsn()) as conn:
+                conn.execute("CREATE DATABASE chaos")
+            dsn = cluster.dsn("chaos")
+            migrate(dsn)
         # a send that failed while its (starved) worker did not answer backs off per row; the
         # default cap (1 min, 10 min before) could leave those rows waiting past the settle
         fleet = start_fleet(dsn, tmp, args, children, {"CRONBOX_RELAY_BACKOFF_MAX": "5s"})
@@ -113,7 +128,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         done = finish(dsn, fleet, children, args.settle)
         report = {
             "bench": "chaos", "command": "python -m bench.chaos " + " ".join(args.argv), "seed": args.seed,
-            "machine": machine(), "durable": DURABLE, "duration_s": args.duration, "jobs_per_second": len(fleet.names),
+            "machine": machine(), "durable": DURABLE, "citus": bool(args.citus), "duration_s": args.duration, "jobs_per_second": len(fleet.names),
             "pollers": args.pollers, "relays": args.relays, "warm_up_s": round(fleet.warm_s, 1),
             "faults": {k: sum(1 for f in faults if f["kind"] == k) for k in ("sigkill", "pg_restart", "terminate", "worker_death")},
             "pg_down_s": [f["down_s"] for f in faults if "down_s" in f],
@@ -123,7 +138,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     finally:
         for c in reversed(children):
             c.stop()
-        cluster.stop(mode="immediate")
+        if citus is not None:
+            citus.stop()
+        else:
+            cluster.stop(mode="immediate")
         if ok and not args.keep:
             shutil.rmtree(tmp, ignore_errors=True)
         else:
@@ -150,6 +168,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--settle", type=float, default=90, help="max seconds to let runs finish after the load")
     p.add_argument("--json", dest="json_out")
     p.add_argument("--keep", action="store_true", help="keep the cluster and logs")
+    p.add_argument("--citus", action="store_true",
+                   help="on a Citus coordinator and two worker nodes after `cronbox migrate --citus` "
+                        "(PostgreSQL crashes are the coordinator's)")
     args = p.parse_args(argv)
     args.argv = list(argv if argv is not None else sys.argv[1:])
     full = {"duration": 600, "jobs": 40, "kills": 110, "pg_restarts": 12, "terminations": 20, "worker_deaths": 3}

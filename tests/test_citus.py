@@ -254,3 +254,13 @@ def test_citus_with_a_worker_node_down_the_coordinator_keeps_firing(citus, citus
         citus.start_worker(1)
     with db.connect(dsn) as conn:
         assert conn.execute("SELECT cronbox.grant_queue('citus-down', 'citus_down', 'worker')").fetchone() == (True,)
+
+
+@on_citus
+def test_citus_chaos_loses_doubles_and_strands_nothing(tmp_path: Path):
+    """bench.chaos --citus: SIGKILLs of pollers and relays, a crash restart of the coordinator,
+    backends terminated, a worker killed with runs in flight, on a coordinator and two worker
+    nodes of its own (it crashes the coordinator, so not the session's cluster)."""
+    from .test_chaos_quick import run_chaos
+
+    assert run_chaos(tmp_path, "--citus")["citus"] is True
