@@ -158,6 +158,29 @@ def test_citus_pull_worker_kit_completes_runs(citus_db, tmp_path: Path):
     assert sorted(executions(log)) == sorted(f"ok {i}:1" for i in ids)
 
 
+def premise_table(conn: psycopg.Connection) -> list[int]:
+    """A scratch table of the design's shape in schema citus_premise (dropped first): a bucket
+    column distributed over 8 shards, an identity key, an owner. Its 8 bucket values, one per
+    shard (the smallest integer whose hash falls into each)."""
+    conn.execute("DROP SCHEMA IF EXISTS citus_premise CASCADE")
+    conn.execute("CREATE SCHEMA citus_premise")
+    conn.execute("CREATE TABLE citus_premise.item (bucket integer NOT NULL, item_id bigint GENERATED ALWAYS AS"
+                 " IDENTITY, due_at timestamptz NOT NULL DEFAULT now(), owner name NOT NULL DEFAULT current_user,"
+                 " PRIMARY KEY (bucket, item_id))")
+    conn.execute("SELECT create_distributed_table('citus_premise.item', 'bucket', shard_count => 8)")
+    buckets = [r[1] for r in conn.execute(
+        "SELECT DISTINCT ON (s) s, v FROM (SELECT v, get_shard_id_for_distribution_column("
+        "'citus_premise.item', v) AS s FROM generate_series(0, 10000) v) x ORDER BY s, v")]
+    assert len(buckets) == 8  # one bucket value per shard
+    return buckets
+
+
+def shard_port(conn: psycopg.Connection, bucket: int) -> int:
+    return conn.execute(
+        "SELECT nodeport FROM citus_shards WHERE table_name = 'citus_premise.item'::regclass"
+        " AND shardid = get_shard_id_for_distribution_column('citus_premise.item', %s)", (bucket,)).fetchone()[0]
+
+
 @on_citus
 def test_citus_premises_of_the_bucket_design(citus, citus_db):
     """What docs/citus.md's design stands on, checked on this Citus: a value per shard can be
@@ -166,15 +189,7 @@ def test_citus_premises_of_the_bucket_design(citus, citus_db):
     node holding the bucket, and a NOTIFY it sends is heard there, never on the coordinator."""
     dsn, _ = citus_db
     with db.connect(dsn) as conn:
-        conn.execute("DROP SCHEMA IF EXISTS citus_premise CASCADE")
-        conn.execute("CREATE SCHEMA citus_premise")
-        conn.execute("CREATE TABLE citus_premise.item (bucket integer NOT NULL, item_id bigint GENERATED ALWAYS AS"
-                     " IDENTITY, due_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (bucket, item_id))")
-        conn.execute("SELECT create_distributed_table('citus_premise.item', 'bucket', shard_count => 8)")
-        buckets = [r[1] for r in conn.execute(
-            "SELECT DISTINCT ON (s) s, v FROM (SELECT v, get_shard_id_for_distribution_column("
-            "'citus_premise.item', v) AS s FROM generate_series(0, 10000) v) x ORDER BY s, v")]
-        assert len(buckets) == 8  # one bucket value per shard
+        buckets = premise_table(conn)
         conn.execute("INSERT INTO citus_premise.item (bucket) SELECT b FROM unnest(%s::integer[]) b,"
                      " generate_series(1, 3)", (buckets,))
         claim = ("SELECT item_id FROM citus_premise.item WHERE {} ORDER BY due_at LIMIT 2 FOR UPDATE SKIP LOCKED")
@@ -197,9 +212,7 @@ def test_citus_premises_of_the_bucket_design(citus, citus_db):
             END $$""")
         conn.execute("SELECT create_distributed_function('citus_premise.claim(integer, integer)', 'p_bucket',"
                      " colocate_with => 'citus_premise.item')")
-        host, port = conn.execute(
-            "SELECT nodename, nodeport FROM citus_shards WHERE table_name = 'citus_premise.item'::regclass"
-            " AND shardid = get_shard_id_for_distribution_column('citus_premise.item', %s)", (buckets[0],)).fetchone()
+        port = shard_port(conn, buckets[0])
         plan = "\n".join(r[0] for r in conn.execute(
             "EXPLAIN (COSTS OFF) SELECT * FROM citus_premise.claim(%s, 2)", (buckets[0],)))
         assert "Task Count: 1" in plan and f"port={port}" in plan, plan  # delegated whole to the bucket's node
@@ -264,3 +277,52 @@ def test_citus_chaos_loses_doubles_and_strands_nothing(tmp_path: Path):
     from .test_chaos_quick import run_chaos
 
     assert run_chaos(tmp_path, "--citus")["citus"] is True
+
+
+@on_citus
+def test_citus_premises_row_security_and_writes_across_buckets(citus_db):
+    """Row security by owner works on a distributed table when the policy compares a column
+    with a function call (a scalar subquery in a policy, as cronbox's policies have today, is
+    refused); a function delegated to one bucket's node may also write into a bucket on the
+    other node, in the same transaction (a dependency's signal)."""
+    dsn, _ = citus_db
+    with db.connect(dsn) as conn:
+        buckets = premise_table(conn)
+        here = buckets[0]
+        there = next(b for b in buckets if shard_port(conn, b) != shard_port(conn, here))
+        conn.execute("CREATE FUNCTION citus_premise.me() RETURNS name LANGUAGE sql STABLE AS $$ SELECT current_user $$")
+        conn.execute("ALTER TABLE citus_premise.item ENABLE ROW LEVEL SECURITY, FORCE ROW LEVEL SECURITY")
+        with pytest.raises(psycopg.Error):
+            conn.execute("CREATE POLICY by_subquery ON citus_premise.item USING (owner = (SELECT citus_premise.me()))")
+        conn.execute("CREATE POLICY by_owner ON citus_premise.item USING (owner = citus_premise.me())")
+        for role in ("citus_premise_a", "citus_premise_b"):
+            conn.execute(f"DO $$ BEGIN CREATE ROLE {role} LOGIN; EXCEPTION WHEN duplicate_object THEN END $$")
+            conn.execute(f"GRANT USAGE ON SCHEMA citus_premise TO {role}")
+            conn.execute(f"GRANT SELECT, INSERT ON citus_premise.item TO {role}")
+        with conn.transaction():
+            conn.execute("SET LOCAL ROLE citus_premise_a")
+            conn.execute("INSERT INTO citus_premise.item (bucket) VALUES (%s), (%s)", (here, there))
+        with conn.transaction():
+            conn.execute("SET LOCAL ROLE citus_premise_b")
+            conn.execute("INSERT INTO citus_premise.item (bucket) VALUES (%s)", (here,))
+            assert conn.execute("SELECT owner::text, count(*) FROM citus_premise.item GROUP BY 1").fetchall() == [
+                ("citus_premise_b", 1)]
+        assert conn.execute("SELECT owner::text, count(*) FROM citus_premise.item GROUP BY 1 ORDER BY 1").fetchall() == [
+            ("citus_premise_a", 2), ("citus_premise_b", 1)]
+
+        conn.execute("""CREATE FUNCTION citus_premise.finish(p_bucket integer, p_other integer) RETURNS void
+            LANGUAGE plpgsql AS $$
+            BEGIN
+                INSERT INTO citus_premise.item (bucket, owner) VALUES (p_bucket, 'ended');
+                INSERT INTO citus_premise.item (bucket, owner) VALUES (p_other, 'signal');
+            END $$""")
+        conn.execute("SELECT create_distributed_function('citus_premise.finish(integer, integer)', 'p_bucket',"
+                     " colocate_with => 'citus_premise.item')")
+        plan = "\n".join(r[0] for r in conn.execute("EXPLAIN (COSTS OFF) SELECT citus_premise.finish(%s, %s)",
+                                                     (here, there)))
+        assert "Task Count: 1" in plan and f"port={shard_port(conn, here)}" in plan, plan
+        conn.execute("SELECT citus_premise.finish(%s, %s)", (here, there))
+        assert conn.execute("SELECT bucket, owner::text FROM citus_premise.item WHERE owner IN ('ended', 'signal')"
+                            " ORDER BY 2").fetchall() == [(here, "ended"), (there, "signal")]
+        conn.execute("DROP SCHEMA citus_premise CASCADE")
+        conn.execute("DROP ROLE citus_premise_a, citus_premise_b")
