@@ -1,5 +1,5 @@
-"""The poller's side loops: the reaper (leases, held-future backstop, pauses whose until passed,
-backfill requests) and history maintenance.
+"""The poller's side loops: the reaper (leases, held-future backstop, job statistics folded, pauses
+whose until passed, backfill requests) and history maintenance.
 
 Both are plain SQL calls on a timer; any number of pollers may run them at once (the reaper
 re-checks every run under lock, partition maintenance takes an advisory lock). A failure is
@@ -25,12 +25,16 @@ RELEASE_BATCH = 10000
 RESUME_BATCH = 1000
 BACKFILL_PASSES = 10  # per reaper round: at most 10 x 10 requests
 PARTITIONS_AHEAD_DAYS = 7
+FOLD_BATCH = 10_000  # statistics change rows (one per dispatch or finishing call) per fold
+FOLD_ROUNDS = 10  # per reaper round; the rest waits for the next round
 TALLY_BATCH = 100_000
 TALLY_ROUNDS = 20  # at most this many batches per maintenance round; the rest waits a minute
 
 
 async def reap_once(pool) -> tuple[int, int]:
-    """Declare expired leases lost (retrying per policy) and give held futures their second look."""
+    """Declare expired leases lost (retrying per policy), give held futures their second look, and
+    fold the job statistics dispatch and the reports left off the hot path (every view shows
+    them a round later: docs/architecture.md, "Statistics off the hot path")."""
     lost = released = 0
     async with pool.connection() as conn:
         while True:
@@ -39,6 +43,9 @@ async def reap_once(pool) -> tuple[int, int]:
             if n < REAP_BATCH:
                 break
         released = await store.release_holds(conn, RELEASE_BATCH)
+        for _ in range(FOLD_ROUNDS):
+            if await store.fold_job_stats(conn, FOLD_BATCH) < FOLD_BATCH:
+                break
     return lost, released
 
 

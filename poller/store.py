@@ -154,6 +154,13 @@ async def sync_schedule_names(conn: psycopg.AsyncConnection) -> None:
     await conn.execute("SELECT cronbox.sync_schedule_names()")
 
 
+async def fold_job_stats(conn: psycopg.AsyncConnection, batch: int) -> int:
+    """Folds the job statistics left off the hot path into cronbox.job_stat; returns the change
+    rows folded (0 also when another poller is folding)."""
+    cur = await conn.execute("SELECT cronbox.fold_job_stats(%s)", (batch,))
+    return (await cur.fetchone())[0]
+
+
 async def tally_runs(conn: psycopg.AsyncConnection, batch: int) -> int:
     """Counts finished runs per minute for the console's overview; returns the rows read."""
     cur = await conn.execute("SELECT cronbox.tally_runs(%s)", (batch,))

@@ -60,8 +60,15 @@ def active(conn: psycopg.Connection, name: str) -> list[int]:
     return [r["run_id"] for r in runs(conn, name) if r["state"] in ("dispatched", "delivered", "running")]
 
 
+def fold(conn: psycopg.Connection) -> None:
+    """The poller's fold of job statistics, now (a job whose statistics no policy reads has them
+    written by the fold, every second: docs/architecture.md, "Statistics off the hot path")."""
+    conn.execute("SELECT cronbox.fold_job_stats(1000000)")
+
+
 def jobrow(conn: psycopg.Connection, name: str) -> dict[str, Any]:
-    # the definition and its run statistics (cronbox.job_stat, migration 0122)
+    # the definition and its run statistics (cronbox.job_stat, migration 0122), folded first
+    fold(conn)
     cur = conn.execute("SELECT j.*, s.* FROM cronbox.job j JOIN cronbox.job_stat s USING (job_id) "
                        "WHERE j.name = %s", (name,))
     cols = [d.name for d in cur.description]

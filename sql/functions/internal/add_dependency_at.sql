@@ -68,6 +68,9 @@ BEGIN
             quote_literal(v_name), quote_literal(add_dependency_at.upstream), v_cycle
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    -- A gate reads the job's last fire and the upstream's last success while deciding: their
+    -- statistics folded off the hot path are folded now (cronbox.job_stat_folded).
+    PERFORM cronbox.fold_job_stats_of(ARRAY[v_job_id, v_up_id]);
     INSERT INTO cronbox.job_dependency AS d (job_id, upstream_id, within, wait_timeout, created_at)
     VALUES (v_job_id, v_up_id, add_dependency_at.within, add_dependency_at.wait_timeout, p_now)
     ON CONFLICT ON CONSTRAINT job_dependency_pkey

@@ -32,7 +32,20 @@ DECLARE
     v_cancel bigint[];
     v_lo bigint;
     v_hi bigint;
+    v_refold bigint[];        -- jobs whose statistics a backfilled fire's own overlap policy reads
 BEGIN
+    -- A backfilled fire with an overlap policy of its own reads its job's active runs: a job
+    -- whose statistics were folded off the hot path has them folded now, and written here in
+    -- this call (rare: backfill(..., overlap => ...) of an 'allow' job).
+    -- (the futures by key first, their overlap checked after: docs/architecture.md, SQL conventions 4)
+    v_refold := ARRAY(
+        WITH keyed AS MATERIALIZED (
+            SELECT f.job_id, f.overlap FROM cronbox.job_future f WHERE f.future_id = ANY (p_futures))
+        SELECT DISTINCT k.job_id FROM keyed k WHERE k.overlap IS NOT NULL AND k.overlap <> 'allow');
+    IF cardinality(v_refold) > 0 THEN
+        PERFORM cronbox.fold_job_stats_of(v_refold);
+    END IF;
+
     WITH
     -- By primary key alone: with `hold IS NULL` beside it, a plan made while job_future looked
     -- empty walked the whole ready index (that partial index's predicate) filtering on the ids.
@@ -44,12 +57,22 @@ BEGIN
         WHERE f.future_id = ANY (p_futures)
     ),
     picked AS MATERIALIZED (SELECT k.* FROM keyed k WHERE k.hold IS NULL),
+    -- The names after-jobs list (upstreams: a success of theirs fires the after-job), read once
+    -- per call: such a job's statistics are written where they are read (cronbox.job_stat_folded).
+    upstream AS MATERIALIZED (
+        SELECT coalesce(array_agg(DISTINCT u.name), '{}') AS names
+        FROM cronbox.job a CROSS JOIN LATERAL unnest(a.after) AS u(name)
+        WHERE a.after IS NOT NULL
+    ),
     -- The jobs by key, each one's statistics by a probe (a join planned while job_stat looked
     -- empty walked all of it once per job: docs/architecture.md, SQL conventions).
     locked_job AS MATERIALIZED (
         SELECT j.job_id, j.name, j.queue, j.paused, j.overlap, j.timeout, s.active_runs,
                s.last_fire_at, j.payload, j.catchup, j.needs, j.on_unavailable, j.unavailable_timeout,
-               j.retry_delay, j.retry_max_delay
+               j.retry_delay, j.retry_max_delay,
+               -- statistics no policy reads: left to the poller's fold (cronbox.job_stat_change)
+               cronbox.job_stat_folded(j.job_id, (SELECT u.names FROM upstream u))
+                   AND NOT (j.job_id = ANY (v_refold)) AS folded
         FROM cronbox.job j
         CROSS JOIN LATERAL (SELECT s.active_runs, s.last_fire_at FROM cronbox.job_stat s
                             WHERE s.job_id = j.job_id LIMIT 1) s
@@ -60,7 +83,7 @@ BEGIN
         -- a backfilled future carries its request's overlap policy (migration 0171)
         SELECT p.*, j.name, j.queue, coalesce(p.future_overlap, j.overlap) AS overlap, j.timeout,
                j.active_runs, j.catchup, j.needs, j.on_unavailable, j.unavailable_timeout,
-               j.retry_delay, j.retry_max_delay,
+               j.retry_delay, j.retry_max_delay, j.folded,
                coalesce(p.payload, j.payload) AS message_payload,
                g.waiting, g.timeout_at,
                CASE WHEN j.paused AND p.origin NOT IN ('manual', 'rerun') THEN 'hold_paused'  -- trigger(), rerun() run anyway
@@ -217,13 +240,14 @@ BEGIN
                     THEN 'hold_pool'
                     ELSE pl.placed2 END AS act,
                pl.needs, coalesce(pl.short_pool, max(pl.short_pool) OVER (PARTITION BY pl.job_id)) AS pool,
-               pl.why, pl.held_since, pl.retry_delay, pl.retry_max_delay, pl.on_unavailable
+               pl.why, pl.held_since, pl.retry_delay, pl.retry_max_delay, pl.on_unavailable, pl.folded
         FROM pooled pl
         UNION ALL
         SELECT g.future_id, g.job_id, g.name, g.queue, g.fire_at, g.due_at, g.priority,
                g.attempt, g.origin, g.retry_of, g.message_payload, g.timeout, g.overlap,
                g.active_runs, g.catchup, g.waiting, g.timeout_at, g.pre,
-               NULL::jsonb, NULL::text, NULL::text, NULL::timestamptz, NULL::interval, NULL::interval, NULL::text
+               NULL::jsonb, NULL::text, NULL::text, NULL::timestamptz, NULL::interval, NULL::interval, NULL::text,
+               g.folded
         FROM gate g
         WHERE g.pre IS NOT NULL
     ),
@@ -335,6 +359,18 @@ BEGIN
     ),
     -- Per job, the counts of this call, as arrays in job_id order: a job_stat row finds its
     -- values at the position width_bucket (a binary search) gives its job_id.
+    per_job AS MATERIALIZED (
+        SELECT fire.job_id, bool_and(fire.folded) AS folded,
+               count(*) FILTER (WHERE fire.act = 'miss') AS n_missed,
+               count(*) FILTER (WHERE fire.act = 'run') AS n_run,
+               count(*) FILTER (WHERE fire.act IN ('fail_dependency', 'fail_unavailable')) AS n_failed,
+               max(fire.fire_at) FILTER (WHERE fire.act = 'run') AS last_fire,
+               max(fire.run_id) FILTER (WHERE fire.act IN ('run', 'fail_dependency', 'fail_unavailable')) AS last_run,
+               (array_agg(CASE fire.act WHEN 'run' THEN 'dispatched' ELSE 'failed' END
+                          ORDER BY fire.run_id DESC)
+                    FILTER (WHERE fire.act IN ('run', 'fail_dependency', 'fail_unavailable')))[1] AS last_state
+        FROM fire GROUP BY fire.job_id
+    ),
     counts AS MATERIALIZED (
         SELECT array_agg(c.job_id ORDER BY c.job_id) AS ids,
                array_agg(c.n_run ORDER BY c.job_id) AS n_run,
@@ -343,17 +379,20 @@ BEGIN
                array_agg(c.last_state ORDER BY c.job_id) AS last_state,
                array_agg(c.n_failed ORDER BY c.job_id) AS n_failed,
                array_agg(c.n_missed ORDER BY c.job_id) AS n_missed
-        FROM (SELECT fire.job_id,
-                     count(*) FILTER (WHERE fire.act = 'miss') AS n_missed,
-                     count(*) FILTER (WHERE fire.act = 'run') AS n_run,
-                     count(*) FILTER (WHERE fire.act IN ('fail_dependency', 'fail_unavailable')) AS n_failed,
-                     max(fire.fire_at) FILTER (WHERE fire.act = 'run') AS last_fire,
-                     max(fire.run_id) FILTER (WHERE fire.act IN ('run', 'fail_dependency', 'fail_unavailable')) AS last_run,
-                     (array_agg(CASE fire.act WHEN 'run' THEN 'dispatched' ELSE 'failed' END
-                                ORDER BY fire.run_id DESC)
-                          FILTER (WHERE fire.act IN ('run', 'fail_dependency', 'fail_unavailable')))[1] AS last_state
-              FROM fire GROUP BY fire.job_id) c
-        WHERE c.n_run > 0 OR c.n_failed > 0 OR c.n_missed > 0
+        FROM per_job c
+        WHERE (c.n_run > 0 OR c.n_failed > 0 OR c.n_missed > 0) AND NOT c.folded
+    ),
+    -- The jobs whose statistics no policy reads: one row for all of them, folded into job_stat
+    -- by the poller within a second (cronbox.fold_job_stats).
+    stat_change AS (
+        INSERT INTO cronbox.job_stat_change (job_ids, active, last_fire, last_run, last_state,
+                                             ok, failures, crashes, missed, success_at)
+        SELECT array_agg(c.job_id), array_agg(c.n_run::integer), array_agg(c.last_fire),
+               array_agg(c.last_run), array_agg(c.last_state), array_agg(0),
+               array_agg(c.n_failed::integer), array_agg(0), array_agg(c.n_missed), p_now
+        FROM per_job c
+        WHERE (c.n_run > 0 OR c.n_failed > 0 OR c.n_missed > 0) AND c.folded
+        HAVING count(*) > 0
     ),
     -- The job's statistics row (narrow, HOT: cronbox.job_stat), not its definition row.
     job_counts AS (

@@ -3,7 +3,8 @@
 -- a few statements whatever the batch size. Locks, always in this order (no deadlock with
 -- dispatch): the jobs' locks (job_stat rows, cronbox.lock_job_id; on success the after-jobs listing
 -- them too) by job_id, the runs, the queue_limit rows by queue, the pool rows by name. Then: job bookkeeping
--- (cronbox.job_stat), retry futures (a retry is a new run later), on_error, notifications,
+-- (cronbox.job_stat, or one cronbox.job_stat_change row for the jobs whose statistics are
+-- folded off the hot path), retry futures (a retry is a new run later), on_error, notifications,
 -- releases of held futures, after-jobs whose upstreams all succeeded. A report for a run
 -- already final is kept in late_report and changes nothing.
 CREATE OR REPLACE FUNCTION cronbox.finish_runs(
@@ -30,6 +31,7 @@ DECLARE
     v_fin_jobs bigint[];
     v_fixed_delay bigint[];
     v_after bigint[] := '{}';
+    v_after_names text[];     -- names of these jobs listed by after-jobs: upstreams
     v_fin cronbox.finished_run[];
     v_lo bigint;
     v_hi bigint;
@@ -74,12 +76,21 @@ BEGIN
         RETURN QUERY SELECT u.id, NULL::text, 'not_found'::text FROM unnest(p_run_ids) u(id);
         RETURN;
     END IF;
-    IF p_outcome = 'succeeded' THEN
-        SELECT coalesce(array_agg(a.job_id), '{}') INTO v_after
-        FROM cronbox.job a
-        WHERE a.after IS NOT NULL
-          AND a.after && (SELECT array_agg(j.name) FROM cronbox.job j WHERE j.job_id = ANY (v_jobs));
-    END IF;
+    -- The after-jobs listing these jobs (fired on success, step 8: locked with them), and the
+    -- names they list of these jobs: those jobs are upstreams, whose statistics are written
+    -- where they are read (cronbox.job_stat_folded).
+    WITH names AS MATERIALIZED (
+        SELECT array_agg(j.name) AS of FROM cronbox.job j WHERE j.job_id = ANY (v_jobs)
+    ),
+    hit AS MATERIALIZED (
+        SELECT a.job_id, a.after FROM cronbox.job a
+        WHERE a.after IS NOT NULL AND a.after && (SELECT names.of FROM names)
+    )
+    SELECT CASE WHEN p_outcome = 'succeeded' THEN coalesce(array_agg(h.job_id), '{}') ELSE '{}' END,
+           ARRAY(SELECT DISTINCT u.name FROM hit x CROSS JOIN names CROSS JOIN LATERAL unnest(x.after) AS u(name)
+                 WHERE u.name = ANY (names.of))
+      INTO v_after, v_after_names
+    FROM hit h;
     PERFORM
     FROM cronbox.job_stat s
     WHERE s.job_id = ANY (v_jobs || v_after)
@@ -185,12 +196,14 @@ BEGIN
     IF v_fin IS NOT NULL THEN
         v_fin_jobs := ARRAY(SELECT DISTINCT f.job_id FROM unnest(v_fin) f);
 
-        -- 3. Job bookkeeping: one statement for every end.
+        -- 3. Job bookkeeping: one statement for every end. The statistics of a job a policy
+        --    reads while deciding (active runs for overlap, last success of an upstream) are
+        --    updated here; the others go into one change row (cronbox.job_stat_folded).
         WITH
         decide AS MATERIALIZED (SELECT d.* FROM cronbox.finish_decisions(v_fin) d),
         -- Per job: the counts of this call (one row per job).
         per_job AS MATERIALIZED (
-            SELECT d.job_id, count(*) AS n,
+            SELECT d.job_id, cronbox.job_stat_folded(d.job_id, v_after_names) AS folded, count(*) AS n,
                    max(d.run_id) AS last_run,
                    (array_agg(d.state ORDER BY d.run_id DESC))[1] AS last_state,
                    count(*) FILTER (WHERE d.state = 'succeeded') AS n_ok,
@@ -210,6 +223,19 @@ BEGIN
                    array_agg(c.n_runs_failed ORDER BY c.job_id) AS n_runs_failed,
                    array_agg(c.n_lost ORDER BY c.job_id) AS n_lost
             FROM per_job c
+            WHERE NOT c.folded
+        ),
+        -- The jobs no policy reads while deciding: one row for all of them, folded into
+        -- job_stat by the poller within a second (cronbox.fold_job_stats).
+        change AS (
+            INSERT INTO cronbox.job_stat_change (job_ids, active, last_fire, last_run, last_state,
+                                                 ok, failures, crashes, missed, success_at)
+            SELECT array_agg(c.job_id), array_agg((-c.n)::integer), array_agg(NULL::timestamptz),
+                   array_agg(c.last_run), array_agg(c.last_state), array_agg(c.n_ok::integer),
+                   array_agg(c.n_runs_failed::integer), array_agg(c.n_lost::integer), array_agg(0::bigint), p_now
+            FROM per_job c
+            WHERE c.folded
+            HAVING count(*) > 0
         ),
         -- The statistics row (narrow, HOT: cronbox.job_stat), by key (= ANY), never by a join.
         stat AS (

@@ -2,7 +2,8 @@
 -- delivered, running), newest first. No index of cronbox.run names the state (migration 0190:
 -- a run's last update stays heap-only); the job's history is walked newest first
 -- (run_job_history_idx, backwards) until job_stat.active_runs of them are found, a count that
--- is exact under the job's lock: so call it with the job locked. Usually the count is 0 and
+-- is exact under the job's lock once its statistics folded off the hot path are folded
+-- (cronbox.fold_job_stats_of; always, for a job a policy reads): so call it with the job locked. Usually the count is 0 and
 -- nothing is read; otherwise it reads the job's runs since its oldest unfinished one.
 -- LANGUAGE sql, STABLE, no SET clause: inlined into the caller's statement.
 CREATE OR REPLACE FUNCTION cronbox.job_unfinished_runs(p_job_id bigint)

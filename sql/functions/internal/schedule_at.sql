@@ -128,6 +128,12 @@ BEGIN
        AND jsonb_populate_record(v_old, v_args) IS NOT DISTINCT FROM v_old THEN
         RETURN v_old.job_id;
     END IF;
+
+    -- The new definition may give the job (overlap, fixed delay) or the jobs it waits for
+    -- (after) a policy that reads their statistics while deciding: those folded off the hot path
+    -- are folded now, under the jobs' locks (cronbox.job_stat_folded).
+    PERFORM cronbox.fold_job_stats_of(ARRAY[v_old.job_id]
+                                      || ARRAY(SELECT j.job_id FROM cronbox.job j WHERE j.name = ANY (schedule_at.after)));
     -- The owner's quota (53400 when over), before anything is written; its fire rate is stored below.
     v_rate := cronbox.check_owner_quota(coalesce(v_old.owner, cronbox.caller()), v_old, v_args, v_kind, p_now);
 

@@ -18,6 +18,9 @@ DECLARE
     v_early bigint[];
     v_ids bigint[];
 BEGIN
+    -- Its count of unfinished runs exact first (statistics folded off the hot path,
+    -- cronbox.job_stat_folded: a no-op when nothing waits to be folded).
+    PERFORM cronbox.fold_job_stats_of(ARRAY[p_job_id]);
     -- The job's runs dispatched as of a time still to come (among its unfinished runs, which
     -- the caller's lock on the job keeps counted); usually none, and then the outbox (no index
     -- on run_id) is not read at all.

@@ -1,0 +1,101 @@
+-- cronbox.apply_job_stat_changes(p_changes, p_jobs): folds statistics changes
+-- (cronbox.job_stat_change) into cronbox.job_stat, for the jobs p_jobs, from the change rows
+-- p_changes (NULL: every row there is). The caller holds those jobs' locks (their job_stat
+-- rows), so every change of them is committed and none is being written. Per job, the changes
+-- newer than job_stat.folded_through are applied in change_id order, which for one job is the
+-- order their writers held its lock: active runs and missed fires added; last fire and last
+-- success the latest; last run the newest run id (its state from the newest change naming it);
+-- the streaks (consecutive failures and crashes) restart at the last change with a success and
+-- add the failures after it, as the finishing calls would have, one after another.
+-- Idempotent: folded_through moves to the newest change applied.
+CREATE OR REPLACE FUNCTION cronbox.apply_job_stat_changes(p_changes bigint[], p_jobs bigint[])
+RETURNS integer
+LANGUAGE plpgsql
+SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+SET enable_seqscan = off  -- a plan kept from an empty table: docs/architecture.md, SQL conventions
+AS $$
+DECLARE
+    v_n integer;
+BEGIN
+    WITH
+    entry AS MATERIALIZED (
+        SELECT c.change_id, u.job_id, u.active, u.last_fire, u.last_run, u.last_state, u.ok,
+               u.failures, u.crashes, u.missed, c.success_at
+        FROM cronbox.job_stat_change c
+        CROSS JOIN LATERAL unnest(c.job_ids, c.active, c.last_fire, c.last_run, c.last_state, c.ok,
+                                  c.failures, c.crashes, c.missed)
+            AS u(job_id, active, last_fire, last_run, last_state, ok, failures, crashes, missed)
+        WHERE (p_changes IS NULL OR c.change_id = ANY (p_changes))
+          AND u.job_id = ANY (p_jobs)
+    ),
+    -- the changes not folded yet (the job's row by a probe, never a join)
+    fresh AS MATERIALIZED (
+        SELECT e.*, max(e.change_id) FILTER (WHERE e.ok > 0) OVER (PARTITION BY e.job_id) AS reset_at
+        FROM entry e
+        CROSS JOIN LATERAL (SELECT s.folded_through FROM cronbox.job_stat s
+                            WHERE s.job_id = e.job_id LIMIT 1) s
+        WHERE e.change_id > s.folded_through
+    ),
+    per_job AS (
+        SELECT f.job_id,
+               sum(f.active)::integer AS active,
+               max(f.last_fire) AS last_fire,
+               (array_agg(f.last_run ORDER BY f.last_run DESC NULLS LAST, f.change_id DESC))[1] AS last_run,
+               (array_agg(f.last_state ORDER BY f.last_run DESC NULLS LAST, f.change_id DESC))[1] AS last_state,
+               max(f.success_at) FILTER (WHERE f.ok > 0) AS success_at,
+               bool_or(f.ok > 0) AS reset,
+               coalesce(sum(f.failures) FILTER (WHERE f.reset_at IS NULL OR f.change_id > f.reset_at), 0)::integer AS failures,
+               coalesce(sum(f.crashes) FILTER (WHERE f.reset_at IS NULL OR f.change_id > f.reset_at), 0)::integer AS crashes,
+               sum(f.missed)::bigint AS missed,
+               max(f.change_id) AS through
+        FROM fresh f
+        GROUP BY f.job_id
+    ),
+    -- as arrays in job_id order: a job_stat row finds its values at the position width_bucket
+    -- gives (docs/architecture.md, SQL conventions: no join, whatever the plan)
+    c AS MATERIALIZED (
+        SELECT array_agg(p.job_id ORDER BY p.job_id) AS ids,
+               array_agg(p.active ORDER BY p.job_id) AS active,
+               array_agg(p.last_fire ORDER BY p.job_id) AS last_fire,
+               array_agg(p.last_run ORDER BY p.job_id) AS last_run,
+               array_agg(p.last_state ORDER BY p.job_id) AS last_state,
+               array_agg(p.success_at ORDER BY p.job_id) AS success_at,
+               array_agg(p.reset ORDER BY p.job_id) AS reset,
+               array_agg(p.failures ORDER BY p.job_id) AS failures,
+               array_agg(p.crashes ORDER BY p.job_id) AS crashes,
+               array_agg(p.missed ORDER BY p.job_id) AS missed,
+               array_agg(p.through ORDER BY p.job_id) AS through
+        FROM per_job p
+    ),
+    done AS (
+        UPDATE cronbox.job_stat s SET
+            active_runs = greatest(s.active_runs + c.active[width_bucket(s.job_id, c.ids)], 0),
+            last_fire_at = greatest(s.last_fire_at, c.last_fire[width_bucket(s.job_id, c.ids)]),
+            last_run_id = CASE WHEN c.last_run[width_bucket(s.job_id, c.ids)] >= coalesce(s.last_run_id, 0)
+                               THEN c.last_run[width_bucket(s.job_id, c.ids)] ELSE s.last_run_id END,
+            last_run_state = CASE WHEN c.last_run[width_bucket(s.job_id, c.ids)] >= coalesce(s.last_run_id, 0)
+                                  THEN c.last_state[width_bucket(s.job_id, c.ids)] ELSE s.last_run_state END,
+            last_success_at = greatest(s.last_success_at, c.success_at[width_bucket(s.job_id, c.ids)]),
+            consecutive_failures = CASE WHEN c.reset[width_bucket(s.job_id, c.ids)] THEN 0 ELSE s.consecutive_failures END
+                                   + c.failures[width_bucket(s.job_id, c.ids)],
+            consecutive_crashes = CASE WHEN c.reset[width_bucket(s.job_id, c.ids)] THEN 0 ELSE s.consecutive_crashes END
+                                  + c.crashes[width_bucket(s.job_id, c.ids)],
+            missed_count = s.missed_count + c.missed[width_bucket(s.job_id, c.ids)],
+            folded_through = greatest(s.folded_through, c.through[width_bucket(s.job_id, c.ids)])
+        FROM c
+        WHERE s.job_id = ANY (c.ids)
+          AND s.folded_through < c.through[width_bucket(s.job_id, c.ids)]
+        RETURNING 1
+    )
+    SELECT count(*) INTO v_n FROM done;
+    RETURN v_n;
+END
+$$;
+
+COMMENT ON FUNCTION cronbox.apply_job_stat_changes(bigint[], bigint[]) IS
+'Internal: folds the statistics changes (cronbox.job_stat_change rows p_changes, NULL: all) of the jobs p_jobs into cronbox.job_stat, in the order they were written, skipping those folded already. Call with the jobs locked. Returns the number of jobs updated.';
+
+ALTER FUNCTION cronbox.apply_job_stat_changes(bigint[], bigint[]) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.apply_job_stat_changes(bigint[], bigint[]) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

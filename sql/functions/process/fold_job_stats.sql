@@ -1,0 +1,53 @@
+-- cronbox.fold_job_stats(p_limit): the poller's fold of job statistics (every second, from the
+-- reaper's round; any poller): the oldest p_limit rows of cronbox.job_stat_change (FOR UPDATE
+-- SKIP LOCKED, in change_id order), their jobs locked in job_id order (the job's lock, as every
+-- writer of its statistics), applied set-based (cronbox.apply_job_stat_changes) and deleted.
+-- One folder at a time (a transaction-level advisory lock on one key; a second poller returns 0
+-- at once): rows are folded in change_id order, so a job's changes always go in the order
+-- they were written. Returns the number of change rows folded.
+CREATE OR REPLACE FUNCTION cronbox.fold_job_stats(p_limit integer DEFAULT 10000)
+RETURNS integer
+LANGUAGE plpgsql
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+SET jit = off
+SET enable_seqscan = off  -- a plan kept from an empty table: docs/architecture.md, SQL conventions
+AS $$
+DECLARE
+    v_changes bigint[];
+    v_jobs bigint[];
+BEGIN
+    PERFORM cronbox.checked_limit('p_limit', p_limit, 1000000);
+    IF NOT pg_try_advisory_xact_lock(hashtext('cronbox.fold_job_stats')) THEN
+        RETURN 0;
+    END IF;
+    v_changes := ARRAY(
+        SELECT c.change_id FROM cronbox.job_stat_change c
+        ORDER BY c.change_id LIMIT p_limit
+        FOR UPDATE SKIP LOCKED);
+    IF cardinality(v_changes) = 0 THEN
+        RETURN 0;
+    END IF;
+    v_jobs := ARRAY(
+        SELECT DISTINCT u.job_id
+        FROM cronbox.job_stat_change c CROSS JOIN LATERAL unnest(c.job_ids) AS u(job_id)
+        WHERE c.change_id = ANY (v_changes)
+        ORDER BY 1);
+    PERFORM FROM cronbox.job_stat s
+    WHERE s.job_id = ANY (v_jobs)
+    ORDER BY s.job_id
+    FOR NO KEY UPDATE OF s;
+    -- a statement of its own: its snapshot, taken under the locks, reads folded_through as
+    -- a fold of one job (cronbox.fold_job_stats_of) left it
+    PERFORM cronbox.apply_job_stat_changes(v_changes, v_jobs);
+    DELETE FROM cronbox.job_stat_change c WHERE c.change_id = ANY (v_changes);
+    RETURN cardinality(v_changes);
+END
+$$;
+
+COMMENT ON FUNCTION cronbox.fold_job_stats(integer) IS
+'Poller (every second): folds the oldest p_limit rows of job statistics changes (cronbox.job_stat_change) into cronbox.job_stat under the jobs'' locks and deletes them; one folder at a time (another call returns 0). Returns the number of change rows folded.';
+
+ALTER FUNCTION cronbox.fold_job_stats(integer) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.fold_job_stats(integer) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
+GRANT EXECUTE ON FUNCTION cronbox.fold_job_stats(integer) TO cronbox_process;

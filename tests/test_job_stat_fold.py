@@ -1,0 +1,167 @@
+"""Job statistics off the hot path: a job whose statistics no policy reads while deciding (overlap
+'allow', fixed rate, no dependency either way, no after-job naming it) has them written by the
+poller's fold (cronbox.fold_job_stats), one change row per dispatch or finishing call; every
+other job has them written where they are read. The fold gives the same statistics as writing
+them at once, whenever it runs; a job that starts being read has its pending changes folded first.
+"""
+
+from __future__ import annotations
+
+import psycopg
+import pytest
+
+from .runs_support import active, at, complete, dispatch, fail, fold, future, job
+
+STATS = ("active_runs", "consecutive_failures", "consecutive_crashes", "missed_count", "last_fire_at",
+         "last_run_state", "last_success_at")
+
+
+def stats(conn, name: str) -> dict:
+    """The statistics row as it is, not folded first."""
+    cur = conn.execute(f"SELECT {', '.join('s.' + c for c in STATS)}, s.last_run_id "
+                       "FROM cronbox.job_stat s JOIN cronbox.job j USING (job_id) WHERE j.name = %s", (name,))
+    return dict(zip([d.name for d in cur.description], cur.fetchone()))
+
+
+def changes(conn) -> int:
+    return conn.execute("SELECT count(*) FROM cronbox.job_stat_change").fetchone()[0]
+
+
+def start(conn, name: str, t: float) -> int:
+    future(conn, name, t)
+    dispatch(conn, t)
+    return active(conn, name)[-1]
+
+
+def test_a_job_no_policy_reads_writes_one_change_row_per_call_and_the_fold_writes_its_statistics(conn):
+    job(conn, "free", overlap="allow")
+    job(conn, "read", overlap="skip")
+    before = stats(conn, "free")
+    future(conn, "free", 0)
+    future(conn, "read", 0)
+    dispatch(conn, 0)
+    assert changes(conn) == 1  # the dispatch call's row, for "free" only
+    assert stats(conn, "free") == before
+    assert stats(conn, "read")["active_runs"] == 1  # written where the overlap policy reads it
+    conn.execute("SELECT cronbox.complete_runs_at(%s, NULL, %s)",
+                 (active(conn, "free") + active(conn, "read"), at(1)))
+    assert changes(conn) == 2
+    assert stats(conn, "free") == before
+    assert stats(conn, "read")["last_run_state"] == "succeeded"
+    assert conn.execute("SELECT cronbox.fold_job_stats(1000)").fetchone()[0] == 2
+    assert changes(conn) == 0
+    s = stats(conn, "free")
+    assert (s["active_runs"], s["last_run_state"], s["last_success_at"], s["last_fire_at"]) == (0, "succeeded", at(1), at(0))
+    assert conn.execute("SELECT cronbox.fold_job_stats(1000)").fetchone()[0] == 0  # nothing left
+
+
+@pytest.mark.parametrize("fold_every", [1, 2, 3, 100])
+def test_folded_statistics_equal_those_written_at_once_whenever_the_fold_runs(conn, fold_every):
+    """The same runs for a job written at once ('cancel_other' never cancels runs that do not
+    overlap) and a folded one ('allow'); the fold after every k-th step."""
+    for name, overlap in (("now", "cancel_other"), ("later", "allow")):
+        job(conn, name, overlap=overlap, timeout="30 seconds")
+    steps = 0
+
+    def step(name: str, t: float, outcome: str) -> None:
+        nonlocal steps
+        rid = start(conn, name, t)
+        if outcome == "ok":
+            complete(conn, rid, t + 1)
+        elif outcome == "fail":
+            fail(conn, rid, t + 1)
+        elif outcome == "fatal":
+            fail(conn, rid, t + 1, retryable=False)
+        else:  # lost: the lease runs out
+            conn.execute("SELECT cronbox.start_run_at(%s, 'w', %s)", (rid, at(t + 1)))
+            conn.execute("SELECT cronbox.reap_lost_at(10, %s)", (at(t + 100),))
+        steps += 1
+        if steps % fold_every == 0:
+            fold(conn)
+
+    plan = ["fail", "fatal", "lost", "ok", "fatal", "lost", "lost", "fatal", "ok", "lost", "fail"]
+    for i, outcome in enumerate(plan):
+        for name in ("now", "later"):
+            step(name, 1000.0 * i, outcome)
+    fold(conn)
+    now, later = stats(conn, "now"), stats(conn, "later")
+    assert later.pop("last_run_id") > now.pop("last_run_id")
+    assert later == now
+    assert (now["consecutive_failures"], now["consecutive_crashes"], now["active_runs"]) == (2, 1, 0)  # a lost run is a failure too
+    assert changes(conn) == 0
+
+
+def test_a_job_that_gets_an_overlap_policy_has_its_pending_statistics_folded_at_once(conn):
+    job(conn, "swap", overlap="allow")
+    start(conn, "swap", 0)
+    assert stats(conn, "swap")["active_runs"] == 0  # the run is counted by the fold
+    conn.execute("SELECT cronbox.schedule_at('swap', every => '1 hour', overlap => 'skip', p_now => %s)", (at(1),))
+    assert stats(conn, "swap")["active_runs"] == 1  # before any poller folds: the policy reads it
+    future(conn, "swap", 2)
+    dispatch(conn, 2)
+    assert [r[0] for r in conn.execute(
+        "SELECT state FROM cronbox.run WHERE job_name = 'swap' ORDER BY run_id")] == ["dispatched", "skipped"]
+    fold(conn)  # the change row left behind is skipped, not counted twice
+    assert stats(conn, "swap")["active_runs"] == 1
+
+
+def test_an_upstream_gains_a_dependent_with_its_last_success_folded(conn):
+    job(conn, "up", overlap="allow")
+    job(conn, "down", overlap="allow")
+    complete(conn, start(conn, "up", 0), 1)
+    assert stats(conn, "up")["last_success_at"] is None
+    conn.execute("SELECT cronbox.add_dependency_at('down', 'up', p_now => %s)", (at(2),))
+    assert stats(conn, "up")["last_success_at"] == at(1)
+    future(conn, "down", 3)
+    assert dispatch(conn, 3)["dispatched"] == 1  # the gate saw the success, no fold needed
+    # an upstream's success is written where it is read from now on
+    complete(conn, start(conn, "up", 10), 11)
+    assert stats(conn, "up")["last_success_at"] == at(11)
+
+
+def test_an_after_jobs_upstream_has_its_statistics_written_at_once(conn):
+    job(conn, "a", overlap="allow")
+    job(conn, "b", overlap="allow")
+    conn.execute("SELECT cronbox.schedule_at('ab', after => ARRAY['a', 'b'], p_now => %s)", (at(0),))
+    complete(conn, start(conn, "a", 1), 2)
+    assert stats(conn, "a")["last_success_at"] == at(2)
+    complete(conn, start(conn, "b", 3), 4)
+    assert conn.execute("SELECT count(*) FROM cronbox.job_future f JOIN cronbox.job j USING (job_id) "
+                        "WHERE j.name = 'ab'").fetchone()[0] == 1  # fired once both succeeded
+    assert changes(conn) == 0
+
+
+def test_a_backfilled_fire_with_its_own_overlap_policy_reads_exact_active_runs(conn):
+    job(conn, "bf", overlap="allow")
+    start(conn, "bf", 0)  # in flight, counted only in a change row
+    conn.execute(
+        "INSERT INTO cronbox.job_future (job_id, fire_at, due_at, origin, overlap) "
+        "SELECT job_id, %s, %s, 'backfill', 'skip' FROM cronbox.job WHERE name = 'bf'", (at(-500), at(1)))
+    dispatch(conn, 1)
+    assert [r[0] for r in conn.execute(
+        "SELECT state FROM cronbox.run WHERE job_name = 'bf' ORDER BY run_id")] == ["dispatched", "skipped"]
+    fold(conn)
+    assert stats(conn, "bf")["active_runs"] == 1
+
+
+def test_one_poller_folds_at_a_time(fresh_dsn):
+    with psycopg.connect(fresh_dsn, autocommit=True) as setup:
+        setup.execute("SELECT cronbox.schedule('solo', every => '1 hour', overlap => 'allow')")
+        setup.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
+                      "SELECT job_id, now(), now() FROM cronbox.job WHERE name = 'solo'")
+        setup.execute("SELECT cronbox.dispatch(10)")
+    with psycopg.connect(fresh_dsn) as first, psycopg.connect(fresh_dsn) as second:
+        assert first.execute("SELECT cronbox.fold_job_stats(10)").fetchone()[0] == 1
+        # the first fold's transaction is open: another poller's fold returns at once
+        second.execute("SET lock_timeout = '5s'")
+        assert second.execute("SELECT cronbox.fold_job_stats(10)").fetchone()[0] == 0
+        first.commit()
+        second.rollback()
+        assert second.execute("SELECT s.active_runs FROM cronbox.job_stat s JOIN cronbox.job j USING (job_id) "
+                              "WHERE j.name = 'solo'").fetchone()[0] == 1
+        assert second.execute("SELECT cronbox.fold_job_stats(10)").fetchone()[0] == 0
+
+
+def test_the_fold_batch_is_checked(conn):
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="^p_limit: must be between 1 and"):
+        conn.execute("SELECT cronbox.fold_job_stats(0)")
