@@ -9,6 +9,8 @@ as the processes do), each stage's function in batches until all N runs passed i
                  batch of such calls in one statement (no commit between them: the server time of
                  one report, as a worker reporting run by run pays it, less its commit)
     pull         dispatch -> claim_runs -> complete (complete_runs)
+    fold         (every cronbox flow, last) the poller's fold of the job statistics that dispatch and
+                 the reports left off the hot path (cronbox.fold_job_stats until none is left), per run
     raw          the bare row work of the data flow, no cronbox function: bench/pgbench/raw_*.sql
                  (futures -> run + outbox; outbox rows deleted, runs delivered; runs succeeded),
                  with no job statistics, no lease, no policy, no row security: the floor of the
@@ -53,10 +55,10 @@ from bench.pipeline import load
 from cronbox import db
 
 FLOWS: dict[str, tuple[str, ...]] = {
-    "push": ("dispatch", "claim", "ack"),
-    "push_report": ("dispatch", "claim", "ack", "complete"),
-    "report_one": ("dispatch", "claim", "ack", "complete_one"),
-    "pull": ("dispatch", "claim_runs", "complete"),
+    "push": ("dispatch", "claim", "ack", "fold"),
+    "push_report": ("dispatch", "claim", "ack", "complete", "fold"),
+    "report_one": ("dispatch", "claim", "ack", "complete_one", "fold"),
+    "pull": ("dispatch", "claim_runs", "complete", "fold"),
     "raw": ("dispatch", "deliver", "complete"),
     "raw_one_row": ("dispatch", "claim", "finish"),
 }
@@ -215,9 +217,15 @@ def run_flow(database: Database, flow: str, n: int, batch: int) -> dict[str, Any
                         "WHERE cronbox.complete_run(u.id) = 'succeeded'", (chunk,)).fetchone()[0])
             elif not answer:
                 complete_in_batches(meter, conn, [r for _, r in claimed_rows], batch)
+        if flow not in RAW_FLOWS:
+            def fold() -> int:
+                while conn.execute("SELECT cronbox.fold_job_stats(10000)").fetchone()[0]:
+                    pass
+                return n
+            meter("fold", fold)
         ok = conn.execute("SELECT count(*) FROM cronbox.run WHERE state = 'succeeded'").fetchone()[0]
         left = conn.execute("SELECT (SELECT count(*) FROM cronbox.outbox) + (SELECT count(*) FROM cronbox.job_future)"
-                            ).fetchone()[0]
+                            " + (SELECT count(*) FROM cronbox.job_stat_change)").fetchone()[0]
         if flow == "raw_one_row":
             left += conn.execute("SELECT count(*) FROM cronbox_bench.outbox").fetchone()[0]
         per_stage = {}
