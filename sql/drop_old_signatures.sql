@@ -18,6 +18,7 @@ DROP FUNCTION IF EXISTS cronbox.ensure_run_partitions(integer,timestamp with tim
 DROP FUNCTION IF EXISTS cronbox.fail_run(bigint,text,boolean,timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.fail_runs(bigint[],text[],boolean,timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.heartbeat(bigint,text,timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.job_stat_folded(bigint,text[]);
 DROP FUNCTION IF EXISTS cronbox.heartbeat_process(bigint,timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.metrics_gauges(timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.nack_outbox(text, bigint[], text[], boolean[], double precision[], integer, interval, interval, timestamptz);

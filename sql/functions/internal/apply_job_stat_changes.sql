@@ -1,7 +1,8 @@
 -- cronbox.apply_job_stat_changes(p_changes, p_jobs): folds statistics changes
 -- (cronbox.job_stat_change) into cronbox.job_stat, for the jobs p_jobs, from the change rows
--- p_changes (NULL: every row there is). The caller holds those jobs' locks (their job_stat
--- rows), so every change of them is committed and none is being written. Per job, the changes
+-- p_changes (NULL: every row there is). Either the caller holds those jobs' locks (their
+-- job_stat rows: every change of them is committed and none is being written), or it is the one
+-- poller's fold, whose update locks each row and re-checks folded_through on it. Per job, the changes
 -- newer than job_stat.folded_through are applied in change_id order, which for one job is the
 -- order their writers held its lock: active runs and missed fires added; last fire and last
 -- success the latest; last run the newest run id (its state from the newest change naming it);

@@ -200,10 +200,15 @@ BEGIN
         --    reads while deciding (active runs for overlap, last success of an upstream) are
         --    updated here; the others go into one change row (cronbox.job_stat_folded).
         WITH
-        decide AS MATERIALIZED (SELECT d.* FROM cronbox.finish_decisions(v_fin) d),
+        decide AS MATERIALIZED (
+            SELECT d.*, cronbox.job_stat_folded(d.job_id, j.overlap, d.every_mode, d.job_name, v_after_names) AS folded
+            FROM cronbox.finish_decisions(v_fin) d
+            -- the job's overlap policy by a probe (finish_decisions reads the rest of its row)
+            CROSS JOIN LATERAL (SELECT j.overlap FROM cronbox.job j WHERE j.job_id = d.job_id LIMIT 1) j
+        ),
         -- Per job: the counts of this call (one row per job).
         per_job AS MATERIALIZED (
-            SELECT d.job_id, cronbox.job_stat_folded(d.job_id, v_after_names) AS folded, count(*) AS n,
+            SELECT d.job_id, bool_and(d.folded) AS folded, count(*) AS n,
                    max(d.run_id) AS last_run,
                    (array_agg(d.state ORDER BY d.run_id DESC))[1] AS last_state,
                    count(*) FILTER (WHERE d.state = 'succeeded') AS n_ok,

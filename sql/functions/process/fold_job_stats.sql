@@ -1,7 +1,8 @@
 -- cronbox.fold_job_stats(p_limit): the poller's fold of job statistics (every second, from the
 -- reaper's round; any poller): the oldest p_limit rows of cronbox.job_stat_change (FOR UPDATE
--- SKIP LOCKED, in change_id order), their jobs locked in job_id order (the job's lock, as every
--- writer of its statistics), applied set-based (cronbox.apply_job_stat_changes) and deleted.
+-- SKIP LOCKED, in change_id order), applied set-based to their jobs' rows
+-- (cronbox.apply_job_stat_changes: the update takes each row's lock, the job's lock, as every
+-- writer of its statistics does) and deleted.
 -- One folder at a time (a transaction-level advisory lock on one key; a second poller returns 0
 -- at once): rows are folded in change_id order, so a job's changes always go in the order
 -- they were written. Returns the number of change rows folded.
@@ -33,12 +34,9 @@ BEGIN
         FROM cronbox.job_stat_change c CROSS JOIN LATERAL unnest(c.job_ids) AS u(job_id)
         WHERE c.change_id = ANY (v_changes)
         ORDER BY 1);
-    PERFORM FROM cronbox.job_stat s
-    WHERE s.job_id = ANY (v_jobs)
-    ORDER BY s.job_id
-    FOR NO KEY UPDATE OF s;
-    -- a statement of its own: its snapshot, taken under the locks, reads folded_through as
-    -- a fold of one job (cronbox.fold_job_stats_of) left it
+    -- The jobs' locks are the update's own row locks (a lock taken first would log a record per
+    -- job): a job folded alone meanwhile (cronbox.fold_job_stats_of, under its lock) has moved
+    -- folded_through past these changes, which the update re-checks on the row it locks.
     PERFORM cronbox.apply_job_stat_changes(v_changes, v_jobs);
     DELETE FROM cronbox.job_stat_change c WHERE c.change_id = ANY (v_changes);
     RETURN cardinality(v_changes);
