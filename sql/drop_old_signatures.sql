@@ -19,6 +19,17 @@ DROP FUNCTION IF EXISTS cronbox.fail_run(bigint,text,boolean,timestamp with time
 DROP FUNCTION IF EXISTS cronbox.fail_runs(bigint[],text[],boolean,timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.heartbeat(bigint,text,timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.job_stat_folded(bigint,text[]);
+-- job_stat_folded(bigint,text,text,text,text[]) returned a boolean before it became a table
+-- function (inlined in FROM): the scalar one goes, the table function stays.
+DO $$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_proc p
+               WHERE p.oid = pg_catalog.to_regprocedure('cronbox.job_stat_folded(bigint,text,text,text,text[])')
+                 AND NOT p.proretset) THEN
+        DROP FUNCTION cronbox.job_stat_folded(bigint,text,text,text,text[]);
+    END IF;
+END
+$$;
 DROP FUNCTION IF EXISTS cronbox.heartbeat_process(bigint,timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.metrics_gauges(timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.nack_outbox(text, bigint[], text[], boolean[], double precision[], integer, interval, interval, timestamptz);

@@ -71,11 +71,12 @@ BEGIN
                s.last_fire_at, j.payload, j.catchup, j.needs, j.on_unavailable, j.unavailable_timeout,
                j.retry_delay, j.retry_max_delay,
                -- statistics no policy reads: left to the poller's fold (cronbox.job_stat_change)
-               cronbox.job_stat_folded(j.job_id, j.overlap, j.every_mode, j.name, (SELECT u.names FROM upstream u))
-                   AND NOT (j.job_id = ANY (v_refold)) AS folded
+               fo.folded AND NOT (j.job_id = ANY (v_refold)) AS folded
         FROM cronbox.job j
         CROSS JOIN LATERAL (SELECT s.active_runs, s.last_fire_at FROM cronbox.job_stat s
                             WHERE s.job_id = j.job_id LIMIT 1) s
+        CROSS JOIN LATERAL cronbox.job_stat_folded(j.job_id, j.overlap, j.every_mode, j.name,
+                                                   (SELECT u.names FROM upstream u)) fo
         WHERE j.job_id = ANY (p_jobs)
     ),
     -- Paused job, then the dependency gate (upstreams without a recent enough success).

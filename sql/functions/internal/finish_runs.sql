@@ -201,10 +201,11 @@ BEGIN
         --    updated here; the others go into one change row (cronbox.job_stat_folded).
         WITH
         decide AS MATERIALIZED (
-            SELECT d.*, cronbox.job_stat_folded(d.job_id, j.overlap, d.every_mode, d.job_name, v_after_names) AS folded
+            SELECT d.*, fo.folded
             FROM cronbox.finish_decisions(v_fin) d
             -- the job's overlap policy by a probe (finish_decisions reads the rest of its row)
             CROSS JOIN LATERAL (SELECT j.overlap FROM cronbox.job j WHERE j.job_id = d.job_id LIMIT 1) j
+            CROSS JOIN LATERAL cronbox.job_stat_folded(d.job_id, j.overlap, d.every_mode, d.job_name, v_after_names) fo
         ),
         -- Per job: the counts of this call (one row per job).
         per_job AS MATERIALIZED (
