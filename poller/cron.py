@@ -394,6 +394,24 @@ class CronSchedule:
                 return self._walk_alone(after, end, limit)
             return run.answer(after, end, limit)
 
+    def stretch(self, low: datetime, high: datetime) -> list[datetime] | None:
+        """The fires in [low, high), UTC, read from the walked stretch (see window()), or None
+        when it does not reach them within BACK_MAX fires walked, or they span more than
+        STRETCH_REACH (a catch-up's long look back walks on its own)."""
+        if high - low > STRETCH_REACH:
+            return None
+        start = low - _MICROSECOND
+        with self._lock:
+            run = self._run
+            if run is None:
+                run = self._run = _Run(start, self._utc_fires(start))
+            elif start < run.after and not run.extend_back(start, self._utc_fires(start)):
+                return None
+            if high > run.known and not run.extend_to(high):
+                return None
+            fires = run.fires
+            return fires[bisect_left(fires, low):bisect_left(fires, high)]
+
     def _utc_fires(self, after: datetime) -> Iterator[datetime]:
         return (fire.astimezone(timezone.utc) for fire in self._fires(after))
 
@@ -485,6 +503,8 @@ class _Run:
 MEMO_SIZE = 1024
 BACK_MAX = 512     # fires walked to extend a stretch (back or on) before starting elsewhere
 KEEP_BEHIND = 256  # fires kept behind the latest question
+STRETCH_REACH = timedelta(minutes=15)  # the longest range stretch() reads
+_MICROSECOND = timedelta(microseconds=1)
 
 
 def _times_from(hours: tuple[int, ...], minutes: tuple[int, ...], seconds: tuple[int, ...],

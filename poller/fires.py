@@ -106,6 +106,9 @@ class CronFires:
         low = _EPOCH if floor is None else max(floor, _EPOCH)
         if before <= low:
             return None
+        near = self.sched.stretch(low, before)  # a short range: read from the shared walk
+        if near is not None:
+            return near[-n] if len(near) >= n else None
         hours, minutes, seconds = self.sched._times
         per_day = len(hours) * len(minutes) * len(seconds)
         reach = timedelta(days=1.25 * n / per_day)
@@ -132,6 +135,9 @@ class CronFires:
         assert after is not None, "cron jobs always have a frontier"
         if before <= after:
             return 0, None, True
+        near = self.sched.stretch(after + _TINY, before)  # a short range: read from the shared walk
+        if near is not None and len(near) < cap:
+            return len(near), (near[-1] if near else None), True
         zone, day = self.sched._zone, timedelta(days=1)
         first = after.astimezone(zone).replace(tzinfo=None, hour=0, minute=0, second=0, microsecond=0) + day
         last = before.astimezone(zone).replace(tzinfo=None, hour=0, minute=0, second=0, microsecond=0) - day

@@ -474,8 +474,9 @@ def test_one_schedule_answers_every_window_as_a_fresh_walk_does(
     expr: str, tz: str, change: datetime, questions: list[tuple[int, int, int]]
 ) -> None:
     """window() keeps one walked stretch per schedule and answers later questions from it (many
-    jobs' frontiers, pass after pass): whatever the order of the questions, each answer equals
-    that of a schedule that never answered anything before."""
+    jobs' frontiers, pass after pass), as stretch() does (the catch-up's short look back):
+    whatever the order of the questions, each answer equals that of a schedule that never
+    answered anything before."""
     shared = CronSchedule(normalize(expr), tz)
     seen: list[datetime] = []  # a job's frontier is a fire an earlier question returned
     for minutes, length, limit in questions:
@@ -485,3 +486,7 @@ def test_one_schedule_answers_every_window_as_a_fresh_walk_does(
         got = shared.window(after, until, limit)
         assert got == CronSchedule(normalize(expr), tz).window(after, until, limit)
         seen += got[0]
+        near = shared.stretch(after, until)  # [after, until), when the stretch reaches it
+        if near is not None:
+            fresh = CronSchedule(normalize(expr), tz).fires_between(after - timedelta(microseconds=1), until, 10**6)
+            assert near == [f for f in fresh if f < until]
