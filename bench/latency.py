@@ -7,6 +7,8 @@ and, when cronbox.trigger() exists, the latency from trigger()'s commit to arriv
 
   python -m bench.latency                 # 1,000 schedules, 60 s window, durable
   python -m bench.latency --quick         # 50 schedules, 5 s window (the test suite)
+  python -m bench.latency --jittered 50   # and 50 every-second schedules with 800 ms of jitter:
+                                          # dispatched_at - due_at of their runs beside the others'
 """
 
 from __future__ import annotations
@@ -86,6 +88,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="the batch size the bench worker declares (Cronbox-Accept-Batch; 0: none), as the "
                         "worker kit declares its own")
     p.add_argument("--triggers", type=int, default=20, help="trigger() calls to time (quick: 5)")
+    p.add_argument("--jittered", type=int, default=0,
+                   help="also this many every-second schedules with jitter => '800 milliseconds' (overlap "
+                        "'skip', dispatched at their due time): their dispatch lag after the jittered due time")
     args = parse_args(p, argv)
     s = args.schedules or (50 if args.quick else 1000)
     seconds = args.seconds or (5 if args.quick else 60)
@@ -95,6 +100,10 @@ def main(argv: list[str] | None = None) -> int:
         report = base_report("latency", args, database, argv)
         report.update({"schedules": s, "window_s": seconds, "mode": args.mode})
         report["schedule_s"] = round(create_schedules(database, s), 3)
+        if args.jittered:
+            with database.connect() as conn:
+                conn.execute("SELECT count(cronbox.schedule('jit-' || i, every => '1 second', "
+                             "jitter => '800 milliseconds')) FROM generate_series(1, %s) AS i", (args.jittered,))
         port = free_port()
         route = f"*=http://127.0.0.1:{port}/run" + ("" if args.http_batch == "auto" else f" batch={args.http_batch}")
         env = {"CRONBOX_SINKS": route, **extra_env(args)}
@@ -143,7 +152,11 @@ def main(argv: list[str] | None = None) -> int:
                 "SELECT extract(epoch FROM dispatched_at - fire_at) * 1000, "
                 "extract(epoch FROM delivered_at - dispatched_at) * 1000 "
                 "FROM cronbox.run WHERE fire_at >= to_timestamp(%s) AND fire_at < to_timestamp(%s) "
-                "AND dispatched_at IS NOT NULL", (w0, w1)).fetchall()
+                "AND dispatched_at IS NOT NULL AND job_name LIKE 'lat-%%'", (w0, w1)).fetchall()
+            jittered = [float(r[0]) for r in conn.execute(
+                "SELECT extract(epoch FROM dispatched_at - due_at) * 1000 FROM cronbox.run "
+                "WHERE fire_at >= to_timestamp(%s) AND fire_at < to_timestamp(%s) AND dispatched_at IS NOT NULL "
+                "AND job_name LIKE 'jit-%%'", (w0, w1)).fetchall()]
             db_doubles = conn.execute(
                 "SELECT count(*) FROM (SELECT 1 FROM cronbox.run WHERE fire_at >= to_timestamp(%s) "
                 "AND fire_at < to_timestamp(%s) GROUP BY job_id, fire_at HAVING count(*) > 1) d", (w0, w1)).fetchone()[0]
@@ -155,6 +168,10 @@ def main(argv: list[str] | None = None) -> int:
             for name, vals in (("fire_to_dispatch", [float(a) for a, _ in stages]),
                                ("dispatch_to_ack", [float(b) for _, b in stages if b is not None]))}
         report["db_doubled_fires"] = db_doubles
+        if args.jittered:  # due_at = fire_at + the fire's jitter: the lag after the jittered due time
+            report["jittered_due_to_dispatch_ms"] = {
+                "runs": len(jittered), **{q: round(pct(jittered, q), 2) if jittered else None for q in (50, 99)},
+                "max": round(max(jittered), 2) if jittered else None}
         # fires with no run row at all were lost (or recorded missed/skipped by a policy)
         ran = sum(v for k, v in db_states.items() if k not in ("missed", "skipped"))
         report["missed"] = report["expected"] - ran
@@ -167,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def analyse(records: list[tuple], s: int, w0: int, w1: int, trig: dict[str, Any]) -> dict[str, Any]:
     window = [(arr, run, job, fire) for arr, run, job, fire, _att in records
-              if job != "lat-trigger" and fire is not None and w0 <= epoch(fire) < w1]
+              if job != "lat-trigger" and not job.startswith("jit-") and fire is not None and w0 <= epoch(fire) < w1]
     runs_per_fire: dict[tuple[str, str], set[int]] = {}
     first_arrival: dict[int, float] = {}
     for arr, run, job, fire in window:
@@ -237,6 +254,8 @@ def summary(r: dict[str, Any]) -> list[str]:
         "  trigger() -> arrival: " + (str(trig.get("latency_ms")) if trig.get("available") and "latency_ms" in trig
                                        else trig.get("reason") or trig.get("error") or "n/a"),
         f"  from the run rows (p50/p99 ms): {r.get('db_stage_ms')}",
+    ] + ([f"  jittered runs, due (fire + jitter) -> dispatch ms: {r['jittered_due_to_dispatch_ms']}"]
+         if "jittered_due_to_dispatch_ms" in r else []) + [
         f"  CPU s per s: {r.get('cpu_s_per_s')}",
     ]
 

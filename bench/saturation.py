@@ -10,13 +10,14 @@ times; medians are reported. Durable commits, as every bench.
 
   python -m bench.saturation --schedules 30000 --reps 3
   python -m bench.saturation --schedules 30000 --batch 100     # the former default batch
-  python -m bench.saturation --workers 1 --spread 60           # one pass at a time; frontiers over a minute
+  python -m bench.saturation --workers 1,2 --spread 60         # one pass at a time against two; frontiers over a minute
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import statistics
 import sys
 import time
@@ -76,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reps", type=int, default=3)
     p.add_argument("--batch", type=int, default=1000, help="jobs per pass (CRONBOX_SATURATE_BATCH)")
     p.add_argument("--slice", type=float, default=0.25, help="seconds of computing per pass (CRONBOX_SATURATE_SLICE)")
-    p.add_argument("--workers", type=int, default=2, help="passes in flight at once (CRONBOX_SATURATE_WORKERS)")
+    p.add_argument("--workers", default="2",
+                   help="passes in flight at once (CRONBOX_SATURATE_WORKERS); a list (1,2) alternates them rep by rep")
     p.add_argument("--hold", type=float, default=0.5, help="seconds a pass aims to hold its locks (CRONBOX_SATURATE_HOLD)")
     p.add_argument("--spread", type=float, default=0.0,
                    help="frontiers spread over this many seconds before now (schedules created at different moments)")
@@ -86,24 +88,37 @@ def main(argv: list[str] | None = None) -> int:
     with Database(args, "saturation") as database:
         report = base_report("saturation", args, database, argv)
         report["insert"] = insert_schedules(database, n, min(10, n))
-        runs = []
+        workers = [int(w) for w in str(args.workers).split(",")]
+        runs: dict[int, list[dict[str, Any]]] = {w: [] for w in workers}
         for k in range(reps):
-            reset_to_empty(database, args.spread)
-            with database.connect() as conn:
-                conn.execute("CHECKPOINT")
-            runs.append(asyncio.run(saturate_all(database.dsn, args.batch, args.slice, timedelta(minutes=2),
-                                                  args.workers, args.hold)))
-            log(f"rep {k + 1}: {runs[-1]}")
-        report["runs"] = runs
-        report["median"] = {k: statistics.median(r[k] for r in runs) for k in ("schedules_per_s", "futures_per_s")}
-        report["median"]["cpu_us_per_schedule"] = {
-            k: statistics.median(r["cpu_us_per_schedule"][k] for r in runs) for k in ("python", "server")}
-    report["ok"] = all(r["schedules"] >= n for r in runs)
-    m = report["median"]
-    emit(args, report, [f"saturation: {n} schedules, batch {args.batch}, {args.workers} workers, "
-                        f"spread {args.spread} s, {reps} reps: median "
-                        f"{m['schedules_per_s']} schedules/s, {m['futures_per_s']} futures/s; CPU per schedule "
-                        f"{m['cpu_us_per_schedule']} us", f"  setup held: {report['ok']}"])
+            for w in workers:  # alternated: the machine's other load falls on each alike
+                reset_to_empty(database, args.spread)
+                with database.connect() as conn:
+                    conn.execute("CHECKPOINT")
+                load = os.getloadavg()[0]
+                runs[w].append({"workers": w, "load_before": round(load, 2),
+                                **asyncio.run(saturate_all(database.dsn, args.batch, args.slice, timedelta(minutes=2),
+                                                           w, args.hold))})
+                log(f"rep {k + 1}, {w} workers: {runs[w][-1]}")
+        report["runs"] = [r for w in workers for r in runs[w]]
+        report["median"] = {}
+        for w in workers:
+            m = {k: statistics.median(r[k] for r in runs[w]) for k in ("schedules_per_s", "futures_per_s")}
+            m["cpu_us_per_schedule"] = {
+                k: statistics.median(r["cpu_us_per_schedule"][k] for r in runs[w]) for k in ("python", "server")}
+            report["median"][w] = m
+        if len(workers) > 1:
+            base = report["median"][workers[0]]["schedules_per_s"]
+            report["ratio_to_first"] = {w: round(report["median"][w]["schedules_per_s"] / base, 2) for w in workers}
+    report["ok"] = all(r["schedules"] >= n for r in report["runs"])
+    lines = [f"saturation: {n} schedules, batch {args.batch}, spread {args.spread} s, {reps} reps, "
+             f"load {min(r['load_before'] for r in report['runs'])}-{max(r['load_before'] for r in report['runs'])}:"]
+    for w, m in report["median"].items():
+        lines.append(f"  {w} workers: median {m['schedules_per_s']} schedules/s, {m['futures_per_s']} futures/s; "
+                     f"CPU per schedule {m['cpu_us_per_schedule']} us")
+    if "ratio_to_first" in report:
+        lines.append(f"  schedules/s against {workers[0]} workers: {report['ratio_to_first']}")
+    emit(args, report, lines + [f"  setup held: {report['ok']}"])
     return 0 if report["ok"] else 1
 
 
