@@ -290,7 +290,12 @@ async def saturate_loop(pool, cfg: Config, ps: PollerSettings, waker: Waker, dis
         health.ok()
         if done.futures:
             dispatch_waker.wake.set()
-        if done.deferred and not done.cut:  # catch-up waits for dispatch's backlog: look again soon
+        if done.deferred and not done.planned:
+            # every job it claimed waits for dispatch's backlog: claiming them again at once
+            # costs the database what dispatch needs to clear it (with a million schedules,
+            # half the claims of a from-empty run); look again at the poll interval or when woken
+            await waker.sleep(cfg.poll_interval.total_seconds())
+        elif done.deferred and not done.cut:  # catch-up waits for dispatch's backlog: look again soon
             await waker.sleep(min(cfg.poll_interval.total_seconds(), 0.1))
         elif done.claimed < asked and not done.cut:
             await waker.sleep(cfg.poll_interval.total_seconds())
