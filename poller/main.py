@@ -47,6 +47,9 @@ log = logging.getLogger("cronbox.poller")
 T = TypeVar("T")
 
 MAINTENANCE_EVERY = 60.0
+# The time a dispatch batch aims to take (statement and commit): a longer one makes the next
+# ones smaller, quick full ones grow them back up to CRONBOX_DISPATCH_BATCH.
+DISPATCH_HOLD = 0.3
 # Due futures exist but none could be taken (their jobs are locked by a worker reporting or
 # by schedule()): look again soon rather than at once.
 BUSY_RETRY = 0.02
@@ -58,6 +61,7 @@ class Tick:
     sleep: float         # otherwise sleep this long (seconds)
     dispatched: int
     full: bool = False   # the batch came back full: due fires are waiting (a backlog)
+    decided: int = 0     # futures the batch took (dispatched, skipped, failed, held, early)
 
 
 async def _dispatch_isolating(conn, limit: int, grace, cause: BaseException) -> store.Dispatched:
@@ -144,7 +148,8 @@ async def tick(pool, cfg: Config, ps: PollerSettings, limit: int, planner: LeadP
             sleep = min(max(sleep, 0.0), BUSY_RETRY)
         elif sleep <= 0:  # came due during this tick (a jittered fire, say): take it at once
             again = True
-    return Tick(again=again, sleep=max(sleep, 0.0), dispatched=dispatched + early, full=full)
+    return Tick(again=again, sleep=max(sleep, 0.0), dispatched=dispatched + early, full=full,
+                decided=decided + early)
 
 
 @dataclasses.dataclass
@@ -161,13 +166,19 @@ class PassSizer:
     claim to the commit, and on a loaded machine a thousand jobs or ten thousand fires take
     seconds to store. A pass that held them longer than `hold` makes the next ones smaller
     (in proportion, with a margin); a quick pass that took all it could lets them grow back
-    (at most doubling) up to the configured size. One per poller, shared by its workers."""
+    (at most doubling) up to the configured size; one that found far less to do than it could
+    take brings the size back to START, so a burst after a quiet spell (a thousand catch-ups created
+    at once) begins with passes of a quarter of the size and grows from what they take. One
+    per poller, shared by its workers. The dispatch loop sizes its batches with one too (not
+    cautious: a quiet spell does not shrink them; fire bursts keep their full batches)."""
     hold: float          # seconds a pass aims to hold its jobs' locks
     batch: int           # the most jobs per pass (CRONBOX_SATURATE_BATCH)
-    scale: float = 1.0   # the share of the full size (jobs, fires, catch-up fires) a pass takes
+    scale: float = 0.25  # the share of the full size (jobs, fires, catch-up fires) a pass takes
     workers: int = 1     # passes in flight at once: they share the catch-up allowance
+    cautious: bool = True  # a quiet pass brings the size back to START
 
     MIN_SCALE = 0.001
+    START = 0.25
 
     def jobs(self) -> int:
         return max(1, round(self.batch * self.scale))
@@ -179,13 +190,20 @@ class PassSizer:
         return self.scale / self.workers
 
     def observe(self, p: Pass, asked: int) -> None:
-        if not p.claimed or p.seconds <= 0:
+        self.adjust(p.seconds, p.claimed, asked, p.cut)
+
+    def adjust(self, seconds: float, took: int, asked: int, cut: bool = False) -> None:
+        """A transaction that took `took` of the `asked` size held its locks `seconds`."""
+        if not took or seconds <= 0:
             return
-        ratio = self.hold / p.seconds
+        ratio = self.hold / seconds
         if ratio < 1:
             self.scale = max(self.MIN_SCALE, self.scale * ratio * 0.8)
-        elif p.cut or p.claimed >= asked:  # it took all it could: there was more to take
+        elif cut or took >= asked:  # it took all it could: there was more to take
             self.scale = min(1.0, self.scale * min(2.0, ratio))
+        elif self.cautious and took < asked * self.START:  # far less to do than it could take (not a worker that
+            # found the rest of another's batch): the next burst starts from a cautious size
+            self.scale = min(self.scale, self.START)
 
 
 async def saturate(pool, ps: PollerSettings, backlog: Backlog | None = None, sizer: PassSizer | None = None) -> Pass:
@@ -245,10 +263,15 @@ async def dispatch_loop(pool, cfg: Config, ps: PollerSettings, waker: Waker,
     backlog = backlog or Backlog()
     cap = ps.dispatch_tick_cap
     planner = lead_planner(cfg, ps)
+    # Batches sized by time as saturation passes are: a batch of a thousand catch-up runs took
+    # seconds on a loaded machine, and a fire coming due meanwhile waited for it.
+    sizer = PassSizer(DISPATCH_HOLD, ps.dispatch_batch, scale=1.0, cautious=False)
     while not waker.stop.is_set():
         budget = cap
         while not waker.stop.is_set():
-            limit = ps.dispatch_batch if cap == 0 else max(1, min(ps.dispatch_batch, budget))
+            size = sizer.jobs()
+            limit = size if cap == 0 else max(1, min(size, budget))
+            t0 = time.monotonic()
             try:
                 t = await _unless_stopped(lambda: tick(pool, cfg, ps, limit, planner), "poller tick", cfg, waker)
             except Exception as exc:
@@ -256,6 +279,7 @@ async def dispatch_loop(pool, cfg: Config, ps: PollerSettings, waker: Waker,
                 break
             if t is None:
                 return
+            sizer.adjust(time.monotonic() - t0, t.decided, limit)
             health.ok()
             metrics.tick("poller")
             backlog.busy = t.full

@@ -19,8 +19,7 @@ def took(seconds: float, claimed: int, planned: int | None = None) -> Pass:
 
 
 def test_a_pass_that_held_its_locks_too_long_makes_the_next_ones_smaller_until_they_fit():
-    sizer = PassSizer(hold=0.5, batch=1000)
-    assert sizer.jobs() == 1000
+    sizer = PassSizer(hold=0.5, batch=1000, scale=1.0)
     sizer.observe(took(2.0, 1000), 1000)  # four times too long
     assert sizer.jobs() <= 250 * 0.8 + 1
     asked = sizer.jobs()
@@ -47,6 +46,16 @@ def test_a_quick_pass_that_found_less_to_do_says_nothing_about_a_bigger_one():
     assert sizer.jobs() == 100
 
 
+def test_after_a_quiet_spell_a_burst_starts_with_small_passes():
+    sizer = PassSizer(hold=0.5, batch=1000)
+    assert sizer.jobs() == 250  # a poller starts cautiously
+    for _ in range(3):
+        sizer.observe(took(0.05, sizer.jobs()), sizer.jobs())
+    assert sizer.jobs() == 1000
+    sizer.observe(took(0.01, 3), 1000)  # a refill of three jobs: quiet
+    assert sizer.jobs() == 250  # the next burst (a thousand catch-ups) starts from a quarter
+
+
 def every_second(job_id: int) -> dict:
     return {"job_id": job_id, "kind": "every", "every_mode": "fixed_rate", "every": timedelta(seconds=1),
             "anchor": NOW, "frontier": NOW, "starts_at": None, "ends_at": None, "catchup": "latest",
@@ -60,3 +69,16 @@ def test_a_pass_sized_down_takes_fewer_fires():
     assert len(full.plan.fire_at) >= FIRES_PER_PASS
     assert FIRES_PER_PASS // 10 <= len(tenth.plan.fire_at) < FIRES_PER_PASS // 10 + 120
     assert tenth.handled == len(tenth.plan.job) < full.handled
+
+
+def test_dispatch_batches_shrink_when_slow_and_keep_their_size_through_quiet_ticks():
+    sizer = PassSizer(hold=0.3, batch=1000, scale=1.0, cautious=False)
+    sizer.adjust(1.5, 1000, 1000)  # a batch of catch-up runs took 1.5 s
+    assert sizer.jobs() <= 1000 * 0.2 * 0.8 + 1
+    small = sizer.jobs()
+    for _ in range(5):
+        sizer.adjust(0.005, 1, small)  # quiet ticks: one fire each
+    assert sizer.jobs() == small  # neither shrunk nor grown by them
+    for _ in range(4):
+        sizer.adjust(0.05, sizer.jobs(), sizer.jobs())  # quick full batches
+    assert sizer.jobs() == 1000
