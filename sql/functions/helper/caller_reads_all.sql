@@ -6,8 +6,10 @@ SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    RETURN cronbox.caller_writes_all()
-        OR pg_catalog.pg_has_role(cronbox.caller(), 'cronbox_reader', 'USAGE');
+    -- a reader first (one role check), then the writers' checks
+    RETURN pg_catalog.pg_has_role(coalesce(nullif(pg_catalog.current_setting('role'), 'none'), session_user)::name,
+                                  'cronbox_reader', 'USAGE')
+        OR cronbox.caller_writes_all();
 END
 $$;
 

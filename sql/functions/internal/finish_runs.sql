@@ -51,6 +51,7 @@ DECLARE
     v_needs jsonb[];          -- the pool units the runs that ended here took at dispatch
     v_release bigint[];       -- held futures that may go now
     v_failures boolean;       -- some of the runs that ended here failed or were lost
+    v_all_folded boolean;     -- every job of these runs has its statistics folded (cronbox.job_stat_folded)
 BEGIN
     IF p_outcome IS NULL OR p_outcome NOT IN ('succeeded', 'failed', 'lost', 'cancelled') THEN
         RAISE EXCEPTION 'outcome: must be succeeded, failed, lost or cancelled, got %', p_outcome
@@ -65,32 +66,42 @@ BEGIN
     -- Bounds of the run ids: a range condition prunes run partitions in every plan (a generic
     -- plan cannot prune on = ANY of an array parameter), and joins key on it, never on the array
     -- (an = ANY in a nested loop's inner index scan is re-sorted on every probe: quadratic).
-    SELECT min(u.id), max(u.id) INTO v_lo, v_hi FROM unnest(p_run_ids) AS u(id);
+    -- (Each statement a report starts costs its executor start-up, most of a one-run report's
+    -- time: one run's bounds and report are plain assignments, no statement.)
+    IF cardinality(p_run_ids) = 1 THEN
+        v_lo := p_run_ids[1];
+        v_hi := v_lo;
+    ELSE
+        SELECT min(u.id), max(u.id) INTO v_lo, v_hi FROM unnest(p_run_ids) AS u(id);
+    END IF;
 
     -- 1. The jobs concerned, read without locks, then locked in one fixed order (job_id): the
     --    job's lock is its job_stat row (cronbox.lock_job_id), updated below anyway; the job
-    --    row is not locked.
-    SELECT array_agg(DISTINCT r.job_id) INTO v_jobs
-    FROM cronbox.run r WHERE r.run_id = ANY (p_run_ids) AND r.run_id BETWEEN v_lo AND v_hi;
-    IF v_jobs IS NULL THEN
-        RETURN QUERY SELECT u.id, NULL::text, 'not_found'::text FROM unnest(p_run_ids) u(id);
-        RETURN;
-    END IF;
-    -- The after-jobs listing these jobs (fired on success, step 8: locked with them), and the
-    -- names they list of these jobs: those jobs are upstreams, whose statistics are written
-    -- where they are read (cronbox.job_stat_folded).
-    WITH names AS MATERIALIZED (
-        SELECT array_agg(j.name) AS of FROM cronbox.job j WHERE j.job_id = ANY (v_jobs)
+    --    row is not locked. In the same statement, the after-jobs listing these jobs (fired on
+    --    success, step 8: locked with them), and the names they list of these jobs: those jobs
+    --    are upstreams, whose statistics are written where they are read (cronbox.job_stat_folded).
+    WITH jobs AS MATERIALIZED (
+        SELECT array_agg(DISTINCT r.job_id) AS ids
+        FROM cronbox.run r WHERE r.run_id = ANY (p_run_ids) AND r.run_id BETWEEN v_lo AND v_hi
+    ),
+    names AS MATERIALIZED (
+        SELECT (SELECT array_agg(j.name) FROM cronbox.job j WHERE j.job_id = ANY (jobs.ids)) AS of
+        FROM jobs
     ),
     hit AS MATERIALIZED (
         SELECT a.job_id, a.after FROM cronbox.job a
         WHERE a.after IS NOT NULL AND a.after && (SELECT names.of FROM names)
     )
-    SELECT CASE WHEN p_outcome = 'succeeded' THEN coalesce(array_agg(h.job_id), '{}') ELSE '{}' END,
+    SELECT (SELECT jobs.ids FROM jobs),
+           CASE WHEN p_outcome = 'succeeded' THEN coalesce(array_agg(h.job_id), '{}') ELSE '{}' END,
            ARRAY(SELECT DISTINCT u.name FROM hit x CROSS JOIN names CROSS JOIN LATERAL unnest(x.after) AS u(name)
                  WHERE u.name = ANY (names.of))
-      INTO v_after, v_after_names
+      INTO v_jobs, v_after, v_after_names
     FROM hit h;
+    IF v_jobs IS NULL THEN
+        RETURN QUERY SELECT u.id, NULL::text, 'not_found'::text FROM unnest(p_run_ids) u(id);
+        RETURN;
+    END IF;
     PERFORM
     FROM cronbox.job_stat s
     WHERE s.job_id = ANY (v_jobs || v_after)
@@ -103,7 +114,10 @@ BEGIN
     --    and acks can change a run meanwhile, and the final UPDATE re-checks what they could
     --    change (still unfinished; for 'lost', the lease still expired). A separate FOR UPDATE
     --    pass cost a WAL record per run.
-    IF p_results IS NOT NULL OR p_errors IS NOT NULL THEN
+    IF cardinality(p_run_ids) = 1 THEN
+        v_result_of := CASE WHEN p_results[1] IS NOT NULL THEN jsonb_build_object(p_run_ids[1]::text, p_results[1]) END;
+        v_error_of := CASE WHEN p_errors[1] IS NOT NULL THEN jsonb_build_object(p_run_ids[1]::text, p_errors[1]) END;
+    ELSIF p_results IS NOT NULL OR p_errors IS NOT NULL THEN
         SELECT jsonb_object_agg(x.id::text, x.result) FILTER (WHERE x.result IS NOT NULL),
                jsonb_object_agg(x.id::text, x.error) FILTER (WHERE x.error IS NOT NULL)
           INTO v_result_of, v_error_of
@@ -266,8 +280,9 @@ BEGIN
                coalesce(array_agg(d.job_id) FILTER (
                    WHERE d.every_mode = 'fixed_delay'
                      AND NOT (d.state IN ('failed', 'lost') AND d.retryable
-                              AND (d.attempt < d.max_attempts OR d.on_error = 'retry_soon'))), '{}')
-          INTO v_failures, v_fixed_delay
+                              AND (d.attempt < d.max_attempts OR d.on_error = 'retry_soon'))), '{}'),
+               (SELECT bool_and(p.folded) FROM per_job p)
+          INTO v_failures, v_fixed_delay, v_all_folded
         FROM decide d;
 
         -- 3b. Failed or lost runs (a success or a cancel never gets here: a report's usual
@@ -348,8 +363,12 @@ BEGIN
         END IF;
 
         -- 5. Limited queues: free the slots and release that many queue-held futures.
-        PERFORM cronbox.release_queue_slots(array_agg(c.queue), array_agg(c.n), p_now)
-        FROM (SELECT f.queue, count(*) AS n FROM unnest(v_fin) f GROUP BY f.queue) c;
+        IF cardinality(v_fin) = 1 THEN  -- one run: an assignment, no statement of its own
+            v_n := cronbox.release_queue_slots(ARRAY[(v_fin[1]).queue], ARRAY[1::bigint], p_now);
+        ELSE
+            PERFORM cronbox.release_queue_slots(array_agg(c.queue), array_agg(c.n), p_now)
+            FROM (SELECT f.queue, count(*) AS n FROM unnest(v_fin) f GROUP BY f.queue) c;
+        END IF;
 
         -- 5b. Resource pools: the units these runs took, given back; waiting fires that fit go.
         IF v_needs IS NOT NULL THEN
@@ -370,8 +389,9 @@ BEGIN
         END IF;
     END IF;
 
-    IF p_outcome = 'succeeded' AND v_fin IS NOT NULL THEN
-        -- 7. Jobs gated on these (add_dependency): their waiting fires look again.
+    IF p_outcome = 'succeeded' AND v_fin IS NOT NULL AND NOT coalesce(v_all_folded, false) THEN
+        -- 7. Jobs gated on these (add_dependency): their waiting fires look again. (A job whose
+        --    statistics are folded is nobody's upstream: cronbox.job_stat_folded.)
         v_release := ARRAY(
             SELECT f.future_id FROM cronbox.job_future f
             WHERE f.hold = 'dependency'
@@ -417,7 +437,7 @@ BEGIN
     IF v_woken > 0 THEN
         PERFORM pg_notify('cronbox_future', '');
     END IF;
-    IF v_fin IS NOT NULL AND EXISTS (SELECT 1 FROM unnest(v_fin) f WHERE f.state IN ('failed', 'lost')) THEN
+    IF v_failures THEN  -- notifications were written (step 3b)
         PERFORM pg_notify('cronbox_outbox', '');
     END IF;
 
