@@ -2,8 +2,8 @@
 functions of a git revision, interleaved in one cluster.
 
 Two databases of one private cluster, both migrated by this tree; in the second, the function
-files that differ from `--base` (sql/functions/**) are re-applied as they were at that revision
-(CREATE OR REPLACE: the schema is this tree's, so only function bodies are compared). Each
+and view files that differ from `--base` are re-applied as they were at that revision
+(`bench.stage_ab`'s machinery: the migrations must be the same). Each
 round, in each database: N one-off jobs (overlap 'allow'), dispatched, claimed and acked
 delivered, then `complete_run` once per run, `--per-statement` calls in one statement; the
 backend's CPU time (utime + stime from /proc) around each statement, per call. The order of the
@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import subprocess
 from pathlib import Path
 
-from bench.common import CLK_TCK, REPO, Database, base_report, emit, log, parse_args
+from bench.common import CLK_TCK, Database, base_report, emit, log, parse_args
+from bench.stage_ab import load, old_files
 from cronbox import db
 from cronbox.migrate import migrate
 
@@ -31,28 +31,10 @@ def backend_cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / CLK_TCK
 
 
-def old_functions(base: str) -> list[tuple[str, str]]:
-    """(path, text at base) of the function files that differ from base and existed there."""
-    names = subprocess.run(["git", "diff", "--name-only", base, "--", "sql/functions"], cwd=REPO,
-                           check=True, capture_output=True, text=True).stdout.split()
-    out = []
-    for name in names:
-        shown = subprocess.run(["git", "show", f"{base}:{name}"], cwd=REPO, capture_output=True, text=True)
-        if shown.returncode == 0:
-            out.append((name, shown.stdout))
-    return out
-
-
 def delivered_runs(dsn: str, n: int) -> list[int]:
-    """n one-off jobs due now, dispatched, claimed and acked delivered: their run ids."""
+    """n one-off jobs due now (bench.stage_ab.load), dispatched, claimed and acked delivered: their run ids."""
     with db.connect(dsn) as conn:
-        conn.execute("DELETE FROM cronbox.job WHERE name LIKE 'rc-%'")
-        conn.execute(
-            "INSERT INTO cronbox.job (name, kind, at, frontier, next_fire, finished_at, overlap) "
-            "SELECT 'rc-' || i, 'at', now(), now(), NULL, now(), 'allow' FROM generate_series(1, %s) AS i", (n,))
-        conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
-                     "SELECT job_id, at, now() FROM cronbox.job WHERE name LIKE 'rc-%'")
-        conn.execute("ANALYZE cronbox.job")
+        load(conn, n)
         while conn.execute("SELECT dispatched FROM cronbox.dispatch(1000)").fetchone()[0]:
             pass
         runs: list[int] = []
@@ -83,11 +65,13 @@ def report(dsn: str, runs: list[int], per: int) -> list[float]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="cronbox: backend CPU of one complete_run, this tree vs --base")
     p.add_argument("--base", required=True, help="git revision whose function bodies are compared")
-    p.add_argument("-n", "--runs", type=int, default=2000, help="runs per database per round")
-    p.add_argument("--rounds", type=int, default=4)
+    p.add_argument("-n", "--runs", type=int, help="runs per database per round (default 2,000; quick 200)")
+    p.add_argument("--rounds", type=int, help="default 4; quick 2")
     p.add_argument("--per-statement", type=int, default=100, help="complete_run calls per statement")
     args = parse_args(p, argv)
-    old = old_functions(args.base)
+    args.runs = args.runs or (200 if args.quick else 2000)
+    args.rounds = args.rounds or (2 if args.quick else 4)
+    old = sorted(old_files(args.base).items())
     with Database(args, "report-cpu") as database:
         out = base_report("report_cpu", args, database, argv)
         with db.connect(database.dsn) as conn:

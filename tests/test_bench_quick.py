@@ -32,6 +32,7 @@ SCRIPTS = {
     "ahead_ab": [str(REPO / "sql/functions/internal/dispatch_ahead_at.sql")] * 2 + ["--quick"],
     # against HEAD: no file may differ in a clean checkout, the machinery runs all the same
     "stage_ab": ["HEAD", "--flow", "pull", "--quick"],
+    "report_cpu": ["--base", "HEAD", "--quick"],
 }
 try:  # the peer benchmark needs the optional `bench` extra (PgQueuer)
     import pgqueuer  # noqa: F401
@@ -286,3 +287,12 @@ def test_web_bench_refuses_to_report_when_its_setup_did_not_hold(fresh_dsn):
                          capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parent.parent)
     assert out.returncode == 1 and out.stdout == "", out
     assert "setup did not hold, nothing measured: schedules: asked 2,000, the database holds 0" in out.stderr
+
+
+def test_report_cpu_quick_measures_single_reports_in_both_databases(benches):
+    rc, r = benches["report_cpu"].result()
+    assert rc == 0, r
+    assert r["files"] == []  # against HEAD in a clean checkout: the same functions
+    assert len(r["samples_us"]["this"]) == len(r["samples_us"]["base"]) == 2 * 200 // 100
+    assert r["cpu_us_per_call_median"]["this"] >= 0
+
