@@ -12,6 +12,7 @@ from cronbox import db
 
 from .plan_support import nodes, plans_of, run_partitions_planned
 from .relay_support import enqueue, notify_row
+from .runs_support import fold
 
 LEASE = timedelta(seconds=30)
 
@@ -33,6 +34,7 @@ def run_state(conn, run_id):
 
 
 def active_runs(conn, job):
+    fold(conn)  # the poller's fold of statistics, as it runs every second
     return conn.execute("SELECT active_runs FROM cronbox.schedules WHERE name = %s", (job,)).fetchone()[0]
 
 
