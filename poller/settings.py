@@ -40,6 +40,6 @@ class PollerSettings(Settings):
     dispatch_tick_cap: int = setting("CRONBOX_DISPATCH_TICK_CAP", "0", integer(0),
                                      "max runs dispatched per wake-up, the rest a poll interval later (0 = no cap)")
     reap_interval: timedelta = setting("CRONBOX_REAP_INTERVAL", "1s", duration(),
-                                       "how often expired leases are declared lost")
+                                       "how often expired leases are declared lost and job statistics folded")
     retention: timedelta = setting("CRONBOX_RETENTION", "30d", duration(),
                                    "run history kept (whole daily partitions are dropped)")
