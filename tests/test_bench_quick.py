@@ -1,13 +1,16 @@
 """The benchmark scripts in --quick mode, so they never rot. Not timing tests: each checks
 that its script ran the real pipeline to the end and reported what it promises.
 
-The scripts start together (each has its own private PostgreSQL and processes) and
-each test waits for its own, so the file costs about as long as the slowest script.
+The scripts of the selected tests start together (each has its own private PostgreSQL and
+processes) and each test waits for its own, so the file costs about as long as the slowest
+script; the slow tests' scripts run only when those tests are selected (`pytest -m slow`).
 """
 
 from __future__ import annotations
 
+import inspect
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -62,10 +65,21 @@ class Bench:
         return rc, json.loads(self.out.read_text())
 
 
+def wanted(session: pytest.Session) -> set[str]:
+    """The scripts the selected tests of this file read (`benches["name"]` in their source): a
+    default run, which leaves the slow ones out, must not pay for their scripts either."""
+    names: set[str] = set()
+    for item in session.items:
+        if isinstance(item, pytest.Function) and item.module.__name__ == __name__:
+            names.update(re.findall(r'benches\["(\w+)"\]', inspect.getsource(item.function)))
+    return names
+
+
 @pytest.fixture(scope="module")
-def benches(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Bench]]:
+def benches(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Bench]]:
     tmp = tmp_path_factory.mktemp("bench")
-    started = {name: Bench(name, args, tmp) for name, args in SCRIPTS.items()}
+    names = wanted(request.session)
+    started = {name: Bench(name, args, tmp) for name, args in SCRIPTS.items() if name in names}
     yield started
     for b in started.values():
         if b.popen.poll() is None:
