@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import pytest
 import asyncio
+import json
 import os
 import re
 import time
@@ -69,7 +70,8 @@ outcome_bodies = st.one_of(
     st.text(max_size=300).map(lambda t: orjson.dumps({"state": "failed", "error": t,
                                                        "retryable": False})),
     st.tuples(st.text(max_size=50), st.one_of(st.booleans(), st.text(max_size=5), st.integers())).map(
-        lambda t: orjson.dumps({"state": "failed", "error": "e\x00" + t[0], "retryable": t[1]})),
+        # json, not orjson: a retryable past 64 bits is valid JSON a worker may send
+        lambda t: json.dumps({"state": "failed", "error": "e\x00" + t[0], "retryable": t[1]}).encode()),
     st.binary(max_size=200).map(lambda b: b'{"state": "succeeded", "result": "' + b + b'"}'),  # invalid UTF-8
     st.binary(max_size=300),
 )
