@@ -209,7 +209,7 @@ def test_ack_with_outcomes_completes_and_fails_runs_once(conn):
     assert (result, lease) == ({"rows": 7}, timeout)
     # An ack repeated after a lost commit acks nothing and records nothing more.
     assert conn.execute("SELECT cronbox.ack_outbox('r1', %s, %s)", (ids, db.Jsonb(outcomes))).fetchone()[0] == 0
-    assert conn.execute("SELECT count(*) FROM cronbox.run WHERE run_id = ANY(%s) AND late_report IS NOT NULL",
+    assert conn.execute("SELECT count(*) FROM cronbox.runs WHERE run_id = ANY(%s) AND late_report IS NOT NULL",
                         (runs,)).fetchone()[0] == 0
 
 

@@ -44,11 +44,33 @@ def test_partitions_are_created_ahead_and_whole_days_dropped_after_retention(con
     job(conn, "old")
     future(conn, "old", 0)
     dispatch(conn, 0)
+    [rid] = active(conn, "old")
+    conn.execute("SELECT cronbox.complete_run(%s)", (rid,))
     dropped = [r[0] for r in conn.execute(
         "SELECT * FROM cronbox.drop_run_partitions_at('5 days', now() + interval '10 days')")]
     assert f"run_{today}" in dropped and f"run_{in_9}" not in dropped
     assert runs(conn, "old") == []  # its day is past retention: gone with the partition
     assert f"run_{in_12}" in partitions(conn)
+
+
+def test_a_day_with_a_run_in_flight_is_kept_until_the_run_is_final_and_its_late_reports_go_with_it(conn):
+    today = conn.execute("SELECT to_char(now() AT TIME ZONE 'UTC', 'YYYYMMDD')").fetchone()[0]
+    job(conn, "long")
+    future(conn, "long", 0)
+    dispatch(conn, 0)
+    [rid] = active(conn, "long")
+    drop = "SELECT * FROM cronbox.drop_run_partitions_at('5 days', now() + interval '10 days')"
+    assert f"run_{today}" not in [r[0] for r in conn.execute(drop)]  # its message waits
+    conn.execute("SELECT cronbox.start_run(%s, 'w1')", (rid,))
+    assert f"run_{today}" not in [r[0] for r in conn.execute(drop)]  # it runs, under a lease
+    assert active(conn, "long") == [rid]
+    conn.execute("SELECT cronbox.complete_run(%s)", (rid,))
+    conn.execute("SELECT cronbox.complete_run(%s)", (rid,))  # a duplicate: a late report
+    assert runs(conn, "long")[0]["late_report"]["report"] == "succeeded"
+    assert f"run_{today}" in [r[0] for r in conn.execute(drop)]
+    assert runs(conn, "long") == []
+    assert conn.execute("SELECT count(*) FROM cronbox.run_late_report WHERE run_id = %s",
+                        (rid,)).fetchone()[0] == 0
 
 
 async def test_poller_maintenance_drops_history_past_the_configured_retention(fresh_dsn):

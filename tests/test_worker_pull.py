@@ -82,7 +82,7 @@ def test_handler_outlives_its_lease_only_while_heartbeating(fresh_dsn: str, tmp_
                              (gone[0],))
                 conn.execute("SELECT cronbox.reap_lost(10)")
             assert runs(conn, gone)[0][1] == "lost"
-            report = wait_until(lambda: conn.execute("SELECT late_report FROM cronbox.run WHERE run_id = %s",
+            report = wait_until(lambda: conn.execute("SELECT late_report FROM cronbox.runs WHERE run_id = %s",
                                                      (gone[0],)).fetchone()[0], 20, "the kit's (late) report")
             assert report["report"] == "failed" and report["error"] == "cancelled"
             assert runs(conn, gone)[0][1] == "lost", "a report for a run no longer the worker's changes nothing"

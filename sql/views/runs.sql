@@ -7,7 +7,9 @@ SELECT r.run_id, r.job_name AS job, r.queue, r.fire_at, r.state, r.attempt, r.or
        r.finished_at - coalesce(r.started_at, r.delivered_at) AS duration,
        coalesce(r.delivered_at, r.dispatched_at) - r.fire_at AS lag,
        r.lease_until, r.worker, r.cancel_requested, r.error, r.result, r.retry_of,
-       r.late_report, r.run_id::text || ':' || r.attempt::text AS idempotency_key,
+       -- a report that came after the run was final: kept beside history (0311), by key
+       (SELECT l.report FROM cronbox.run_late_report l WHERE l.run_id = r.run_id) AS late_report,
+       r.run_id::text || ':' || r.attempt::text AS idempotency_key,
        r.payload, r.job_id,
        -- state 'missed': one row per gap; fire_at is its first fire
        r.missed_fires, r.missed_last_at,

@@ -3,7 +3,10 @@
 -- owner or a superuser to fix the clock).
 -- cronbox.drop_run_partitions_at(p_retention, p_now): drops whole daily partitions of
 -- cronbox.run whose every row is older than p_now - p_retention. Retention never deletes
--- row by row. Takes the same advisory lock as ensure_run_partitions. Returns the names dropped.
+-- row by row. A day with a run still in flight (its run id in the day's range: a run's history
+-- row is written into the partition of the day it was dispatched, however long it lasts) is
+-- kept until that run is final. The late reports of the runs dropped go with them. Takes the
+-- same advisory lock as ensure_run_partitions. Returns the names dropped.
 CREATE OR REPLACE FUNCTION cronbox.drop_run_partitions_at(
     p_retention interval DEFAULT '30 days',
     p_now timestamptz DEFAULT now()
@@ -15,6 +18,8 @@ AS $$
 DECLARE
     v_cutoff date;
     v_name text;
+    v_lo bigint;
+    v_hi bigint;
 BEGIN
     IF p_retention IS NULL THEN
         RAISE EXCEPTION 'p_retention: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
@@ -34,14 +39,26 @@ BEGIN
           AND to_date(substr(c.relname, 5), 'YYYYMMDD') < v_cutoff
         ORDER BY c.relname
     LOOP
+        v_lo := cronbox.run_id_at(to_date(substr(v_name, 5), 'YYYYMMDD')::timestamp AT TIME ZONE 'UTC');
+        v_hi := cronbox.run_id_at((to_date(substr(v_name, 5), 'YYYYMMDD') + 1)::timestamp AT TIME ZONE 'UTC');
+        -- Runs of that day not final yet: its message waits in the outbox, or it holds a lease.
+        CONTINUE WHEN EXISTS (SELECT 1 FROM cronbox.outbox o
+                              WHERE o.kind = 'run' AND o.run_id >= v_lo AND o.run_id < v_hi
+                                AND EXISTS (SELECT 1 FROM cronbox.run r
+                                            WHERE r.run_id = o.run_id AND r.run_id >= v_lo AND r.run_id < v_hi
+                                              AND r.state IN ('dispatched', 'delivered', 'running')))
+                   OR EXISTS (SELECT 1 FROM cronbox.run r
+                              WHERE r.lease_until IS NOT NULL AND r.run_id >= v_lo AND r.run_id < v_hi
+                                AND r.state IN ('dispatched', 'delivered', 'running'));
         EXECUTE format('DROP TABLE cronbox.%I', v_name);
+        DELETE FROM cronbox.run_late_report l WHERE l.run_id >= v_lo AND l.run_id < v_hi;
         RETURN NEXT v_name;
     END LOOP;
 END
 $$;
 
 COMMENT ON FUNCTION cronbox.drop_run_partitions_at(interval, timestamp with time zone) IS
-'Internal (no cronbox role may execute it): the body of cronbox.drop_run_partitions(interval) with the time as p_now; tests use it to fix the clock. Drops the daily partitions of cronbox.run that lie wholly before now - retention (default 30 days). Returns the dropped partition names.';
+'Internal (no cronbox role may execute it): the body of cronbox.drop_run_partitions(interval) with the time as p_now; tests use it to fix the clock. Drops the daily partitions of cronbox.run that lie wholly before now - retention (default 30 days), except a day with a run still in flight, and the late reports of the runs dropped. Returns the dropped partition names.';
 
 ALTER FUNCTION cronbox.drop_run_partitions_at(interval, timestamp with time zone) OWNER TO cronbox_owner;
 REVOKE ALL ON FUNCTION cronbox.drop_run_partitions_at(interval, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

@@ -6,7 +6,7 @@
 -- (cronbox.job_stat, or one cronbox.job_stat_change row for the jobs whose statistics are
 -- folded off the hot path), retry futures (a retry is a new run later), on_error, notifications,
 -- releases of held futures, after-jobs whose upstreams all succeeded. A report for a run
--- already final is kept in late_report and changes nothing.
+-- already final is kept in cronbox.run_late_report and changes nothing.
 CREATE OR REPLACE FUNCTION cronbox.finish_runs(
     p_run_ids   bigint[],
     p_outcome   text,                    -- succeeded | failed | lost | cancelled
@@ -201,10 +201,16 @@ BEGIN
         END IF;
     END IF;
     IF v_late IS NOT NULL THEN
-        UPDATE cronbox.run r SET late_report = jsonb_build_object(
-            'report', p_outcome, 'at', p_now, 'state_then', r.state,
-            'result', v_result_of -> r.run_id::text, 'error', v_error_of ->> r.run_id::text)
-        WHERE r.run_id = ANY (v_late) AND r.run_id BETWEEN v_lo AND v_hi;
+        -- Kept beside history, never written into it (history rows are left alone once
+        -- written): the newest late report of a run wins. The run's state then is the one read
+        -- above (a final state, which nothing changes).
+        INSERT INTO cronbox.run_late_report AS l (run_id, report)
+        SELECT x.id, jsonb_build_object(
+                   'report', p_outcome, 'at', p_now, 'state_then', x.state,
+                   'result', v_result_of -> x.id::text, 'error', v_error_of ->> x.id::text)
+        FROM unnest(v_ids, v_states, v_verdicts) AS x(id, state, verdict)
+        WHERE x.verdict = 'late'
+        ON CONFLICT ON CONSTRAINT run_late_report_pkey DO UPDATE SET report = excluded.report;
     END IF;
 
     IF v_fin IS NOT NULL THEN
@@ -449,7 +455,7 @@ END
 $$;
 
 COMMENT ON FUNCTION cronbox.finish_runs(bigint[],text,jsonb[],text[],boolean,timestamp with time zone) IS
-'Internal: moves runs to a final state (succeeded, failed, lost, cancelled) set-based, with job bookkeeping, retries (new attempts as futures), on_error, notifications and releases of held futures. Late reports go to late_report. Returns per run its state and verdict (finished, late, ignored, not_reportable, not_found).';
+'Internal: moves runs to a final state (succeeded, failed, lost, cancelled) set-based, with job bookkeeping, retries (new attempts as futures), on_error, notifications and releases of held futures. Late reports go to cronbox.run_late_report. Returns per run its state and verdict (finished, late, ignored, not_reportable, not_found).';
 
 ALTER FUNCTION cronbox.finish_runs(bigint[],text,jsonb[],text[],boolean,timestamp with time zone) OWNER TO cronbox_owner;
 REVOKE ALL ON FUNCTION cronbox.finish_runs(bigint[],text,jsonb[],text[],boolean,timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

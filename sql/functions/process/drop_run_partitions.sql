@@ -13,7 +13,7 @@ AS $$
 $$;
 
 COMMENT ON FUNCTION cronbox.drop_run_partitions(interval) IS
-'Drops the daily partitions of cronbox.run that lie wholly before now - retention (default 30 days). Returns the dropped partition names.';
+'Drops the daily partitions of cronbox.run that lie wholly before now - retention (default 30 days), except a day with a run still in flight, and the late reports of the runs dropped. Returns the dropped partition names.';
 
 ALTER FUNCTION cronbox.drop_run_partitions(interval) OWNER TO cronbox_owner;
 REVOKE ALL ON FUNCTION cronbox.drop_run_partitions(interval) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
