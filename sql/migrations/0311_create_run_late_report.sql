@@ -14,6 +14,7 @@ CREATE TABLE cronbox.run_late_report (
 INSERT INTO cronbox.run_late_report (run_id, report)
 SELECT r.run_id, r.late_report FROM cronbox.run r WHERE r.late_report IS NOT NULL;
 
+DROP VIEW IF EXISTS cronbox.runs;  -- reads the column; `cronbox migrate` recreates it
 ALTER TABLE cronbox.run DROP COLUMN late_report;
 
 -- Only the owner's functions write it and the runs view reads it (no grant to any cronbox
