@@ -2,25 +2,31 @@
 
 The same migrations as on plain PostgreSQL run first (`cronbox.migrate`); then, on a
 coordinator only, the owner role may log in on the worker nodes (Citus writes there as the
-user running a statement: inside cronbox's SECURITY DEFINER functions, the owner) and the small
+user running a statement: inside cronbox's SECURITY DEFINER functions, the owner), the small
 operator-written tables every bucket will read are made Citus reference tables (one copy on
-every node, written on all of them in one distributed transaction). The hot tables (jobs, job
-futures, outbox, run history, job statistics) stay local tables on the coordinator for now:
-docs/citus.md says why and what distributing them by a bucket of the job takes.
+every node, written on all of them in one distributed transaction), and the Citus layer
+(sql/citus/: its own numbered migrations, tracked in cronbox.citus_version, and its functions
+and views) is applied: the buckets of the job (B of them, one per shard of the colocation group
+cronbox.bucket_shard, listed in the reference table cronbox.bucket) and the bucket leases of
+the pollers and relays. The hot tables (jobs, job futures, outbox, run history, job statistics)
+stay local tables on the coordinator for now: docs/citus.md says why and what distributing them
+by a bucket of the job takes.
 
-On a database without the Citus extension, or on a Citus worker node, it refuses before
-anything is written.
+On a database without the Citus extension, on a Citus worker node, with a bucket count that is
+not a power of two from 1 to 1,024, or with one other than the count the database already has,
+it refuses before anything is written.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import logging
+from pathlib import Path
 
 import psycopg
 
 from cronbox import db
-from cronbox.migrate import LOCK_KEY, MigrateError, Result, migrate
+from cronbox.migrate import LOCK_KEY, MigrateError, Result, code_digest, code_files, migrate, migrations, sql_root
 
 log = logging.getLogger("cronbox.citus")
 
@@ -38,6 +44,47 @@ REFERENCE_TABLES = ("time_zone", "queue_grant")
 # such a function is this NOLOGIN role: it must be allowed to log in there (only there).
 OWNER_ROLE = "cronbox_owner"
 
+# The bucket count: a power of two (a run id has 10 bits for the bucket index), 32 unless
+# `--buckets` says otherwise when the buckets are made; it never changes afterwards.
+DEFAULT_BUCKETS = 32
+MAX_BUCKETS = 1024
+# The process kinds that lease buckets, each kind its own set of leases.
+LEASE_KINDS = ("poller", "relay")
+
+_CITUS_BOOTSTRAP = """
+CREATE TABLE IF NOT EXISTS cronbox.citus_version (
+    version     integer PRIMARY KEY,
+    name        text NOT NULL,
+    applied_at  timestamptz NOT NULL DEFAULT now(),
+    applied_by  name NOT NULL DEFAULT current_user
+);
+CREATE TABLE IF NOT EXISTS cronbox.citus_code (
+    singleton   boolean PRIMARY KEY DEFAULT true CONSTRAINT citus_code_one_row CHECK (singleton),
+    digest      text NOT NULL,
+    applied_at  timestamptz NOT NULL DEFAULT now()
+);
+"""
+
+# One bucket value per shard of a distributed table: for each shard (by its hash range, in
+# order: the bucket index), the smallest non-negative integer whose Citus hash falls into it.
+# width_bucket finds a hash's shard among the ranges' lower bounds; 64 candidates per shard
+# leave a shard without one with odds of about B * e^-64.
+SHARD_VALUES = """
+WITH shard AS (
+    SELECT s.shardminvalue::integer AS hash_min, s.shardmaxvalue::integer AS hash_max,
+           (row_number() OVER (ORDER BY s.shardminvalue::integer) - 1)::integer AS bucket_index
+    FROM pg_catalog.pg_dist_shard s WHERE s.logicalrelid = %(table)s::regclass
+), bounds AS (
+    SELECT array_agg(shard.hash_min ORDER BY shard.hash_min) AS lows, count(*) AS n FROM shard
+), candidate AS (
+    SELECT DISTINCT ON (1) pg_catalog.width_bucket(pg_catalog.worker_hash(v), b.lows) - 1 AS bucket_index, v
+    FROM bounds b, pg_catalog.generate_series(0, b.n * 64 - 1) v
+    ORDER BY 1, v
+)
+SELECT shard.bucket_index, candidate.v AS bucket, shard.hash_min, shard.hash_max
+FROM shard JOIN candidate USING (bucket_index)
+"""
+
 
 @dataclasses.dataclass
 class CitusResult:
@@ -45,6 +92,24 @@ class CitusResult:
     citus_version: str
     worker_nodes: int
     made_reference: list[str]
+    buckets: int = 0
+    buckets_made: bool = False
+    citus_applied: list[str] = dataclasses.field(default_factory=list)
+
+
+def check_bucket_count(buckets: int) -> int:
+    """The bucket count asked for, or a MigrateError: a power of two from 1 to 1,024."""
+    if isinstance(buckets, bool) or not isinstance(buckets, int) or not 1 <= buckets <= MAX_BUCKETS \
+            or buckets & (buckets - 1):
+        raise MigrateError(f"--buckets: must be a power of two from 1 to {MAX_BUCKETS:,}, got {buckets!r}")
+    return buckets
+
+
+def bucket_count(conn: psycopg.Connection) -> int:
+    """The number of buckets this database has (0: none made yet)."""
+    if conn.execute("SELECT to_regclass('cronbox.bucket')").fetchone()[0] is None:
+        return 0
+    return conn.execute("SELECT count(*) FROM cronbox.bucket").fetchone()[0]
 
 
 def check_coordinator(conn: psycopg.Connection) -> tuple[str, int]:
@@ -89,10 +154,96 @@ def owner_logs_in_on_workers(conn: psycopg.Connection) -> None:
         raise MigrateError(f"could not let {OWNER_ROLE} log in on the worker nodes: " + "; ".join(failed))
 
 
-def migrate_citus(dsn: str) -> CitusResult:
-    """Check the coordinator, run the migrations, make the shared tables reference tables."""
+def citus_root() -> Path:
+    """The Citus layer's SQL: sql/citus/ (migrations, functions/<who may call>, views)."""
+    return sql_root() / "citus"
+
+
+def has_citus_layer(conn: psycopg.Connection) -> bool:
+    """Whether `cronbox migrate --citus` has applied its layer to this database."""
+    return conn.execute("SELECT to_regclass('cronbox.citus_version') IS NOT NULL").fetchone()[0]
+
+
+def make_buckets(conn: psycopg.Connection, buckets: int) -> None:
+    """Distribute cronbox.bucket_shard over `buckets` shards (a colocation group of its own),
+    list one bucket value per shard in the reference table cronbox.bucket, put each bucket's row
+    in its shard and make the bucket leases' rows: one transaction, checked before it commits
+    (each value in its own shard)."""
+    with conn.transaction():
+        # a shard per bucket, created and then written in this transaction: one connection
+        # per node, not one per shard
+        conn.execute("SET LOCAL citus.multi_shard_modify_mode TO 'sequential'")
+        conn.execute("SELECT pg_catalog.create_reference_table('cronbox.bucket')")
+        conn.execute("SELECT pg_catalog.create_distributed_table('cronbox.bucket_shard', 'bucket',"
+                     " shard_count => %s, colocate_with => 'none')", (buckets,))
+        conn.execute("INSERT INTO cronbox.bucket (bucket_index, bucket, hash_min, hash_max)"
+                     f" SELECT * FROM ({SHARD_VALUES}) v", {"table": "cronbox.bucket_shard"})
+        found, own_shard = conn.execute(
+            "SELECT count(*), count(*) FILTER (WHERE s.shardminvalue::integer = b.hash_min) FROM cronbox.bucket b"
+            " JOIN pg_catalog.pg_dist_shard s ON s.shardid ="
+            " pg_catalog.get_shard_id_for_distribution_column('cronbox.bucket_shard', b.bucket)").fetchone()
+        if found != buckets or own_shard != buckets:
+            raise MigrateError(f"could not place one bucket in each of the {buckets} shards "
+                               f"({found} found, {own_shard} in their own shard)")
+        conn.execute("INSERT INTO cronbox.bucket_shard (bucket) SELECT b.bucket FROM cronbox.bucket b")
+        conn.execute("INSERT INTO cronbox.bucket_lease (kind, bucket) SELECT k, b.bucket"
+                     " FROM cronbox.bucket b, unnest(%s::text[]) k", (list(LEASE_KINDS),))
+
+
+def apply_citus_layer(conn: psycopg.Connection, buckets: int | None) -> tuple[list[str], int, bool]:
+    """Under the migrate lock: the Citus layer's pending migrations (each in its own transaction
+    with its version row), the buckets if not made yet, then its functions and views if their
+    digest changed, and the grants again (sql/grants.sql: ownership, view grants, the check
+    that every function states its grants). Returns (migrations applied, buckets, made now)."""
+    root = citus_root()
+    with conn.transaction():
+        conn.execute(_CITUS_BOOTSTRAP)
+    known = migrations(root)
+    done = {r[0] for r in conn.execute("SELECT version FROM cronbox.citus_version")}
+    newest = max((m.version for m in known), default=0)
+    if done and max(done) > newest:
+        raise MigrateError(f"the database's Citus layer is at version {max(done)}, newer than this cronbox "
+                           f"(knows up to {newest}): upgrade cronbox before running it against this database")
+    applied: list[str] = []
+    for m in known:
+        if m.version not in done:
+            with conn.transaction():
+                conn.execute(m.path.read_text())
+                conn.execute("INSERT INTO cronbox.citus_version (version, name) VALUES (%s, %s)", (m.version, m.name))
+            log.info("applied Citus migration %s", m.name)
+            applied.append(m.name)
+    count, made = bucket_count(conn), False
+    if count == 0:
+        count, made = buckets or DEFAULT_BUCKETS, True
+        make_buckets(conn, count)
+        log.info("made %d buckets", count)
+    files = code_files(root)
+    digest = code_digest(files)
+    row = conn.execute("SELECT digest FROM cronbox.citus_code").fetchone()
+    if applied or made or row is None or row[0] != digest:
+        with conn.transaction():
+            conn.execute("SET LOCAL check_function_bodies = off")
+            for path in [*files, sql_root() / "grants.sql"]:
+                try:
+                    conn.execute(path.read_text())
+                except psycopg.Error as exc:
+                    raise MigrateError(f"citus/{path.parent.name}/{path.name}: {exc}") from exc
+            conn.execute("INSERT INTO cronbox.citus_code (singleton, digest) VALUES (true, %s) ON CONFLICT"
+                         " (singleton) DO UPDATE SET digest = excluded.digest, applied_at = now()", (digest,))
+    return applied, count, made
+
+
+def migrate_citus(dsn: str, buckets: int | None = None) -> CitusResult:
+    """Check the coordinator and the bucket count, run the migrations, make the shared tables
+    reference tables, apply the Citus layer (buckets, leases)."""
+    if buckets is not None:
+        check_bucket_count(buckets)
     with db.connect(dsn) as conn:
         version, workers = check_coordinator(conn)
+        have = bucket_count(conn)
+    if buckets is not None and have and buckets != have:
+        raise MigrateError(f"--buckets {buckets}: this database already has {have} buckets, and the count cannot "
+                           "change (every job's bucket and every run id's bucket bits would): docs/citus.md")
     schema = migrate(dsn)
     made: list[str] = []
     with db.connect(dsn) as conn:
@@ -105,8 +256,10 @@ def migrate_citus(dsn: str) -> CitusResult:
                     if table not in done:
                         conn.execute("SELECT pg_catalog.create_reference_table(%s::regclass)", (f"cronbox.{table}",))
                         made.append(table)
+            citus_applied, count, buckets_made = apply_citus_layer(conn, buckets)
         finally:
             conn.execute("SELECT pg_catalog.pg_advisory_unlock(%s)", (LOCK_KEY,))
     if made:
         log.info("made reference tables: %s", ", ".join(made))
-    return CitusResult(schema=schema, citus_version=version, worker_nodes=workers, made_reference=made)
+    return CitusResult(schema=schema, citus_version=version, worker_nodes=workers, made_reference=made,
+                       buckets=count, buckets_made=buckets_made, citus_applied=citus_applied)

@@ -86,6 +86,28 @@ def _limit(text: str) -> int:
     return value
 
 
+def _buckets(text: str | None, citus: bool) -> int | None:
+    """`migrate --buckets B`, checked before anything connects: one line and exit 1 if bad."""
+    from cronbox.citus import check_bucket_count
+
+    if text is None:
+        return None
+    if not citus:
+        raise MigrateError("--buckets: only with --citus (plain PostgreSQL has no buckets)")
+    try:
+        value = int(text)
+    except ValueError:
+        raise MigrateError(f"--buckets: must be a power of two from 1 to 1,024, got {text!r}") from None
+    return check_bucket_count(value)
+
+
+def _print_citus(done) -> None:
+    print(f"cronbox schema at version {done.schema.version} on Citus {done.citus_version}, "
+          f"{done.worker_nodes} worker node(s); reference tables made: "
+          f"{', '.join(done.made_reference) or 'none (already)'}; "
+          f"{done.buckets} buckets{' made' if done.buckets_made else ''}")
+
+
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="cronbox", description="A job scheduler that lives inside PostgreSQL.",
@@ -120,7 +142,11 @@ def _parser() -> argparse.ArgumentParser:
         if name == "migrate":
             sp.add_argument("--citus", action="store_true",
                             help="on a Citus coordinator: the same schema, with the shared tables made "
-                                 "reference tables (docs/citus.md); refused without Citus")
+                                 "reference tables, the buckets of the job and the bucket leases "
+                                 "(docs/citus.md); refused without Citus")
+            sp.add_argument("--buckets", metavar="B",
+                            help="with --citus, when the buckets are first made: how many, a power of two "
+                                 "from 1 to 1024 (default 32); it cannot change afterwards")
         if name == "status":
             sp.add_argument("--json", action="store_true", help="machine-readable output")
             sp.add_argument("--limit", type=_limit, default=50, help="rows per section, 1-10000 (default 50)")
@@ -212,20 +238,23 @@ def main(argv: list[str] | None = None) -> int:
 
             return run_dev(cfg, Path(args.data), args.cron, args.sink)
         cfg = _require_dsn_or_env(cfg, args.command)
-        if args.command == "migrate" and args.citus:
+        if args.command == "migrate" and (args.citus or args.buckets is not None):
             from cronbox.citus import migrate_citus
 
-            done = migrate_citus(cfg.dsn)
-            result = done.schema
-            print(f"cronbox schema at version {result.version} on Citus {done.citus_version}, "
-                  f"{done.worker_nodes} worker node(s); reference tables made: "
-                  f"{', '.join(done.made_reference) or 'none (already)'}")
+            done = migrate_citus(cfg.dsn, _buckets(args.buckets, args.citus))
+            _print_citus(done)
             return 0
         if args.command == "migrate":
             result = migrate(cfg.dsn)
             print(f"cronbox schema at version {result.version}"
                   f" ({len(result.applied)} migration(s) applied"
                   f"{', functions re-applied' if result.code_reapplied else ', nothing to do' if not result.applied else ''})")
+            from cronbox.citus import has_citus_layer, migrate_citus
+
+            with db.connect(cfg.dsn) as conn:
+                layered = has_citus_layer(conn)
+            if layered:  # migrated with --citus before: its layer follows the upgrade
+                _print_citus(migrate_citus(cfg.dsn))
             return 0
         if args.command in ("poller", "relay"):
             _settings_class(args.command).from_env()  # validated before anything starts

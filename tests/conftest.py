@@ -150,6 +150,21 @@ def citus() -> Iterator[object]:
         subprocess.run(["rm", "-rf", str(tmp)], check=False)
 
 
+@pytest.fixture(scope="session")
+def citus_db(citus) -> Iterator[tuple[str, str]]:
+    """The coordinator's database after `cronbox migrate --citus` (the real command, default
+    bucket count): its DSN (empty search_path, as every test connection) and the output."""
+    done = cli_migrate(citus.dsn(), "--citus")
+    assert done.returncode == 0, done.stderr
+    yield with_db(citus.dsn(), "postgres"), done.stdout
+
+
+def cli_migrate(dsn: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """The real `cronbox migrate` with only DATABASE_URL set."""
+    return subprocess.run(cronbox_cmd("migrate", *args), env={"DATABASE_URL": dsn, "PATH": "/usr/bin:/bin"},
+                          capture_output=True, text=True, timeout=300)
+
+
 def cronbox_cmd(*args: str) -> list[str]:
     """The real `cronbox` command, run with this interpreter."""
     return [sys.executable, "-m", "cronbox", *args]

@@ -5,7 +5,6 @@ The refusal on plain PostgreSQL runs in the default suite."""
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,25 +15,11 @@ from cronbox import db
 from cronbox.citus import REFERENCE_TABLES
 from cronbox.migrate import migrations
 
-from .conftest import Server, cronbox_cmd, with_db
+from .conftest import Server, cli_migrate
 from .procs import Proc, demo_worker, wait_until
 from .worker_support import autocommit, enqueue, executions, kit, wait_states
 
 on_citus = pytest.mark.citus
-
-
-def cli_migrate(dsn: str, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(cronbox_cmd("migrate", *args), env={"DATABASE_URL": dsn, "PATH": "/usr/bin:/bin"},
-                          capture_output=True, text=True, timeout=300)
-
-
-@pytest.fixture(scope="session")
-def citus_db(citus) -> Iterator[tuple[str, str]]:
-    """The coordinator's database after `cronbox migrate --citus` (the real command): its DSN
-    (empty search_path, as every test connection) and the command's output."""
-    done = cli_migrate(citus.dsn(), "--citus")
-    assert done.returncode == 0, done.stderr
-    yield with_db(citus.dsn(), "postgres"), done.stdout
 
 
 def test_migrate_citus_refuses_on_plain_postgresql_and_writes_nothing(pg: Server):
@@ -62,7 +47,7 @@ def test_citus_migrate_refuses_on_a_worker_node(citus, citus_db):
 @on_citus
 def test_citus_migrate_runs_the_same_migrations_and_makes_the_shared_tables_reference_tables(citus, citus_db):
     dsn, output = citus_db
-    assert f"reference tables made: {', '.join(REFERENCE_TABLES)}" in output, output
+    assert f"reference tables made: {', '.join(REFERENCE_TABLES)}; 32 buckets made" in output, output
     assert "2 worker node(s)" in output
 
     def distributed() -> dict[str, tuple[str, int]]:
@@ -74,17 +59,19 @@ def test_citus_migrate_runs_the_same_migrations_and_makes_the_shared_tables_refe
                 " WHERE c.relnamespace = 'cronbox'::regnamespace").fetchall()
         return {r[0]: (r[1], r[2]) for r in rows}
 
-    # a copy on each of the three nodes; the hot tables are still the coordinator's own
-    assert distributed() == {t: ("n", 3) for t in REFERENCE_TABLES}
+    # a copy on each of the three nodes, the buckets' colocation group on the two workers; the
+    # hot tables are still the coordinator's own
+    citus_tables = {**{t: ("n", 3) for t in (*REFERENCE_TABLES, "bucket")}, "bucket_shard": ("h", 2)}
+    assert distributed() == citus_tables
     with db.connect(dsn) as conn:
         versions = [r[0] for r in conn.execute("SELECT version FROM cronbox.schema_version ORDER BY 1")]
     assert versions == [m.version for m in migrations()]
 
     again = cli_migrate(citus.dsn(), "--citus")
-    assert again.returncode == 0 and "reference tables made: none (already)" in again.stdout, again.stderr
-    plain = cli_migrate(citus.dsn())
-    assert plain.returncode == 0, plain.stderr
-    assert distributed() == {t: ("n", 3) for t in REFERENCE_TABLES}
+    assert again.returncode == 0 and "reference tables made: none (already); 32 buckets" in again.stdout, again
+    plain = cli_migrate(citus.dsn())  # an upgrade by a plain migrate keeps the Citus layer up to date
+    assert plain.returncode == 0 and "32 buckets" in plain.stdout, plain.stderr
+    assert distributed() == citus_tables
 
     # a grant written through the coordinator (inside a SECURITY DEFINER function: Citus
     # connects to the workers as the owner role, which logs in there and only there) is on every

@@ -1,0 +1,116 @@
+"""Bucket leases on Citus (docs/citus.md, "No leader: bucket leases"): the pollers, and apart
+from them the relays, share the buckets of the job among themselves, no leader, through
+cronbox.lease_buckets (sql/citus/functions/process/). A process renews every third of its lease
+and works only the buckets it holds; it stops working them once the lease the database granted
+has run out without a renewal (a database it cannot reach). Times come from the database: each
+renewal returns how long the lease is valid from the database's clock, and that duration is
+counted down on this process's monotonic clock, never compared with its wall clock.
+
+The poller's and relay's loops do not call this yet: their statements are not per bucket yet
+(docs/citus.md says what waits for what). `keep_leased` is the side task they will run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import os
+import socket
+import time
+from datetime import timedelta
+
+import psycopg
+
+from cronbox.log import event
+
+log = logging.getLogger("cronbox.buckets")
+
+KINDS = ("poller", "relay")
+
+
+@dataclasses.dataclass(frozen=True)
+class Lease:
+    """One renewal's answer: the buckets held, for how long, among how many live processes."""
+
+    buckets: tuple[int, ...]
+    valid_for: float  # seconds from the renewal, by the database's clock
+    members: int
+    share: int
+
+
+def default_owner(kind: str) -> str:
+    """kind:host:pid, as the process registry names processes."""
+    return f"{kind}:{socket.gethostname()}:{os.getpid()}"
+
+
+class BucketLeases:
+    """The buckets one process holds. `renew` once every `renew_every` seconds; `held()` is what
+    to work now (empty once the last granted lease has run out)."""
+
+    def __init__(self, kind: str, owner: str | None = None, lease: float = 10.0):
+        if kind not in KINDS:
+            raise ValueError(f"kind: must be one of {', '.join(KINDS)}, got {kind!r}")
+        if not 1.0 <= lease <= 3600.0:
+            raise ValueError(f"lease: must be from 1 to 3600 seconds, got {lease}")
+        self.kind = kind
+        self.owner = owner or default_owner(kind)
+        self.lease = lease
+        self.last: Lease | None = None
+        self._until = 0.0  # monotonic deadline of the last granted lease
+
+    @property
+    def renew_every(self) -> float:
+        return self.lease / 3
+
+    async def renew(self, conn: psycopg.AsyncConnection) -> Lease:
+        """One call of cronbox.lease_buckets (its own transaction when conn is in autocommit)."""
+        started = time.monotonic()
+        cur = await conn.execute(
+            "SELECT buckets, extract(epoch FROM valid_for)::float8, members, share"
+            " FROM cronbox.lease_buckets(%s, %s, %s)", (self.kind, self.owner, timedelta(seconds=self.lease)))
+        row = await cur.fetchone()
+        assert row is not None
+        lease = Lease(tuple(row[0]), float(row[1]), int(row[2]), int(row[3]))
+        before = self.last.buckets if self.last else ()
+        self.last, self._until = lease, started + lease.valid_for
+        if lease.buckets != before:
+            event(log, "bucket leases changed", kind=self.kind, owner=self.owner, held=len(lease.buckets),
+                  share=lease.share, members=lease.members,
+                  taken=len(set(lease.buckets) - set(before)), given_up=len(set(before) - set(lease.buckets)))
+        return lease
+
+    def held(self) -> tuple[int, ...]:
+        """The buckets to work now: those of the last renewal, while its lease lasts."""
+        if self.last is None or time.monotonic() >= self._until:
+            return ()
+        return self.last.buckets
+
+    async def release(self, conn: psycopg.AsyncConnection) -> int:
+        """Give every bucket up at once (a clean stop), leaving the count of live processes."""
+        cur = await conn.execute("SELECT cronbox.release_buckets(%s, %s)", (self.kind, self.owner))
+        row = await cur.fetchone()
+        self.last, self._until = None, 0.0
+        return int(row[0]) if row else 0
+
+
+async def keep_leased(pool, leases: BucketLeases, stop: asyncio.Event) -> None:
+    """Side task: renew every third of the lease until `stop`, then release. A failed renewal
+    (database unreachable, failover) is logged and retried at the next turn; meanwhile `held()`
+    empties itself when the lease runs out, so the loops stop working buckets others may take."""
+    try:
+        while not stop.is_set():
+            try:
+                async with pool.connection() as conn:
+                    await leases.renew(conn)
+            except (psycopg.OperationalError, psycopg.errors.AdminShutdown) as exc:
+                log.warning("bucket lease renewal failed, retrying: %s", exc)
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(stop.wait(), leases.renew_every)
+    finally:
+        try:
+            async with pool.connection() as conn:
+                await leases.release(conn)
+        except psycopg.Error as exc:  # the leases then run out by themselves
+            log.warning("could not release bucket leases: %s", exc)

@@ -1,0 +1,235 @@
+"""The buckets of the job and the bucket leases on a Citus coordinator with two worker nodes
+(docs/citus.md): `cronbox migrate --citus --buckets B`, one bucket per shard, a job's bucket from
+its group, run ids carrying their bucket, and pollers/relays sharing the buckets with no leader,
+tested with real processes killed and started. Marker `citus`, except the refusals on plain
+PostgreSQL, which run in the default suite."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from cronbox import db
+from cronbox.citus import SHARD_VALUES
+
+from .conftest import REPO, Server, cli_migrate
+from .procs import wait_until
+
+on_citus = pytest.mark.citus
+LEASE = 2.0  # seconds: the processes below renew every 0.67 s
+
+
+def one_line_refusal(done: subprocess.CompletedProcess[str], *words: str) -> None:
+    lines = done.stderr.strip().splitlines()
+    assert done.returncode == 1 and done.stdout == "", done
+    assert len(lines) == 1 and all(w in lines[0] for w in words), done.stderr
+
+
+def test_migrate_refuses_a_bad_bucket_count_before_writing_anything(pg: Server):
+    dsn = pg.create_db("cronbox_bad_buckets")
+    try:
+        for args in (("--citus", "--buckets", "3"), ("--citus", "--buckets", "0"), ("--citus", "--buckets", "2048"),
+                     ("--citus", "--buckets", "-4"), ("--citus", "--buckets", "1e3"), ("--buckets", "32")):
+            one_line_refusal(cli_migrate(dsn, *args), "--buckets")
+        with db.connect(dsn) as conn:
+            assert conn.execute("SELECT to_regnamespace('cronbox')").fetchone()[0] is None
+    finally:
+        pg.drop_db("cronbox_bad_buckets")
+
+
+def test_plain_postgresql_has_no_citus_layer(conn):
+    assert conn.execute("SELECT to_regclass('cronbox.bucket'), to_regclass('cronbox.bucket_lease'),"
+                        " to_regclass('cronbox.citus_version'), to_regprocedure('cronbox.bucket_of(text)'),"
+                        " to_regprocedure('cronbox.new_run_id(integer)')").fetchone() == (None,) * 5
+
+
+@on_citus
+def test_citus_buckets_one_per_shard_and_a_job_in_its_group_s_bucket(citus_db):
+    dsn, _ = citus_db
+    with db.connect(dsn) as conn:
+        rows = conn.execute("SELECT b.bucket_index, b.bucket, pg_catalog.get_shard_id_for_distribution_column("
+                            "'cronbox.bucket_shard', b.bucket) FROM cronbox.bucket b ORDER BY 1").fetchall()
+        assert [r[0] for r in rows] == list(range(32)) and len({r[2] for r in rows}) == 32
+        # each shard of the colocation group holds exactly its bucket's row
+        counts = conn.execute("SELECT result FROM pg_catalog.run_command_on_shards('cronbox.bucket_shard',"
+                              " 'SELECT count(*) || '':'' || min(bucket) FROM %s')").fetchall()
+        assert sorted(int(c[0].split(":")[1]) for c in counts) == sorted(r[1] for r in rows)
+        assert {c[0].split(":")[0] for c in counts} == {"1"}
+        nodes = Counter(r[0] for r in conn.execute("SELECT node FROM cronbox.buckets"))
+        assert len(nodes) == 2 and sum(nodes.values()) == 32, nodes
+
+        of = conn.execute("SELECT cronbox.bucket_of('etl/extract'), cronbox.bucket_of('etl/load'),"
+                          " cronbox.bucket_of('etl'), cronbox.bucket_of('')").fetchone()
+        assert of[0] == of[1] == of[2] and of[3] in {r[1] for r in rows}
+        spread = Counter(r[0] for r in conn.execute(
+            "SELECT cronbox.bucket_of('job-' || g) FROM generate_series(1, 3200) g"))
+        assert set(spread) == {r[1] for r in rows} and max(spread.values()) < 3 * min(spread.values()), spread
+        assert conn.execute("SELECT cronbox.bucket_of(repeat('x', 1000000))").fetchone()[0] in spread
+        with pytest.raises(psycopg.errors.NullValueNotAllowed, match="^name: must not be NULL"):
+            conn.execute("SELECT cronbox.bucket_of(NULL)")
+
+
+@on_citus
+def test_citus_bucket_count_cannot_change_once_made(citus, citus_db):
+    dsn, _ = citus_db
+    one_line_refusal(cli_migrate(citus.dsn(), "--citus", "--buckets", "64"), "already has 32 buckets")
+    same = cli_migrate(citus.dsn(), "--citus", "--buckets", "32")
+    assert same.returncode == 0 and "32 buckets" in same.stdout, same
+    with db.connect(dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM cronbox.bucket").fetchone() == (32,)
+
+
+@on_citus
+def test_citus_1024_shards_get_a_bucket_value_each(citus_db):
+    """The largest bucket count: the query that picks the values, on a scratch table of 1,024 shards."""
+    dsn, _ = citus_db
+    with db.connect(dsn) as conn:
+        conn.execute("DROP SCHEMA IF EXISTS citus_many CASCADE")
+        conn.execute("CREATE SCHEMA citus_many")
+        conn.execute("CREATE TABLE citus_many.t (bucket integer PRIMARY KEY)")
+        conn.execute("SELECT create_distributed_table('citus_many.t', 'bucket', shard_count => 1024,"
+                     " colocate_with => 'none')")
+        rows = conn.execute(f"SELECT v.*, pg_catalog.get_shard_id_for_distribution_column('citus_many.t', v.bucket)"
+                            f" FROM ({SHARD_VALUES}) v ORDER BY 1", {"table": "citus_many.t"}).fetchall()
+        assert [r[0] for r in rows] == list(range(1024))
+        assert len({r[1] for r in rows}) == len({r[4] for r in rows}) == 1024
+        conn.execute("DROP SCHEMA citus_many CASCADE")
+
+
+@on_citus
+def test_citus_run_ids_carry_their_bucket_and_their_time(citus_db):
+    dsn, _ = citus_db
+    with db.connect(dsn) as conn:
+        index, bucket = conn.execute("SELECT bucket_index, bucket FROM cronbox.bucket WHERE bucket_index = 31").fetchone()
+        ids = [r[0] for r in conn.execute("SELECT cronbox.new_run_id(%s) FROM generate_series(1, 1024)", (index,))]
+        assert len(set(ids)) == 1024  # any 1,024 draws differ, however many fall in one millisecond
+        later = conn.execute("SELECT cronbox.new_run_id(%s)", (index,)).fetchone()[0]
+        assert later > max(ids)
+        assert conn.execute(
+            "WITH d AS (SELECT cronbox.new_run_id(%s) AS id) SELECT cronbox.run_bucket(d.id),"
+            " cronbox.run_id_time(d.id) BETWEEN now() - interval '1 ms' AND clock_timestamp(),"
+            " d.id >= cronbox.run_id_at(now()) FROM d", (index,)).fetchone() == (bucket, True, True)
+        plain = conn.execute("SELECT cronbox.new_run_id()").fetchone()[0]  # today's ids, unchanged
+        assert plain >> 20 >= later >> 20
+
+
+@on_citus
+def test_citus_bucket_leases_share_expire_and_release_at_fixed_times(citus_db):
+    """cronbox.lease_buckets_at at chosen times, in a transaction rolled back: an hour ahead,
+    every earlier lease has run out."""
+    dsn, _ = citus_db
+    with db.connect(dsn) as conn, conn.transaction(force_rollback=True):
+        t0 = conn.execute("SELECT now() + interval '1 hour'").fetchone()[0]
+
+        def lease(owner: str, seconds: float, kind: str = "poller") -> tuple:
+            return conn.execute("SELECT buckets, members, share FROM cronbox.lease_buckets_at(%s, %s, '10 s',"
+                                " %s::timestamptz + make_interval(secs => %s))", (kind, owner, t0, seconds)).fetchone()
+
+        assert lease("a", 0) == (sorted(r[0] for r in conn.execute("SELECT bucket FROM cronbox.bucket")), 1, 32)
+        assert lease("b", 1)[0] == []  # all held: b waits for a to give up half
+        assert len(lease("a", 2)[0]) == 16
+        assert len(lease("b", 3)[0]) == 16
+        c = lease("c", 4)
+        assert c[1:] == (3, 10)
+        for who, at in (("a", 5), ("b", 6), ("c", 7)):
+            lease(who, at)
+        held = {w: lease(w, 8)[0] for w in ("a", "b", "c")}
+        assert sorted(len(h) for h in held.values()) == [10, 11, 11]
+        assert sorted(sum(held.values(), [])) == sorted(r[0] for r in conn.execute("SELECT bucket FROM cronbox.bucket"))
+        assert lease("a", 8, kind="relay")[2] == 32  # the relays' leases are a set of their own
+        # c stops renewing: at 18 s its lease (from 8 s) has run out; a and b, renewing, take its buckets
+        assert [len(lease(w, 13)[0]) for w in ("a", "b")] == [11, 11]
+        after = {w: lease(w, 18.5)[0] for w in ("a", "b")}
+        assert set(held["c"]) <= set(after["a"]) | set(after["b"])
+        assert sorted(len(h) for h in after.values()) == [16, 16]
+        # a clean stop gives the buckets up at once
+        assert conn.execute("SELECT cronbox.release_buckets('poller', 'a')").fetchone() == (16,)
+        assert len(lease("b", 19)[0]) == 32
+
+
+@on_citus
+def test_citus_bucket_lease_arguments_are_checked_and_granted_to_processes_only(citus_db):
+    dsn, _ = citus_db
+    with db.connect(dsn) as conn:
+        for args, error in [
+            (("pollers", "a", "10 s"), "^kind: must be one of poller, relay"),
+            ((None, "a", "10 s"), "^kind: must not be NULL"),
+            (("poller", None, "10 s"), "^owner: must not be NULL"),
+            (("poller", "", "10 s"), "^owner: must be 1 to 200"),
+            (("poller", "x" * 201, "10 s"), "^owner: must be 1 to 200"),
+            (("poller", "a\nb", "10 s"), "^owner: must be 1 to 200"),
+            (("poller", "a", "0.5 s"), "^lease: must be between"),
+            (("poller", "a", "2 hours"), "^lease: must be between"),
+            (("poller", "a", None), "^lease: must not be NULL"),
+        ]:
+            with pytest.raises((psycopg.errors.InvalidParameterValue, psycopg.errors.NullValueNotAllowed),
+                               match=error), conn.transaction():
+                conn.execute("SELECT cronbox.lease_buckets(%s, %s, %s::interval)", args)
+        assert conn.execute("SELECT count(*) FROM cronbox.bucket_member WHERE owner = 'a'").fetchone() == (0,)
+        for role, allowed in (("cronbox_process", True), ("cronbox_worker", False), ("cronbox_admin", False)):
+            assert conn.execute("SELECT has_function_privilege(%s, 'cronbox.lease_buckets(text, text, interval)',"
+                                " 'EXECUTE')", (role,)).fetchone() == (allowed,)
+
+
+def holder(dsn: str, kind: str, owner: str, tmp: Path) -> subprocess.Popen:
+    out = open(tmp / f"{owner}.log", "wb")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
+    return subprocess.Popen([sys.executable, "-m", "tests.bucket_holder", dsn, kind, owner, str(LEASE)],
+                            cwd=REPO, env=env, stdout=out, stderr=subprocess.STDOUT)
+
+
+@on_citus
+def test_citus_processes_share_the_buckets_take_a_killed_one_s_and_make_room_for_a_newcomer(citus_db, tmp_path):
+    dsn, _ = citus_db
+
+    def holders(kind: str = "poller") -> dict[str, list[int]]:
+        with db.connect(dsn) as conn:
+            rows = conn.execute("SELECT owner, array_agg(bucket ORDER BY bucket) FROM cronbox.bucket_lease"
+                                " WHERE kind = %s AND lease_until > clock_timestamp() GROUP BY 1", (kind,)).fetchall()
+        return dict(rows)
+
+    def even(owners: set[str], kind: str = "poller") -> dict[str, list[int]] | None:
+        now = holders(kind)
+        counts = sorted(len(b) for b in now.values())
+        return now if set(now) == owners and sum(counts) == 32 and counts[-1] - counts[0] <= 1 else None
+
+    procs = {o: holder(dsn, "poller", o, tmp_path) for o in ("p1", "p2", "p3")}
+    procs["r1"] = holder(dsn, "relay", "r1", tmp_path)
+    try:
+        wait_until(lambda: even({"p1", "p2", "p3"}), timeout=60, what="three pollers holding 11, 11 and 10 buckets")
+        wait_until(lambda: even({"r1"}, "relay"), timeout=30, what="the relay holding all the relay leases")
+
+        with db.connect(dsn) as conn:
+            procs["p2"].send_signal(signal.SIGKILL)
+            procs["p2"].wait()
+            killed_at = conn.execute("SELECT clock_timestamp()").fetchone()[0]
+            dead, dead_until = conn.execute("SELECT array_agg(bucket), max(lease_until) FROM cronbox.bucket_lease"
+                                            " WHERE kind = 'poller' AND owner = 'p2'").fetchone()
+        wait_until(lambda: even({"p1", "p3"}), timeout=60, what="p1 and p3 taking the killed p2's buckets")
+        with db.connect(dsn) as conn:
+            # taken only once p2's lease had run out, never while it might still work them
+            granted = conn.execute("SELECT min(lease_until - interval '2 s'), max(lease_until - interval '2 s')"
+                                   " FROM cronbox.bucket_lease WHERE kind = 'poller' AND bucket = ANY (%s)",
+                                   (dead,)).fetchone()
+        assert len(dead) >= 10 and granted[0] >= dead_until, (dead, granted, dead_until)
+        print(f"p2 killed: its buckets free at +{(dead_until - killed_at).total_seconds():.2f} s, "
+              f"all taken by +{(granted[1] - killed_at).total_seconds():.2f} s (lease {LEASE} s)")
+
+        procs["p4"] = holder(dsn, "poller", "p4", tmp_path)
+        shares = wait_until(lambda: even({"p1", "p3", "p4"}), timeout=60, what="the newcomer p4 getting its share")
+        assert len(shares["p4"]) >= 10
+        procs["p1"].send_signal(signal.SIGTERM)  # a clean stop releases at once
+        assert procs["p1"].wait(timeout=30) == 0
+        wait_until(lambda: even({"p3", "p4"}), timeout=60, what="p3 and p4 taking the released buckets")
+    finally:
+        for p in procs.values():
+            if p.poll() is None:
+                p.kill()
+                p.wait()
