@@ -26,7 +26,8 @@ from pathlib import Path
 import psycopg
 
 from cronbox import db
-from cronbox.migrate import LOCK_KEY, MigrateError, Result, code_digest, code_files, migrate, migrations, sql_root
+from cronbox.migrate import (LOCK_KEY, MigrateError, Result, apply_code, apply_migrations, code_digest, code_files, migrate,
+                             migrations, sql_root, version_tables)
 
 log = logging.getLogger("cronbox.citus")
 
@@ -51,19 +52,7 @@ MAX_BUCKETS = 1024
 # The process kinds that lease buckets, each kind its own set of leases.
 LEASE_KINDS = ("poller", "relay")
 
-_CITUS_BOOTSTRAP = """
-CREATE TABLE IF NOT EXISTS cronbox.citus_version (
-    version     integer PRIMARY KEY,
-    name        text NOT NULL,
-    applied_at  timestamptz NOT NULL DEFAULT now(),
-    applied_by  name NOT NULL DEFAULT current_user
-);
-CREATE TABLE IF NOT EXISTS cronbox.citus_code (
-    singleton   boolean PRIMARY KEY DEFAULT true CONSTRAINT citus_code_one_row CHECK (singleton),
-    digest      text NOT NULL,
-    applied_at  timestamptz NOT NULL DEFAULT now()
-);
-"""
+_CITUS_BOOTSTRAP = version_tables("cronbox.citus_version", "cronbox.citus_code")
 
 # One bucket value per shard of a distributed table: for each shard (by its hash range, in
 # order: the bucket index), the smallest non-negative integer whose Citus hash falls into it.
@@ -198,38 +187,14 @@ def apply_citus_layer(conn: psycopg.Connection, buckets: int | None) -> tuple[li
     root = citus_root()
     with conn.transaction():
         conn.execute(_CITUS_BOOTSTRAP)
-    known = migrations(root)
-    done = {r[0] for r in conn.execute("SELECT version FROM cronbox.citus_version")}
-    newest = max((m.version for m in known), default=0)
-    if done and max(done) > newest:
-        raise MigrateError(f"the database's Citus layer is at version {max(done)}, newer than this cronbox "
-                           f"(knows up to {newest}): upgrade cronbox before running it against this database")
-    applied: list[str] = []
-    for m in known:
-        if m.version not in done:
-            with conn.transaction():
-                conn.execute(m.path.read_text())
-                conn.execute("INSERT INTO cronbox.citus_version (version, name) VALUES (%s, %s)", (m.version, m.name))
-            log.info("applied Citus migration %s", m.name)
-            applied.append(m.name)
+    applied = apply_migrations(conn, migrations(root), "cronbox.citus_version", "'s Citus layer")
     count, made = bucket_count(conn), False
     if count == 0:
         count, made = buckets or DEFAULT_BUCKETS, True
         make_buckets(conn, count)
         log.info("made %d buckets", count)
-    files = code_files(root)
-    digest = code_digest(files)
-    row = conn.execute("SELECT digest FROM cronbox.citus_code").fetchone()
-    if applied or made or row is None or row[0] != digest:
-        with conn.transaction():
-            conn.execute("SET LOCAL check_function_bodies = off")
-            for path in [*files, sql_root() / "grants.sql"]:
-                try:
-                    conn.execute(path.read_text())
-                except psycopg.Error as exc:
-                    raise MigrateError(f"citus/{path.parent.name}/{path.name}: {exc}") from exc
-            conn.execute("INSERT INTO cronbox.citus_code (singleton, digest) VALUES (true, %s) ON CONFLICT"
-                         " (singleton) DO UPDATE SET digest = excluded.digest, applied_at = now()", (digest,))
+    files = [*code_files(root), sql_root() / "grants.sql"]
+    apply_code(conn, files, code_digest(files), "cronbox.citus_code", force=bool(applied) or made)
     return applied, count, made
 
 

@@ -105,20 +105,24 @@ class Result:
     version: int
 
 
-_BOOTSTRAP = """
-CREATE SCHEMA IF NOT EXISTS cronbox;
-CREATE TABLE IF NOT EXISTS cronbox.schema_version (
+def version_tables(version_table: str, code_table: str) -> str:
+    """The DDL of a layer's bookkeeping: its applied migrations and the digest of its code."""
+    return f"""
+CREATE TABLE IF NOT EXISTS {version_table} (
     version     integer PRIMARY KEY,
     name        text NOT NULL,
     applied_at  timestamptz NOT NULL DEFAULT now(),
     applied_by  name NOT NULL DEFAULT current_user
 );
-CREATE TABLE IF NOT EXISTS cronbox.schema_code (
-    singleton   boolean PRIMARY KEY DEFAULT true CONSTRAINT schema_code_one_row CHECK (singleton),
+CREATE TABLE IF NOT EXISTS {code_table} (
+    singleton   boolean PRIMARY KEY DEFAULT true CONSTRAINT {code_table.split('.')[-1]}_one_row CHECK (singleton),
     digest      text NOT NULL,
     applied_at  timestamptz NOT NULL DEFAULT now()
 );
 """
+
+
+_BOOTSTRAP = "CREATE SCHEMA IF NOT EXISTS cronbox;" + version_tables("cronbox.schema_version", "cronbox.schema_code")
 
 
 def migrate(dsn: str, root: Path | None = None) -> Result:
@@ -137,11 +141,21 @@ def migrate(dsn: str, root: Path | None = None) -> Result:
 def _migrate_locked(conn: psycopg.Connection, known: list[Migration], files: list[Path], digest: str) -> Result:
     with conn.transaction():
         conn.execute(_BOOTSTRAP)
-    done = {row[0] for row in conn.execute("SELECT version FROM cronbox.schema_version")}
+    applied = apply_migrations(conn, known, "cronbox.schema_version")
+    reapply = apply_code(conn, files, digest, "cronbox.schema_code", force=applied != [])
+    with conn.transaction():
+        conn.execute("SELECT cronbox.ensure_run_partitions()")
+    return Result(applied=applied, code_reapplied=reapply, version=max((m.version for m in known), default=0))
+
+
+def apply_migrations(conn: psycopg.Connection, known: list[Migration], version_table: str, what: str = "") -> list[str]:
+    """Each pending migration in its own transaction, its version row in the same one; refused
+    when the database has a migration newer than this code knows. Returns those applied."""
+    done = {row[0] for row in conn.execute(f"SELECT version FROM {version_table}")}
     newest_known = max((m.version for m in known), default=0)
     if done and max(done) > newest_known:
         raise MigrateError(
-            f"the database schema is at version {max(done)}, newer than this cronbox "
+            f"the database{what} schema is at version {max(done)}, newer than this cronbox "
             f"(knows up to {newest_known}): upgrade cronbox before running it against this database"
         )
     applied: list[str] = []
@@ -150,29 +164,30 @@ def _migrate_locked(conn: psycopg.Connection, known: list[Migration], files: lis
             continue
         with conn.transaction():
             conn.execute(m.path.read_text())
-            conn.execute(
-                "INSERT INTO cronbox.schema_version (version, name) VALUES (%s, %s)", (m.version, m.name)
-            )
+            conn.execute(f"INSERT INTO {version_table} (version, name) VALUES (%s, %s)", (m.version, m.name))
         log.info("applied migration %s", m.name)
         applied.append(m.name)
+    return applied
 
-    row = conn.execute("SELECT digest FROM cronbox.schema_code").fetchone()
-    reapply = applied != [] or row is None or row[0] != digest
-    if reapply:
-        with conn.transaction():
-            # Bodies may refer to functions defined in later files.
-            conn.execute("SET LOCAL check_function_bodies = off")
-            for path in files:
-                try:
-                    conn.execute(path.read_text())
-                except psycopg.Error as exc:
-                    raise MigrateError(f"{path.parent.name}/{path.name}: {exc}") from exc
-            conn.execute(
-                "INSERT INTO cronbox.schema_code (singleton, digest) VALUES (true, %s) "
-                "ON CONFLICT (singleton) DO UPDATE SET digest = excluded.digest, applied_at = now()",
-                (digest,),
-            )
-        log.info("applied %d function/view files", len(files))
+
+def apply_code(conn: psycopg.Connection, files: list[Path], digest: str, code_table: str, *, force: bool) -> bool:
+    """Re-apply the code files in one transaction when forced or their digest changed; returns
+    whether it did."""
+    row = conn.execute(f"SELECT digest FROM {code_table}").fetchone()
+    if not (force or row is None or row[0] != digest):
+        return False
     with conn.transaction():
-        conn.execute("SELECT cronbox.ensure_run_partitions()")
-    return Result(applied=applied, code_reapplied=reapply, version=newest_known)
+        # Bodies may refer to functions defined in later files.
+        conn.execute("SET LOCAL check_function_bodies = off")
+        for path in files:
+            try:
+                conn.execute(path.read_text())
+            except psycopg.Error as exc:
+                raise MigrateError(f"{path.parent.name}/{path.name}: {exc}") from exc
+        conn.execute(
+            f"INSERT INTO {code_table} (singleton, digest) VALUES (true, %s) "
+            "ON CONFLICT (singleton) DO UPDATE SET digest = excluded.digest, applied_at = now()",
+            (digest,),
+        )
+    log.info("applied %d function/view files", len(files))
+    return True
