@@ -104,7 +104,7 @@ async def keep_leased(pool, leases: BucketLeases, stop: asyncio.Event) -> None:
             try:
                 async with pool.connection() as conn:
                     await leases.renew(conn)
-            except (psycopg.OperationalError, psycopg.errors.AdminShutdown) as exc:
+            except psycopg.OperationalError as exc:  # a lost connection, a failover, a pool timeout
                 log.warning("bucket lease renewal failed, retrying: %s", exc)
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(stop.wait(), leases.renew_every)

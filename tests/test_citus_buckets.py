@@ -6,10 +6,12 @@ PostgreSQL, which run in the default suite."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -17,6 +19,7 @@ import psycopg
 import pytest
 
 from cronbox import db
+from cronbox.buckets import BucketLeases
 from cronbox.citus import SHARD_VALUES
 
 from .conftest import REPO, Server, cli_migrate
@@ -176,6 +179,26 @@ def test_citus_bucket_lease_arguments_are_checked_and_granted_to_processes_only(
         for role, allowed in (("cronbox_process", True), ("cronbox_worker", False), ("cronbox_admin", False)):
             assert conn.execute("SELECT has_function_privilege(%s, 'cronbox.lease_buckets(text, text, interval)',"
                                 " 'EXECUTE')", (role,)).fetchone() == (allowed,)
+
+
+@on_citus
+def test_citus_bucket_leases_python_side_holds_nothing_once_the_granted_lease_ran_out(citus_db, monkeypatch):
+    """BucketLeases.held(): the buckets of the last renewal while the lease the database granted
+    lasts, counted on the monotonic clock (moved forward here instead of waiting)."""
+    dsn, _ = citus_db
+
+    async def scenario() -> None:
+        async with await db.aconnect(dsn) as conn:
+            leases = BucketLeases("relay", "python-side", lease=5)
+            lease = await leases.renew(conn)
+            assert lease.buckets and leases.held() == lease.buckets and 0 < lease.valid_for <= 5
+            assert (lease.members, lease.share) == (1, 32)
+            real = time.monotonic
+            monkeypatch.setattr("cronbox.buckets.time.monotonic", lambda: real() + 5)
+            assert leases.held() == ()
+            assert await leases.release(conn) == len(lease.buckets)
+
+    asyncio.run(scenario())
 
 
 def holder(dsn: str, kind: str, owner: str, tmp: Path) -> subprocess.Popen:
