@@ -224,7 +224,8 @@ def test_citus_premises_of_the_bucket_design(citus, citus_db):
 def test_citus_with_a_worker_node_down_the_coordinator_keeps_firing(citus, citus_db, tmp_path: Path):
     """Today the hot tables are the coordinator's and it holds a copy of each reference table:
     a worker node down stops only the writes to reference tables (queue grants), which fail
-    with a connection error (08006) until it is back; fires keep being dispatched and run."""
+    with a connection error (08006) until it is back; fires keep being dispatched and run, and
+    bucket leases keep being renewed."""
     dsn, _ = citus_db
     with db.connect(dsn) as conn:
         conn.execute("DO $$ BEGIN CREATE ROLE citus_down NOLOGIN; EXCEPTION WHEN duplicate_object THEN END $$")
@@ -247,6 +248,11 @@ def test_citus_with_a_worker_node_down_the_coordinator_keeps_firing(citus, citus
                     conn.execute("SELECT cronbox.grant_queue('citus-down', 'citus_down', 'worker')")
                 assert refused.value.sqlstate == "08006"
                 conn.execute("SELECT cronbox.pause('citus-down')")
+                # the buckets and their leases are read and written on the coordinator alone
+                assert conn.execute("SELECT cronbox.bucket_of('citus-down')").fetchone()[0] is not None
+                assert len(conn.execute("SELECT buckets FROM cronbox.lease_buckets('poller', 'while-down')"
+                                        ).fetchone()[0]) > 0
+                conn.execute("SELECT cronbox.release_buckets('poller', 'while-down')")
             assert relay.terminate() == 0, relay.output
             assert poller.terminate() == 0, poller.output
             assert worker.terminate() == 0, worker.output

@@ -245,9 +245,16 @@ def test_citus_processes_share_the_buckets_take_a_killed_one_s_and_make_room_for
         print(f"p2 killed: its buckets free at +{(dead_until - killed_at).total_seconds():.2f} s, "
               f"all taken by +{(granted[1] - killed_at).total_seconds():.2f} s (lease {LEASE} s)")
 
-        procs["p4"] = holder(dsn, "poller", "p4", tmp_path)
-        shares = wait_until(lambda: even({"p1", "p3", "p4"}), timeout=60, what="the newcomer p4 getting its share")
+        with db.connect(dsn) as conn:
+            procs["p4"] = holder(dsn, "poller", "p4", tmp_path)
+            started_at = conn.execute("SELECT clock_timestamp()").fetchone()[0]
+            shares = wait_until(lambda: even({"p1", "p3", "p4"}), timeout=60, what="the newcomer p4 getting its share")
+            joined = conn.execute("SELECT min(joined_at) FROM cronbox.bucket_member WHERE owner = 'p4'").fetchone()[0]
+            settled = conn.execute("SELECT max(lease_until) - interval '2 s' FROM cronbox.bucket_lease"
+                                   " WHERE owner = 'p4'").fetchone()[0]
         assert len(shares["p4"]) >= 10
+        print(f"p4 started: first call at +{(joined - started_at).total_seconds():.2f} s, holding its share "
+              f"by +{(settled - started_at).total_seconds():.2f} s or earlier (lease {LEASE} s)")
         procs["p1"].send_signal(signal.SIGTERM)  # a clean stop releases at once
         assert procs["p1"].wait(timeout=30) == 0
         wait_until(lambda: even({"p3", "p4"}), timeout=60, what="p3 and p4 taking the released buckets")
