@@ -134,13 +134,27 @@ def owner_logs_in_on_workers(conn: psycopg.Connection) -> None:
     a node added later gets the coordinator's NOLOGIN with the other roles (run `cronbox migrate
     --citus` again after citus_add_node). Who may connect as it stays the workers' pg_hba.conf's
     (docs/citus.md, "Set up")."""
-    rows = conn.execute(
-        "SELECT nodename, nodeport, success, result FROM pg_catalog.run_command_on_workers("
-        "format('SET citus.enable_alter_role_propagation TO off; ALTER ROLE %%I LOGIN', %s::text))",
-        (OWNER_ROLE,)).fetchall()
+    on_each_worker(conn, f"let {OWNER_ROLE} log in on the worker nodes",
+                   f"SET citus.enable_alter_role_propagation TO off; ALTER ROLE {OWNER_ROLE} LOGIN")
+
+
+def on_each_worker(conn: psycopg.Connection, what: str, command: str) -> None:
+    """Run a command on every worker node, each node on its own (not propagated)."""
+    rows = conn.execute("SELECT nodename, nodeport, success, result FROM pg_catalog.run_command_on_workers(%s)",
+                        (command,)).fetchall()
     failed = [f"{host}:{port}: {result}" for host, port, ok, result in rows if not ok]
     if failed:
-        raise MigrateError(f"could not let {OWNER_ROLE} log in on the worker nodes: " + "; ".join(failed))
+        raise MigrateError(f"could not {what}: " + "; ".join(failed))
+
+
+def run_id_sequence_on_workers(conn: psycopg.Connection) -> None:
+    """cronbox.new_run_id(bucket_index) draws from cronbox.run_id_seq on the node it runs on
+    (a delegated dispatch runs on the node holding its bucket): each worker node gets one of its
+    own (Citus copies the functions, not a sequence no distributed table uses). Ids stay unique:
+    a bucket is on one node at a time and its index is in the id."""
+    on_each_worker(conn, "create cronbox.run_id_seq on the worker nodes",
+                   "SET citus.enable_ddl_propagation TO off; CREATE SEQUENCE IF NOT EXISTS cronbox.run_id_seq;"
+                   f" ALTER SEQUENCE cronbox.run_id_seq OWNER TO {OWNER_ROLE}")
 
 
 def citus_root() -> Path:
@@ -215,6 +229,7 @@ def migrate_citus(dsn: str, buckets: int | None = None) -> CitusResult:
         conn.execute("SELECT pg_catalog.pg_advisory_lock(%s)", (LOCK_KEY,))
         try:
             owner_logs_in_on_workers(conn)
+            run_id_sequence_on_workers(conn)
             with conn.transaction():
                 done = reference_tables(conn)
                 for table in REFERENCE_TABLES:
