@@ -26,7 +26,7 @@ from typing import Any
 import orjson
 import psycopg
 
-from bench.database import DURABLE_SETTINGS
+from bench.database import DURABLE_SETTINGS, copy_fire_state
 from cronbox.migrate import migrate
 from cronbox.pgcluster import Cluster
 
@@ -39,6 +39,7 @@ def load_jobs(conn: psycopg.Connection, n: int) -> None:
     collist = ", ".join(f'"{c}"' for c in cols)
     conn.execute(f"INSERT INTO cronbox.job (name, {collist}) SELECT 'ab-' || i, {collist} "
                  "FROM cronbox.job, generate_series(1, %s) i WHERE name = 'ab-0'", (n - 1,))
+    copy_fire_state(conn, "ab-0", "ab-")
     conn.execute("VACUUM ANALYZE")
 
 

@@ -51,7 +51,8 @@ def burst(database: Database, args: argparse.Namespace, logdir: Any, n: int) -> 
         pollers = [fleet.cronbox("poller", database.dsn, env, name=f"poller{i}") for i in (1, 2)]
         pg0 = postgres_cpu(database.postmaster)
         wait_until(lambda: fleet.check_alive() or not database.scalar(
-            "SELECT EXISTS (SELECT 1 FROM cronbox.job WHERE name LIKE 'burst-%%' AND next_fire <= %s)", (b,)),
+            "SELECT EXISTS (SELECT 1 FROM cronbox.job j JOIN cronbox.job_fire f USING (job_id) "
+            "WHERE j.name LIKE 'burst-%%' AND f.next_fire <= %s)", (b,)),
             to_b + 60, "burst fires materialised", interval=1.0)
         out["saturation_s"] = round(time.monotonic() - t0, 1)
         margin = database.scalar("SELECT extract(epoch FROM %s::timestamptz - now())::float8", (b,))

@@ -85,7 +85,7 @@ def progress(database: Database, load: str) -> dict[str, Any]:
                 "backfill_runs": conn.execute(
                     "SELECT count(*) FROM cronbox.run WHERE origin = 'backfill'").fetchone()[0]}
         return {"unsaturated_jobs": conn.execute(
-            "SELECT count(*) FROM cronbox.job WHERE next_fire IS NOT NULL AND NOT paused "
+            "SELECT count(*) FROM cronbox.job_fire WHERE next_fire IS NOT NULL AND NOT paused "
             "AND next_fire <= now() + interval '1 minute'").fetchone()[0],
             "futures": conn.execute("SELECT count(*) FROM cronbox.job_future").fetchone()[0]}
 

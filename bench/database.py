@@ -136,6 +136,7 @@ class Database:
             conn.execute(
                 f"INSERT INTO cronbox.job (name, {collist}) SELECT %s || i, {collist} "
                 f"FROM cronbox.job, generate_series(1, %s) AS i WHERE name = %s", (prefix, count, template))
+            copy_fire_state(conn, template, prefix)
 
     def table_sizes(self, tables: list[str]) -> dict[str, dict[str, int]]:
         """Heap (with TOAST) and index bytes of each table, partitions included."""
@@ -219,3 +220,14 @@ class WaitSampler:
         return {"samples": self.samples, "interval_s": self.interval,
                 "avg_backends": [{"statement": q, "wait": w, "avg": round(c / max(self.samples, 1), 3)}
                                  for (q, w), c in ranked]}
+
+
+def copy_fire_state(conn: psycopg.Connection, template: str, prefix: str) -> None:
+    """The saturation state (cronbox.job_fire: frontier, next fire, fires made) of job
+    `template` given to the jobs whose names start with `prefix`, as schedule() would have
+    written it for each."""
+    conn.execute(
+        "UPDATE cronbox.job_fire f SET frontier = t.frontier, next_fire = t.next_fire, fires_made = t.fires_made "
+        "FROM cronbox.job c, cronbox.job_fire t JOIN cronbox.job tj USING (job_id) "
+        "WHERE c.job_id = f.job_id AND left(c.name, length(%s)) = %s AND tj.name = %s AND c.name <> %s",
+        (prefix, prefix, template, template))

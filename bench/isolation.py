@@ -79,7 +79,7 @@ def create_schedules(database: Database, queue: str, n: int) -> None:
 
 def saturated(database: Database, ahead: float) -> bool:
     return not database.scalar(
-        "SELECT EXISTS (SELECT 1 FROM cronbox.job WHERE next_fire IS NOT NULL AND NOT paused "
+        "SELECT EXISTS (SELECT 1 FROM cronbox.job_fire WHERE next_fire IS NOT NULL AND NOT paused "
         "AND next_fire <= now() + make_interval(secs => %s))", (ahead,))
 
 

@@ -42,7 +42,7 @@ def create_schedules(database: Database, s: int) -> float:
 
 def saturated(database: Database, ahead: float) -> bool:
     return not database.scalar(
-        "SELECT EXISTS (SELECT 1 FROM cronbox.job WHERE next_fire IS NOT NULL AND NOT paused "
+        "SELECT EXISTS (SELECT 1 FROM cronbox.job_fire WHERE next_fire IS NOT NULL AND NOT paused "
         "AND next_fire <= now() + make_interval(secs => %s))", (ahead,))
 
 

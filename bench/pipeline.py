@@ -23,8 +23,8 @@ def load(database: Database, n: int, margin: float | None) -> float:
     reset(database)
     with database.connect() as conn:
         conn.execute(
-            "INSERT INTO cronbox.job (name, kind, at, frontier, next_fire, finished_at, overlap) "
-            "SELECT 'tp-' || i, 'at', now(), now(), NULL, now(), 'allow' FROM generate_series(1, %s) AS i", (n,))
+            "INSERT INTO cronbox.job (name, kind, at, finished_at, overlap) "
+            "SELECT 'tp-' || i, 'at', now(), now(), 'allow' FROM generate_series(1, %s) AS i", (n,))
         conn.execute("ANALYZE cronbox.job")
         due = conn.execute(
             "WITH ins AS (INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "

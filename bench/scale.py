@@ -1,7 +1,7 @@
 """bench/scale: many active schedules (mixed cron / interval, random time zones).
 
   1. insert: a sample through cronbox.schedule() (its rate is reported), the rest set-based
-     straight into cronbox.job as schedule() would leave them (frontier = next_fire = now);
+     straight into cronbox.job as schedule() would leave them (cronbox.job_fire: frontier = next_fire = now);
   2. saturate: a real `cronbox poller` fills the horizon from empty; time to saturate,
      futures/s, poller CPU per future; then a steady window, starting 1 s before a minute
      boundary (cron fires burst there): fires dispatched/s, poller CPU per fire, fire ->
@@ -83,23 +83,24 @@ def insert_schedules(database: Database, n: int, sample: int) -> dict[str, Any]:
         if n > sample:
             t0 = time.monotonic()
             conn.execute(
-                f"""INSERT INTO cronbox.job (name, kind, cron, cron_normalized, every, anchor, timezone,
-                                            frontier, next_fire)
+                f"""INSERT INTO cronbox.job (name, kind, cron, cron_normalized, every, anchor, timezone)
                     SELECT 's' || s.i, s.kind, CASE WHEN s.kind = 'cron' THEN s.expr END, nc.norm,
                            CASE WHEN s.kind = 'every' THEN s.expr::interval END,
                            -- anchors spread over the interval, as schedules made at different
                            -- times are: interval fires come steadily, not all 5 minutes from now
                            CASE WHEN s.kind = 'every' THEN now() + s.expr::interval
                                 * ((hashint4(s.i * 31) & 1023) + 1) / 1024.0 END,
-                           s.tz, now(), now()
+                           s.tz
                     FROM ({src}) s
                     LEFT JOIN (SELECT expr, cronbox.normalize_cron(expr) AS norm
                                FROM (VALUES {", ".join(f"('{e}')" for k, e, _ in MIX if k == 'cron')}) v(expr)) nc
                            ON s.kind = 'cron' AND nc.expr = s.expr""",
                 {"first": sample + 1, "last": n})
+            # what schedule() leaves: nothing materialised yet, frontier = next_fire = now
+            conn.execute("UPDATE cronbox.job_fire SET frontier = now(), next_fire = now() WHERE next_fire IS NULL")
             dt = time.monotonic() - t0
             out["bulk"] = {"count": n - sample, "seconds": round(dt, 2), "per_s": round((n - sample) / dt, 1)}
-        conn.execute("VACUUM ANALYZE cronbox.job")
+        conn.execute("VACUUM ANALYZE cronbox.job, cronbox.job_fire")
     out["by_kind"] = dict(database.connect().execute(
         "SELECT coalesce(cron, every::text), count(*) FROM cronbox.job GROUP BY 1 ORDER BY 1").fetchall())
     return out
@@ -110,7 +111,7 @@ def unsaturated(database: Database, slack: float) -> int:
     job to the full horizon once its next fire comes within half of it, so a saturated job's
     next fire lies between now + horizon/2 and now + horizon."""
     return database.scalar(
-        "SELECT count(*) FROM cronbox.job WHERE next_fire IS NOT NULL AND NOT paused "
+        "SELECT count(*) FROM cronbox.job_fire WHERE next_fire IS NOT NULL AND NOT paused "
         "AND next_fire <= now() + %s::interval / 2 - make_interval(secs => %s)", (HORIZON, slack))
 
 
@@ -118,7 +119,7 @@ def saturated(database: Database, slack: float) -> bool:
     """The cheap form for polling: one probe of job_saturate_idx (a count over a million
     jobs every half second would load the server the bench measures)."""
     return not database.scalar(
-        "SELECT EXISTS (SELECT 1 FROM cronbox.job WHERE next_fire IS NOT NULL AND NOT paused "
+        "SELECT EXISTS (SELECT 1 FROM cronbox.job_fire WHERE next_fire IS NOT NULL AND NOT paused "
         "AND next_fire <= now() + %s::interval / 2 - make_interval(secs => %s))", (HORIZON, slack))
 
 
@@ -134,8 +135,8 @@ def reset_to_empty(database: Database, spread: float = 0.0) -> None:
         conn.execute("UPDATE cronbox.job_stat SET active_runs = 0, last_run_id = NULL, last_run_state = NULL "
                      "WHERE active_runs <> 0 OR last_run_id IS NOT NULL")
         at = "now() - make_interval(secs => %(spread)s * (hashint8(job_id) & 65535) / 65536.0)"
-        conn.execute(f"UPDATE cronbox.job SET frontier = {at}, next_fire = {at}, fires_made = 0", {"spread": spread})
-        conn.execute("VACUUM ANALYZE cronbox.job")
+        conn.execute(f"UPDATE cronbox.job_fire SET frontier = {at}, next_fire = {at}, fires_made = 0", {"spread": spread})
+        conn.execute("VACUUM ANALYZE cronbox.job, cronbox.job_fire")
 
 
 def saturate_from_empty(database: Database, args: argparse.Namespace, fleet: Fleet, pollers: int,

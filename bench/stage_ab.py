@@ -54,8 +54,8 @@ def old_files(rev: str) -> dict[str, str]:
 def load(conn: psycopg.Connection, n: int) -> None:
     for table in ("outbox", "run", "job_future", "job"):
         conn.execute(f"DELETE FROM cronbox.{table}")
-    conn.execute("INSERT INTO cronbox.job (name, kind, at, frontier, next_fire, finished_at, overlap) "
-                 "SELECT 'ab-' || i, 'at', now(), now(), NULL, now(), 'allow' FROM generate_series(1, %s) i", (n,))
+    conn.execute("INSERT INTO cronbox.job (name, kind, at, finished_at, overlap) "
+                 "SELECT 'ab-' || i, 'at', now(), now(), 'allow' FROM generate_series(1, %s) i", (n,))
     conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) SELECT job_id, at, now() FROM cronbox.job")
     conn.execute("VACUUM ANALYZE")
     conn.execute("CHECKPOINT")

@@ -69,7 +69,8 @@ def fold(conn: psycopg.Connection) -> None:
 def jobrow(conn: psycopg.Connection, name: str) -> dict[str, Any]:
     # the definition and its run statistics (cronbox.job_stat, migration 0122), folded first
     fold(conn)
-    cur = conn.execute("SELECT j.*, s.* FROM cronbox.job j JOIN cronbox.job_stat s USING (job_id) "
+    cur = conn.execute("SELECT j.*, s.*, f.frontier, f.next_fire, f.fires_made FROM cronbox.job j "
+                       "JOIN cronbox.job_stat s USING (job_id) JOIN cronbox.job_fire f USING (job_id) "
                        "WHERE j.name = %s", (name,))
     cols = [d.name for d in cur.description]
     return dict(zip(cols, cur.fetchone()))

@@ -62,10 +62,10 @@ async def test_changing_a_calendar_recomputes_the_pending_futures_of_its_jobs(ac
     await schedule(aconn, name="j", every="1 minute", starts_at=T0, exclude="h", p_now=T0)
     await saturate(aconn, T0, horizon=10 * MIN)
     assert len(await futures(aconn, "j")) == 11
-    assert await one(aconn, "SELECT fires_made FROM cronbox.job WHERE name = 'j'") == 11
+    assert await one(aconn, "SELECT fires_made FROM cronbox.job JOIN cronbox.job_fire USING (job_id) WHERE name = 'j'") == 11
     await calendar(aconn, "h", dates=["2030-01-01"], now=T0 + 30 * SEC)
     assert await futures(aconn, "j") == [T0]  # due fires stay; later ones go
-    assert await one(aconn, "SELECT fires_made FROM cronbox.job WHERE name = 'j'") == 1
+    assert await one(aconn, "SELECT fires_made FROM cronbox.job JOIN cronbox.job_fire USING (job_id) WHERE name = 'j'") == 1
     await saturate(aconn, T0 + 30 * SEC, horizon=10 * MIN)
     assert await futures(aconn, "j") == [T0]
     [(first, last, n, _)] = await skipped(aconn, "j")
@@ -76,7 +76,7 @@ async def test_max_runs_finishes_the_schedule_after_n_fires_and_schedule_can_rai
     await schedule(aconn, name="j", every="10 seconds", starts_at=T0 + 10 * SEC, max_runs=3, p_now=T0)
     await saturate(aconn, T0)
     assert await futures(aconn, "j") == [T0 + k * 10 * SEC for k in (1, 2, 3)]
-    assert await one(aconn, "SELECT finished_at IS NOT NULL AND next_fire IS NULL FROM cronbox.job WHERE name = 'j'")
+    assert await one(aconn, "SELECT finished_at IS NOT NULL AND next_fire IS NULL FROM cronbox.job JOIN cronbox.job_fire USING (job_id) WHERE name = 'j'")
     # finished in the change log once the third fire is dispatched, not before
     assert "finished" not in [a for a, _, _ in await changes(aconn, "j")]
     assert await rows(aconn, "SELECT fire_at FROM cronbox.next_fires_at('j', 10, %s)", T0) == \

@@ -79,7 +79,7 @@ def test_jittered_fires_are_dispatched_at_their_due_time_beside_early_batches(fr
         with Proc("poller", fresh_dsn, tmp_path) as poller:
             def saturated():  # measured once the first saturation (two minutes of fires) is done
                 with db.connect(fresh_dsn) as c:
-                    return c.execute("SELECT CASE WHEN NOT EXISTS (SELECT FROM cronbox.job "
+                    return c.execute("SELECT CASE WHEN NOT EXISTS (SELECT FROM cronbox.job_fire "
                                      "WHERE next_fire < now() + interval '60 seconds') THEN now() END").fetchone()[0]
             start = wait_until(saturated, timeout=90, what="the first saturation")
             wait_until(lambda: len(_lags(fresh_dsn, start)) >= 7 * 10, timeout=60,

@@ -101,7 +101,7 @@ def test_views_are_granted_to_admin_and_reader(conn):
     "ORDER BY f.due_at, f.priority LIMIT 10 FOR UPDATE SKIP LOCKED",
     "EXPLAIN SELECT o.outbox_id FROM cronbox.outbox o WHERE o.available_at <= now() "
     "ORDER BY o.available_at LIMIT 10 FOR UPDATE SKIP LOCKED",
-    "EXPLAIN SELECT j.job_id FROM cronbox.job j WHERE j.next_fire IS NOT NULL AND NOT j.paused "
+    "EXPLAIN SELECT j.job_id FROM cronbox.job_fire j WHERE j.next_fire IS NOT NULL AND NOT j.paused "
     "AND j.next_fire <= now() + interval '2 minutes' ORDER BY j.next_fire LIMIT 10 FOR UPDATE SKIP LOCKED",
 ])
 def test_hot_claims_keep_their_index_conditions_under_row_security(conn, sql):

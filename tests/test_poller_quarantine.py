@@ -16,8 +16,9 @@ from .procs import Proc, wait_until
 POISONS = {
     # job name: (how it is poisoned, expected text in the quarantine reason)
     "p-huge-every": ("UPDATE cronbox.job SET every = '100000000 days' WHERE name = %s", "cannot compute fires"),
-    "p-bc-at": ("UPDATE cronbox.job SET kind = 'at', every = NULL, anchor = NULL, at = '4713-01-01 BC', "
-                "next_fire = now() WHERE name = %s", "cannot read the job row"),
+    "p-bc-at": ("WITH j AS (UPDATE cronbox.job SET kind = 'at', every = NULL, anchor = NULL, at = '4713-01-01 BC' "
+                "WHERE name = %s RETURNING job_id) "
+                "UPDATE cronbox.job_fire f SET next_fire = now() FROM j WHERE f.job_id = j.job_id", "cannot read the job row"),
     "p-bad-cron": ("UPDATE cronbox.job SET kind = 'cron', every = NULL, cron = 'x', cron_normalized = '61 * * * * * *' "
                    "WHERE name = %s", "cannot compute fires"),
     "p-gone-zone": ("UPDATE cronbox.job SET kind = 'cron', every = NULL, cron = '* * * * * *', "

@@ -205,9 +205,9 @@ def held_jobs(conn, prefix: str, hold: str, paused: bool = False) -> list[int]:
     """20,000 jobs `<prefix><i>`, each with one future held by `hold` whose backstop
     (hold_until) is at(0) + job_id seconds; their ids in order."""
     conn.execute(
-        "INSERT INTO cronbox.job (name, kind, every, anchor, frontier, paused) "
-        "SELECT %s || i, 'every', interval '1 hour', %s, %s, %s FROM generate_series(1, 20000) i",
-        (prefix, at(0), at(0), paused))
+        "INSERT INTO cronbox.job (name, kind, every, anchor, paused) "
+        "SELECT %s || i, 'every', interval '1 hour', %s, %s FROM generate_series(1, 20000) i",
+        (prefix, at(0), paused))
     conn.execute(
         "INSERT INTO cronbox.job_future (job_id, fire_at, due_at, hold, held_since, hold_until) "
         "SELECT job_id, %s, %s, %s, %s, %s + make_interval(secs => job_id) FROM cronbox.job "
@@ -234,8 +234,8 @@ def test_a_finish_planned_while_the_jobs_looked_empty_reads_only_the_jobs_it_fin
     # the whole table per call (60,000 job rows read to finish 100 runs): each run's job must
     # be reached by its key.
     conn.execute(
-        "INSERT INTO cronbox.job (name, kind, at, frontier, next_fire, finished_at, overlap, max_attempts, on_error) "
-        "SELECT 'many-' || i, 'at', now(), now(), NULL, now(), 'allow', 2, 'pause' FROM generate_series(1, 20000) i")
+        "INSERT INTO cronbox.job (name, kind, at, finished_at, overlap, max_attempts, on_error) "
+        "SELECT 'many-' || i, 'at', now(), now(), 'allow', 2, 'pause' FROM generate_series(1, 20000) i")
     conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) SELECT job_id, at, now() FROM cronbox.job")
     for _ in range(3):
         conn.execute("SELECT * FROM cronbox.dispatch_at(1000, p_now => now())")
@@ -264,8 +264,8 @@ def test_after_jobs_of_a_finish_planned_while_the_jobs_looked_empty_are_found_by
     # 20,000 jobs whose statistics looked empty: the after-jobs and their upstreams' last
     # successes are reached by name and key, and each after-job fires once.
     conn.execute(
-        "INSERT INTO cronbox.job (name, kind, at, frontier, next_fire, finished_at, overlap) "
-        "SELECT 'up-' || i, 'at', now(), now(), NULL, now(), 'allow' FROM generate_series(1, 20000) i")
+        "INSERT INTO cronbox.job (name, kind, at, finished_at, overlap) "
+        "SELECT 'up-' || i, 'at', now(), now(), 'allow' FROM generate_series(1, 20000) i")
     conn.execute("INSERT INTO cronbox.job (name, kind, after) "
                  "SELECT 'down-' || i, 'after', ARRAY['up-' || i] FROM generate_series(1, 900) i")
     conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
@@ -280,15 +280,16 @@ def test_after_jobs_of_a_finish_planned_while_the_jobs_looked_empty_are_found_by
     assert read["job"] < 2000 and read["job_stat"] < 2000, read
     assert conn.execute("SELECT count(*) FROM cronbox.job_future WHERE origin = 'dependency'").fetchone()[0] == 900
 
-@pytest.mark.parametrize("looked_empty", ["job", "job_stat"])
+@pytest.mark.parametrize("looked_empty", ["job", "job_stat", "job_fire"])
 def test_a_saturation_pass_planned_while_the_jobs_looked_empty_reads_only_its_jobs(conn, looked_empty):
     # The poller's store_fires, planned while the statistics said the job tables were empty
     # (a million schedules created by a script, before autoanalyze): its joins to the job table
     # read 2,000,000 job rows to store 100 jobs' fires (the horizon would fall behind for every
     # schedule). Each job must be reached by its key.
-    conn.execute("INSERT INTO cronbox.job (name, kind, every, anchor, frontier) "
-                 "SELECT 'every-' || i, 'every', interval '1 minute', %s, %s FROM generate_series(1, 20000) i",
-                 (T0, T0))
+    conn.execute("INSERT INTO cronbox.job (name, kind, every, anchor) "
+                 "SELECT 'every-' || i, 'every', interval '1 minute', %s FROM generate_series(1, 20000) i",
+                 (T0,))
+    conn.execute("UPDATE cronbox.job_fire SET frontier = %s", (T0,))
     ids = [r[0] for r in conn.execute("SELECT job_id FROM cronbox.job WHERE name LIKE 'every-%' ORDER BY job_id")]
     look_empty(conn, looked_empty)
 
@@ -301,9 +302,9 @@ def test_a_saturation_pass_planned_while_the_jobs_looked_empty_reads_only_its_jo
     for k in range(8):  # past PostgreSQL's five custom plans
         conn.execute(*store(k))
     read = rows_read_per_table(conn, *store(8))
-    assert read.get("job", 0) < 1000 and read.get("job_stat", 0) < 1000, read
+    assert read.get("job", 0) < 1000 and read.get("job_stat", 0) < 1000 and read.get("job_fire", 0) < 1000, read
     assert conn.execute("SELECT count(*) FROM cronbox.job_future").fetchone()[0] == 900
-    assert conn.execute("SELECT count(*) FROM cronbox.job WHERE next_fire = %s", (at(120),)).fetchone()[0] == 900
+    assert conn.execute("SELECT count(*) FROM cronbox.job_fire WHERE next_fire = %s", (at(120),)).fetchone()[0] == 900
 
 
 # The poller's dispatch of due fires and early dispatch of fires due within the lead, 100 each.
@@ -321,9 +322,9 @@ def test_a_dispatch_planned_while_the_jobs_looked_empty_locks_only_its_jobs(conn
     # And the futures: walked in due order up to the batch, never gathered whole by a bitmap
     # scan and sorted (planned while job_future looked empty: every due future read per call).
     conn.execute(
-        "INSERT INTO cronbox.job (name, kind, every, anchor, frontier, overlap) "
-        "SELECT 'many-' || i, 'every', interval '1 hour', %s, %s, 'allow' FROM generate_series(1, 20000) i",
-        (at(0), at(0)))
+        "INSERT INTO cronbox.job (name, kind, every, anchor, overlap) "
+        "SELECT 'many-' || i, 'every', interval '1 hour', %s, 'allow' FROM generate_series(1, 20000) i",
+        (at(0),))
     conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
                  "SELECT job_id, %s, %s FROM cronbox.job WHERE name LIKE 'many-%%'", (at(due_in), at(due_in)))
     # column statistics of a full table, then the row count of an empty one: a drained table after VACUUM
@@ -350,9 +351,10 @@ def test_released_holds_are_reached_by_key_while_job_future_looked_empty(conn):
 
 def test_paused_jobs_due_to_resume_are_locked_by_key_while_job_stat_looked_empty(conn):
     conn.execute(
-        "INSERT INTO cronbox.job (name, kind, every, anchor, frontier, paused, paused_until) "
-        "SELECT 'paused-' || i, 'every', interval '1 hour', %s, %s, true, %s + make_interval(secs => i) "
-        "FROM generate_series(1, 20000) i", (at(0), at(0), at(0)))
+        "INSERT INTO cronbox.job (name, kind, every, anchor, paused, paused_until) "
+        "SELECT 'paused-' || i, 'every', interval '1 hour', %s, true, %s + make_interval(secs => i) "
+        "FROM generate_series(1, 20000) i", (at(0), at(0)))
+    conn.execute("UPDATE cronbox.job_fire SET frontier = %s", (at(0),))
     look_empty(conn, "job_stat")
     sql = "SELECT cronbox.resume_paused_at(10, %s)"
     for k in range(8):  # past PostgreSQL's five custom plans
@@ -367,9 +369,9 @@ def test_superseded_runs_are_withdrawn_from_the_outbox_in_one_walk_while_it_look
     # found in one walk of their queue; as a semi-join planned while the outbox looked empty,
     # the walk was repeated per row (16,000,000 rows read for 10 runs in a 4,000-row outbox).
     conn.execute(
-        "INSERT INTO cronbox.job (name, kind, every, anchor, frontier, overlap) "
-        "SELECT 'newest-' || i, 'every', interval '1 hour', %s, %s, 'cancel_other' FROM generate_series(1, 2000) i",
-        (at(0), at(0)))
+        "INSERT INTO cronbox.job (name, kind, every, anchor, overlap) "
+        "SELECT 'newest-' || i, 'every', interval '1 hour', %s, 'cancel_other' FROM generate_series(1, 2000) i",
+        (at(0),))
     conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
                  "SELECT job_id, %s, %s FROM cronbox.job WHERE name LIKE 'newest-%%'", (at(0), at(0)))
     assert conn.execute("SELECT dispatched FROM cronbox.dispatch_at(2000, p_now => %s)", (at(0),)).fetchone()[0] == 2000

@@ -15,7 +15,8 @@ from .runs_support import active, at, complete, dispatch, fail, futures, job, jo
 def test_fixed_delay_job_fires_one_interval_after_each_run_finished(conn):
     job(conn, "fd", every=timedelta(seconds=10), every_mode="fixed_delay", starts_at=at(0))
     # what a saturation pass leaves for a fixed-delay job: its one fire materialised, no next
-    conn.execute("UPDATE cronbox.job SET frontier = %s, next_fire = NULL WHERE name = 'fd'", (at(0),))
+    conn.execute("UPDATE cronbox.job_fire f SET frontier = %s, next_fire = NULL FROM cronbox.job j "
+                 "WHERE j.job_id = f.job_id AND j.name = 'fd'", (at(0),))
     conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
                  "SELECT job_id, %s, %s FROM cronbox.job WHERE name = 'fd'", (at(0), at(0)))
     assert dispatch(conn, 0)["dispatched"] == 1
@@ -25,7 +26,8 @@ def test_fixed_delay_job_fires_one_interval_after_each_run_finished(conn):
     assert jobrow(conn, "fd")["next_fire"] == at(17.5)
     conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
                  "SELECT job_id, %s, %s FROM cronbox.job WHERE name = 'fd'", (at(17.5), at(17.5)))
-    conn.execute("UPDATE cronbox.job SET frontier = %s, next_fire = NULL WHERE name = 'fd'", (at(17.5),))
+    conn.execute("UPDATE cronbox.job_fire f SET frontier = %s, next_fire = NULL FROM cronbox.job j "
+                 "WHERE j.job_id = f.job_id AND j.name = 'fd'", (at(17.5),))
     assert dispatch(conn, 17.5)["dispatched"] == 1
     (second,) = active(conn, "fd")
     fail(conn, second, 20, retryable=False)          # a final failure continues the chain too

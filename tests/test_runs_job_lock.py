@@ -154,8 +154,8 @@ def test_dispatch_and_the_reports_write_nothing_to_the_job_table(fresh_dsn):
     whose row (and page) these functions update anyway."""
     with db.connect(fresh_dsn) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect SCHEMA public")
-        conn.execute("INSERT INTO cronbox.job (name, kind, at, frontier, next_fire, finished_at, overlap, queue) "
-                     "SELECT 'wal-' || i, 'at', now(), now(), NULL, now(), 'allow', "
+        conn.execute("INSERT INTO cronbox.job (name, kind, at, finished_at, overlap, queue) "
+                     "SELECT 'wal-' || i, 'at', now(), now(), 'allow', "
                      "       CASE WHEN i % 3 = 0 THEN 'pull' ELSE 'default' END "
                      "FROM generate_series(1, 60) AS i")
         conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
@@ -202,8 +202,8 @@ def test_a_batch_of_20000_distinct_jobs_takes_no_lock_table_entry_per_job(fresh_
     holds a few relation locks, not thousands of entries."""
     n = 20000
     with db.connect(fresh_dsn) as conn:
-        conn.execute("INSERT INTO cronbox.job (name, kind, at, frontier, next_fire, finished_at, overlap) "
-                     "SELECT 'many-' || i, 'at', now(), now(), NULL, now(), 'allow' FROM generate_series(1, %s) AS i",
+        conn.execute("INSERT INTO cronbox.job (name, kind, at, finished_at, overlap) "
+                     "SELECT 'many-' || i, 'at', now(), now(), 'allow' FROM generate_series(1, %s) AS i",
                      (n,))
         conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
                      "SELECT job_id, at, now() - interval '1 second' FROM cronbox.job WHERE name LIKE 'many-%'")

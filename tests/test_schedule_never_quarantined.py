@@ -65,7 +65,7 @@ async def _check(conn: psycopg.AsyncConnection, kind, spec, tz, now, start, catc
     while (await saturate_once(conn, batch=10, horizon=HORIZON, grace=GRACE, now=now))[0]:
         pass
     paused, reason, frontier, next_fire, finished = (await (await conn.execute(
-        "SELECT paused, paused_reason, frontier, next_fire, finished_at IS NOT NULL FROM cronbox.job "
+        "SELECT j.paused, paused_reason, frontier, next_fire, finished_at IS NOT NULL FROM cronbox.job j JOIN cronbox.job_fire USING (job_id) "
         "WHERE job_id = %s", (job_id,))).fetchone())
     assert not paused, reason
     stored = [r[0] for r in await (await conn.execute(

@@ -42,7 +42,7 @@ def test_three_real_pollers_never_double_insert_nor_leave_gaps(fresh_dsn, tmp_pa
     try:
         def frontier_reached() -> bool:
             with db.connect(fresh_dsn) as conn:
-                return conn.execute("SELECT min(frontier) >= %s FROM cronbox.job", (start + 12 * SEC,)).fetchone()[0]
+                return conn.execute("SELECT min(frontier) >= %s FROM cronbox.job_fire", (start + 12 * SEC,)).fetchone()[0]
         wait_until(frontier_reached, timeout=60, what="all jobs materialised 12 s past their creation")
         for p in pollers:
             assert p.terminate() == 0, p.output
@@ -54,7 +54,7 @@ def test_three_real_pollers_never_double_insert_nor_leave_gaps(fresh_dsn, tmp_pa
     fires = _fires_by_job(fresh_dsn)
     assert len(fires) == 150
     with db.connect(fresh_dsn) as conn:
-        frontier = dict(conn.execute("SELECT name, frontier FROM cronbox.job").fetchall())
+        frontier = dict(conn.execute("SELECT name, frontier FROM cronbox.job JOIN cronbox.job_fire USING (job_id)").fetchall())
         created = dict(conn.execute("SELECT name, created_at FROM cronbox.job").fetchall())
         assert conn.execute("SELECT count(*) FROM cronbox.run WHERE state = 'missed'").fetchone()[0] == 0
     for name, got in fires.items():

@@ -62,22 +62,26 @@ def _claim_plan(conn: psycopg.Connection, horizon: str) -> tuple[int, dict[str, 
 
 
 def _job_scans(plan: dict[str, Any]) -> list[dict[str, Any]]:
-    """The scans of cronbox.job that ran (row security's lookups on job_stat's behalf, never
-    executed for the owner, are left out)."""
-    return [n for n in _nodes(plan) if n.get("Relation Name") == "job" and n.get("Actual Loops", 1) > 0]
+    """The scans of cronbox.job_fire (the saturation state) that ran (row security's lookups on
+    job_stat's behalf, never executed for the owner, are left out)."""
+    return [n for n in _nodes(plan) if n.get("Relation Name") == "job_fire" and n.get("Actual Loops", 1) > 0]
 
 
 @pytest.mark.slow
 def test_with_a_million_schedules_an_idle_tick_reads_no_job_and_a_busy_tick_only_the_due_ones(conn):
     # 1,000,000 jobs materialised 1-2 hours ahead; 1 in 10 paused, 1 in 10 finished.
     conn.execute("""
-        INSERT INTO cronbox.job (name, kind, every, anchor, frontier, next_fire, paused, finished_at)
-        SELECT 'job-' || g, 'every', interval '1 hour', %(t0)s, %(t0)s + interval '1 hour',
-               CASE WHEN g %% 10 = 1 THEN NULL
-                    ELSE %(t0)s + interval '1 hour' + (g %% 3600) * interval '1 second' END,
+        INSERT INTO cronbox.job (name, kind, every, anchor, paused, finished_at)
+        SELECT 'job-' || g, 'every', interval '1 hour', %(t0)s,
                g %% 10 = 2, CASE WHEN g %% 10 = 1 THEN %(t0)s END
         FROM generate_series(1, %(n)s) g""", {"t0": T0, "n": N})
-    conn.execute("ANALYZE cronbox.job")
+    conn.execute("""
+        UPDATE cronbox.job_fire f SET frontier = %(t0)s + interval '1 hour',
+               next_fire = CASE WHEN j.g %% 10 = 1 THEN NULL
+                                ELSE %(t0)s + interval '1 hour' + (j.g %% 3600) * interval '1 second' END
+        FROM (SELECT job_id, split_part(name, '-', 2)::integer AS g FROM cronbox.job) j
+        WHERE j.job_id = f.job_id""", {"t0": T0})
+    conn.execute("ANALYZE cronbox.job, cronbox.job_fire")
 
     claimed, plan = _claim_plan(conn, "2 minutes")
     assert claimed == 0
@@ -90,8 +94,8 @@ def test_with_a_million_schedules_an_idle_tick_reads_no_job_and_a_busy_tick_only
     assert all(n["Shared Hit Blocks"] + n["Shared Read Blocks"] < 10 for n in scan), plan
 
     # 101 jobs come due: the claim reads those, not the million.
-    conn.execute("UPDATE cronbox.job SET next_fire = %s WHERE name IN "
-                 "(SELECT 'job-' || g FROM generate_series(3, 1003, 10) g)", (T0 + timedelta(seconds=30),))
+    conn.execute("UPDATE cronbox.job_fire f SET next_fire = %s FROM cronbox.job j WHERE j.job_id = f.job_id "
+                 "AND j.name IN (SELECT 'job-' || g FROM generate_series(3, 1003, 10) g)", (T0 + timedelta(seconds=30),))
     claimed, plan = _claim_plan(conn, "2 minutes")
     assert claimed == 101
     scan = _job_scans(plan)

@@ -8,7 +8,8 @@ DO $view$
 BEGIN
     EXECUTE format(
         'CREATE VIEW cronbox.schedule_definitions AS SELECT j.name, j.kind, j.cron_normalized, %s, '
-        'j.definition_version, j.owner, j.job_id, j.fires_made FROM cronbox.job j',
+        'j.definition_version, j.owner, j.job_id, jf.fires_made '
+        'FROM cronbox.job j JOIN cronbox.job_fire jf ON jf.job_id = j.job_id',
         (SELECT string_agg('j.' || quote_ident(o.option), ', ') FROM cronbox.schedule_options() o));
 END
 $view$;

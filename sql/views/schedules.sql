@@ -25,7 +25,7 @@ SELECT j.name, j.kind,
             WHEN j.kind = 'after' THEN 'waiting'
             ELSE 'active' END AS status,
        j.paused, j.paused_reason, j.paused_at, j.paused_until,
-       coalesce(f.next_fire, CASE WHEN NOT j.paused AND j.next_fire > j.frontier THEN j.next_fire END) AS next_fire,
+       coalesce(f.next_fire, CASE WHEN NOT j.paused AND jf.next_fire > jf.frontier THEN jf.next_fire END) AS next_fire,
        f.pending,
        s.last_fire_at,
        CASE WHEN s.last_run_state = 'dispatched' AND s.last_run_id IS NOT NULL
@@ -39,6 +39,7 @@ SELECT j.name, j.kind,
        j.owner, j.job_id, j.created_at, j.updated_at
 FROM cronbox.job j
 JOIN cronbox.job_stat s ON s.job_id = j.job_id  -- run statistics (migration 0122)
+JOIN cronbox.job_fire jf ON jf.job_id = j.job_id  -- saturation state (migration 0331)
 LEFT JOIN LATERAL (
     SELECT min(fu.fire_at) AS next_fire, count(*) AS pending
     FROM cronbox.job_future fu WHERE fu.job_id = j.job_id

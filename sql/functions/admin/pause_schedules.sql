@@ -42,14 +42,21 @@ BEGIN
     ),
     per_job AS (
         SELECT g.job_id, min(g.fire_at) AS first, count(*) AS n FROM gone g GROUP BY g.job_id
+    ),
+    fire AS (  -- the saturation state (cronbox.job_fire)
+        UPDATE cronbox.job_fire f SET
+            frontier = CASE WHEN p.first IS NULL THEN f.frontier
+                            ELSE least(f.frontier, p.first - interval '1 microsecond') END,
+            next_fire = CASE WHEN p.first IS NULL THEN f.next_fire ELSE least(f.next_fire, p.first) END,
+            fires_made = greatest(f.fires_made - coalesce(p.n, 0)
+                                  - coalesce((v_withdrawn ->> f.job_id::text)::integer, 0), 0),
+            paused = true
+        FROM unnest(v_ids) AS x(id)
+        LEFT JOIN per_job p ON p.job_id = x.id
+        WHERE f.job_id = x.id
     )
     UPDATE cronbox.job j SET
-        frontier = CASE WHEN p.first IS NULL THEN j.frontier
-                        ELSE least(j.frontier, p.first - interval '1 microsecond') END,
-        next_fire = CASE WHEN p.first IS NULL THEN j.next_fire ELSE least(j.next_fire, p.first) END,
         finished_at = CASE WHEN p.first IS NULL THEN j.finished_at END,
-        fires_made = greatest(j.fires_made - coalesce(p.n, 0)
-                              - coalesce((v_withdrawn ->> j.job_id::text)::integer, 0), 0),
         paused = true,
         paused_reason = coalesce(pause_schedules.reason, 'paused by operator'),
         paused_at = v_now,

@@ -38,19 +38,27 @@ BEGIN
         FROM cronbox.job j
         JOIN cronbox.job_stat s ON s.job_id = j.job_id
         WHERE j.job_id = ANY (v_ids) AND j.kind = 'every' AND j.every_mode = 'fixed_delay'
+    ),
+    fire AS (  -- the saturation state (cronbox.job_fire)
+        UPDATE cronbox.job_fire f SET
+            frontier = CASE
+                WHEN d.job_id IS NOT NULL THEN d.anchor - interval '1 microsecond'
+                WHEN j.kind IN ('cron', 'every') AND j.finished_at IS NULL
+                    THEN greatest(f.frontier, v_now, j.starts_at - interval '1 microsecond')
+                ELSE f.frontier END,
+            next_fire = CASE
+                WHEN d.job_id IS NOT NULL THEN CASE WHEN d.anchor <= j.ends_at OR j.ends_at IS NULL THEN d.anchor END
+                WHEN j.kind IN ('cron', 'every') AND j.finished_at IS NULL
+                    THEN greatest(f.frontier, v_now, j.starts_at - interval '1 microsecond')
+                ELSE f.next_fire END,
+            paused = false
+        FROM unnest(v_ids) AS x(id)
+        JOIN cronbox.job j ON j.job_id = x.id
+        LEFT JOIN delay d ON d.job_id = x.id
+        WHERE f.job_id = x.id
     )
     UPDATE cronbox.job j SET
         anchor = CASE WHEN d.job_id IS NOT NULL THEN coalesce(d.anchor, j.anchor) ELSE j.anchor END,
-        frontier = CASE
-            WHEN d.job_id IS NOT NULL THEN d.anchor - interval '1 microsecond'
-            WHEN j.kind IN ('cron', 'every') AND j.finished_at IS NULL
-                THEN greatest(j.frontier, v_now, j.starts_at - interval '1 microsecond')
-            ELSE j.frontier END,
-        next_fire = CASE
-            WHEN d.job_id IS NOT NULL THEN CASE WHEN d.anchor <= j.ends_at OR j.ends_at IS NULL THEN d.anchor END
-            WHEN j.kind IN ('cron', 'every') AND j.finished_at IS NULL
-                THEN greatest(j.frontier, v_now, j.starts_at - interval '1 microsecond')
-            ELSE j.next_fire END,
         paused = false, paused_reason = NULL, paused_at = NULL, paused_until = NULL, updated_at = v_now
     FROM unnest(v_ids) AS x(id)
     LEFT JOIN delay d ON d.job_id = x.id

@@ -24,11 +24,12 @@ AS $$
     -- The caller's next statement (store_backfill) takes a new snapshot, which holds whatever
     -- saturation or dispatch of these jobs committed before this lock.
     SELECT b.backfill_id, j.job_id, j.kind, j.cron_normalized, j.every, j.every_mode, j.anchor,
-           j.at, j.timezone, j.starts_at, j.ends_at, j.frontier, b.from_at, b.to_at,
+           j.at, j.timezone, j.starts_at, j.ends_at, f.frontier, b.from_at, b.to_at,
            b.done_through, 1000 - b.fires - b.duplicates, p_now
     FROM cronbox.backfill b
     JOIN cronbox.job j ON j.job_id = b.job_id
     JOIN cronbox.job_stat s ON s.job_id = b.job_id
+    JOIN cronbox.job_fire f ON f.job_id = b.job_id  -- (read under the job's lock, which orders its writers)
     WHERE b.done_at IS NULL
     ORDER BY b.backfill_id
     LIMIT p_limit

@@ -3,14 +3,15 @@
 -- owner or a superuser to fix the clock).
 -- cronbox.claim_saturation_at(p_limit, p_horizon, p_now): takes the job's lock
 -- (cronbox.lock_job_id: its job_stat row, SKIP LOCKED) of up to p_limit unpaused jobs that have
--- less than half the horizon materialised (next_fire <= p_now + p_horizon/2), current jobs
+-- less than half the horizon materialised (cronbox.job_fire: next_fire <= p_now + p_horizon/2), current jobs
 -- before those catching up from further back than a horizon, and returns what the poller
 -- needs to compute their fires up to p_now + p_horizon. Concurrent pollers get disjoint jobs,
 -- dispatch and every writer of a job skip or wait for them meanwhile, and an idle tick reads
 -- no row. Two statements: the walk on job_saturate_idx takes the locks; the rows are then
 -- read by a second statement, so they are the versions committed before the lock was taken
 -- (a definition change that held the lock is seen; a job no longer due is left out). The job
--- row itself is not locked (the job's lock orders its writers): the pass updates it once.
+-- row itself is not locked (the job's lock orders its writers); the pass updates its narrow
+-- job_fire row once, and the job row only when the job finishes or breaks.
 -- Call cronbox.store_fires in the same transaction: schedule()/pause() wait for the pair to commit.
 -- catchup_from (catchup => 'all' only, NULL otherwise): start of the catch-up window
 -- (cronbox.catchup_start), computed here so the
@@ -40,38 +41,39 @@ BEGIN
     -- lock as it goes (a job whose lock is held elsewhere is passed over, not waited for)
     v_ids := ARRAY(
         SELECT c.job_id FROM (
-            (SELECT j.job_id
-             FROM cronbox.job j
-             CROSS JOIN LATERAL (SELECT FROM cronbox.job_stat s WHERE s.job_id = j.job_id
+            (SELECT jf.job_id
+             FROM cronbox.job_fire jf
+             CROSS JOIN LATERAL (SELECT FROM cronbox.job_stat s WHERE s.job_id = jf.job_id
                                  FOR NO KEY UPDATE OF s SKIP LOCKED) l
-             WHERE j.next_fire IS NOT NULL AND NOT j.paused
-               AND j.next_fire >= p_now - p_horizon AND j.next_fire <= p_now + p_horizon / 2
-             ORDER BY j.next_fire
+             WHERE jf.next_fire IS NOT NULL AND NOT jf.paused
+               AND jf.next_fire >= p_now - p_horizon AND jf.next_fire <= p_now + p_horizon / 2
+             ORDER BY jf.next_fire
              LIMIT p_limit)
             UNION ALL
-            (SELECT j.job_id
-             FROM cronbox.job j
-             CROSS JOIN LATERAL (SELECT FROM cronbox.job_stat s WHERE s.job_id = j.job_id
+            (SELECT jf.job_id
+             FROM cronbox.job_fire jf
+             CROSS JOIN LATERAL (SELECT FROM cronbox.job_stat s WHERE s.job_id = jf.job_id
                                  FOR NO KEY UPDATE OF s SKIP LOCKED) l
-             WHERE j.next_fire IS NOT NULL AND NOT j.paused
-               AND j.next_fire < p_now - p_horizon
-             ORDER BY j.next_fire
+             WHERE jf.next_fire IS NOT NULL AND NOT jf.paused
+               AND jf.next_fire < p_now - p_horizon
+             ORDER BY jf.next_fire
              LIMIT p_limit)
             LIMIT p_limit) c);
     -- the rows as committed now that their locks are held, in the walk's order; a job changed
     -- meanwhile so that it is no longer due (paused, refilled by another poller) is left out
     RETURN QUERY
     SELECT j.job_id, j.kind, j.cron_normalized, j.every, j.every_mode, j.anchor, j.at,
-           j.timezone, j.frontier, j.catchup, j.catchup_window, j.starts_at, j.ends_at, p_now,
+           j.timezone, f.frontier, j.catchup, j.catchup_window, j.starts_at, j.ends_at, p_now,
            -- (the window's start matters only to catchup => 'all')
            CASE WHEN j.catchup = 'all' THEN cronbox.catchup_start(p_now, j.catchup_window) END
     FROM unnest(v_ids) WITH ORDINALITY AS c(job_id, i)
     -- one probe by key per job (docs/architecture.md, SQL conventions)
+    CROSS JOIN LATERAL (SELECT f.frontier, f.next_fire, f.paused
+                        FROM cronbox.job_fire f WHERE f.job_id = c.job_id LIMIT 1) f
     CROSS JOIN LATERAL (SELECT j.job_id, j.kind, j.cron_normalized, j.every, j.every_mode, j.anchor, j.at,
-                               j.timezone, j.frontier, j.catchup, j.catchup_window, j.starts_at, j.ends_at,
-                               j.next_fire, j.paused
+                               j.timezone, j.catchup, j.catchup_window, j.starts_at, j.ends_at
                         FROM cronbox.job j WHERE j.job_id = c.job_id LIMIT 1) j
-    WHERE j.next_fire IS NOT NULL AND NOT j.paused AND j.next_fire <= p_now + p_horizon / 2
+    WHERE f.next_fire IS NOT NULL AND NOT f.paused AND f.next_fire <= p_now + p_horizon / 2
     ORDER BY c.i;
 END
 $$;

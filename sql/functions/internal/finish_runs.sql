@@ -327,6 +327,10 @@ BEGIN
                 RETURNING j.job_id, j.name, j.paused_reason AS pause_reason,
                           NOT (SELECT c.was_paused FROM per_job c WHERE c.job_id = j.job_id) AS paused_now
             ),
+            book_fire AS (  -- the paused flag's copy beside the saturation state (cronbox.job_fire)
+                UPDATE cronbox.job_fire f SET paused = true
+                WHERE f.job_id = ANY (ARRAY(SELECT b.job_id FROM book b))
+            ),
             notes AS (
                 INSERT INTO cronbox.outbox (run_id, queue, kind, message, created_at, available_at)
                 SELECT d.run_id, 'cronbox.notifications', 'notification',
@@ -408,12 +412,13 @@ BEGIN
         END IF;
 
         -- 8. after-jobs: fire once all their upstreams succeeded since their last fire
-        --    (job.frontier marks that fire for kind 'after'). A fresh statement, so it sees
+        --    (job_fire.frontier marks that fire for kind 'after'). A fresh statement, so it sees
         --    the successes just recorded and those of transactions that held these locks.
         IF cardinality(v_after) > 0 THEN
             WITH ready AS (
                 SELECT a.job_id, a.priority
                 FROM cronbox.job a
+                JOIN cronbox.job_fire af ON af.job_id = a.job_id
                 WHERE a.job_id = ANY (v_after) AND a.kind = 'after'
                   -- each upstream by its name, then its statistics by key: probes, not joins
                   AND NOT EXISTS (
@@ -423,10 +428,10 @@ BEGIN
                                   WHERE s.job_id = u.job_id) AS last_success_at
                           FROM cronbox.job u WHERE u.name = n.name LIMIT 1) us ON true
                       WHERE us.last_success_at IS NULL
-                         OR (a.frontier IS NOT NULL AND us.last_success_at <= a.frontier))
+                         OR (af.frontier IS NOT NULL AND us.last_success_at <= af.frontier))
             ),
             mark AS (
-                UPDATE cronbox.job a SET frontier = p_now
+                UPDATE cronbox.job_fire a SET frontier = p_now
                 WHERE a.job_id = ANY (ARRAY(SELECT ready.job_id FROM ready))
             ),
             ins AS (

@@ -24,6 +24,7 @@ DECLARE
     v_left integer;
     v_after timestamptz;
     v_resume timestamptz;  -- paused until a time: fires from that time on, as resume_at makes them
+    v_fire cronbox.job_fire;  -- its saturation state
 BEGIN
     PERFORM cronbox.assert_job_name('name', next_fires_at.name);
     PERFORM cronbox.checked_limit('n', next_fires_at.n, 1000);
@@ -31,6 +32,7 @@ BEGIN
     IF NOT FOUND THEN
         RAISE EXCEPTION 'name: no schedule named %', quote_literal(next_fires_at.name) USING ERRCODE = 'no_data_found';
     END IF;
+    SELECT * INTO v_fire FROM cronbox.job_fire f WHERE f.job_id = v_job.job_id;
     IF (v_job.paused AND v_job.paused_until IS NULL) OR v_job.kind = 'after' THEN
         RETURN;
     END IF;
@@ -48,7 +50,7 @@ BEGIN
     RETURN QUERY SELECT unnest(v_pending);
     v_left := next_fires_at.n - cardinality(v_pending);
     IF v_job.max_runs IS NOT NULL THEN
-        v_left := least(v_left, v_job.max_runs - v_job.fires_made);
+        v_left := least(v_left, v_job.max_runs - v_fire.fires_made);
     END IF;
     IF v_left < 1 OR v_job.finished_at IS NOT NULL THEN
         RETURN;
@@ -57,12 +59,12 @@ BEGIN
         IF v_resume IS NOT NULL THEN
             -- resume_at anchors a fixed-delay job one interval after the pause's end
             RETURN QUERY SELECT greatest(date_trunc('second', v_job.paused_until) + v_job.every, v_job.starts_at);
-        ELSIF cardinality(v_pending) = 0 AND v_job.next_fire IS NOT NULL THEN
-            RETURN QUERY SELECT v_job.next_fire;
+        ELSIF cardinality(v_pending) = 0 AND v_fire.next_fire IS NOT NULL THEN
+            RETURN QUERY SELECT v_fire.next_fire;
         END IF;
         RETURN;
     END IF;
-    v_after := greatest(coalesce(v_job.frontier, p_now), p_now, v_pending[cardinality(v_pending)], v_resume);
+    v_after := greatest(coalesce(v_fire.frontier, p_now), p_now, v_pending[cardinality(v_pending)], v_resume);
     RETURN QUERY
     SELECT f.t FROM cronbox.plan_fires(
         v_job.kind, v_job.cron_normalized, v_job.timezone, v_job.every, v_job.anchor, v_job.at,

@@ -59,13 +59,16 @@ BEGIN
         RETURNING f.fire_at
     )
     SELECT min(g.fire_at), v_gone + count(*) INTO v_first, v_gone FROM gone g;
+    UPDATE cronbox.job_fire f SET
+        frontier = CASE WHEN v_first IS NULL THEN f.frontier
+                        ELSE least(f.frontier, v_first - interval '1 microsecond') END,
+        next_fire = CASE WHEN v_first IS NULL THEN f.next_fire
+                         ELSE least(f.next_fire, v_first) END,
+        fires_made = greatest(f.fires_made - v_gone, 0),  -- dropped fires do not count towards max_runs
+        paused = true
+    WHERE f.job_id = v_job.job_id;
     UPDATE cronbox.job j SET
-        frontier = CASE WHEN v_first IS NULL THEN j.frontier
-                        ELSE least(j.frontier, v_first - interval '1 microsecond') END,
-        next_fire = CASE WHEN v_first IS NULL THEN j.next_fire
-                         ELSE least(j.next_fire, v_first) END,
         finished_at = CASE WHEN v_first IS NULL THEN j.finished_at END,
-        fires_made = greatest(j.fires_made - v_gone, 0),  -- dropped fires do not count towards max_runs
         paused = true,
         paused_reason = coalesce(pause_at.reason, 'paused by operator'),
         paused_at = p_now,

@@ -37,11 +37,11 @@ BEGIN
         )
         SELECT count(*) INTO v_gone FROM gone;
         v_gone := v_gone + cronbox.withdraw_early_runs(v_job, p_reason, p_now);
-        UPDATE cronbox.job j SET
-            frontier = least(j.frontier, p_now),
-            next_fire = CASE WHEN j.paused THEN j.next_fire ELSE least(j.frontier, p_now) END,
-            fires_made = greatest(j.fires_made - v_gone, 0)
-        WHERE j.job_id = v_job;
+        UPDATE cronbox.job_fire f SET
+            frontier = least(f.frontier, p_now),
+            next_fire = CASE WHEN f.paused THEN f.next_fire ELSE least(f.frontier, p_now) END,
+            fires_made = greatest(f.fires_made - v_gone, 0)
+        WHERE f.job_id = v_job;
         v_jobs := v_jobs + 1;
     END LOOP;
     IF v_jobs > 0 THEN

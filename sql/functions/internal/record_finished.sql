@@ -12,7 +12,8 @@ AS $$
     WITH logged AS (
         INSERT INTO cronbox.job_change (job_id, job_name, action, reason, changed_by, changed_at)
         SELECT j.job_id, j.name, 'finished',
-               CASE WHEN j.fires_made >= j.max_runs THEN format('max_runs reached: %s fires', j.max_runs)
+               CASE WHEN (SELECT f.fires_made FROM cronbox.job_fire f WHERE f.job_id = j.job_id) >= j.max_runs
+                    THEN format('max_runs reached: %s fires', j.max_runs)
                     WHEN j.kind = 'at' THEN 'one-off fire handled'
                     WHEN j.ends_at IS NOT NULL THEN 'ends_at passed'
                     ELSE 'no fire left' END,

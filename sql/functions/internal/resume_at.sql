@@ -37,18 +37,19 @@ BEGIN
         -- One interval after resume; a run still going continues the chain when it finishes.
         v_anchor := CASE WHEN (SELECT s.active_runs FROM cronbox.job_stat s WHERE s.job_id = v_job.job_id) > 0 THEN NULL
                          ELSE greatest(date_trunc('second', coalesce(p_paused_until, p_now)) + v_job.every, v_job.starts_at) END;
-        UPDATE cronbox.job j SET
-            anchor = coalesce(v_anchor, j.anchor),
+        UPDATE cronbox.job_fire f SET
             frontier = v_anchor - interval '1 microsecond',
-            next_fire = CASE WHEN v_anchor <= j.ends_at OR j.ends_at IS NULL THEN v_anchor END
-        WHERE j.job_id = v_job.job_id;
+            next_fire = CASE WHEN v_anchor <= v_job.ends_at OR v_job.ends_at IS NULL THEN v_anchor END
+        WHERE f.job_id = v_job.job_id;
     ELSIF v_job.kind IN ('cron', 'every') AND v_job.finished_at IS NULL THEN
-        UPDATE cronbox.job j SET
-            frontier = greatest(j.frontier, v_from, j.starts_at - interval '1 microsecond'),
-            next_fire = greatest(j.frontier, v_from, j.starts_at - interval '1 microsecond')
-        WHERE j.job_id = v_job.job_id;
+        UPDATE cronbox.job_fire f SET
+            frontier = greatest(f.frontier, v_from, v_job.starts_at - interval '1 microsecond'),
+            next_fire = greatest(f.frontier, v_from, v_job.starts_at - interval '1 microsecond')
+        WHERE f.job_id = v_job.job_id;
     END IF;
+    UPDATE cronbox.job_fire f SET paused = false WHERE f.job_id = v_job.job_id;
     UPDATE cronbox.job j SET
+        anchor = coalesce(v_anchor, j.anchor),  -- (set for a fixed-delay job only)
         paused = false, paused_reason = NULL, paused_at = NULL, paused_until = NULL, updated_at = p_now
     WHERE j.job_id = v_job.job_id;
     -- Retry futures held while paused go back to the ready index now, not at the backstop.

@@ -68,6 +68,10 @@ DECLARE
     v_cron text;
     v_new cronbox.job;        -- the definition asked for (timing columns computed below)
     v_old cronbox.job;
+    v_old_fire cronbox.job_fire;  -- its saturation state (frontier, next fire, fires made)
+    v_frontier timestamptz;   -- the new saturation state, written to cronbox.job_fire
+    v_next_fire timestamptz;
+    v_fires_made bigint;
     v_pending timestamptz;    -- fixed delay: the deleted pending fire, kept when `every` is unchanged
     v_job_id bigint;
     v_missing text;
@@ -112,6 +116,7 @@ BEGIN
 
     PERFORM cronbox.lock_job_named(schedule_at.name);  -- the job's lock, before its row lock
     SELECT * INTO v_old FROM cronbox.job j WHERE j.name = schedule_at.name FOR UPDATE;
+    SELECT * INTO v_old_fire FROM cronbox.job_fire f WHERE f.job_id = v_old.job_id;
 
     -- Exclusion calendars: the schedule's owner's own (row security hides the others from a user).
     v_calendars := cronbox.resolve_calendars(schedule_at.exclude);
@@ -153,11 +158,11 @@ BEGIN
     END IF;
 
     -- Where saturation starts: the poller materialises fires strictly after the frontier.
-    v_new.frontier := CASE
+    v_frontier := CASE
         WHEN v_kind = 'after' THEN NULL
         -- A one-off: consider its time unless it is the same time that was already handled.
         WHEN v_kind = 'at' THEN
-            CASE WHEN v_old.kind = 'at' AND v_old.at = schedule_at.at THEN v_old.frontier
+            CASE WHEN v_old.kind = 'at' AND v_old.at = schedule_at.at THEN v_old_fire.frontier
                  ELSE least(schedule_at.at, p_now) - interval '1 microsecond' END
         -- Fixed delay: the single next fire is the anchor itself.
         WHEN v_kind = 'every' AND schedule_at.every_mode = 'fixed_delay' THEN NULL
@@ -166,7 +171,7 @@ BEGIN
         -- An update never re-fires what was handled before p_now; fires the poller has not
         -- reached yet stay catch-up candidates under the new definition.
         WHEN v_old.kind IN ('cron', 'every') AND v_old.every_mode = 'fixed_rate'
-             AND v_old.frontier IS NOT NULL THEN least(v_old.frontier, p_now)
+             AND v_old_fire.frontier IS NOT NULL THEN least(v_old_fire.frontier, p_now)
         WHEN v_old.job_id IS NOT NULL THEN p_now
         -- A new job with a past start looks back at most catchup_window (older fires predate it).
         WHEN schedule_at.starts_at IS NOT NULL
@@ -186,32 +191,32 @@ BEGIN
             WHEN schedule_at.starts_at IS NOT NULL
                  AND schedule_at.starts_at IS DISTINCT FROM v_old.starts_at THEN date_trunc('second', p_now)
             WHEN v_old.kind = 'every' AND v_old.every_mode = 'fixed_delay' AND v_old.every = schedule_at.every
-                THEN coalesce(v_pending, v_old.next_fire,
+                THEN coalesce(v_pending, v_old_fire.next_fire,
                               CASE WHEN (SELECT s.active_runs FROM cronbox.job_stat s WHERE s.job_id = v_old.job_id) > 0 THEN NULL
                                    ELSE date_trunc('second', p_now) + schedule_at.every END)
             ELSE date_trunc('second', p_now) + schedule_at.every END;
-        v_new.frontier := v_new.anchor - interval '1 microsecond';
+        v_frontier := v_new.anchor - interval '1 microsecond';
     END IF;
 
     -- A lower bound of the first fire after the frontier (exact for at / fixed delay); the
     -- poller computes the exact one. NULL: nothing to materialise.
-    v_new.next_fire := CASE
+    v_next_fire := CASE
         WHEN v_kind = 'after' THEN NULL
-        WHEN v_kind = 'at' THEN CASE WHEN schedule_at.at > v_new.frontier THEN schedule_at.at END
+        WHEN v_kind = 'at' THEN CASE WHEN schedule_at.at > v_frontier THEN schedule_at.at END
         WHEN v_kind = 'every' AND schedule_at.every_mode = 'fixed_delay' THEN v_new.anchor
-        ELSE v_new.frontier END;
-    IF v_new.next_fire > schedule_at.ends_at THEN
-        v_new.next_fire := NULL;
+        ELSE v_frontier END;
+    IF v_next_fire > schedule_at.ends_at THEN
+        v_next_fire := NULL;
     END IF;
     -- max_runs reached (fires dropped just now no longer count): nothing left to fire.
-    v_new.fires_made := greatest(coalesce(v_old.fires_made, 0) - v_gone, 0);
-    IF v_new.fires_made >= schedule_at.max_runs THEN
-        v_new.next_fire := NULL;
+    v_fires_made := greatest(coalesce(v_old_fire.fires_made, 0) - v_gone, 0);
+    IF v_fires_made >= schedule_at.max_runs THEN
+        v_next_fire := NULL;
     END IF;
     -- Finished: nothing left to fire (a one-off already handled, ends_at passed, max_runs reached).
     v_new.finished_at := CASE
-        WHEN v_new.fires_made >= schedule_at.max_runs THEN coalesce(v_old.finished_at, p_now)
-        WHEN v_new.next_fire IS NULL AND (v_kind = 'at' OR v_new.frontier >= schedule_at.ends_at)
+        WHEN v_fires_made >= schedule_at.max_runs THEN coalesce(v_old.finished_at, p_now)
+        WHEN v_next_fire IS NULL AND (v_kind = 'at' OR v_frontier >= schedule_at.ends_at)
             THEN coalesce(v_old.finished_at, p_now) END;
 
     -- The row to write: the declared options as given, the computed columns beside them.
@@ -221,8 +226,7 @@ BEGIN
     v_new.updated_at := p_now;
     SELECT string_agg(quote_ident(c.col), ', '), string_agg('($1).' || quote_ident(c.col), ', ')
     INTO v_cols, v_vals
-    FROM (SELECT unnest(ARRAY['kind', 'cron_normalized', 'anchor', 'frontier', 'next_fire', 'finished_at', 'updated_at',
-                              'fires_made', 'excluded_run_id'])
+    FROM (SELECT unnest(ARRAY['kind', 'cron_normalized', 'anchor', 'finished_at', 'updated_at', 'excluded_run_id'])
           UNION ALL SELECT o.option FROM cronbox.schedule_options() o) AS c(col);
     IF v_old.job_id IS NULL THEN
         EXECUTE format('INSERT INTO cronbox.job AS j (name, created_at, %s) VALUES (($1).name, ($1).updated_at, %s) '
@@ -240,6 +244,10 @@ BEGIN
         PERFORM cronbox.record_change(v_job_id, schedule_at.name, 'updated',
                                       coalesce(schedule_at.reason, 'updated'), p_now);
     END IF;
+    -- The saturation state (its row made by the insert's trigger, cronbox.add_job_fire).
+    UPDATE cronbox.job_fire f
+    SET frontier = v_frontier, next_fire = v_next_fire, fires_made = v_fires_made
+    WHERE f.job_id = v_job_id;
     -- The calendars the job honours (cronbox.store_fires reads these links). Key-share locked
     -- first: a drop_calendar that committed meanwhile is a clean P0002, not a foreign-key error.
     IF (SELECT count(*) FROM (SELECT 1 FROM cronbox.calendar c WHERE c.calendar_id = ANY (v_calendars)

@@ -21,7 +21,7 @@ BEGIN
     IF NOT FOUND OR v_job.paused OR p_finished_at IS NULL THEN
         RETURN NULL;
     END IF;
-    IF v_job.next_fire IS NOT NULL OR EXISTS (
+    IF (SELECT f.next_fire FROM cronbox.job_fire f WHERE f.job_id = p_job_id) IS NOT NULL OR EXISTS (
         SELECT 1 FROM cronbox.job_future f
         WHERE f.job_id = p_job_id AND f.origin IN ('schedule', 'retry')) THEN
         RETURN NULL;   -- the chain already has its next fire
@@ -33,11 +33,9 @@ BEGIN
         PERFORM cronbox.record_change(p_job_id, v_job.name, 'finished', 'ends_at passed', p_finished_at);
         RETURN NULL;
     END IF;
-    UPDATE cronbox.job j SET
-        anchor = v_next,
-        frontier = v_next - interval '1 microsecond',
-        next_fire = v_next
-    WHERE j.job_id = p_job_id;
+    UPDATE cronbox.job j SET anchor = v_next WHERE j.job_id = p_job_id;
+    UPDATE cronbox.job_fire f SET frontier = v_next - interval '1 microsecond', next_fire = v_next
+    WHERE f.job_id = p_job_id;
     PERFORM pg_notify('cronbox_schedule', p_job_id::text);
     RETURN v_next;
 END

@@ -8,8 +8,10 @@
 -- fires the catch-up policy dropped as 'missed' history rows in bounded form: one row per
 -- gap (fire_at = first missed fire, missed_last_at = last, missed_fires = how many; counted
 -- in job_stat.missed_count),
--- advances each job's frontier and next_fire, marks jobs with no fire left finished, and
--- pauses jobs whose fires could not be computed. Jobs must be locked by claim_saturation.
+-- advances each job's frontier and next_fire (its narrow cronbox.job_fire row: the job row
+-- is written only for the few jobs that finish, break, or close a stretch of excluded fires),
+-- marks jobs with no fire left finished, and pauses jobs whose fires could not be computed.
+-- Jobs must be locked by claim_saturation.
 CREATE OR REPLACE FUNCTION cronbox.store_fires_at(
     p_fire_job   bigint[],       -- one element per fire
     p_fire_at    timestamptz[],
@@ -37,6 +39,7 @@ DECLARE
     v_cut boolean[];    -- per fire: beyond the job's max_runs
     v_stored bigint[];  -- the job of each future written
     v_max_runs boolean := false;  -- a job of this pass has max_runs
+    v_rows bigint[];    -- jobs of this pass whose job row may change besides finishing or breaking
 BEGIN
     -- Exclusion calendars: THE predicate (cronbox.excluded_by, also behind preview and
     -- next_fires), asked only when a job of this pass uses a calendar.
@@ -65,7 +68,8 @@ BEGIN
                         AND j.fires_made + count(*) FILTER (WHERE NOT f.missed AND v_excluded[f.i] IS NULL)
                             OVER (PARTITION BY f.job_id ORDER BY f.i) > j.max_runs AS cut
             FROM unnest(p_fire_job, p_missed) WITH ORDINALITY AS f(job_id, missed, i)
-            CROSS JOIN LATERAL (SELECT j.max_runs, j.fires_made FROM cronbox.job j
+            CROSS JOIN LATERAL (SELECT j.max_runs, jf.fires_made FROM cronbox.job j
+                                JOIN cronbox.job_fire jf ON jf.job_id = j.job_id
                                 WHERE j.job_id = f.job_id LIMIT 1) j) x;
     END IF;
 
@@ -109,6 +113,12 @@ BEGIN
     IF v_excluded IS NOT NULL THEN
         PERFORM cronbox.record_excluded(p_fire_job, p_fire_at, p_missed, v_excluded, p_now);
     END IF;
+    -- The job rows the pass may change besides those that finish or break: a finished job
+    -- computed again (finished_at cleared), an open stretch of excluded fires (closed by a
+    -- stored fire). Both are few: two small partial indexes (0290, 0331), no probe per job.
+    v_rows := ARRAY(SELECT j.job_id FROM cronbox.job j WHERE j.job_id = ANY (p_job) AND j.finished_at IS NOT NULL
+                    UNION
+                    SELECT j.job_id FROM cronbox.job j WHERE j.job_id = ANY (p_job) AND j.excluded_run_id IS NOT NULL);
 
     WITH pass AS (
         SELECT a.job_id, a.frontier, a.next_fire, a.error, coalesce(m.n, 0) AS n_missed,
@@ -119,7 +129,8 @@ BEGIN
         FROM unnest(p_job, p_frontier, p_next_fire, p_finished, p_error)
              AS a(job_id, frontier, next_fire, finished, error)
         -- (read only when a job of the pass has max_runs: otherwise no probe per job)
-        LEFT JOIN LATERAL (SELECT j.fires_made, j.max_runs FROM cronbox.job j
+        LEFT JOIN LATERAL (SELECT jf.fires_made, j.max_runs FROM cronbox.job j
+                           JOIN cronbox.job_fire jf ON jf.job_id = j.job_id
                            WHERE v_max_runs AND j.job_id = a.job_id LIMIT 1) j ON true
         LEFT JOIN (
             SELECT f.job_id, sum(coalesce(f.n, 1)) AS n
@@ -144,8 +155,9 @@ BEGIN
                     ELSE 'no fire left' END,
                session_user, p_now
         FROM (SELECT * FROM pass p WHERE p.error IS NOT NULL OR p.finished) p  -- the job read only then
-        CROSS JOIN LATERAL (SELECT j.job_id, j.name, j.max_runs, j.kind, j.ends_at, j.next_fire, j.finished_at
-                            FROM cronbox.job j WHERE j.job_id = p.job_id LIMIT 1) j
+        CROSS JOIN LATERAL (SELECT j.job_id, j.name, j.max_runs, j.kind, j.ends_at, jf.next_fire, j.finished_at
+                            FROM cronbox.job j JOIN cronbox.job_fire jf ON jf.job_id = j.job_id
+                            WHERE j.job_id = p.job_id LIMIT 1) j
         WHERE p.error IS NOT NULL
            OR (j.finished_at IS NULL AND p.n_stored = 0
                AND NOT EXISTS (SELECT 1 FROM cronbox.job_future f WHERE f.job_id = p.job_id AND f.origin = 'schedule'))
@@ -158,7 +170,7 @@ BEGIN
         WHERE s.job_id = ANY (ARRAY(SELECT p.job_id FROM pass p WHERE p.n_missed > 0))
     ),
     -- The pass per job as arrays in job_id order, found by binary search (width_bucket) from
-    -- each job row the update reaches by key: no join (docs/architecture.md, SQL conventions).
+    -- each row the updates reach by key: no join (docs/architecture.md, SQL conventions).
     per_job AS MATERIALIZED (
         SELECT array_agg(p.job_id ORDER BY p.job_id) AS ids,
                array_agg(p.frontier ORDER BY p.job_id) AS frontier,
@@ -167,22 +179,31 @@ BEGIN
                array_agg(p.n_stored ORDER BY p.job_id) AS n_stored,
                array_agg(p.error ORDER BY p.job_id) AS error
         FROM pass p
+    ),
+    -- The job row only where it changes: finished, broken, v_rows.
+    job_rows AS (
+        UPDATE cronbox.job j SET
+            finished_at = CASE WHEN p.finished[width_bucket(j.job_id, p.ids)] THEN coalesce(j.finished_at, p_now) END,
+            -- no calendar in this pass: a stored fire closes any open excluded stretch
+            excluded_run_id = CASE WHEN v_excluded IS NULL AND p.n_stored[width_bucket(j.job_id, p.ids)] > 0
+                                   THEN NULL ELSE j.excluded_run_id END,
+            paused = j.paused OR p.error[width_bucket(j.job_id, p.ids)] IS NOT NULL,
+            paused_reason = coalesce('poller cannot compute fires: ' || p.error[width_bucket(j.job_id, p.ids)],
+                                     j.paused_reason),
+            paused_at = CASE WHEN p.error[width_bucket(j.job_id, p.ids)] IS NOT NULL THEN p_now ELSE j.paused_at END
+        FROM per_job p
+        -- (one array parameter: an expression here would be applied after row security, no index)
+        WHERE j.job_id = ANY (ARRAY(SELECT a.job_id FROM pass a WHERE a.finished OR a.error IS NOT NULL
+                                    UNION ALL SELECT unnest(v_rows)))
     )
-    UPDATE cronbox.job j SET
-        frontier = coalesce(p.frontier[width_bucket(j.job_id, p.ids)], j.frontier),
-        next_fire = CASE WHEN p.finished[width_bucket(j.job_id, p.ids)] THEN NULL
-                         ELSE p.next_fire[width_bucket(j.job_id, p.ids)] END,
-        finished_at = CASE WHEN p.finished[width_bucket(j.job_id, p.ids)] THEN coalesce(j.finished_at, p_now) END,
-        fires_made = j.fires_made + p.n_stored[width_bucket(j.job_id, p.ids)],
-        -- no calendar in this pass: a stored fire closes any open excluded stretch
-        excluded_run_id = CASE WHEN v_excluded IS NULL AND p.n_stored[width_bucket(j.job_id, p.ids)] > 0
-                               THEN NULL ELSE j.excluded_run_id END,
-        paused = j.paused OR p.error[width_bucket(j.job_id, p.ids)] IS NOT NULL,
-        paused_reason = coalesce('poller cannot compute fires: ' || p.error[width_bucket(j.job_id, p.ids)],
-                                 j.paused_reason),
-        paused_at = CASE WHEN p.error[width_bucket(j.job_id, p.ids)] IS NOT NULL THEN p_now ELSE j.paused_at END
+    UPDATE cronbox.job_fire f SET
+        frontier = coalesce(p.frontier[width_bucket(f.job_id, p.ids)], f.frontier),
+        next_fire = CASE WHEN p.finished[width_bucket(f.job_id, p.ids)] THEN NULL
+                         ELSE p.next_fire[width_bucket(f.job_id, p.ids)] END,
+        fires_made = f.fires_made + p.n_stored[width_bucket(f.job_id, p.ids)],
+        paused = f.paused OR p.error[width_bucket(f.job_id, p.ids)] IS NOT NULL
     FROM per_job p
-    WHERE j.job_id = ANY (p.ids);
+    WHERE f.job_id = ANY (p.ids);
 
     IF v_futures > 0 THEN
         PERFORM pg_notify('cronbox_future', '');

@@ -36,11 +36,14 @@ BEGIN
     -- Manual and retry futures wait for resume (release_job_holds), never for the backstop.
     UPDATE cronbox.job_future f SET hold = 'paused', held_since = now(), hold_until = 'infinity'
     WHERE f.job_id = p_job_id AND f.hold IS NULL;
+    UPDATE cronbox.job_fire f SET
+        frontier = CASE WHEN v_first IS NULL OR NOT isfinite(v_first) THEN f.frontier
+                        ELSE least(f.frontier, v_first - interval '1 microsecond') END,
+        next_fire = CASE WHEN v_first IS NULL OR NOT isfinite(v_first) THEN f.next_fire
+                         ELSE least(f.next_fire, v_first) END,
+        paused = true
+    WHERE f.job_id = p_job_id;
     UPDATE cronbox.job j SET
-        frontier = CASE WHEN v_first IS NULL OR NOT isfinite(v_first) THEN j.frontier
-                        ELSE least(j.frontier, v_first - interval '1 microsecond') END,
-        next_fire = CASE WHEN v_first IS NULL OR NOT isfinite(v_first) THEN j.next_fire
-                         ELSE least(j.next_fire, v_first) END,
         paused = true,
         paused_reason = v_reason,
         paused_at = now(),
