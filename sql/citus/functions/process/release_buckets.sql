@@ -12,7 +12,7 @@ BEGIN
     PERFORM cronbox.assert_one_of('kind', kind, ARRAY['poller', 'relay']);
     PERFORM cronbox.assert_not_null('owner', owner);
     DELETE FROM cronbox.bucket_member m WHERE m.kind = release_buckets.kind AND m.owner = release_buckets.owner;
-    UPDATE cronbox.bucket_lease l SET owner = NULL, lease_until = clock_timestamp()
+    UPDATE cronbox.bucket_lease l SET owner = NULL, held_since = NULL
     WHERE l.kind = release_buckets.kind AND l.owner = release_buckets.owner;
     GET DIAGNOSTICS v_released = ROW_COUNT;
     RETURN v_released;
