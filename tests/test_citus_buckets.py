@@ -71,6 +71,10 @@ def test_citus_buckets_one_per_shard_and_a_job_in_its_group_s_bucket(citus_db):
         assert {c[0].split(":")[0] for c in counts} == {"1"}
         nodes = Counter(r[0] for r in conn.execute("SELECT node FROM cronbox.buckets"))
         assert len(nodes) == 2 and sum(nodes.values()) == 32, nodes
+        with conn.transaction(force_rollback=True):  # what an operator's reader role sees
+            conn.execute("SET LOCAL ROLE cronbox_reader")
+            assert conn.execute("SELECT count(node), count(DISTINCT node), cronbox.bucket_of('etl')"
+                                " FROM cronbox.buckets").fetchone()[:2] == (32, 2)
 
         of = conn.execute("SELECT cronbox.bucket_of('etl/extract'), cronbox.bucket_of('etl/load'),"
                           " cronbox.bucket_of('etl'), cronbox.bucket_of('')").fetchone()
