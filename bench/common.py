@@ -44,6 +44,9 @@ def parse_args(p: argparse.ArgumentParser, argv: list[str] | None) -> argparse.N
     p.add_argument("--fast", action="store_true", help="NOT durable: fsync and synchronous_commit off")
     p.add_argument("--json", dest="json_out", help="write the JSON report to this file")
     p.add_argument("--keep", action="store_true", help="keep the private cluster's folder")
+    p.add_argument("--pg", action="append", default=[], metavar="NAME=VALUE",
+                   help="a server setting of the private cluster (repeatable), e.g. log_min_duration_statement=1000 "
+                        "(its server.log is kept with --keep)")
     p.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
                    help="extra environment for the poller/relay (repeatable), e.g. CRONBOX_RELAY_BATCH=1000")
     return p.parse_args(argv)

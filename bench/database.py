@@ -55,6 +55,11 @@ class Database:
             settings = dict(DURABLE_SETTINGS)
             if self.args.fast:
                 settings.update(FAST_SETTINGS)
+            for item in getattr(self.args, "pg", None) or []:
+                name, sep, value = item.partition("=")
+                if not sep or not name:
+                    raise SystemExit(f"--pg: expected NAME=VALUE, got {item!r}")
+                settings[name] = value
             self.cluster = Cluster(self.tmp / "pg", settings=settings)
             admin = self.cluster.start()
             with db.connect(admin) as conn:

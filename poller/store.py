@@ -149,9 +149,11 @@ async def reconcile_pools(conn: psycopg.AsyncConnection) -> None:
     await conn.execute("SELECT cronbox.reconcile_pools()")
 
 
-async def sync_schedule_names(conn: psycopg.AsyncConnection) -> None:
-    """Brings the web console's name-search side table in step with cronbox.job."""
-    await conn.execute("SELECT cronbox.sync_schedule_names()")
+async def sync_schedule_names(conn: psycopg.AsyncConnection, batch: int) -> int:
+    """Adds up to `batch` new schedules to the web console's name-search side table; returns
+    how many (`batch`: call again, more are waiting)."""
+    cur = await conn.execute("SELECT cronbox.sync_schedule_names(%s)", (batch,))
+    return (await cur.fetchone())[0]
 
 
 async def fold_job_stats(conn: psycopg.AsyncConnection, batch: int) -> int:

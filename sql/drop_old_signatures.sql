@@ -99,3 +99,4 @@ DROP FUNCTION IF EXISTS cronbox.schedule_at(text, text, interval, timestamp with
 
 -- release_pool_units gained p_in_use (the recount is made by reconcile_pools).
 DROP FUNCTION IF EXISTS cronbox.release_pool_units(text[], bigint[], timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.sync_schedule_names();

@@ -97,7 +97,7 @@ FUNCTIONS = [
     ("drop_run_partitions", [("p_retention", "interval")], PROCESS),
     ("reconcile_queue_limits", [("p_queues", "text[]")], PROCESS),
     ("tally_runs", [("p_batch", "integer")], PROCESS),
-    ("sync_schedule_names", [], PROCESS),
+    ("sync_schedule_names", [("p_batch", "integer")], PROCESS),
     ("search_schedules", [("p_text", "text"), ("p_after", "text"), ("p_limit", "integer")], ROLES),
     ("unfinished_runs", [], ROLES),
     ("run_id_time", [("p_run_id", "bigint")], ROLES),

@@ -116,9 +116,19 @@ def test_name_search_finds_substrings_escapes_wildcards_and_sees_new_schedules_b
     conn.execute("SELECT cronbox.sync_schedule_names()")
     assert conn.execute("SELECT count(*) FROM cronbox.job_name_search WHERE name = 'other'").fetchone()[0] == 1
     assert conn.execute(search, ("report", "hourly_report", 1)).fetchone()[0] == ["nightly-report"]  # keyset
-    conn.execute("SELECT cronbox.unschedule('other')")
-    conn.execute("SELECT cronbox.sync_schedule_names()")
+    conn.execute("SELECT cronbox.unschedule('other')")  # its name goes with it, before any sync
     assert conn.execute("SELECT count(*) FROM cronbox.job_name_search WHERE name = 'other'").fetchone()[0] == 0
+
+
+def test_name_sync_adds_a_bounded_batch_per_call_in_id_order(conn):
+    # A million schedules created at once are added a batch per call (each call a short
+    # transaction), never in one; each call reports how many it added.
+    sync = "SELECT cronbox.sync_schedule_names(%s)"
+    conn.execute(sync, (1_000_000,))  # whatever the shared database holds already
+    ids = [job(conn, f"batch-{i}") for i in range(5)]
+    assert [conn.execute(sync, (2,)).fetchone()[0] for _ in range(4)] == [2, 2, 1, 0]
+    assert [r[0] for r in conn.execute("SELECT job_id FROM cronbox.job_name_search WHERE name LIKE 'batch-%' "
+                                       "ORDER BY job_id")] == sorted(ids)
 
 
 @pytest.mark.parametrize("text, limit, message", [

@@ -46,14 +46,19 @@ BEGIN
         RETURNING p.run_id
     )
     INSERT INTO cronbox.run_minute AS m (minute, queue, owner, succeeded, failed)
-    SELECT date_trunc('minute', r.finished_at), r.queue, coalesce(j.owner, ''),
-           count(*) FILTER (WHERE r.state = 'succeeded'), count(*) FILTER (WHERE r.state <> 'succeeded')
-    FROM cronbox.run r
-    LEFT JOIN cronbox.job j ON j.job_id = r.job_id
-    -- = ANY (ARRAY(...)): primary-key probes whatever the row estimates say (a hash join
-    -- chosen for a large estimate read every run partition: all of history)
-    WHERE r.run_id = ANY (ARRAY(SELECT done.run_id FROM done))
-      AND r.state IN ('succeeded', 'failed', 'lost') AND r.finished_at IS NOT NULL
+    SELECT c.minute, c.queue, coalesce(j.owner, ''), sum(c.succeeded), sum(c.failed)
+    FROM (SELECT date_trunc('minute', r.finished_at) AS minute, r.queue, r.job_id,
+                 count(*) FILTER (WHERE r.state = 'succeeded') AS succeeded,
+                 count(*) FILTER (WHERE r.state <> 'succeeded') AS failed
+          FROM cronbox.run r
+          -- = ANY (ARRAY(...)): primary-key probes whatever the row estimates say (a hash join
+          -- chosen for a large estimate read every run partition: all of history)
+          WHERE r.run_id = ANY (ARRAY(SELECT done.run_id FROM done))
+            AND r.state IN ('succeeded', 'failed', 'lost') AND r.finished_at IS NOT NULL
+          GROUP BY 1, 2, 3) c
+    -- each job's owner by its key (a join planned for many rows hashed every job: a million
+    -- schedules made each tally read them all)
+    LEFT JOIN LATERAL (SELECT j.owner FROM cronbox.job j WHERE j.job_id = c.job_id LIMIT 1) j ON true
     GROUP BY 1, 2, 3
     ON CONFLICT (minute, queue, owner) DO UPDATE
         SET succeeded = m.succeeded + excluded.succeeded, failed = m.failed + excluded.failed;
@@ -80,10 +85,15 @@ BEGIN
             ON CONFLICT DO NOTHING
         )
         INSERT INTO cronbox.run_minute AS m (minute, queue, owner, succeeded, failed)
-        SELECT date_trunc('minute', f.finished_at), f.queue, coalesce(j.owner, ''),
-               count(*) FILTER (WHERE f.state = 'succeeded'), count(*) FILTER (WHERE f.state <> 'succeeded')
-        FROM fresh f LEFT JOIN cronbox.job j ON j.job_id = f.job_id
-        WHERE f.state IN ('succeeded', 'failed', 'lost') AND f.finished_at IS NOT NULL
+        SELECT c.minute, c.queue, coalesce(j.owner, ''), sum(c.succeeded), sum(c.failed)
+        FROM (SELECT date_trunc('minute', f.finished_at) AS minute, f.queue, f.job_id,
+                     count(*) FILTER (WHERE f.state = 'succeeded') AS succeeded,
+                     count(*) FILTER (WHERE f.state <> 'succeeded') AS failed
+              FROM fresh f
+              WHERE f.state IN ('succeeded', 'failed', 'lost') AND f.finished_at IS NOT NULL
+              GROUP BY 1, 2, 3) c
+        -- each job's owner by its key, once per job and minute (not a hash of every job)
+        LEFT JOIN LATERAL (SELECT j.owner FROM cronbox.job j WHERE j.job_id = c.job_id LIMIT 1) j ON true
         GROUP BY 1, 2, 3
         ON CONFLICT (minute, queue, owner) DO UPDATE
             SET succeeded = m.succeeded + excluded.succeeded, failed = m.failed + excluded.failed;
