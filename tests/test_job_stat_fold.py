@@ -165,3 +165,35 @@ def test_one_poller_folds_at_a_time(fresh_dsn):
 def test_the_fold_batch_is_checked(conn):
     with pytest.raises(psycopg.errors.InvalidParameterValue, match="^p_limit: must be between 1 and"):
         conn.execute("SELECT cronbox.fold_job_stats(0)")
+
+
+def test_the_fold_never_waits_for_a_job_held_elsewhere_and_folds_the_others(fresh_dsn):
+    """A caller holding jobs' locks in its own order (a statement triggering many jobs, a
+    transaction left open after pause()) never deadlocks with the fold nor holds it up: the fold
+    folds the jobs it can lock at once and keeps the changes of the others for a later round."""
+    with psycopg.connect(fresh_dsn, autocommit=True) as setup:
+        setup.execute("SELECT cronbox.schedule('held-' || i, every => '1 hour', overlap => 'allow') "
+                      "FROM generate_series(1, 3) i")
+        setup.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
+                      "SELECT job_id, now(), now() FROM cronbox.job WHERE name LIKE 'held-%'")
+        setup.execute("SELECT cronbox.dispatch(10)")  # one change row naming the three jobs
+        setup.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
+                      "SELECT job_id, now() + interval '1 second', now() FROM cronbox.job WHERE name = 'held-3'")
+        setup.execute("SELECT cronbox.dispatch(10)")  # a second one, for held-3 alone
+
+    def active_runs(c) -> dict:
+        return dict(c.execute("SELECT j.name, s.active_runs FROM cronbox.job_stat s JOIN cronbox.job j "
+                              "USING (job_id) WHERE j.name LIKE 'held-%' ORDER BY 1").fetchall())
+
+    with psycopg.connect(fresh_dsn) as holder, psycopg.connect(fresh_dsn) as poller:
+        holder.execute("SELECT cronbox.pause('held-2')")  # takes held-2's lock and keeps it
+        poller.execute("SET lock_timeout = '10s'")  # the fold's own bound must be what returns
+        assert poller.execute("SELECT cronbox.fold_job_stats(100)").fetchone()[0] == 1  # held-3's own row
+        poller.commit()
+        assert active_runs(poller) == {"held-1": 1, "held-2": 0, "held-3": 2}
+        assert changes(poller) == 1  # the row naming held-2 stays
+        holder.commit()
+        assert poller.execute("SELECT cronbox.fold_job_stats(100)").fetchone()[0] == 1
+        poller.commit()
+        assert active_runs(poller) == {"held-1": 1, "held-2": 1, "held-3": 2}  # folded once each
+        assert changes(poller) == 0
