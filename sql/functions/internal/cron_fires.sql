@@ -69,9 +69,9 @@ BEGIN
     v_hour := cronbox.cron_values(v_f[3], 0, 23);
     v_mon := cronbox.cron_values(v_f[5], 1, 12);
     v_year := CASE WHEN v_f[7] = '*' THEN NULL ELSE cronbox.cron_values(v_f[7], 1970, 2099) END;
-    -- croniter reads a day field with a `*` item (`*,L`, `*,*`) as `*`: unrestricted
-    v_dom_all := '*' = ANY (string_to_array(v_f[4], ','));
-    v_dow_all := '*' = ANY (string_to_array(v_f[6], ','));
+    -- which day fields leave the days unrestricted, as croniter reads them (`*`, `*,L`, a field
+    -- listing every value beside a `*` in the other): the rule calendars match with too
+    SELECT r.dom_all, r.dow_all INTO v_dom_all, v_dow_all FROM cronbox.cron_day_rule(v_f[4], v_f[6]) r;
     v_dom_last := 'L' = ANY (string_to_array(v_f[4], ','));
     v_dom := cronbox.cron_values(array_to_string(array_remove(string_to_array(v_f[4], ','), 'L'), ','), 1, 31);
     v_special := v_f[6] ~ '[#L]';
@@ -91,12 +91,6 @@ BEGIN
     ELSE
         v_dow := cronbox.cron_values(v_f[6], 0, 7);
     END IF;
-    -- croniter reads a day field listing every value as `*` when the other day field's text
-    -- contains a `*` (`*/2` included): then the days are not OR-ed (poller/cron.py walks them).
-    -- It counts the entries, `L` as one: `1-30,L` is 31 of them (all), `1-31,L` 32 (not).
-    v_dom_all := v_dom_all OR (cardinality(v_dom) + CASE WHEN v_dom_last THEN 1 ELSE 0 END = 31
-                               AND strpos(v_f[6], '*') > 0);
-    v_dow_all := v_dow_all OR (NOT v_special AND cardinality(v_dow) = 7 AND strpos(v_f[4], '*') > 0);
     -- Debian cron's rule: fixed-time unless the minute or the hour field starts with `*`.
     v_fixed := NOT (v_f[2] LIKE '*%' OR v_f[3] LIKE '*%');
 

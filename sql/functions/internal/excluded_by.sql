@@ -32,12 +32,12 @@ AS $$
                      FROM unnest(string_to_array(e.f[6], ',')) x WHERE x LIKE '%#%') AS nths,
                ARRAY(SELECT substr(x, 2)::integer % 7 FROM unnest(string_to_array(e.f[6], ',')) x WHERE x LIKE 'L%') AS last_dows,
                e.f[6] ~ '[#L]' AS special,
-               -- a day field listing every value reads as `*` when the other one's text has a `*`
-               e.f[4] = '*' OR (e.f[4] !~ 'L' AND cardinality(cronbox.cron_values(e.f[4], 1, 31)) = 31 AND strpos(e.f[6], '*') > 0) AS dom_all,
-               e.f[6] = '*' OR (e.f[6] !~ '[#L]' AND cardinality(cronbox.cron_values(e.f[6], 0, 7)) = 7 AND strpos(e.f[4], '*') > 0) AS dow_all,
+               -- which day fields leave the days unrestricted: the rule of cron_fires (preview)
+               r.dom_all, r.dow_all,
                CASE WHEN e.f[7] = '*' THEN NULL ELSE cronbox.cron_values(e.f[7], 1970, 2099) END AS years
         FROM cal c
         CROSS JOIN LATERAL (SELECT string_to_array(x.cron, ' ') AS f FROM unnest(c.crons) AS x(cron)) e
+        CROSS JOIN LATERAL cronbox.cron_day_rule(e.f[4], e.f[6]) r
     ),
     fire AS (
         SELECT f.t, f.i FROM unnest(p_fires) WITH ORDINALITY AS f(t, i)
