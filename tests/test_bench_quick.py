@@ -24,6 +24,7 @@ SCRIPTS = {
     "latency": ["--quick"],
     "scale": ["--quick"],
     "saturation": ["--quick"],
+    "maintenance": ["--quick"],
     "soak": ["--quick", "--seconds", "10"],
     "sqlcost": ["--quick", "--history-days", "2"],
     "rawlimit": ["--quick"],
@@ -150,6 +151,15 @@ def test_saturation_quick_saturates_every_schedule_and_splits_the_cpu(benches):
     run, = r["runs"]
     assert run["schedules"] >= 2000 and run["futures"] > 0 and run["computed"] < run["schedules"]
     assert run["cpu_us_per_schedule"]["python"] > 0 and run["cpu_us_per_schedule"]["server"] > 0
+
+
+@pytest.mark.slow
+def test_maintenance_quick_times_every_step_of_a_round(benches):
+    rc, r = benches["maintenance"].result()
+    assert rc == 0 and r["schedules"] == 2000 and r["runs"] == 1000, r
+    (only,) = r["rounds"]
+    assert set(only["ms"]) >= {"sync_schedule_names", "tally_runs", "fold_job_stats"}
+    assert all(v >= 0 for v in only["ms"].values())
 
 
 @pytest.mark.slow
