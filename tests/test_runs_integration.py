@@ -9,7 +9,7 @@ from datetime import timedelta
 import psycopg
 import pytest
 
-from .runs_support import active, at, complete, dispatch, fail, futures, job, jobrow, runs
+from .runs_support import active, at, complete, dispatch, fail, future, futures, job, jobrow, runs
 
 
 def test_fixed_delay_job_fires_one_interval_after_each_run_finished(conn):
@@ -71,3 +71,32 @@ def test_after_jobs_must_name_existing_upstreams_and_never_close_a_cycle(conn):
             conn.transaction():
         conn.execute("SELECT cronbox.schedule('extract', after => ARRAY['load'])")
     assert jobrow(conn, "extract")["kind"] == "every"  # the refused update wrote nothing
+
+
+def test_every_writer_of_paused_keeps_its_copy_beside_the_saturation_state(conn):
+    # The claim's index on cronbox.job_fire leaves paused jobs out by job_fire.paused, a copy of
+    # the job's flag: pause, resume, their bulk forms, quarantine and on_error => 'pause' each
+    # write both, so no paused job is claimed and no resumed one is forgotten.
+    def unequal() -> list[str]:
+        return [r[0] for r in conn.execute("SELECT j.name FROM cronbox.job j JOIN cronbox.job_fire f USING (job_id) "
+                                           "WHERE j.paused IS DISTINCT FROM f.paused")]
+
+    for name in ("cp-a", "cp-b", "cp-c"):
+        job(conn, name)
+    job(conn, "cp-fails", on_error="pause", max_attempts=1)
+    steps = [
+        "SELECT cronbox.pause_at('cp-a', p_now => now())",
+        "SELECT cronbox.pause_schedules(name_like => 'cp-_')",
+        "SELECT cronbox.resume_at('cp-a', p_now => now())",
+        "SELECT cronbox.resume_schedules(name_like => 'cp-_')",
+        "SELECT cronbox.quarantine_job((SELECT job_id FROM cronbox.job WHERE name = 'cp-c'), 'poisoned')",
+    ]
+    for sql in steps:
+        conn.execute(sql)
+        assert unequal() == [], sql
+    assert [r[0] for r in conn.execute("SELECT name FROM cronbox.job WHERE paused ORDER BY name")] == ["cp-c"]
+    future(conn, "cp-fails", 0)
+    assert dispatch(conn, 0)["dispatched"] == 1
+    (rid,) = active(conn, "cp-fails")
+    fail(conn, rid, 1, retryable=False)
+    assert jobrow(conn, "cp-fails")["paused"] and unequal() == []
