@@ -5,6 +5,11 @@ existing server instead (it must allow CREATE DATABASE).
 
 Every test connection runs with an empty search_path, so an unqualified name in SQL or in
 Python fails the suite.
+
+On Citus (`pytest -m citus`, `pytest -k citus`, or CRONBOX_TEST_CITUS=1 with any selection) the
+session's server is a Citus coordinator with two worker nodes (bench/citus_cluster.py), the
+template is migrated with `cronbox migrate --citus`, and the behaviour modules named in
+tests/citus_support.py run there unchanged, besides the Citus suite itself (docs/citus.md).
 """
 
 from __future__ import annotations
@@ -25,6 +30,8 @@ from cronbox import db
 from cronbox.migrate import migrate
 from cronbox.pgcluster import FAST_SETTINGS, Cluster
 
+from .citus_support import ON_CITUS_MODULES, ON_CITUS_SKIPS
+
 REPO = Path(__file__).resolve().parent.parent
 TEMPLATE = f"cronbox_template_{os.getpid()}"
 _counter = itertools.count()
@@ -42,6 +49,30 @@ def pytest_configure(config: pytest.Config) -> None:
     asked = "patroni" in keyword or "citus" in keyword or named
     if asked and not own_m:
         config.option.markexpr = ""
+    global ON_CITUS
+    marks = config.option.markexpr or ""
+    ON_CITUS = (os.environ.get("CRONBOX_TEST_CITUS", "") not in ("", "0")
+                or "citus" in keyword or ("citus" in marks and "not citus" not in marks))
+
+
+ON_CITUS = False
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """On Citus, the behaviour modules' tests (not the slow ones) join the `citus` marker, so
+    `pytest -m citus` and `pytest -k citus` run them on the coordinator, and the tests known not
+    to hold there are skipped with their reason (docs/citus.md lists them)."""
+    if not ON_CITUS:
+        return
+    for item in items:
+        module = item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
+        if module in ON_CITUS_MODULES and not item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.citus)
+        name = item.nodeid.split("[", 1)[0].rsplit("/", 1)[-1]
+        why = ON_CITUS_SKIPS.get(name) or ON_CITUS_SKIPS.get(module)
+        if why:
+            item.add_marker(pytest.mark.skip(reason=f"on Citus: {why}"))
 
 
 def with_db(dsn: str, dbname: str, *, empty_search_path: bool = True) -> str:
@@ -72,11 +103,92 @@ class Server:
             conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
 
+class CitusServer(Server):
+    """A Citus coordinator and its worker nodes as the session's server. A database made from a
+    template is made on every node from that node's copy of the template (Citus does not
+    propagate CREATE DATABASE ... TEMPLATE), so each clone's metadata, reference copies and shards
+    agree across the nodes as the template's did; a database made without one is the
+    coordinator's alone, without the extension: a plain PostgreSQL database."""
+
+    def __init__(self, cluster):
+        super().__init__(cluster.dsn(), cluster.coordinator)
+        self.citus = cluster
+        self.node_dsns = [node.dsn() for node in cluster.nodes]
+
+    def create_db(self, name: str, template: str | None = None) -> str:
+        if template is None:
+            return super().create_db(name)
+        for dsn in self.node_dsns:
+            with db.connect(dsn) as conn:
+                conn.execute(sql.SQL("CREATE DATABASE {} TEMPLATE {}").format(sql.Identifier(name),
+                                                                              sql.Identifier(template)))
+        return with_db(self.admin_dsn, name)
+
+    def drop_db(self, name: str) -> None:
+        for dsn in reversed(self.node_dsns):
+            with db.connect(dsn) as conn:
+                conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
+
+    def create_citus_template(self, name: str) -> str:
+        """The database on every node with the extension, the nodes registered, then
+        `cronbox migrate --citus` through the coordinator, then closed to connections on every
+        node (Citus keeps a maintenance daemon connected to each of its databases, and CREATE
+        DATABASE ... TEMPLATE needs its template left alone)."""
+        self.drop_db(name)
+        for dsn in self.node_dsns:
+            with db.connect(dsn) as conn:
+                conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+            with db.connect(with_db(dsn, name, empty_search_path=False)) as conn:
+                conn.execute("CREATE EXTENSION citus")
+        target = with_db(self.admin_dsn, name)
+        with db.connect(target) as conn:
+            conn.execute("SELECT pg_catalog.citus_set_coordinator_host('127.0.0.1', %s)",
+                         (self.citus.coordinator.port,))
+            for node in self.citus.workers:
+                conn.execute("SELECT pg_catalog.citus_add_node('127.0.0.1', %s)", (node.port,))
+        from cronbox.citus import migrate_citus
+
+        migrate_citus(target)
+        self.seal(name)
+        return target
+
+    def seal(self, name: str) -> None:
+        """No connection to `name` on any node from now on, the maintenance daemons' included."""
+        for dsn in self.node_dsns:
+            with db.connect(dsn) as conn:
+                conn.execute(sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS false").format(sql.Identifier(name)))
+        for dsn in self.node_dsns:
+            with db.connect(dsn) as conn:
+                conn.execute("SELECT pg_catalog.pg_terminate_backend(pid, 10000) FROM pg_catalog.pg_stat_activity"
+                             " WHERE datname = %s AND pid <> pg_catalog.pg_backend_pid()", (name,))
+
+
+def start_citus(tmp: Path):
+    from bench.citus_cluster import CitusCluster, available
+
+    why = available()
+    if why:
+        pytest.skip(f"the Citus suite needs Citus: {why}")
+    cluster = CitusCluster(tmp / "citus", settings={"max_connections": "300", "max_worker_processes": "32"})
+    cluster.start()
+    return cluster
+
+
 @pytest.fixture(scope="session")
 def pg() -> Iterator[Server]:
     url = os.environ.get("TEST_DATABASE_URL")
     if url:
         yield Server(url, None)
+        return
+    if ON_CITUS:
+        tmp = Path(tempfile.mkdtemp(prefix="cronbox-citus-"))
+        os.chmod(tmp, 0o755)
+        cluster = start_citus(tmp)
+        try:
+            yield CitusServer(cluster)
+        finally:
+            cluster.stop()
+            subprocess.run(["rm", "-rf", str(tmp)], check=False)
         return
     tmp = Path(tempfile.mkdtemp(prefix="cronbox-test-"))
     os.chmod(tmp, 0o755)
@@ -91,7 +203,12 @@ def pg() -> Iterator[Server]:
 
 @pytest.fixture(scope="session")
 def template_dsn(pg: Server) -> Iterator[str]:
-    """A database migrated once with the real migrator; tests clone it."""
+    """A database migrated once with the real migrator; tests clone it. On Citus: with
+    `cronbox migrate --citus`, on every node."""
+    if isinstance(pg, CitusServer):
+        yield pg.create_citus_template(TEMPLATE)
+        pg.drop_db(TEMPLATE)
+        return
     pg.drop_db(TEMPLATE)
     dsn = pg.create_db(TEMPLATE)
     migrate(dsn)
@@ -130,19 +247,16 @@ def fresh_dsn(pg: Server, template_dsn: str) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def citus() -> Iterator[object]:
+def citus(request: pytest.FixtureRequest) -> Iterator[object]:
     """A Citus coordinator and two worker nodes on this machine (bench/citus_cluster.py), one per
-    session, stopped by pid at the end. Skipped, with the reason, where Citus is not installed
-    (.ci/run builds it)."""
-    from bench.citus_cluster import CitusCluster, available
-
-    why = available()
-    if why:
-        pytest.skip(f"the Citus suite needs Citus: {why}")
+    session, stopped by pid at the end: the session's server's when the session runs on Citus.
+    Skipped, with the reason, where Citus is not installed (.ci/run builds it)."""
+    if ON_CITUS and not os.environ.get("TEST_DATABASE_URL"):
+        yield request.getfixturevalue("pg").citus
+        return
     tmp = Path(tempfile.mkdtemp(prefix="cronbox-citus-"))
     os.chmod(tmp, 0o755)
-    cluster = CitusCluster(tmp / "citus")
-    cluster.start()
+    cluster = start_citus(tmp)
     try:
         yield cluster
     finally:

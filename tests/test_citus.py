@@ -319,3 +319,33 @@ def test_citus_premises_row_security_and_writes_across_buckets(citus_db):
                             " ORDER BY 2").fetchall() == [(here, "ended"), (there, "signal")]
         conn.execute("DROP SCHEMA citus_premise CASCADE")
         conn.execute("DROP ROLE citus_premise_a, citus_premise_b")
+
+
+@on_citus
+def test_citus_behaviour_modules_run_on_clones_migrated_with_citus(pg: Server, fresh_dsn):
+    """The session the Citus run gives the behaviour modules (tests/citus_support.py): each
+    test's database is a clone, on every node, of a template migrated with `--citus`: its
+    reference tables have their copies and its buckets their shards on the worker nodes, and a
+    write through the coordinator reaches them."""
+    from .conftest import CitusServer, with_db
+
+    if not isinstance(pg, CitusServer):
+        pytest.skip("only when the session runs on Citus (pytest -m citus, -k citus, CRONBOX_TEST_CITUS=1)")
+    name = psycopg.conninfo.conninfo_to_dict(fresh_dsn)["dbname"]
+    with db.connect(fresh_dsn) as conn:
+        assert {r[0] for r in conn.execute(
+            "SELECT logicalrelid::text FROM pg_catalog.pg_dist_partition")} >= {*(f"cronbox.{t}" for t in REFERENCE_TABLES),
+                                                                               "cronbox.bucket", "cronbox.bucket_shard"}
+        assert conn.execute("SELECT count(*) FROM cronbox.bucket_shard").fetchone()[0] == 32  # from the workers' shards
+        conn.execute("CREATE ROLE citus_clone_owner NOLOGIN IN ROLE cronbox_user")
+    try:
+        with db.connect(fresh_dsn) as conn:
+            conn.execute("SELECT cronbox.grant_queue('clone_q', 'citus_clone_owner')")
+        for node in pg.citus.workers:
+            with db.connect(with_db(node.dsn(), name)) as conn:
+                assert conn.execute("SELECT queue, grantee::text FROM cronbox.queue_grant").fetchall() == [
+                    ("clone_q", "citus_clone_owner")]
+    finally:
+        with db.connect(fresh_dsn) as conn:
+            conn.execute("SELECT cronbox.revoke_queue('clone_q', 'citus_clone_owner')")
+            conn.execute("DROP ROLE citus_clone_owner")
