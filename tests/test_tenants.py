@@ -147,6 +147,25 @@ def test_a_worker_limited_to_queues_works_and_lists_only_those(fresh_dsn, logins
                 assert state == "dispatched", (who, fn, q, state)
 
 
+def test_queue_grants_are_read_by_administrators_and_readers_and_by_no_one_else(fresh_dsn, logins):  # noqa: F811
+    """On Citus too, where the grants are a reference table read through its shard."""
+    alice, worker = logins.name("alice"), logins.name("worker")
+    with logins.connect(fresh_dsn, "admin") as c:
+        c.execute("SELECT cronbox.grant_queue('qa', %s)", (alice,))
+        c.execute("SELECT cronbox.grant_queue('qw', %s, kind => 'worker')", (worker,))
+    expected = [("qa", alice, "owner", True), ("qw", worker, "worker", True)]
+    for who in ("admin", "reader"):
+        with logins.connect(fresh_dsn, who) as c:
+            assert c.execute("SELECT queue, role, kind, role_exists FROM cronbox.queue_grants"
+                             " ORDER BY queue").fetchall() == expected, who
+    with logins.connect(fresh_dsn, "alice") as c:  # an owner role: not even its own grants
+        assert c.execute("SELECT count(*) FROM cronbox.queue_grants").fetchone()[0] == 0
+    with logins.connect(fresh_dsn, "worker") as c, pytest.raises(psycopg.errors.InsufficientPrivilege):
+        c.execute("SELECT count(*) FROM cronbox.queue_grants")
+    with logins.connect(fresh_dsn, "admin") as c, pytest.raises(psycopg.errors.InsufficientPrivilege):
+        c.execute("SELECT count(*) FROM cronbox.queue_grant")  # the table itself stays the owner's
+
+
 # --- quotas --------------------------------------------------------------------------------
 def test_quota_refuses_schedules_past_count_priority_and_rate(fresh_dsn, logins):  # noqa: F811
     alice = logins.name("alice")

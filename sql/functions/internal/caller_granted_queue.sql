@@ -7,13 +7,18 @@ LANGUAGE plpgsql STABLE
 SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_caller name := cronbox.caller();
 BEGIN
+    -- The grantee's role by a function call (NULL, no match, once the role is gone), not a join
+    -- with pg_roles: on Citus queue_grant is a reference table, a statement over it runs on its
+    -- shard as a whole, and pg_roles would be read there through pg_authid, which the owner role
+    -- may not read. The caller is a parameter, decided here.
     RETURN EXISTS (
             SELECT 1
             FROM cronbox.queue_grant g
-            JOIN pg_catalog.pg_roles r ON r.rolname = g.grantee
             WHERE g.kind = p_kind AND (p_queue IS NULL OR g.queue = p_queue)
-              AND pg_catalog.pg_has_role(cronbox.caller(), r.oid, 'USAGE'));
+              AND pg_catalog.pg_has_role(v_caller, pg_catalog.to_regrole(pg_catalog.quote_ident(g.grantee)), 'USAGE'));
 END
 $$;
 
