@@ -128,8 +128,12 @@ def test_processes_left_on_a_demoted_primary_neither_dispatch_nor_ack_and_say_so
 
         # the fires go on through processes on the multi-host DSN
         before = _dispatched(multi)
-        procs += [Proc("poller", multi, tmp_path, **common), Proc("relay", multi, tmp_path, **common)]
+        mports = free_port(), free_port()
+        procs += [Proc("poller", multi, tmp_path, CRONBOX_METRICS_PORT=str(mports[0]), **common),
+                  Proc("relay", multi, tmp_path, CRONBOX_METRICS_PORT=str(mports[1]), **common)]
         wait_until(lambda: _dispatched(multi) >= before + 6, 60, "dispatches on the new primary")
+        # both up (their signal handlers installed) before the SIGTERM that must end them with 0
+        wait_until(lambda: all(http_get(port)[0] == 200 for port in mports), 60, "the new processes' /healthz 200")
         assert "read-only" in http_get(pport)[1] and "read-only" in http_get(rport)[1]
         for p in procs[2:]:
             assert p.terminate() == 0, p.output[-2000:]
