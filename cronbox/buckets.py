@@ -16,19 +16,17 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import os
-import socket
 import time
 from datetime import timedelta
 
 import psycopg
 
+from cronbox import db
+from cronbox.citus import LEASE_KINDS
 from cronbox.log import event
+from cronbox.proc import identity
 
 log = logging.getLogger("cronbox.buckets")
-
-KINDS = ("poller", "relay")
-
 
 @dataclasses.dataclass(frozen=True)
 class Lease:
@@ -40,22 +38,17 @@ class Lease:
     share: int
 
 
-def default_owner(kind: str) -> str:
-    """kind:host:pid, as the process registry names processes."""
-    return f"{kind}:{socket.gethostname()}:{os.getpid()}"
-
-
 class BucketLeases:
     """The buckets one process holds. `renew` once every `renew_every` seconds; `held()` is what
     to work now (empty once the last granted lease has run out)."""
 
     def __init__(self, kind: str, owner: str | None = None, lease: float = 10.0):
-        if kind not in KINDS:
-            raise ValueError(f"kind: must be one of {', '.join(KINDS)}, got {kind!r}")
+        if kind not in LEASE_KINDS:
+            raise ValueError(f"kind: must be one of {', '.join(LEASE_KINDS)}, got {kind!r}")
         if not 1.0 <= lease <= 3600.0:
             raise ValueError(f"lease: must be from 1 to 3600 seconds, got {lease}")
         self.kind = kind
-        self.owner = owner or default_owner(kind)
+        self.owner = owner or identity(kind)
         self.lease = lease
         self.last: Lease | None = None
         self._until = 0.0  # monotonic deadline of the last granted lease
@@ -105,7 +98,7 @@ async def keep_leased(pool, leases: BucketLeases, stop: asyncio.Event) -> None:
                 async with pool.connection() as conn:
                     await leases.renew(conn)
             except psycopg.OperationalError as exc:  # a lost connection, a failover, a pool timeout
-                log.warning("bucket lease renewal failed, retrying: %s", exc)
+                event(log, "bucket lease renewal failed, retrying", level=logging.WARNING, error=db.explain(exc))
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(stop.wait(), leases.renew_every)
     finally:
@@ -113,4 +106,4 @@ async def keep_leased(pool, leases: BucketLeases, stop: asyncio.Event) -> None:
             async with pool.connection() as conn:
                 await leases.release(conn)
         except psycopg.Error as exc:  # the leases then run out by themselves
-            log.warning("could not release bucket leases: %s", exc)
+            event(log, "could not release bucket leases", level=logging.WARNING, error=db.explain(exc))
