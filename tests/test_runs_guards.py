@@ -185,14 +185,40 @@ def test_a_dispatch_planned_while_no_future_was_due_walks_the_index_when_a_burst
     assert conn.execute("SELECT count(*) FROM cronbox.job_future").fetchone()[0] == 19900
 
 
-def rows_read_per_table(conn, sql: str, params=()) -> dict[str, int]:
+class RowsRead(dict):
+    """Rows read per table; its repr adds the plans of the statements that read 1,000 rows or
+    more from one table, so that a failure shows the plan that did it."""
+
+    heavy: list[str]
+
+    def __repr__(self) -> str:
+        return dict.__repr__(self) + "".join("\n" + h for h in self.heavy)
+
+
+def plan_outline(plan: dict, depth: int = 0) -> str:
+    """A plan tree, a line per node: type, relation or index, rows returned and filtered out."""
+    line = "  " * depth + " ".join(str(x) for x in (
+        plan["Node Type"], plan.get("Index Name") or plan.get("Relation Name") or "",
+        f"rows={plan.get('Actual Rows')}x{plan.get('Actual Loops')}",
+        f"removed={plan.get('Rows Removed by Filter', 0)}") if x)
+    return "\n".join([line] + [plan_outline(c, depth + 1) for c in plan.get("Plans", [])])
+
+
+def rows_read_per_table(conn, sql: str, params=()) -> RowsRead:
     """Rows read (returned or filtered out) per table by the scans of every statement `sql` runs."""
     read: Counter[str] = Counter()
+    heavy: list[str] = []
     for p in plans_of(conn, sql, params, analyze=True):
+        mine: Counter[str] = Counter()
         for n in nodes(p["Plan"]):
             if n.get("Relation Name") and "Scan" in n["Node Type"]:
-                read[n["Relation Name"]] += n["Actual Rows"] * n["Actual Loops"] + n.get("Rows Removed by Filter", 0)
-    return dict(read)
+                mine[n["Relation Name"]] += n["Actual Rows"] * n["Actual Loops"] + n.get("Rows Removed by Filter", 0)
+        read.update(mine)
+        if any(v >= 1000 for v in mine.values()):
+            heavy.append(f"{p.get('Query Text', '')[:300]}\n{plan_outline(p['Plan'])}")
+    result = RowsRead(read)
+    result.heavy = heavy
+    return result
 
 
 def look_empty(conn, table: str) -> None:
