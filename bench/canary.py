@@ -21,6 +21,8 @@ relay runs: dispatch is what is measured (the outbox just grows).
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import sys
 import time
 from typing import Any
@@ -40,6 +42,20 @@ SELECT count(cronbox.schedule(
     starts_at => now() - interval '1 year' + (g %% 1000) * interval '7 hours',
     catchup => 'all', catchup_window => '366 days', queue => 'tenant', overlap => 'allow'))
 FROM generate_series(1, %s) g"""
+
+# --trace: what the canary and every other session are doing, sampled with the longest transaction
+TRACE_CANARY = """
+SELECT clock_timestamp(), f.frontier, f.next_fire,
+       (SELECT count(*) FROM cronbox.job_future u WHERE u.job_id = f.job_id),
+       (SELECT max(u.fire_at) FROM cronbox.job_future u WHERE u.job_id = f.job_id)
+FROM cronbox.job j JOIN cronbox.job_fire f USING (job_id) WHERE j.name = 'canary'"""
+TRACE_SESSIONS = """
+SELECT pid, application_name, state, wait_event_type, wait_event,
+       extract(epoch FROM clock_timestamp() - xact_start), extract(epoch FROM clock_timestamp() - query_start),
+       left(regexp_replace(query, '\\s+', ' ', 'g'), 80)
+FROM pg_stat_activity
+WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'
+  AND state <> 'idle'"""
 
 LONGEST_TRANSACTION = """
 SELECT extract(epoch FROM coalesce(max(clock_timestamp() - xact_start), interval '0'))
@@ -91,7 +107,7 @@ def progress(database: Database, load: str) -> dict[str, Any]:
 
 
 def run_load(args: argparse.Namespace, argv: list[str] | None, load: str, n: int, watch: float) -> dict[str, Any]:
-    with Database(args, "canary") as database, workdir("canary") as logdir, Fleet(logdir) as fleet:
+    with Database(args, "canary") as database, workdir("canary", keep=args.keep) as logdir, Fleet(logdir) as fleet:
         report: dict[str, Any] = {"load": load, "size": n, "watch_s": watch}
         prepare(database, load, n)
         with database.connect() as conn:
@@ -109,10 +125,22 @@ def run_load(args: argparse.Namespace, argv: list[str] | None, load: str, n: int
         # the window starts once the load is in (a million inserted schedules take minutes)
         t0 = database.scalar("SELECT now()")
         longest = 0.0
-        with database.connect() as watcher:
+        reserve = None  # the least time the canary's materialised fires reached ahead (its frontier - now)
+        trace = open(args.trace, "a") if args.trace else None
+        with database.connect() as watcher, contextlib.closing(trace) if trace else contextlib.nullcontext():
             while watcher.execute("SELECT clock_timestamp() < %s + make_interval(secs => %s)",
                                   (t0, watch)).fetchone()[0]:
                 longest = max(longest, float(watcher.execute(LONGEST_TRANSACTION).fetchone()[0]))
+                at, frontier, next_fire, futures, last = watcher.execute(TRACE_CANARY).fetchone()
+                ahead = (frontier - at).total_seconds()
+                reserve = ahead if reserve is None else min(reserve, ahead)
+                if trace:
+                    sessions = watcher.execute(TRACE_SESSIONS).fetchall()
+                    trace.write(json.dumps({
+                        "t": round((at - t0).total_seconds(), 3), "frontier": str(frontier), "next_fire": str(next_fire),
+                        "futures": futures, "last_future": str(last),
+                        "sessions": [[r[0], r[1], r[2], r[3], r[4], r[5] and round(float(r[5]), 3),
+                                      r[6] and round(float(r[6]), 3), r[7]] for r in sessions]}) + "\n")
                 time.sleep(0.05)
             wait_until(lambda: watcher.execute(
                 "SELECT NOT EXISTS (SELECT 1 FROM cronbox.job_future f JOIN cronbox.job j USING (job_id) "
@@ -138,6 +166,8 @@ def run_load(args: argparse.Namespace, argv: list[str] | None, load: str, n: int
                         for r in rows if r[2] is not None and float(r[2]) > 1000],
         }
         report["longest_transaction_s"] = round(longest, 3)
+        # below 0: the canary's fires ran out (its refill waited behind other jobs' saturation)
+        report["canary_reserve_min_s"] = None if reserve is None else round(reserve, 2)
         return report
 
 
@@ -145,6 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="the every-second canary under three heavy loads")
     p.add_argument("--load", choices=LOADS, action="append", help="one load (repeatable; default all three)")
     p.add_argument("--size", type=int, help="the load's size (default per load: 1,000 / 100 / 1,000,000)")
+    p.add_argument("--trace", help="append a sample every ~50 ms of the window to this file (JSON lines): the "
+                                   "canary's frontier, next fire and futures, and every non-idle session's state, "
+                                   "wait event and query")
     p.add_argument("--watch", type=float, help="seconds watched after the load is requested (default 60; quick 20)")
     args = parse_args(p, argv)
     loads = args.load or list(LOADS)
@@ -168,7 +201,8 @@ def summary(r: dict[str, Any]) -> list[str]:
         c = x["canary"]
         lines.append(f"  {x['load']} ({x['size']}): canary fire->dispatch p50 {c['fire_to_dispatch_ms']['p50']} ms, "
                      f"p99 {c['fire_to_dispatch_ms']['p99']} ms, max {c['fire_to_dispatch_ms']['max']} ms, "
-                     f"missed {c['missed']} of {c['fires_expected']}; longest transaction {x['longest_transaction_s']} s; "
+                     f"missed {c['missed']} of {c['fires_expected']}; its fires materialised ahead at least "
+                     f"{x['canary_reserve_min_s']} s; longest transaction {x['longest_transaction_s']} s; "
                      f"poller CPU {x['poller_cpu_s']} s; {x['progress_at_end_of_window']}")
     return lines
 
