@@ -87,9 +87,10 @@ def test_with_a_million_schedules_an_idle_tick_reads_no_job_and_a_busy_tick_only
     assert claimed == 0
     nodes = _nodes(plan)
     assert not [n for n in nodes if n["Node Type"] == "Seq Scan"], plan
-    # two walks of the index (current jobs, then those catching up), each a few index pages
+    # four walks of the index (refills about to run out, new and due jobs, early refills, those
+    # catching up), each a few index pages
     scan = _job_scans(plan)
-    assert [(n["Node Type"], n["Index Name"]) for n in scan] == [("Index Scan", "job_saturate_idx")] * 2, plan
+    assert [(n["Node Type"], n["Index Name"]) for n in scan] == [("Index Scan", "job_saturate_idx")] * 4, plan
     assert sum(n["Actual Rows"] for n in scan) == 0
     assert all(n["Shared Hit Blocks"] + n["Shared Read Blocks"] < 10 for n in scan), plan
 
@@ -99,8 +100,8 @@ def test_with_a_million_schedules_an_idle_tick_reads_no_job_and_a_busy_tick_only
     claimed, plan = _claim_plan(conn, "2 minutes")
     assert claimed == 101
     scan = _job_scans(plan)
-    assert [(n["Node Type"], n["Index Name"]) for n in scan] == [("Index Scan", "job_saturate_idx")] * 2, plan
-    assert [n["Actual Rows"] for n in scan] == [101, 0]
+    assert [(n["Node Type"], n["Index Name"]) for n in scan] == [("Index Scan", "job_saturate_idx")] * 4, plan
+    assert [n["Actual Rows"] for n in scan] == [101, 0, 0, 0]
     assert sum(n["Shared Hit Blocks"] + n["Shared Read Blocks"] for n in scan) < 400, plan
 
 
@@ -113,3 +114,35 @@ def test_two_claimers_at_once_get_disjoint_jobs(fresh_dsn):
         second = {r[0] for r in b.execute("SELECT job_id FROM cronbox.claim_saturation_at(12, '2 minutes', %s)", (T0,))}
         assert len(first) == 12 and len(second) == 8
         assert not first & second
+
+
+def test_a_refill_about_to_run_out_is_claimed_before_new_jobs_and_new_ones_before_early_refills(conn):
+    """A million schedules created at once all carry next_fire = their creation time (a lower
+    bound, nothing computed yet): older than a running job's exact next fire. By next_fire
+    alone they were all claimed first and an every-second job's futures ran out. Order: refills
+    with at most a quarter of the horizon left, then new and due jobs (at most a horizon old),
+    then the other refills, then jobs catching up from further back."""
+    state = {  # name: (frontier, next_fire) relative to T0, in seconds
+        "old": (-600, -600),           # catching up (more than a horizon behind)
+        "early": (49, 50),             # refill, a minute's futures left: may wait
+        "new-2": (-20, -20), "new-1": (-40, -40),  # created at once, nothing computed yet
+        "due": (-5, 25),               # refill, 25 s left: urgent
+        "later": (140, 150),           # saturated
+    }
+    for name, (frontier, next_fire) in state.items():
+        job_id = conn.execute("SELECT cronbox.schedule_at(%s, every => '1 second', p_now => %s)",
+                              (name, T0 - timedelta(minutes=20))).fetchone()[0]
+        conn.execute("UPDATE cronbox.job_fire SET frontier = %s, next_fire = %s WHERE job_id = %s",
+                     (T0 + timedelta(seconds=frontier), T0 + timedelta(seconds=next_fire), job_id))
+
+    def claim(limit: int) -> list[str]:
+        conn.execute("SAVEPOINT claim")
+        try:
+            return [r[0] for r in conn.execute(
+                "SELECT j.name FROM cronbox.claim_saturation_at(%s, '2 minutes', %s) c "
+                "JOIN cronbox.job j USING (job_id)", (limit, T0)).fetchall()]
+        finally:
+            conn.execute("ROLLBACK TO SAVEPOINT claim")
+
+    assert claim(1) == ["due"]
+    assert claim(100) == ["due", "new-1", "new-2", "early", "old"]

@@ -3,8 +3,9 @@
 -- owner or a superuser to fix the clock).
 -- cronbox.claim_saturation_at(p_limit, p_horizon, p_now): takes the job's lock
 -- (cronbox.lock_job_id: its job_stat row, SKIP LOCKED) of up to p_limit unpaused jobs that have
--- less than half the horizon materialised (cronbox.job_fire: next_fire <= p_now + p_horizon/2), current jobs
--- before those catching up from further back than a horizon, and returns what the poller
+-- less than half the horizon materialised (cronbox.job_fire: next_fire <= p_now + p_horizon/2), refills
+-- about to run out first, then new and due jobs, then early refills, then those catching up from
+-- further back than a horizon, and returns what the poller
 -- needs to compute their fires up to p_now + p_horizon. Concurrent pollers get disjoint jobs,
 -- dispatch and every writer of a job skip or wait for them meanwhile, and an idle tick reads
 -- no row. Two statements: the walk on job_saturate_idx takes the locks; the rows are then
@@ -35,10 +36,17 @@ AS $$
 DECLARE
     v_ids bigint[];
 BEGIN
-    -- current jobs first (their next fire is at most a horizon old: a refill, a new job), then
-    -- those catching up (older): a thousand year-long catch-ups never keep an every-second
-    -- job from its refill; each walk in next_fire order on job_saturate_idx, taking the job's
-    -- lock as it goes (a job whose lock is held elsewhere is passed over, not waited for)
+    -- Four walks in next_fire order on job_saturate_idx, each taking the job's lock as it goes
+    -- (a job whose lock is held elsewhere is passed over, not waited for), in this order:
+    -- 1. refills that are due: futures left for at most a quarter of the horizon. Their next
+    --    fire is exact and ahead: a job that is running keeps running whatever else waits
+    --    (a million new schedules have older next fires: the lower bound schedule() writes,
+    --    their creation time; by that order alone they went first and an every-second job's
+    --    futures ran out);
+    -- 2. jobs whose next fire is at most a horizon old: new jobs, fires already due;
+    -- 3. the other refills (up to half the horizon ahead): taken early when there is time;
+    -- 4. jobs catching up from further back than a horizon: a thousand year-long catch-ups
+    --    never keep another job from its refill.
     v_ids := ARRAY(
         SELECT c.job_id FROM (
             (SELECT jf.job_id
@@ -46,7 +54,25 @@ BEGIN
              CROSS JOIN LATERAL (SELECT FROM cronbox.job_stat s WHERE s.job_id = jf.job_id
                                  FOR NO KEY UPDATE OF s SKIP LOCKED) l
              WHERE jf.next_fire IS NOT NULL AND NOT jf.paused
-               AND jf.next_fire >= p_now - p_horizon AND jf.next_fire <= p_now + p_horizon / 2
+               AND jf.next_fire > p_now AND jf.next_fire <= p_now + p_horizon / 4
+             ORDER BY jf.next_fire
+             LIMIT p_limit)
+            UNION ALL
+            (SELECT jf.job_id
+             FROM cronbox.job_fire jf
+             CROSS JOIN LATERAL (SELECT FROM cronbox.job_stat s WHERE s.job_id = jf.job_id
+                                 FOR NO KEY UPDATE OF s SKIP LOCKED) l
+             WHERE jf.next_fire IS NOT NULL AND NOT jf.paused
+               AND jf.next_fire >= p_now - p_horizon AND jf.next_fire <= p_now
+             ORDER BY jf.next_fire
+             LIMIT p_limit)
+            UNION ALL
+            (SELECT jf.job_id
+             FROM cronbox.job_fire jf
+             CROSS JOIN LATERAL (SELECT FROM cronbox.job_stat s WHERE s.job_id = jf.job_id
+                                 FOR NO KEY UPDATE OF s SKIP LOCKED) l
+             WHERE jf.next_fire IS NOT NULL AND NOT jf.paused
+               AND jf.next_fire > p_now + p_horizon / 4 AND jf.next_fire <= p_now + p_horizon / 2
              ORDER BY jf.next_fire
              LIMIT p_limit)
             UNION ALL
