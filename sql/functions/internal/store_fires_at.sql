@@ -11,7 +11,7 @@
 -- advances each job's frontier and next_fire (its narrow cronbox.job_fire row: the job row
 -- is written only for the few jobs that finish, break, or close a stretch of excluded fires),
 -- marks jobs with no fire left finished, and pauses jobs whose fires could not be computed.
--- Jobs must be locked by claim_saturation.
+-- Jobs must be locked by claim_saturation. Sends no NOTIFY (the caller wakes its dispatch).
 CREATE OR REPLACE FUNCTION cronbox.store_fires_at(
     p_fire_job   bigint[],       -- one element per fire
     p_fire_at    timestamptz[],
@@ -205,9 +205,10 @@ BEGIN
     FROM per_job p
     WHERE f.job_id = ANY (p.ids);
 
-    IF v_futures > 0 THEN
-        PERFORM pg_notify('cronbox_future', '');
-    END IF;
+    -- No NOTIFY: the poller that stored the fires wakes its own dispatch loop. A NOTIFY makes
+    -- the commit take the database's notification lock and hold it through the WAL flush: every
+    -- pass then waited for the other notifying commits (dispatch's among them) one flush at a
+    -- time, and dispatch for the passes.
     RETURN QUERY SELECT v_futures, v_missed;
 END
 $$;
