@@ -50,7 +50,10 @@ BEGIN
     --    eligibility is a scalar sub-SELECT per future, never a join: the walk stays on
     --    job_future_ready_idx in due order and stops after p_limit rows, whatever the row
     --    estimates (a join let the planner start from cronbox.job and sort every future of a
-    --    burst inside the lead: ~1 s per call for 200,000 of them, bench.scale --burst).
+    --    burst inside the lead: ~1 s per call for 200,000 of them, bench.scale --burst). The
+    --    queue and dependency checks are in its select list, where a sub-SELECT stays a probe by
+    --    key (in WHERE, NOT EXISTS becomes an anti-join, and a merge anti-join walks every
+    --    future in job order and sorts them).
     WITH
     prio(p) AS (SELECT r.p FROM cronbox.ready_priorities() AS r(p)),
     picked AS MATERIALIZED (
@@ -63,8 +66,8 @@ BEGIN
               AND f.origin = 'schedule'
               AND (SELECT j.overlap = 'allow' AND NOT j.paused AND j.needs IS NULL
                           AND NOT EXISTS (SELECT 1 FROM cronbox.queue_limit q WHERE q.queue = j.queue)
+                          AND NOT EXISTS (SELECT 1 FROM cronbox.job_dependency d WHERE d.job_id = j.job_id)
                    FROM cronbox.job j WHERE j.job_id = f.job_id)
-              AND NOT EXISTS (SELECT 1 FROM cronbox.job_dependency d WHERE d.job_id = f.job_id)
             ORDER BY f.due_at
             LIMIT p_limit
             FOR UPDATE SKIP LOCKED
