@@ -10,12 +10,16 @@
 
 For each load (a fresh private cluster each): the canary's fire -> dispatch p50/p99/max over
 the watch window, its fires missed (no dispatched run for a second of the window), the longest
-transaction any other session held open (sampled), and how far the load got meanwhile. No
-relay runs: dispatch is what is measured (the outbox just grows).
+transaction any other session held open (sampled), the least time the canary's materialised
+fires reached ahead (below 0: its futures ran out, its refill waited behind other jobs'
+saturation), and how far the load got meanwhile. No relay runs: dispatch is what is measured
+(the outbox just grows). `--trace FILE` appends the samples (the canary's saturation state,
+every other session's state, wait event and statement) as JSON lines.
 
   python -m bench.canary                       # all three loads, full size, 60 s each
   python -m bench.canary --load catchups --watch 30
   python -m bench.canary --quick               # small sizes, 20 s each
+  python -m bench.canary --load million --watch 120 --trace trace.jsonl
 """
 
 from __future__ import annotations
