@@ -9,6 +9,12 @@ and, when cronbox.trigger() exists, the latency from trigger()'s commit to arriv
   python -m bench.latency --quick         # 50 schedules, 5 s window (the test suite)
   python -m bench.latency --jittered 50   # and 50 every-second schedules with 800 ms of jitter:
                                           # dispatched_at - due_at of their runs beside the others'
+
+With --jittered N, two control groups of N every-second schedules run beside the jittered
+ones (default overlap 'skip'): N without jitter, overlap 'skip' (`ctl-`), and N with the same
+jitter, overlap 'allow' (`jal-`). The S schedules are overlap 'allow', which early dispatch
+takes ahead of their time; 'skip' is dispatched at the due time itself. So jitter's own cost is
+the jittered group against `ctl-`, in the same run; `jal-` shows jitter with early dispatch.
 """
 
 from __future__ import annotations
@@ -104,6 +110,10 @@ def main(argv: list[str] | None = None) -> int:
             with database.connect() as conn:
                 conn.execute("SELECT count(cronbox.schedule('jit-' || i, every => '1 second', "
                              "jitter => '800 milliseconds')) FROM generate_series(1, %s) AS i", (args.jittered,))
+                conn.execute("SELECT count(cronbox.schedule('ctl-' || i, every => '1 second')) "
+                             "FROM generate_series(1, %s) AS i", (args.jittered,))
+                conn.execute("SELECT count(cronbox.schedule('jal-' || i, every => '1 second', overlap => 'allow', "
+                             "jitter => '800 milliseconds')) FROM generate_series(1, %s) AS i", (args.jittered,))
         port = free_port()
         route = f"*=http://127.0.0.1:{port}/run" + ("" if args.http_batch == "auto" else f" batch={args.http_batch}")
         env = {"CRONBOX_SINKS": route, **extra_env(args)}
@@ -153,10 +163,11 @@ def main(argv: list[str] | None = None) -> int:
                 "extract(epoch FROM delivered_at - dispatched_at) * 1000 "
                 "FROM cronbox.run WHERE fire_at >= to_timestamp(%s) AND fire_at < to_timestamp(%s) "
                 "AND dispatched_at IS NOT NULL AND job_name LIKE 'lat-%%'", (w0, w1)).fetchall()
-            jittered = [float(r[0]) for r in conn.execute(
+            groups = {prefix: [float(r[0]) for r in conn.execute(
                 "SELECT extract(epoch FROM dispatched_at - due_at) * 1000 FROM cronbox.run "
                 "WHERE fire_at >= to_timestamp(%s) AND fire_at < to_timestamp(%s) AND dispatched_at IS NOT NULL "
-                "AND job_name LIKE 'jit-%%'", (w0, w1)).fetchall()]
+                "AND job_name LIKE %s", (w0, w1, prefix + "-%")).fetchall()] for prefix in ("jit", "ctl", "jal")}
+            jittered = groups["jit"]
             db_doubles = conn.execute(
                 "SELECT count(*) FROM (SELECT 1 FROM cronbox.run WHERE fire_at >= to_timestamp(%s) "
                 "AND fire_at < to_timestamp(%s) GROUP BY job_id, fire_at HAVING count(*) > 1) d", (w0, w1)).fetchone()[0]
@@ -172,6 +183,12 @@ def main(argv: list[str] | None = None) -> int:
             report["jittered_due_to_dispatch_ms"] = {
                 "runs": len(jittered), **{q: round(pct(jittered, q), 2) if jittered else None for q in (50, 99)},
                 "max": round(max(jittered), 2) if jittered else None}
+            # the same in the same run for the control groups (module docstring)
+            report["due_to_dispatch_ms_by_group"] = {
+                name: {"runs": len(v), **{q: round(pct(v, q), 2) if v else None for q in (50, 99)},
+                       "max": round(max(v), 2) if v else None}
+                for name, v in (("jittered, overlap skip", groups["jit"]), ("no jitter, overlap skip", groups["ctl"]),
+                                ("jittered, overlap allow", groups["jal"]))}
         # fires with no run row at all were lost (or recorded missed/skipped by a policy)
         ran = sum(v for k, v in db_states.items() if k not in ("missed", "skipped"))
         report["missed"] = report["expected"] - ran
@@ -184,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def analyse(records: list[tuple], s: int, w0: int, w1: int, trig: dict[str, Any]) -> dict[str, Any]:
     window = [(arr, run, job, fire) for arr, run, job, fire, _att in records
-              if job != "lat-trigger" and not job.startswith("jit-") and fire is not None and w0 <= epoch(fire) < w1]
+              if job.startswith("lat-") and job != "lat-trigger" and fire is not None and w0 <= epoch(fire) < w1]
     runs_per_fire: dict[tuple[str, str], set[int]] = {}
     first_arrival: dict[int, float] = {}
     for arr, run, job, fire in window:
@@ -254,7 +271,8 @@ def summary(r: dict[str, Any]) -> list[str]:
         "  trigger() -> arrival: " + (str(trig.get("latency_ms")) if trig.get("available") and "latency_ms" in trig
                                        else trig.get("reason") or trig.get("error") or "n/a"),
         f"  from the run rows (p50/p99 ms): {r.get('db_stage_ms')}",
-    ] + ([f"  jittered runs, due (fire + jitter) -> dispatch ms: {r['jittered_due_to_dispatch_ms']}"]
+    ] + ([f"  jittered runs, due (fire + jitter) -> dispatch ms: {r['jittered_due_to_dispatch_ms']}",
+          f"  due -> dispatch ms by group: {r['due_to_dispatch_ms_by_group']}"]
          if "jittered_due_to_dispatch_ms" in r else []) + [
         f"  CPU s per s: {r.get('cpu_s_per_s')}",
     ]
