@@ -66,7 +66,7 @@ def burst(database: Database, args: argparse.Namespace, logdir: Any, n: int) -> 
         with WaitSampler(database, interval=0.5) as waits:
             try:
                 wait_until(lambda: fleet.check_alive() or database.scalar(
-                    "SELECT count(*) >= %s FROM cronbox.run WHERE fire_at = %s", (n, b)),
+                    "SELECT count(*) >= %s FROM cronbox.runs WHERE fire_at = %s", (n, b)),
                     max(0.0, margin) + 600, "burst dispatched", interval=1.0)
             except TimeoutError as exc:
                 out["wait_error"] = str(exc)
@@ -77,16 +77,16 @@ def burst(database: Database, args: argparse.Namespace, logdir: Any, n: int) -> 
         out["rss_mb"] = {p.name: p.rss() for p in pollers}
     with database.connect() as conn:
         lags = [float(r[0]) for r in conn.execute(
-            "SELECT extract(epoch FROM dispatched_at - fire_at) * 1000 FROM cronbox.run "
+            "SELECT extract(epoch FROM dispatched_at - fire_at) * 1000 FROM cronbox.runs "
             "WHERE fire_at = %s AND dispatched_at IS NOT NULL", (b,)).fetchall()]
-        states = dict(conn.execute("SELECT state, count(*) FROM cronbox.run WHERE fire_at = %s GROUP BY state",
+        states = dict(conn.execute("SELECT state, count(*) FROM cronbox.runs WHERE fire_at = %s GROUP BY state",
                                    (b,)).fetchall())
         # when the runs were written (the clock at the insert, read from the run id), in
         # seconds before the fire (negative: after it)
         written = [float(r[0]) for r in conn.execute(
-            "SELECT extract(epoch FROM fire_at - cronbox.run_id_time(run_id)) FROM cronbox.run WHERE fire_at = %s",
+            "SELECT extract(epoch FROM fire_at - cronbox.run_id_time(run_id)) FROM cronbox.runs WHERE fire_at = %s",
             (b,)).fetchall()]
-        doubled = conn.execute("SELECT count(*) FROM (SELECT job_id FROM cronbox.run WHERE fire_at = %s "
+        doubled = conn.execute("SELECT count(*) FROM (SELECT job_id FROM cronbox.runs WHERE fire_at = %s "
                                "GROUP BY job_id HAVING count(*) > 1) d", (b,)).fetchone()[0]
     out.update({
         "runs": sum(states.values()), "states": states, "doubled": doubled,

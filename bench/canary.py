@@ -97,13 +97,13 @@ def progress(database: Database, load: str) -> dict[str, Any]:
     with database.connect() as conn:
         if load == "catchups":
             return {"catch_up_runs_dispatched": conn.execute(
-                "SELECT count(*) FROM cronbox.run WHERE queue = 'tenant'").fetchone()[0],
+                "SELECT count(*) FROM cronbox.runs WHERE queue = 'tenant'").fetchone()[0],
                 "futures_waiting": conn.execute("SELECT count(*) FROM cronbox.job_future").fetchone()[0]}
         if load == "backfills":
             return {"backfills": dict(conn.execute(
                 "SELECT state, count(*) FROM cronbox.backfills GROUP BY 1").fetchall()),
                 "backfill_runs": conn.execute(
-                    "SELECT count(*) FROM cronbox.run WHERE origin = 'backfill'").fetchone()[0]}
+                    "SELECT count(*) FROM cronbox.runs WHERE origin = 'backfill'").fetchone()[0]}
         return {"unsaturated_jobs": conn.execute(
             "SELECT count(*) FROM cronbox.job_fire WHERE next_fire IS NOT NULL AND NOT paused "
             "AND next_fire <= now() + interval '1 minute'").fetchone()[0],
@@ -117,7 +117,7 @@ def run_load(args: argparse.Namespace, argv: list[str] | None, load: str, n: int
         with database.connect() as conn:
             conn.execute("SELECT cronbox.schedule('canary', every => '1 second', queue => 'canary', overlap => 'allow')")
         poller = fleet.cronbox("poller", database.dsn, extra_env(args))
-        wait_until(lambda: database.scalar("SELECT count(*) FROM cronbox.run WHERE job_name = 'canary'") >= 3,
+        wait_until(lambda: database.scalar("SELECT count(*) FROM cronbox.runs WHERE job = 'canary'") >= 3,
                    timeout=120, what="the canary running")
         if load == "backfills":  # the hourly jobs saturated (their next fire computed, past the horizon)
             wait_until(lambda: not database.scalar(
@@ -151,8 +151,8 @@ def run_load(args: argparse.Namespace, argv: list[str] | None, load: str, n: int
                 "WHERE j.name = 'canary' AND f.fire_at <= %s + make_interval(secs => %s))", (t0, watch)).fetchone()[0],
                 timeout=60, what="the canary's window dispatched")
             rows = watcher.execute(
-                "SELECT fire_at, state, extract(epoch FROM dispatched_at - fire_at) * 1000 FROM cronbox.run "
-                "WHERE job_name = 'canary' AND fire_at > %s AND fire_at <= %s + make_interval(secs => %s) "
+                "SELECT fire_at, state, extract(epoch FROM dispatched_at - fire_at) * 1000 FROM cronbox.runs "
+                "WHERE job = 'canary' AND fire_at > %s AND fire_at <= %s + make_interval(secs => %s) "
                 "ORDER BY fire_at", (t0, t0, watch)).fetchall()
         report["poller_cpu_s"] = round(poller.cpu() - cpu0, 1)
         report["progress_at_end_of_window"] = progress(database, load)

@@ -12,16 +12,11 @@ from cronbox import db
 SLOW_QUEUE = "slow"  # worker answers 202 and completes through SQL: the one that dies mid-run
 FINAL = ("succeeded", "failed", "lost", "cancelled", "skipped", "missed")
 
-# Outbox rows left behind: a message whose run does not exist, or whose run (up to the cutoff)
-# is already final and still not acked after the settle. A final run's row may legitimately
-# wait for a re-send while a lease runs (a relay killed between send and ack, the worker
-# completing the run through SQL meanwhile): the settle waits for those to drain.
+# Outbox rows of kind run that are not a run in flight (no state): a run is its outbox row
+# until its final report, so a final run leaves no row behind; nothing should be here.
 ORPHANS = """
     SELECT count(*) FROM cronbox.outbox o
-    WHERE o.kind = 'run' AND NOT EXISTS (
-        SELECT 1 FROM cronbox.run r
-        WHERE r.run_id = o.run_id AND (r.state NOT IN ('succeeded', 'failed', 'lost', 'cancelled', 'skipped', 'missed')
-                                       OR r.fire_at > to_timestamp(%s)))"""
+    WHERE o.kind = 'run' AND o.state IS NULL AND o.fire_at <= to_timestamp(%s)"""
 
 
 def check(dsn: str, names: list[str], start: float, cutoff: float, records: list[dict[str, Any]]) -> dict[str, Any]:
@@ -32,31 +27,31 @@ def check(dsn: str, names: list[str], start: float, cutoff: float, records: list
                 FROM unnest(%(names)s::text[]) j(name),
                      generate_series(to_timestamp(%(start)s), to_timestamp(%(cutoff)s), interval '1 second') g),
             got AS (
-                SELECT job_name, fire_at, count(*) AS n, bool_or(state = 'missed') AS missed
-                FROM cronbox.run WHERE origin = 'schedule' GROUP BY 1, 2)
+                SELECT job, fire_at, count(*) AS n, bool_or(state = 'missed') AS missed
+                FROM cronbox.runs WHERE run_id IS NOT NULL AND origin = 'schedule' GROUP BY 1, 2)
             SELECT count(*), count(*) FILTER (WHERE got.n IS NULL), count(*) FILTER (WHERE got.n > 1),
                    count(*) FILTER (WHERE got.missed)
-            FROM exp LEFT JOIN got ON got.job_name = exp.name AND got.fire_at = exp.fire_at""",
+            FROM exp LEFT JOIN got ON got.job = exp.name AND got.fire_at = exp.fire_at""",
             {"names": names, "start": start, "cutoff": cutoff}).fetchone()
         states = dict(conn.execute(
-            "SELECT state, count(*) FROM cronbox.run WHERE fire_at <= to_timestamp(%s) GROUP BY 1",
+            "SELECT state, count(*) FROM cronbox.runs WHERE run_id IS NOT NULL AND fire_at <= to_timestamp(%s) GROUP BY 1",
             (cutoff,)).fetchall())
         stuck, leased = conn.execute("""
             SELECT count(*) FILTER (WHERE lease_until IS NULL OR lease_until <= now()),
                    count(*) FILTER (WHERE lease_until > now())
-            FROM cronbox.run WHERE fire_at <= to_timestamp(%s) AND state <> ALL(%s)""",
+            FROM cronbox.runs WHERE run_id IS NOT NULL AND fire_at <= to_timestamp(%s) AND state <> ALL(%s)""",
             (cutoff, list(FINAL))).fetchone()
         orphans = conn.execute(ORPHANS, (cutoff,)).fetchone()[0]
         unrescued = conn.execute("""
-            SELECT count(*) FROM cronbox.run r WHERE r.state = 'lost' AND r.attempt < 5
-              AND NOT EXISTS (SELECT 1 FROM cronbox.run x WHERE x.retry_of = r.run_id)""").fetchone()[0]
+            SELECT count(*) FROM cronbox.runs r WHERE r.state = 'lost' AND r.attempt < 5
+              AND NOT EXISTS (SELECT 1 FROM cronbox.runs x WHERE x.retry_of = r.run_id)""").fetchone()[0]
         succeeded_push = {r[0] for r in conn.execute(
-            "SELECT run_id FROM cronbox.run WHERE state = 'succeeded' AND queue <> %s", (SLOW_QUEUE,)).fetchall()}
+            "SELECT run_id FROM cronbox.runs WHERE state = 'succeeded' AND queue <> %s", (SLOW_QUEUE,)).fetchall()}
         # A run a worker received that the database does not know: a dispatch whose commit was
         # lost (a crash with synchronous_commit off, a failover to an asynchronous standby).
         unknown = conn.execute(
             "SELECT count(*) FROM unnest(%s::bigint[]) d(run_id) WHERE NOT EXISTS"
-            " (SELECT 1 FROM cronbox.run r WHERE r.run_id = d.run_id)",
+            " (SELECT 1 FROM cronbox.runs r WHERE r.run_id = d.run_id)",
             (sorted({r["run_id"] for r in records}),)).fetchone()[0]
     keys: dict[int, set[str]] = {}
     owners: dict[str, set[int]] = {}

@@ -105,7 +105,7 @@ def settle(dsn: str, cutoff: float, expected: int, children: list[Child], timeou
         with db.connect(dsn) as conn:
             fired, open_runs = conn.execute(
                 "SELECT count(*) FILTER (WHERE origin = 'schedule'), count(*) FILTER (WHERE state <> ALL(%s))"
-                " FROM cronbox.run WHERE fire_at <= to_timestamp(%s)", (list(FINAL), cutoff)).fetchone()
+                " FROM cronbox.runs WHERE fire_at <= to_timestamp(%s)", (list(FINAL), cutoff)).fetchone()
             unacked = conn.execute(ORPHANS, (cutoff,)).fetchone()[0]
         if open_runs == 0 and fired >= expected and unacked == 0:
             break
@@ -172,7 +172,7 @@ def finish(dsn: str, fleet: Fleet, children: list[Child], settle_timeout: float)
                for line in f.read_bytes().splitlines() if line.strip()]
     with db.connect(dsn) as conn:
         dispatches = sorted(float(r[0]) for r in conn.execute(
-            "SELECT extract(epoch FROM dispatched_at) FROM cronbox.run WHERE dispatched_at IS NOT NULL").fetchall())
+            "SELECT extract(epoch FROM dispatched_at) FROM cronbox.runs WHERE dispatched_at IS NOT NULL").fetchall())
     return {"settled_s": settled_s, "checks": check(dsn, fleet.names, fleet.start, cutoff, records),
             "dispatches": dispatches, "deliveries": sorted(r["t"] for r in records)}
 

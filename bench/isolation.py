@@ -140,8 +140,8 @@ def main(argv: list[str] | None = None) -> int:
                            "waiting_in_outbox": database.scalar("SELECT count(*) FROM cronbox.outbox WHERE queue = 'a'")}
             try:
                 wait_until(lambda: database.scalar(
-                    "SELECT count(*) FROM cronbox.run WHERE fire_at >= to_timestamp(%s) AND fire_at < to_timestamp(%s) "
-                    "AND job_name LIKE 'iso-b-%%' AND state <> 'dispatched'", (healthy[0], hung[1]))
+                    "SELECT count(*) FROM cronbox.runs WHERE fire_at >= to_timestamp(%s) AND fire_at < to_timestamp(%s) "
+                    "AND job LIKE 'iso-b-%%' AND state <> 'dispatched'", (healthy[0], hung[1]))
                     >= nb * (2 * seconds + 1), 30, "b's windows delivered", interval=0.5)
             except TimeoutError as exc:
                 report["wait_error"] = str(exc)

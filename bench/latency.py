@@ -141,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
             # every fire of the window is delivered (or, if something is wrong, the wait ends)
             try:
                 wait_until(lambda: database.scalar(
-                    "SELECT count(*) FROM cronbox.run WHERE fire_at >= to_timestamp(%s) AND fire_at < to_timestamp(%s) "
+                    "SELECT count(*) FROM cronbox.runs WHERE fire_at >= to_timestamp(%s) AND fire_at < to_timestamp(%s) "
                     "AND state NOT IN ('dispatched')", (w0, w1)) >= s * seconds, max(30, seconds), "window delivered",
                     interval=1.0)
             except TimeoutError as exc:
@@ -156,20 +156,20 @@ def main(argv: list[str] | None = None) -> int:
         records = read_records(records_path)
         with database.connect() as conn:
             db_states = dict(conn.execute(
-                "SELECT state, count(*) FROM cronbox.run WHERE fire_at >= to_timestamp(%s) AND fire_at < to_timestamp(%s) "
-                "AND job_name LIKE 'lat-%%' AND job_name <> 'lat-trigger' GROUP BY state", (w0, w1)).fetchall())
+                "SELECT state, count(*) FROM cronbox.runs WHERE fire_at >= to_timestamp(%s) AND fire_at < to_timestamp(%s) "
+                "AND job LIKE 'lat-%%' AND job <> 'lat-trigger' GROUP BY state", (w0, w1)).fetchall())
             stages = conn.execute(
                 "SELECT extract(epoch FROM dispatched_at - fire_at) * 1000, "
                 "extract(epoch FROM delivered_at - dispatched_at) * 1000 "
-                "FROM cronbox.run WHERE fire_at >= to_timestamp(%s) AND fire_at < to_timestamp(%s) "
-                "AND dispatched_at IS NOT NULL AND job_name LIKE 'lat-%%'", (w0, w1)).fetchall()
+                "FROM cronbox.runs WHERE fire_at >= to_timestamp(%s) AND fire_at < to_timestamp(%s) "
+                "AND dispatched_at IS NOT NULL AND job LIKE 'lat-%%'", (w0, w1)).fetchall()
             groups = {prefix: [float(r[0]) for r in conn.execute(
-                "SELECT extract(epoch FROM dispatched_at - due_at) * 1000 FROM cronbox.run "
+                "SELECT extract(epoch FROM dispatched_at - due_at) * 1000 FROM cronbox.runs "
                 "WHERE fire_at >= to_timestamp(%s) AND fire_at < to_timestamp(%s) AND dispatched_at IS NOT NULL "
-                "AND job_name LIKE %s", (w0, w1, prefix + "-%")).fetchall()] for prefix in ("jit", "ctl", "jal")}
+                "AND job LIKE %s", (w0, w1, prefix + "-%")).fetchall()] for prefix in ("jit", "ctl", "jal")}
             jittered = groups["jit"]
             db_doubles = conn.execute(
-                "SELECT count(*) FROM (SELECT 1 FROM cronbox.run WHERE fire_at >= to_timestamp(%s) "
+                "SELECT count(*) FROM (SELECT 1 FROM cronbox.runs WHERE fire_at >= to_timestamp(%s) "
                 "AND fire_at < to_timestamp(%s) GROUP BY job_id, fire_at HAVING count(*) > 1) d", (w0, w1)).fetchone()[0]
         report.update(analyse(records, s, w0, w1, report.get("trigger", {})))
         report["db_states_in_window"] = db_states

@@ -64,7 +64,7 @@ def delays(dsn: str, fleet: Fleet, faults: list[dict[str, Any]], warm: float) ->
     with db.connect(dsn) as conn:
         runs = conn.execute(
             "SELECT run_id, extract(epoch FROM fire_at)::float8, extract(epoch FROM dispatched_at)::float8"
-            " FROM cronbox.run WHERE origin = 'schedule' AND attempt = 1 AND dispatched_at IS NOT NULL").fetchall()
+            " FROM cronbox.runs WHERE origin = 'schedule' AND attempt = 1 AND dispatched_at IS NOT NULL").fetchall()
     first: dict[int, float] = {}
     for f in fleet.records:
         if f.exists():

@@ -41,7 +41,7 @@ def progress(database: Database) -> tuple[int, int, int]:
     with database.connect() as conn:
         return conn.execute(
             "SELECT (SELECT count(*) FROM cronbox.job_future), (SELECT count(*) FROM cronbox.outbox), "
-            "(SELECT count(*) FROM cronbox.run WHERE state IN ('dispatched', 'delivered', 'running'))").fetchone()
+            "(SELECT count(*) FROM cronbox.runs WHERE state IN ('dispatched', 'delivered', 'running'))").fetchone()
 
 
 def outcome(database: Database, n: int) -> dict[str, Any]:
@@ -50,7 +50,7 @@ def outcome(database: Database, n: int) -> dict[str, Any]:
             "SELECT count(*), count(*) FILTER (WHERE state = 'succeeded'), count(DISTINCT job_id), "
             "extract(epoch FROM max(finished_at) - min(dispatched_at))::float8, "
             "extract(epoch FROM min(dispatched_at))::float8, extract(epoch FROM max(finished_at))::float8 "
-            "FROM cronbox.run").fetchone()
+            "FROM cronbox.runs").fetchone()
     runs, succeeded, jobs, span, first, last = row
     ok = runs == n and succeeded == n and jobs == n
     return {"runs": runs, "succeeded": succeeded, "distinct_jobs": jobs, "complete_and_unique": ok,
@@ -70,7 +70,7 @@ def wait_done(database: Database, n: int, fleet: Fleet | None, timeout: float) -
             if busy:
                 return False
             return not conn.execute(
-                "SELECT EXISTS (SELECT 1 FROM cronbox.run WHERE state IN ('dispatched', 'delivered', 'running'))"
+                "SELECT EXISTS (SELECT 1 FROM cronbox.runs WHERE state IN ('dispatched', 'delivered', 'running'))"
             ).fetchone()[0]
 
     wait_until(done, timeout, f"all {n} runs finished", interval=0.5)

@@ -166,7 +166,7 @@ def saturate_from_empty(database: Database, args: argparse.Namespace, fleet: Fle
     pg1 = postgres_cpu(database.postmaster)
     with database.connect() as conn:
         futures, runs = conn.execute(
-            "SELECT (SELECT count(*) FROM cronbox.job_future), (SELECT count(*) FROM cronbox.run)").fetchone()
+            "SELECT (SELECT count(*) FROM cronbox.job_future), (SELECT count(*) FROM cronbox.runs)").fetchone()
     made = futures + runs  # futures written so far (some already dispatched)
     total_cpu = sum(cpu.values())
     res: dict[str, Any] = {
@@ -224,7 +224,7 @@ def saturate_and_steady(database: Database, args: argparse.Namespace, logdir: An
         c1, pg1 = sum(fleet.cpu().values()), postgres_cpu(database.postmaster)
         with database.connect() as conn:
             lags = [float(r[0]) for r in conn.execute(
-                "SELECT extract(epoch FROM dispatched_at - fire_at) * 1000 FROM cronbox.run "
+                "SELECT extract(epoch FROM dispatched_at - fire_at) * 1000 FROM cronbox.runs "
                 "WHERE dispatched_at >= %s AND state <> 'missed'", (w0,)).fetchall()]
             behind = conn.execute(
                 "SELECT count(*) FROM cronbox.job_future WHERE due_at < now() - interval '1 second'").fetchone()[0]
@@ -232,15 +232,15 @@ def saturate_and_steady(database: Database, args: argparse.Namespace, logdir: An
             # Fires that came due in the window, at least 2 s before its end (dispatched or not):
             # the window measures something only if they were there and went out.
             due = conn.execute(
-                "SELECT (SELECT count(*) FROM cronbox.run WHERE fire_at >= %(w0)s "
+                "SELECT (SELECT count(*) FROM cronbox.runs WHERE fire_at >= %(w0)s "
                 "        AND fire_at < %(w1)s - interval '2 seconds' AND state <> 'missed') "
                 "     + (SELECT count(*) FROM cronbox.job_future WHERE due_at >= %(w0)s "
                 "        AND due_at < %(w1)s - interval '2 seconds')", {"w0": w0, "w1": w1}).fetchone()[0]
             went = conn.execute(
-                "SELECT count(*) FROM cronbox.run WHERE fire_at >= %(w0)s "
+                "SELECT count(*) FROM cronbox.runs WHERE fire_at >= %(w0)s "
                 "AND fire_at < %(w1)s - interval '2 seconds' AND state <> 'missed'", {"w0": w0, "w1": w1}).fetchone()[0]
             span = conn.execute("SELECT min(fire_at), max(fire_at), min(dispatched_at), max(dispatched_at) "
-                                "FROM cronbox.run WHERE dispatched_at >= %s AND state <> 'missed'", (w0,)).fetchone()
+                                "FROM cronbox.runs WHERE dispatched_at >= %s AND state <> 'missed'", (w0,)).fetchone()
         fires = len(lags)
         out["steady_setup"] = {
             "window": [str(w0), str(w1)], "fire_at_span": [str(x) for x in span],

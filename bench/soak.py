@@ -37,11 +37,11 @@ def sample(database: Database, t_prev: float, t_now: float) -> dict[str, Any]:
             "SELECT count(*), count(*) FILTER (WHERE state = 'succeeded'), "
             "percentile_cont(0.5) WITHIN GROUP (ORDER BY extract(epoch FROM dispatched_at - fire_at) * 1000), "
             "percentile_cont(0.99) WITHIN GROUP (ORDER BY extract(epoch FROM dispatched_at - fire_at) * 1000) "
-            "FROM cronbox.run WHERE run_id >= cronbox.run_id_at(to_timestamp(%s)) "
+            "FROM cronbox.runs WHERE run_id >= cronbox.run_id_at(to_timestamp(%s)) "
             "AND run_id < cronbox.run_id_at(to_timestamp(%s)) AND dispatched_at IS NOT NULL",
             (t_prev, t_now)).fetchone()
         missed = conn.execute(
-            "SELECT count(*) FROM cronbox.run WHERE run_id >= cronbox.run_id_at(to_timestamp(%s)) "
+            "SELECT count(*) FROM cronbox.runs WHERE run_id >= cronbox.run_id_at(to_timestamp(%s)) "
             "AND run_id < cronbox.run_id_at(to_timestamp(%s)) AND state IN ('missed', 'skipped')",
             (t_prev, t_now)).fetchone()[0]
         tables = {}

@@ -223,7 +223,7 @@ def run_flow(database: Database, flow: str, n: int, batch: int) -> dict[str, Any
                     pass
                 return n
             meter("fold", fold)
-        ok = conn.execute("SELECT count(*) FROM cronbox.run WHERE state = 'succeeded'").fetchone()[0]
+        ok = conn.execute("SELECT count(*) FROM cronbox.runs WHERE state = 'succeeded'").fetchone()[0]
         left = conn.execute("SELECT (SELECT count(*) FROM cronbox.outbox) + (SELECT count(*) FROM cronbox.job_future)"
                             " + (SELECT count(*) FROM cronbox.job_stat_change)").fetchone()[0]
         if flow == "raw_one_row":

@@ -139,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
                             raise SystemExit(f"{v} {stage}: {done} runs in a batch of {BATCH}: the setup did not hold")
                         per_run[v][stage].append((time.perf_counter() - t) / BATCH)
             for v, conn in conns.items():
-                states = conn.execute("SELECT state, count(*) FROM cronbox.run GROUP BY state").fetchall()
+                states = conn.execute("SELECT state, count(*) FROM cronbox.runs GROUP BY state").fetchall()
                 if states != [("succeeded", n)]:
                     raise SystemExit(f"{v}: runs ended {states}, not {n} succeeded")
         medians = {v: {s: round(1e6 * statistics.median(x), 1) for s, x in st.items()} for v, st in per_run.items()}

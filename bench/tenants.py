@@ -26,7 +26,7 @@ from cronbox import db
 
 def _dispatched_since(dsn: str, t) -> int:
     with db.connect(dsn) as c:
-        return c.execute("SELECT count(*) FROM cronbox.run WHERE queue = 'bulk' AND fire_at > %s "
+        return c.execute("SELECT count(*) FROM cronbox.runs WHERE queue = 'bulk' AND fire_at > %s "
                          "AND state = 'dispatched'", (t,)).fetchone()[0]
 
 
@@ -76,8 +76,8 @@ def main(argv: list[str] | None = None) -> int:
         with db.connect(dsn) as c:
             rows = c.execute(
                 "SELECT extract(epoch FROM dispatched_at - fire_at)::float8, "
-                "extract(epoch FROM fire_at - %s)::float8 FROM cronbox.run "
-                "WHERE job_name = 'canary' AND fire_at > %s AND dispatched_at IS NOT NULL", (start, start)).fetchall()
+                "extract(epoch FROM fire_at - %s)::float8 FROM cronbox.runs "
+                "WHERE job = 'canary' AND fire_at > %s AND dispatched_at IS NOT NULL", (start, start)).fetchall()
             lags = [r[0] for r in rows]
         fleet.check_alive()
         report: dict[str, Any] = base_report("tenants", args, database, argv)

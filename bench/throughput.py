@@ -104,11 +104,11 @@ def probe_respond(database: Database, args: argparse.Namespace, logdir: Path) ->
         # from the answer did so in the ack's transaction.
         try:
             wait_until(lambda: progress(database)[:2] == (0, 0) and database.scalar(
-                "SELECT count(*) FROM cronbox.run") == n, 20, "respond probe deliveries")
+                "SELECT count(*) FROM cronbox.runs") == n, 20, "respond probe deliveries")
             delivered = True
         except TimeoutError:
             delivered = False
-        ok = delivered and database.scalar("SELECT count(*) FROM cronbox.run WHERE state = 'succeeded'") == n
+        ok = delivered and database.scalar("SELECT count(*) FROM cronbox.runs WHERE state = 'succeeded'") == n
         stats = worker_stats(port)
     reset(database)
     return {"supported": ok, "delivered": delivered, "delivered_messages": stats["messages"], "array_requests": stats["array_requests"]}

@@ -132,8 +132,8 @@ def fill_dead_letters(conn: psycopg.Connection, n: int) -> None:
 
 
 def cases(conn: psycopg.Connection, n_schedules: int) -> dict[str, str]:
-    mid = conn.execute("SELECT run_id FROM cronbox.run ORDER BY run_id OFFSET "
-                       "(SELECT count(*) / 2 FROM cronbox.run) LIMIT 1").fetchone()[0]
+    mid = conn.execute("SELECT run_id FROM cronbox.runs ORDER BY run_id OFFSET "
+                       "(SELECT count(*) / 2 FROM cronbox.runs) LIMIT 1").fetchone()[0]
     ten_h, nine_h = conn.execute(
         "SELECT to_char(now() AT TIME ZONE 'UTC' - interval '10 hours', 'YYYY-MM-DD\"T\"HH24:MI'), "
         "to_char(now() AT TIME ZONE 'UTC' - interval '9 hours', 'YYYY-MM-DD\"T\"HH24:MI')").fetchone()
@@ -179,7 +179,7 @@ def setup_problems(conn: psycopg.Connection, n_schedules: int, n_runs: int, n_de
     """What differs between the database and the asked setup (exact counts, read as superuser)."""
     have = conn.execute("""
         SELECT (SELECT count(*) FROM cronbox.job), (SELECT count(*) FROM cronbox.job_future),
-               (SELECT count(*) FROM cronbox.run), (SELECT count(*) FROM cronbox.dead_letter),
+               (SELECT count(*) FROM cronbox.runs), (SELECT count(*) FROM cronbox.dead_letter),
                (SELECT count(*) FROM cronbox.job_future WHERE due_at <= now())""").fetchone()
     # No poller runs here: the futures are a day ahead, so none is due (a backlog of due fires
     # that nothing moves would be another case: "due" counts what is due).

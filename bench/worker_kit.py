@@ -64,7 +64,7 @@ def run_variant(database: Database, args: argparse.Namespace, n: int, variant: s
         cpu1 = fleet.cpu()
         res = outcome(database, n)
         if args.mode == "drain":  # the workers' span: first claim to last completion
-            span = database.scalar("SELECT extract(epoch FROM max(finished_at) - min(started_at))::float8 FROM cronbox.run")
+            span = database.scalar("SELECT extract(epoch FROM max(finished_at) - min(started_at))::float8 FROM cronbox.runs")
             res["span_s"], res["runs_per_s"] = round(span, 3), round(n / span, 1)
         res["worker_cpu_s"] = round(sum(cpu1[k] - cpu0.get(k, 0.0) for k in cpu1 if k.startswith(variant)), 2)
         res["worker_cpu_us_per_run"] = round(res["worker_cpu_s"] / n * 1e6, 1)

@@ -23,14 +23,14 @@ def enqueue(conn: psycopg.Connection, n: int, *, queue: str = "default", job: st
             "SELECT cronbox.schedule(%s, at => now() + interval '1 day', queue => %s, overlap => 'allow', "
             "timeout => %s::interval)", (job, queue, timeout)).fetchone()
     job_id = row[0]
-    done = conn.execute("SELECT count(*) FROM cronbox.run WHERE job_id = %s", (job_id,)).fetchone()[0]
+    done = conn.execute("SELECT count(*) FROM cronbox.runs WHERE job_id = %s", (job_id,)).fetchone()[0]
     conn.execute(
         "INSERT INTO cronbox.job_future (job_id, fire_at, due_at, origin) "
         "SELECT %s, timestamptz '2020-01-01 00:00Z' + (%s + g) * interval '1 second', now() - interval '1 second', 'manual' "
         "FROM generate_series(1, %s) g", (job_id, done, n))
     conn.execute("SELECT cronbox.dispatch(%s)", (n + 1000,))
     rows = conn.execute(
-        "SELECT run_id FROM cronbox.run WHERE job_id = %s AND fire_at > timestamptz '2020-01-01 00:00Z' + %s * interval '1 second' "
+        "SELECT run_id FROM cronbox.runs WHERE job_id = %s AND fire_at > timestamptz '2020-01-01 00:00Z' + %s * interval '1 second' "
         "ORDER BY run_id", (job_id, done)).fetchall()
     assert len(rows) == n, f"dispatched {len(rows)} of {n}"
     return [r[0] for r in rows]

@@ -43,7 +43,7 @@ def _enqueue(conn: psycopg.Connection, job: str, queue: str, n: int, **opts: str
         "SELECT %s, date_trunc('second', now()) - g * interval '1 minute', now() - interval '1 second', 'manual' "
         "FROM generate_series(1, %s) g", (job_id, n))
     conn.execute("SELECT cronbox.dispatch(1000)")
-    rows = conn.execute("SELECT run_id FROM cronbox.run WHERE job_id = %s ORDER BY run_id", (job_id,)).fetchall()
+    rows = conn.execute("SELECT run_id FROM cronbox.runs WHERE job_id = %s ORDER BY run_id", (job_id,)).fetchall()
     assert len(rows) == n, (job, rows)
     return [r[0] for r in rows]
 

@@ -119,11 +119,11 @@ def test_citus_schedule_poller_relay_and_worker_end_to_end_with_a_limited_queue_
         # every fire from the first to the last succeeded run has its run, none missed
         span = [r for r in every if rows[0][1] <= r[0] <= rows[-1][1]]
         assert all((b[0] - a[0]).total_seconds() == 2 for a, b in zip(span, span[1:])), every
-        assert conn.execute("SELECT count(*) FROM cronbox.run r JOIN cronbox.job j USING (job_id)"
+        assert conn.execute("SELECT count(*) FROM cronbox.runs r JOIN cronbox.job j USING (job_id)"
                             " WHERE j.name = 'citus-e2e' GROUP BY r.fire_at, r.attempt"
                             " ORDER BY 1 DESC LIMIT 1").fetchone() == (1,)  # none doubled
         # the queue and pool counters agree with the runs still unfinished
-        unfinished = conn.execute("SELECT count(*) FROM cronbox.run r JOIN cronbox.job j USING (job_id) WHERE"
+        unfinished = conn.execute("SELECT count(*) FROM cronbox.runs r JOIN cronbox.job j USING (job_id) WHERE"
                                   " j.name = 'citus-e2e' AND r.state IN ('dispatched', 'delivered', 'running')"
                                   ).fetchone()[0]
         assert conn.execute("SELECT running FROM cronbox.queue_limit WHERE queue = 'citus-e2e'"

@@ -41,7 +41,7 @@ def test_an_early_batch_is_cut_to_end_before_the_next_fire_comes_due(fresh_dsn):
 
     t = asyncio.run(one_tick())
     with db.connect(fresh_dsn) as c:
-        early = c.execute("SELECT count(*) FROM cronbox.run WHERE job_name LIKE 'allow-%'").fetchone()[0]
+        early = c.execute("SELECT count(*) FROM cronbox.runs WHERE job LIKE 'allow-%'").fetchone()[0]
     # a share that fits before the jittered fire, not all 400 in one call; and the loop goes
     # again at once (dispatch first, then the next share)
     assert 20 <= early <= 100 and early == t.dispatched, (early, t)
@@ -52,7 +52,7 @@ def _lags(dsn: str, since) -> list[float]:
     """dispatched_at - due_at of the measured jobs' runs (queue 'default') fired after `since`."""
     with db.connect(dsn) as c:
         return [r[0] for r in c.execute(
-            "SELECT extract(epoch FROM dispatched_at - due_at)::float8 FROM cronbox.run "
+            "SELECT extract(epoch FROM dispatched_at - due_at)::float8 FROM cronbox.runs "
             "WHERE queue = 'default' AND fire_at > %s AND dispatched_at IS NOT NULL ORDER BY fire_at", (since,))]
 
 
@@ -71,7 +71,7 @@ def test_jittered_fires_are_dispatched_at_their_due_time_beside_early_batches(fr
     def worker() -> None:  # finishes the measured runs, so 'skip' lets the next fire run
         with db.connect(fresh_dsn) as c:
             while not stop.wait(0.05):
-                c.execute("SELECT cronbox.complete_run(run_id) FROM cronbox.run "
+                c.execute("SELECT cronbox.complete_run(run_id) FROM cronbox.runs "
                           "WHERE state = 'dispatched' AND queue = 'default'")
     t = threading.Thread(target=worker)
     t.start()

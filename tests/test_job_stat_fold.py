@@ -100,7 +100,7 @@ def test_a_job_that_gets_an_overlap_policy_has_its_pending_statistics_folded_at_
     future(conn, "swap", 2)
     dispatch(conn, 2)
     assert [r[0] for r in conn.execute(
-        "SELECT state FROM cronbox.run WHERE job_name = 'swap' ORDER BY run_id")] == ["dispatched", "skipped"]
+        "SELECT state FROM cronbox.runs WHERE job = 'swap' ORDER BY run_id")] == ["dispatched", "skipped"]
     fold(conn)  # the change row left behind is skipped, not counted twice
     assert stats(conn, "swap")["active_runs"] == 1
 
@@ -139,7 +139,7 @@ def test_a_backfilled_fire_with_its_own_overlap_policy_reads_exact_active_runs(c
         "SELECT job_id, %s, %s, 'backfill', 'skip' FROM cronbox.job WHERE name = 'bf'", (at(-500), at(1)))
     dispatch(conn, 1)
     assert [r[0] for r in conn.execute(
-        "SELECT state FROM cronbox.run WHERE job_name = 'bf' ORDER BY run_id")] == ["dispatched", "skipped"]
+        "SELECT state FROM cronbox.runs WHERE job = 'bf' ORDER BY run_id")] == ["dispatched", "skipped"]
     fold(conn)
     assert stats(conn, "bf")["active_runs"] == 1
 

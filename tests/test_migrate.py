@@ -147,7 +147,7 @@ def test_migrate_while_the_processes_run_loses_and_doubles_nothing(fresh_dsn, tm
         assert poller.terminate() == 0, poller.output
         assert "failed" not in poller.output and "failed" not in relay.output, poller.output + relay.output
     with db.connect(fresh_dsn) as conn:
-        assert conn.execute("SELECT fire_at FROM cronbox.run GROUP BY job_id, fire_at, attempt "
+        assert conn.execute("SELECT fire_at FROM cronbox.runs GROUP BY job_id, fire_at, attempt "
                             "HAVING count(*) > 1").fetchall() == []
         assert conn.execute("SELECT count(*) FROM cronbox.runs WHERE state IN ('failed', 'lost')").fetchone()[0] == 0
 

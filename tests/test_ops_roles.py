@@ -24,7 +24,7 @@ def _job(conn, name: str) -> tuple | None:
     return conn.execute(
         "SELECT job_id, owner, cron, payload, paused, definition_version, "
         "(SELECT count(*) FROM cronbox.job_future f WHERE f.job_id = j.job_id), "
-        "(SELECT count(*) FROM cronbox.run r WHERE r.job_id = j.job_id) "
+        "(SELECT count(*) FROM cronbox.runs r WHERE r.job_id = j.job_id) "
         "FROM cronbox.job j WHERE name = %s", (name,)).fetchone()
 
 
@@ -34,7 +34,7 @@ def _dispatch_one(conn, job: str) -> int:
                  "SELECT job_id, now() - interval '1 minute', now() - interval '1 minute' "
                  "FROM cronbox.job WHERE name = %s", (job,))
     conn.execute("SELECT cronbox.dispatch(100)")
-    return conn.execute("SELECT max(run_id) FROM cronbox.run WHERE job_name = %s", (job,)).fetchone()[0]
+    return conn.execute("SELECT max(run_id) FROM cronbox.runs WHERE job = %s", (job,)).fetchone()[0]
 
 
 # --- catalog guards ---------------------------------------------------------------------
@@ -160,7 +160,7 @@ def test_a_worker_runs_worker_functions_only_and_reads_no_payloads(fresh_dsn, lo
         conn.execute("SELECT cronbox.start_run(%s, 'w1')", (run_id,))
         assert conn.execute("SELECT cronbox.complete_run(%s, '{\"ok\": 1}')", (run_id,)).fetchone()[0] == "succeeded"
     with db.connect(fresh_dsn) as su:
-        assert su.execute("SELECT state, worker FROM cronbox.run WHERE run_id = %s", (run_id,)).fetchone() == (
+        assert su.execute("SELECT state, worker FROM cronbox.runs WHERE run_id = %s", (run_id,)).fetchone() == (
             "succeeded", "w1")
 
 
@@ -210,7 +210,7 @@ def test_each_user_sees_and_changes_only_its_own_schedules(fresh_dsn, logins):
 
     with db.connect(fresh_dsn) as su:
         assert _job(su, "a_job") == before
-        assert su.execute("SELECT cancel_requested FROM cronbox.run WHERE run_id = %s", (run_id,)).fetchone()[0] is False
+        assert su.execute("SELECT cancel_requested FROM cronbox.runs WHERE run_id = %s", (run_id,)).fetchone()[0] is False
         assert _job(su, "b_job")[1] == logins.name("bob")
 
 

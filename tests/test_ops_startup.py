@@ -102,7 +102,7 @@ def test_poller_and_relay_started_with_only_a_standby_wait_until_it_is_promoted(
                 assert proc.popen.poll() is None, proc.output
             with db.connect(dsn) as conn:  # nothing was written while it was a standby
                 assert conn.execute("SELECT pg_is_in_recovery()").fetchone()[0] is True
-                assert conn.execute("SELECT count(*) FROM cronbox.run").fetchone()[0] == 0
+                assert conn.execute("SELECT count(*) FROM cronbox.runs").fetchone()[0] == 0
             standby.promote()
 
             def delivered() -> bool:

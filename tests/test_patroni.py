@@ -148,7 +148,7 @@ def test_processes_left_on_a_demoted_primary_neither_dispatch_nor_ack_and_say_so
             assert p.terminate() == 0, p.output[-2000:]
 
         with db.connect(multi) as conn:
-            doubled = conn.execute("SELECT count(*) FROM (SELECT 1 FROM cronbox.run WHERE origin = 'schedule'"
+            doubled = conn.execute("SELECT count(*) FROM (SELECT 1 FROM cronbox.runs WHERE origin = 'schedule'"
                                    " GROUP BY job_name, fire_at HAVING count(*) > 1) d").fetchone()[0]
             paused = conn.execute("SELECT count(*) FROM cronbox.job WHERE paused").fetchone()[0]
         assert doubled == 0
@@ -170,11 +170,11 @@ def _reachable(dsn: str) -> bool:
 
 def _dispatched(dsn: str) -> int:
     with db.connect(dsn) as conn:
-        return conn.execute("SELECT count(*) FROM cronbox.run WHERE dispatched_at IS NOT NULL").fetchone()[0]
+        return conn.execute("SELECT count(*) FROM cronbox.runs WHERE dispatched_at IS NOT NULL").fetchone()[0]
 
 
 def _acked(dsn: str) -> int:
     """Runs dispatched whose outbox message is gone (sent and acked)."""
     with db.connect(dsn) as conn:
-        return conn.execute("SELECT count(*) FROM cronbox.run r WHERE r.dispatched_at IS NOT NULL AND NOT EXISTS"
+        return conn.execute("SELECT count(*) FROM cronbox.runs r WHERE r.dispatched_at IS NOT NULL AND NOT EXISTS"
                             " (SELECT 1 FROM cronbox.outbox o WHERE o.run_id = r.run_id)").fetchone()[0]

@@ -189,7 +189,7 @@ def test_cronbox_dev_runs_the_pipeline_then_ctrl_c_leaves_no_postgres_behind(ope
     dsn = cluster.start()
     try:
         with db.connect(dsn) as conn:
-            n = conn.execute("SELECT count(*) FROM cronbox.run WHERE state = 'succeeded'").fetchone()[0]
+            n = conn.execute("SELECT count(*) FROM cronbox.runs WHERE state = 'succeeded'").fetchone()[0]
         assert n >= 3
     finally:
         cluster.stop()

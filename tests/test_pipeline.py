@@ -36,5 +36,5 @@ def test_six_field_cron_job_runs_end_to_end_through_real_processes(fresh_dsn, tm
     assert {r[2] for r in rows} == {"demo-worker"}
     with db.connect(fresh_dsn) as conn:
         # every fire that was dispatched is accounted for: none doubled
-        dup = conn.execute("SELECT fire_at FROM cronbox.run GROUP BY job_id, fire_at, attempt HAVING count(*) > 1").fetchall()
+        dup = conn.execute("SELECT fire_at FROM cronbox.runs GROUP BY job_id, fire_at, attempt HAVING count(*) > 1").fetchall()
     assert dup == []

@@ -276,10 +276,10 @@ def test_a_row_whose_claims_never_settle_is_dead_lettered_by_the_next_relay(fres
             conn.execute("SELECT cronbox.release_outbox('ghost')")
         fresh = enqueue(conn, 5, queue="worn") + enqueue(conn, 5, queue="other")
         with Proc("relay", fresh_dsn, tmp_path, CRONBOX_SINKS=f"*={sink.url}", CRONBOX_RELAY_MAX_ATTEMPTS="3") as relay:
-            wait_until(lambda: conn.execute("SELECT count(*) FROM cronbox.run WHERE run_id = ANY(%s) "
+            wait_until(lambda: conn.execute("SELECT count(*) FROM cronbox.runs WHERE run_id = ANY(%s) "
                                             "AND state <> 'dispatched'", (worn + fresh,)).fetchone()[0] == 11,
                        30, "every row settled")
-            state, error = conn.execute("SELECT state, error FROM cronbox.run WHERE run_id = %s", worn).fetchone()
+            state, error = conn.execute("SELECT state, error FROM cronbox.runs WHERE run_id = %s", worn).fetchone()
             assert state == "failed" and "claimed 4 times and never settled" in error, error
             assert conn.execute("SELECT count(*) FROM cronbox.dead_letters WHERE run_id = %s", worn).fetchone()[0] == 1
             assert set(sink.keys()) == {f"{r}:1" for r in fresh}, "the worn row is not sent again"

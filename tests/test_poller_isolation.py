@@ -55,7 +55,7 @@ def test_an_every_second_canary_stays_on_time_while_a_year_of_catch_ups_is_creat
                 longest, longest_query = age, query
         # the catch-up was being worked on meanwhile, not postponed
         caught_up = watch.execute(
-            "SELECT count(*) FROM cronbox.run WHERE queue = 'tenant' AND fire_at < %s", (t0,)).fetchone()[0]
+            "SELECT count(*) FROM cronbox.runs WHERE queue = 'tenant' AND fire_at < %s", (t0,)).fetchone()[0]
         assert poller.terminate() == 0, poller.output
 
     with db.connect(fresh_dsn) as conn:

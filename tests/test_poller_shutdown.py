@@ -23,7 +23,7 @@ def test_poller_stops_promptly_on_sigterm_while_the_database_is_down(tmp_path):
         with Proc("poller", dsn, tmp_path, CRONBOX_SHUTDOWN_TIMEOUT="3s") as poller:
             def runs() -> int:
                 with db.connect(dsn) as conn:
-                    return conn.execute("SELECT count(*) FROM cronbox.run").fetchone()[0]
+                    return conn.execute("SELECT count(*) FROM cronbox.runs").fetchone()[0]
 
             wait_until(lambda: runs() > 0, what="a dispatched run")
             cluster.stop()

@@ -22,7 +22,7 @@ def pool(conn, name: str) -> dict:
 def in_flight_units(conn, name: str) -> int:
     """The units held by unfinished runs, counted from history (what in_use must equal)."""
     return conn.execute(
-        "SELECT coalesce(sum((r.needs ->> %s)::bigint), 0) FROM cronbox.run r "
+        "SELECT coalesce(sum((r.needs ->> %s)::bigint), 0) FROM cronbox.runs r "
         "WHERE r.state IN ('dispatched', 'delivered', 'running')", (name,)).fetchone()[0]
 
 
@@ -52,7 +52,7 @@ def test_runs_start_only_while_their_units_fit_and_waiting_fires_go_in_priority_
         now += 1
         complete(conn, min(flat), now)
         dispatch(conn, now)
-    names = [conn.execute("SELECT job_name FROM cronbox.run WHERE run_id = %s", (r,)).fetchone()[0] for r in order]
+    names = [conn.execute("SELECT job FROM cronbox.runs WHERE run_id = %s", (r,)).fetchone()[0] for r in order]
     assert names == [f"train{i}" for i in range(5)]
     assert pool(conn, "gpu")["in_use"] == 0
 

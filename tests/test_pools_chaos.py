@@ -27,7 +27,7 @@ NEEDS = {"u1a": 1, "u1b": 1, "u2a": 2, "u2b": 2, "u3": 3}
 
 SNAPSHOT = """
     SELECT p.capacity, p.in_use,
-           (SELECT coalesce(sum((r.needs ->> 'gpu')::bigint), 0) FROM cronbox.run r
+           (SELECT coalesce(sum((r.needs ->> 'gpu')::bigint), 0) FROM cronbox.runs r
             WHERE r.state IN ('dispatched', 'delivered', 'running') AND r.needs ? 'gpu'),
            (SELECT count(*) FROM cronbox.job_future f WHERE f.hold = 'pool')
     FROM cronbox.pool p WHERE p.name = 'gpu'"""
@@ -69,7 +69,7 @@ def test_pool_units_never_exceed_capacity_nor_leak_under_sigkills(fresh_dsn, tmp
             waits += waiting > 0
 
         try:
-            wait_until(lambda: watch.execute("SELECT count(*) FROM cronbox.run WHERE state = 'succeeded'").fetchone()[0] > 5,
+            wait_until(lambda: watch.execute("SELECT count(*) FROM cronbox.runs WHERE state = 'succeeded'").fetchone()[0] > 5,
                        timeout=90, what="runs succeeding")
             for _ in range(rounds):
                 victim = rng.choice(sorted(procs))
@@ -94,7 +94,7 @@ def test_pool_units_never_exceed_capacity_nor_leak_under_sigkills(fresh_dsn, tmp
     capacity, in_use, held, _ = watch_snapshot(fresh_dsn)
     assert (in_use, held) == (0, 0)
     with db.connect(fresh_dsn) as conn:
-        states = dict(conn.execute("SELECT state, count(*) FROM cronbox.run GROUP BY state").fetchall())
+        states = dict(conn.execute("SELECT state, count(*) FROM cronbox.runs GROUP BY state").fetchall())
     assert states.get("succeeded", 0) > 10 and states.get("lost", 0) > 0, states
     assert samples > 50 and waits > 0, (samples, waits)
 

@@ -23,7 +23,7 @@ def test_poller_on_a_read_only_server_says_so_and_resumes_when_it_takes_writes(f
 
     def dispatched() -> int:
         with db.connect(fresh_dsn) as conn:  # reads work on a read-only server
-            return conn.execute("SELECT count(*) FROM cronbox.run WHERE dispatched_at IS NOT NULL").fetchone()[0]
+            return conn.execute("SELECT count(*) FROM cronbox.runs WHERE dispatched_at IS NOT NULL").fetchone()[0]
 
     def end_sessions() -> None:
         with db.connect(pg.admin_dsn) as su:

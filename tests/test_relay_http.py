@@ -65,11 +65,11 @@ async def query(dsn: str, sql: str, params: tuple = ()) -> list[tuple]:
 
 async def outbox_empty(dsn: str) -> bool:
     """No run message left (notifications of failed runs may wait for their own route)."""
-    return (await query(dsn, "SELECT count(*) FROM cronbox.outbox WHERE kind = 'run'"))[0][0] == 0
+    return (await query(dsn, "SELECT count(*) FROM cronbox.outbox WHERE kind = 'run' AND coalesce(state, 'dispatched') = 'dispatched'"))[0][0] == 0
 
 
 async def states(dsn: str, runs: list[int]) -> dict[int, tuple]:
-    rows = await query(dsn, "SELECT run_id, state, error FROM cronbox.run WHERE run_id = ANY(%s)", (runs,))
+    rows = await query(dsn, "SELECT run_id, state, error FROM cronbox.runs WHERE run_id = ANY(%s)", (runs,))
     return {r[0]: (r[1], r[2]) for r in rows}
 
 
@@ -427,7 +427,7 @@ async def _true(value: bool) -> bool:
 
 
 async def query_empty(dsn: str) -> bool:
-    return (await query(dsn, "SELECT count(*) FROM cronbox.outbox"))[0][0] == 0
+    return (await query(dsn, "SELECT count(*) FROM cronbox.outbox WHERE coalesce(state, 'dispatched') = 'dispatched'"))[0][0] == 0
 
 
 async def test_an_open_breaker_shows_in_healthz_metrics_and_processes_then_closes(fresh_dsn):

@@ -64,11 +64,11 @@ def count(dsn: str, sql: str, params: tuple = ()) -> int:
 
 
 def waiting(dsn: str, queue: str) -> int:
-    return count(dsn, "SELECT count(*) FROM cronbox.outbox WHERE queue = %s", (queue,))
+    return count(dsn, "SELECT count(*) FROM cronbox.outbox WHERE queue = %s AND coalesce(state, 'dispatched') = 'dispatched'", (queue,))
 
 
 def all_delivered(dsn: str, runs: list[int]) -> bool:
-    return count(dsn, "SELECT count(*) FROM cronbox.run WHERE run_id = ANY(%s) AND state = 'delivered'", (runs,)) == len(runs)
+    return count(dsn, "SELECT count(*) FROM cronbox.runs WHERE run_id = ANY(%s) AND state = 'delivered'", (runs,)) == len(runs)
 
 
 def keys(runs: list[int]) -> set[str]:
@@ -101,7 +101,7 @@ def test_a_broken_sink_on_queue_a_never_holds_up_queue_b(fresh_dsn, tmp_path, mo
             if mode == "hang":
                 assert sink.pending > 0, "a's requests should still be pending"
             assert count(fresh_dsn, "SELECT count(*) FROM cronbox.dead_letters") == 0
-            assert count(fresh_dsn, "SELECT count(*) FROM cronbox.run WHERE run_id = ANY(%s) AND state <> 'dispatched'",
+            assert count(fresh_dsn, "SELECT count(*) FROM cronbox.runs WHERE run_id = ANY(%s) AND state <> 'dispatched'",
                          (a_runs,)) == 0
 
             # recovery: a's backlog drains, nothing lost
@@ -142,6 +142,6 @@ def test_two_relays_and_a_sigkill_during_the_hang_lose_nothing(fresh_dsn, tmp_pa
             sink.recovered.set()
             wait_until(lambda: all_delivered(fresh_dsn, a_runs + b_runs), timeout=30, what="everything delivered")
             assert keys(a_runs + b_runs) <= set(worker.keys())
-            assert count(fresh_dsn, "SELECT count(*) FROM cronbox.outbox") == 0
+            assert count(fresh_dsn, "SELECT count(*) FROM cronbox.outbox WHERE coalesce(state, 'dispatched') = 'dispatched'") == 0
             assert count(fresh_dsn, "SELECT count(*) FROM cronbox.dead_letters") == 0
             assert steady.terminate() == 0, steady.output

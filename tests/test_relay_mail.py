@@ -87,7 +87,7 @@ def fail_job(conn, name: str, notify: list[str]) -> None:
     conn.execute("SELECT cronbox.schedule(%s, every => '1 hour', notify => %s)", (name, notify))
     conn.execute("SELECT cronbox.trigger(%s)", (name,))
     conn.execute("SELECT * FROM cronbox.dispatch(100)")
-    (run_id,) = conn.execute("SELECT run_id FROM cronbox.run WHERE job_name = %s", (name,)).fetchone()
+    (run_id,) = conn.execute("SELECT run_id FROM cronbox.runs WHERE job = %s", (name,)).fetchone()
     conn.execute("SELECT cronbox.fail_run(%s, 'disk full', false)", (run_id,))
 
 

@@ -65,7 +65,7 @@ def test_sigkilled_relays_lose_nothing_and_duplicates_carry_the_same_idempotency
                     wait_until(lambda: sum(k in keys for k in worker.keys()) >= wave // 4, what="wave in flight")
                     victim.kill()  # SIGKILL, mid-batch
                     assert victim.popen.returncode == -9
-            wait_until(lambda: one(fresh_dsn, "SELECT count(*) FROM cronbox.outbox") == 0, timeout=30,
+            wait_until(lambda: one(fresh_dsn, "SELECT count(*) FROM cronbox.outbox WHERE coalesce(state, 'dispatched') = 'dispatched'") == 0, timeout=30,
                        what="every message acked")
             assert steady.terminate() == 0, steady.output
 
@@ -79,7 +79,7 @@ def test_sigkilled_relays_lose_nothing_and_duplicates_carry_the_same_idempotency
     duplicated = [r for r, copies in received.items() if len(copies) > 1]
     assert duplicated, "no kill landed mid-batch: the test did not exercise a crash"
     with db.connect(fresh_dsn) as conn:
-        states = dict(conn.execute("SELECT state, count(*) FROM cronbox.run GROUP BY state").fetchall())
+        states = dict(conn.execute("SELECT state, count(*) FROM cronbox.runs GROUP BY state").fetchall())
         assert states == {"delivered": kills * wave}
         assert conn.execute("SELECT count(*) FROM cronbox.dead_letters").fetchone()[0] == 0
 
@@ -112,8 +112,9 @@ def test_sigterm_finishes_in_flight_sends_releases_stuck_leases_and_exits_zero(f
         threaded.loop.call_soon_threadsafe(forever.set)
 
     with db.connect(fresh_dsn) as conn:
-        assert conn.execute("SELECT state FROM cronbox.run WHERE run_id = %s", (slow,)).fetchone()[0] == "delivered"
-        row = conn.execute("SELECT run_id, lease_owner, available_at <= now() FROM cronbox.outbox").fetchall()
+        assert conn.execute("SELECT state FROM cronbox.runs WHERE run_id = %s", (slow,)).fetchone()[0] == "delivered"
+        row = conn.execute("SELECT run_id, lease_owner, available_at <= now() FROM cronbox.outbox "
+                           "WHERE state = 'dispatched'").fetchall()  # (the delivered run's row stays the run)
         assert row == [(stuck, None, True)]  # handed back: claimable now, not in 60 s
         assert conn.execute("SELECT count(*) FROM cronbox.processes").fetchone()[0] == 0  # deregistered
 
@@ -153,14 +154,14 @@ def test_relay_recovers_after_postgresql_restarts_and_delivers_the_rest(private_
             cluster.restart()  # same port; in-flight acks and the listener lose their connections
             with db.connect(dsn) as conn:
                 runs += enqueue(conn, 10)
-            wait_until(lambda: one(dsn, "SELECT count(*) FROM cronbox.outbox") == 0, timeout=40,
+            wait_until(lambda: one(dsn, "SELECT count(*) FROM cronbox.outbox WHERE coalesce(state, 'dispatched') = 'dispatched'") == 0, timeout=40,
                        what="everything acked after the restart")
             assert relay.popen.poll() is None, relay.output
             assert relay.terminate() == 0, relay.output
             assert "listener disconnected" in relay.output  # the restart did hit this relay
     assert {k for k in worker.keys()} == {f"{r}:1" for r in runs}
     with db.connect(dsn) as conn:
-        assert conn.execute("SELECT state, count(*) FROM cronbox.run GROUP BY state").fetchall() == [("delivered", 40)]
+        assert conn.execute("SELECT state, count(*) FROM cronbox.runs GROUP BY state").fetchall() == [("delivered", 40)]
 
 
 def test_a_relay_leaves_notifications_to_the_relay_whose_route_names_them(fresh_dsn, tmp_path):

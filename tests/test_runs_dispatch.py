@@ -8,7 +8,7 @@ import psycopg
 import pytest
 
 from .plan_support import run_partitions_planned
-from .runs_support import (active, at, complete, dispatch, fail, future, futures, job, jobrow,
+from .runs_support import (active, at, complete, end_quietly, dispatch, fail, future, futures, job, jobrow,
                            runs, states)
 
 
@@ -154,7 +154,7 @@ def test_the_backstop_releases_only_the_earliest_fire_of_an_overlap_buffer(conn)
     dispatch(conn, 200)
     [rid] = active(conn, "ba")
     # the run's end is finished without its precise wake-up: only the backstop looks again
-    conn.execute("UPDATE cronbox.run SET state = 'succeeded', finished_at = %s WHERE run_id = %s", (at(210), rid))
+    end_quietly(conn, [rid], "succeeded", at(210))
     conn.execute("UPDATE cronbox.job_stat SET active_runs = 0 WHERE job_id = (SELECT job_id FROM cronbox.job WHERE name = 'ba')")
     assert conn.execute("SELECT cronbox.release_holds_at(100, %s)", (at(231),)).fetchone()[0] == 2  # one per job
     held = {f["fire_at"]: f["hold"] for f in futures(conn, "ba")}
@@ -213,7 +213,7 @@ def test_cancel_other_leaves_a_message_a_relay_holds_and_flags_its_run(conn):
     future(conn, "ch", 5)
     assert dispatch(conn, 5)["dispatched"] == 1
     assert states(conn, "ch") == ["dispatched", "dispatched"]  # the relay may be sending it right now
-    assert conn.execute("SELECT cancel_requested FROM cronbox.run WHERE run_id = %s", (old,)).fetchone()[0]
+    assert conn.execute("SELECT cancel_requested FROM cronbox.runs WHERE run_id = %s", (old,)).fetchone()[0]
     with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState, match="asked to cancel"):
         conn.execute("SELECT cronbox.start_run_at(%s, 'w1', %s)", (old, at(6)))
 
@@ -230,7 +230,7 @@ def test_queue_limit_of_two_never_has_three_running(conn):
 
     def running() -> list[int]:
         return [r[0] for r in conn.execute(
-            "SELECT run_id FROM cronbox.run WHERE queue = 'narrow' "
+            "SELECT run_id FROM cronbox.runs WHERE queue = 'narrow' "
             "AND state IN ('dispatched', 'delivered', 'running') ORDER BY run_id")]
 
     out = dispatch(conn, now)
@@ -244,7 +244,7 @@ def test_queue_limit_of_two_never_has_three_running(conn):
         now += 1
         complete(conn, current[0], now)
         dispatch(conn, now)
-    names = [conn.execute("SELECT job_name FROM cronbox.run WHERE run_id = %s", (r,)).fetchone()[0]
+    names = [conn.execute("SELECT job FROM cronbox.runs WHERE run_id = %s", (r,)).fetchone()[0]
              for r in started]
     assert names == [f"q{i}" for i in range(6)]  # held fires went in priority order
     assert conn.execute("SELECT running FROM cronbox.queue_limit WHERE queue = 'narrow'").fetchone()[0] == 0
@@ -298,7 +298,7 @@ def test_skip_dispatches_only_after_the_previous_run_committed_its_end_timestamp
         setup.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) SELECT job_id, now() - interval '2 seconds', "
                       "now() - interval '2 seconds' FROM cronbox.job WHERE name = 'sk'")
         assert setup.execute("SELECT dispatched FROM cronbox.dispatch(10)").fetchone()[0] == 1
-        first = setup.execute("SELECT run_id FROM cronbox.run WHERE state = 'dispatched'").fetchone()[0]
+        first = setup.execute("SELECT run_id FROM cronbox.runs WHERE state = 'dispatched'").fetchone()[0]
         setup.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) SELECT job_id, now() - interval '1 second', "
                       "now() - interval '1 second' FROM cronbox.job WHERE name = 'sk'")
     with psycopg.connect(fresh_dsn) as poller, psycopg.connect(fresh_dsn) as worker:
@@ -311,8 +311,8 @@ def test_skip_dispatches_only_after_the_previous_run_committed_its_end_timestamp
         assert poller.execute("SELECT dispatched, skipped FROM cronbox.dispatch(10)").fetchone() == (1, 0)
         poller.commit()
     with psycopg.connect(fresh_dsn) as conn:
-        f1 = conn.execute("SELECT finished_at FROM cronbox.run WHERE run_id = %s", (first,)).fetchone()[0]
-        d2 = conn.execute("SELECT dispatched_at FROM cronbox.run WHERE state = 'dispatched'").fetchone()[0]
+        f1 = conn.execute("SELECT finished_at FROM cronbox.runs WHERE run_id = %s", (first,)).fetchone()[0]
+        d2 = conn.execute("SELECT dispatched_at FROM cronbox.runs WHERE state = 'dispatched'").fetchone()[0]
     assert d2 == poller_started < f1  # the documented order of timestamps, not of events
 
 
@@ -336,4 +336,4 @@ def test_dispatch_opens_only_the_run_partitions_it_writes_however_much_history_i
         conn.execute("ROLLBACK TO SAVEPOINT s")
     conn.execute(due)
     assert len(run_partitions_planned(conn, "SELECT * FROM cronbox.dispatch(100)")) <= 2
-    assert conn.execute("SELECT count(*) FROM cronbox.run WHERE state = 'dispatched'").fetchone()[0] == 20
+    assert conn.execute("SELECT count(*) FROM cronbox.runs WHERE state = 'dispatched'").fetchone()[0] == 20

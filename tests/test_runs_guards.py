@@ -72,7 +72,7 @@ def test_dispatch_uses_the_ready_index_and_never_scans_history(conn):
     seen = scans(plans)
     assert ("job_future", "job_future_ready_idx") in {(rel, idx) for _, rel, idx in seen}
     assert_no_history_scan(seen)
-    assert conn.execute("SELECT count(*) FROM cronbox.run WHERE state = 'dispatched'").fetchone()[0] == 1
+    assert conn.execute("SELECT count(*) FROM cronbox.runs WHERE state = 'dispatched'").fetchone()[0] == 1
 
 
 def test_claim_runs_uses_the_pull_index(conn):
@@ -90,7 +90,7 @@ def test_claim_runs_uses_the_pull_index(conn):
     seen = scans(plans)
     assert ("outbox", "outbox_queue_idx") in {(rel, idx) for _, rel, idx in seen}
     assert_no_history_scan(seen)
-    assert conn.execute("SELECT count(*) FROM cronbox.run WHERE state = 'running'").fetchone()[0] == 3
+    assert conn.execute("SELECT count(*) FROM cronbox.runs WHERE state = 'running'").fetchone()[0] == 3
 
 
 def test_reports_and_the_reaper_reach_runs_by_key_or_unfinished_index_only(conn):
@@ -100,7 +100,7 @@ def test_reports_and_the_reaper_reach_runs_by_key_or_unfinished_index_only(conn)
         future(conn, "rep", t)
     dispatch(conn, 10)
     conn.execute("ANALYZE cronbox.run")
-    ids = [r[0] for r in conn.execute("SELECT run_id FROM cronbox.run WHERE state = 'dispatched'")]
+    ids = [r[0] for r in conn.execute("SELECT run_id FROM cronbox.runs WHERE state = 'dispatched'")]
     plans = plans_of(conn, "SELECT * FROM cronbox.complete_runs_at(%s, NULL, %s)", (ids, at(11)))
     assert_no_history_scan(scans(plans))
     plans = plans_of(conn, "SELECT cronbox.reap_lost_at(100, %s)", (at(12),))
@@ -154,9 +154,9 @@ def test_two_pollers_and_two_pull_workers_claim_disjoint_runs_and_dispatch_nothi
     assert a and b and not a & b
     assert len(a) == len(claims["wa"]) and len(b) == len(claims["wb"])  # no run claimed twice
     with db.connect(fresh_dsn) as conn:
-        fires = conn.execute("SELECT job_id, fire_at, attempt FROM cronbox.run WHERE state <> 'missed'").fetchall()
+        fires = conn.execute("SELECT job_id, fire_at, attempt FROM cronbox.runs WHERE state <> 'missed'").fetchall()
         dispatched = {r[0] for r in conn.execute(
-            "SELECT run_id FROM cronbox.run WHERE state NOT IN ('missed', 'skipped')")}
+            "SELECT run_id FROM cronbox.runs WHERE state NOT IN ('missed', 'skipped')")}
         left = conn.execute("SELECT count(*) FROM cronbox.outbox WHERE kind = 'run'").fetchone()[0]
     assert [f for f, n in Counter(fires).items() if n > 1] == []  # no fire dispatched twice
     assert dispatched == a | b and left == 0  # every dispatched run was claimed exactly once
@@ -278,7 +278,7 @@ def test_a_finish_planned_while_the_jobs_looked_empty_reads_only_the_jobs_it_fin
     read = rows_read_per_table(conn, finish_sql, batch(8))
     assert read["job"] < 1000 and read["job_stat"] < 1000, read
     if "complete_runs" in finish_sql:
-        assert conn.execute("SELECT count(*) FROM cronbox.run WHERE state = 'succeeded'").fetchone()[0] == 900
+        assert conn.execute("SELECT count(*) FROM cronbox.runs WHERE state = 'succeeded'").fetchone()[0] == 900
     else:  # a retry each: the second attempt is a future due later
         assert conn.execute("SELECT count(*) FROM cronbox.job_future WHERE origin = 'retry'").fetchone()[0] == 900
 
@@ -297,7 +297,7 @@ def test_after_jobs_of_a_finish_planned_while_the_jobs_looked_empty_are_found_by
     conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
                  "SELECT job_id, at, now() FROM cronbox.job WHERE name LIKE 'up-%' ORDER BY job_id LIMIT 900")
     conn.execute("SELECT * FROM cronbox.dispatch_at(1000, p_now => now())")
-    runs = [r[0] for r in conn.execute("SELECT run_id FROM cronbox.run ORDER BY run_id")]
+    runs = [r[0] for r in conn.execute("SELECT run_id FROM cronbox.runs ORDER BY run_id")]
     look_empty(conn, looked_empty)
     sql = "SELECT count(*) FROM cronbox.complete_runs(%s)"
     for k in range(8):  # past PostgreSQL's five custom plans
@@ -360,7 +360,7 @@ def test_a_dispatch_planned_while_the_jobs_looked_empty_locks_only_its_jobs(conn
         assert conn.execute(dispatch_sql, (at(0),)).fetchone()[0] == 100
     read = rows_read_per_table(conn, dispatch_sql, (at(0),))
     assert read["job"] < 1000 and read["job_stat"] < 1000 and read["job_future"] < 1000, read
-    assert conn.execute("SELECT count(*) FROM cronbox.run").fetchone()[0] == 900
+    assert conn.execute("SELECT count(*) FROM cronbox.runs").fetchone()[0] == 900
 
 
 @pytest.mark.parametrize("dispatch_sql, due_in", DISPATCHES_OF_100)
@@ -431,7 +431,7 @@ def test_superseded_runs_are_withdrawn_from_the_outbox_in_one_walk_while_it_look
         assert conn.execute(sql, (at(60),)).fetchone()[0] == 100
     read = rows_read_per_table(conn, sql, (at(60),))
     assert read["outbox"] < 10_000, read
-    assert conn.execute("SELECT count(*) FROM cronbox.run WHERE state = 'cancelled'").fetchone()[0] == 900
+    assert conn.execute("SELECT count(*) FROM cronbox.runs WHERE state = 'cancelled'").fetchone()[0] == 900
 
 
 def test_a_jobs_holds_are_released_by_its_key_while_job_future_looked_empty(conn):

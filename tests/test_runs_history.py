@@ -137,7 +137,7 @@ def test_poller_loop_respects_the_dispatch_cap_per_wake_up(fresh_dsn):
             for _ in range(200):  # until the loop has used its cap and sleeps
                 await asyncio.sleep(0.02)
                 with db.connect(fresh_dsn) as c:
-                    if c.execute("SELECT count(*) FROM cronbox.run WHERE state = 'dispatched'").fetchone()[0] >= 10:
+                    if c.execute("SELECT count(*) FROM cronbox.runs WHERE state = 'dispatched'").fetchone()[0] >= 10:
                         break
             await asyncio.sleep(0.3)
         finally:
@@ -147,7 +147,7 @@ def test_poller_loop_respects_the_dispatch_cap_per_wake_up(fresh_dsn):
 
     asyncio.run(one_wake_up())
     with db.connect(fresh_dsn) as conn:
-        assert conn.execute("SELECT count(*) FROM cronbox.run WHERE state = 'dispatched'").fetchone()[0] == 10
+        assert conn.execute("SELECT count(*) FROM cronbox.runs WHERE state = 'dispatched'").fetchone()[0] == 10
 
 
 def test_a_run_id_says_when_its_row_was_written(conn):

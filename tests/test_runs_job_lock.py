@@ -30,7 +30,7 @@ WRITERS = {
     "remove_dependency": "SELECT cronbox.remove_dependency('w', 'up')",
     "quarantine_job": "SELECT cronbox.quarantine_job(job_id, 'boom') FROM cronbox.job WHERE name = 'w'",
     "saturation": "SELECT count(*) FROM cronbox.claim_saturation(100, '1 day')",
-    "complete_run": "SELECT cronbox.complete_run(run_id) FROM cronbox.run WHERE job_name = 'w' AND state = 'dispatched'",
+    "complete_run": "SELECT cronbox.complete_run(run_id) FROM cronbox.runs WHERE job = 'w' AND state = 'dispatched'",
     "backfill": "SELECT cronbox.backfill('w', now() - interval '3 hours', now() - interval '1 hour')",
     # the backfill pass: claim_backfills takes the locks store_backfill relies on
     "backfill_pass": "SELECT count(*) FROM cronbox.claim_backfills(10)",
@@ -112,7 +112,7 @@ def test_futures_of_jobs_locked_elsewhere_do_not_fill_the_batch_ahead_of_a_free_
     with db.connect(fresh_dsn, autocommit=False) as bulk, db.connect(fresh_dsn) as poller:
         assert bulk.execute("SELECT cronbox.pause_schedules(queue => 'bulk')").fetchone()[0] == 30  # open
         assert poller.execute("SELECT dispatched, skipped, failed, held FROM cronbox.dispatch(10)").fetchone() == (1, 0, 0, 0)
-        assert poller.execute("SELECT job_name FROM cronbox.run").fetchall() == [("canary",)]
+        assert poller.execute("SELECT job FROM cronbox.runs").fetchall() == [("canary",)]
         bulk.rollback()
         # the locks went with the transaction: the bulk fires are decided now, ten at a time
         assert poller.execute("SELECT dispatched FROM cronbox.dispatch(10)").fetchone()[0] == 10
@@ -126,7 +126,7 @@ def test_a_report_waits_for_a_dispatch_deciding_on_its_job(fresh_dsn):
         setup.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) SELECT job_id, "
                       "now() - interval '1 minute', now() - interval '1 minute' FROM cronbox.job WHERE name = 'w'")
         assert counts(setup)[0] == 1
-        run_id = setup.execute("SELECT run_id FROM cronbox.run WHERE job_name = 'w'").fetchone()[0]
+        run_id = setup.execute("SELECT run_id FROM cronbox.runs WHERE job = 'w'").fetchone()[0]
     with db.connect(fresh_dsn, autocommit=False) as poller, db.connect(fresh_dsn) as worker, \
             db.connect(fresh_dsn) as watch:
         poller.execute("SELECT cronbox.lock_job_id(job_id) FROM cronbox.job WHERE name = 'w'")  # as dispatch holds it
@@ -173,7 +173,7 @@ def test_dispatch_and_the_reports_write_nothing_to_the_job_table(fresh_dsn):
         pulled = [r[0] for r in conn.execute("SELECT run_id FROM cronbox.claim_runs('pull', 'w1', 100)")]
         assert len(pulled) == 20
         conn.execute("SELECT count(*) FROM cronbox.complete_runs(%s::bigint[])", (pulled,))
-        assert conn.execute("SELECT count(*) FROM cronbox.run WHERE state = 'succeeded'").fetchone()[0] == 60
+        assert conn.execute("SELECT count(*) FROM cronbox.runs WHERE state = 'succeeded'").fetchone()[0] == 60
         end = conn.execute("SELECT pg_current_wal_insert_lsn()").fetchone()[0]
         wait_until(lambda: conn.execute("SELECT pg_current_wal_flush_lsn() >= %s::pg_lsn", (end,)).fetchone()[0],
                    timeout=20, what="the WAL flushed")
@@ -212,7 +212,7 @@ def test_a_batch_of_20000_distinct_jobs_takes_no_lock_table_entry_per_job(fresh_
         advisory, held = own_locks(conn)  # before commit: the jobs' locks are still held
         assert advisory == 0 and held < 500, (advisory, held)
         conn.commit()
-        runs = [r[0] for r in conn.execute("SELECT run_id FROM cronbox.run WHERE job_name LIKE 'many-%'")]
+        runs = [r[0] for r in conn.execute("SELECT run_id FROM cronbox.runs WHERE job LIKE 'many-%'")]
         assert len(runs) == n
         conn.commit()
         finished = 0

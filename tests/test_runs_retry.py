@@ -39,14 +39,15 @@ def test_failed_run_is_retried_as_new_attempts_with_capped_exponential_backoff(c
         assert (row["attempt"], row["retry_of"], row["origin"]) == (attempt + 1, rid, "retry")
         rid = new
     assert 8 <= waits[0] <= 10 and 16 <= waits[1] <= 20 and 20 <= waits[2] <= 25  # 10s, 20s, capped at 25s
+    # the last attempt's message (sent while the run is in flight) carries its own key
+    msg = conn.execute("SELECT message FROM cronbox.claim_outbox_at('r', 1000, '30 seconds', p_now => %s) "
+                       "WHERE kind = 'run' ORDER BY outbox_id DESC LIMIT 1", (at(now + 1),)).fetchone()[0]
+    assert msg["idempotency_key"] == f"{rid}:4"
     fail(conn, rid, now + 1, "boom 4")
     assert futures(conn, "r") == []  # attempts exhausted; retry_schedule waits for the next fire
     assert states(conn, "r") == ["failed"] * 4
     [note] = notifications(conn, "run_failed")
     assert (note["job"], note["attempt"], note["error"]) == ("r", 4, "boom 4")
-    msg = conn.execute("SELECT message FROM cronbox.claim_outbox_at('r', 1000, '30 seconds', p_now => %s) "
-                       "WHERE kind = 'run' ORDER BY outbox_id DESC LIMIT 1", (at(now + 1),)).fetchone()[0]
-    assert msg["idempotency_key"] == f"{rid}:4"
 
 
 def test_backoff_has_jitter_below_the_exponential_and_never_exceeds_the_cap(conn):

@@ -40,8 +40,8 @@ def test_trigger_of_a_job_whose_run_is_unfinished_is_skipped_with_overlap_skip(c
     got = [(r["state"], r["error"]) for r in runs(conn, "busy")]
     assert got[0] == ("dispatched", None)
     assert got[1][0] == "skipped" and got[1][1].startswith("overlap: skipped")
-    assert len(conn.execute("SELECT 1 FROM cronbox.outbox o JOIN cronbox.run r USING (run_id) "
-                            "WHERE r.job_name = 'busy'").fetchall()) == 1
+    assert len(conn.execute("SELECT 1 FROM cronbox.outbox o JOIN cronbox.runs r USING (run_id) "
+                            "WHERE r.job = 'busy'").fetchall()) == 1
 
 
 def test_trigger_with_buffer_one_holds_the_fire_until_the_run_ends(conn):
@@ -116,5 +116,5 @@ def test_concurrent_triggers_of_one_job_are_decided_one_after_the_other(fresh_ds
         first.close()
         second.close()
     with db.connect(fresh_dsn) as c:
-        got = sorted(r[0] for r in c.execute("SELECT state FROM cronbox.run WHERE job_name = 'race'").fetchall())
+        got = sorted(r[0] for r in c.execute("SELECT state FROM cronbox.runs WHERE job = 'race'").fetchall())
     assert got == ["dispatched", "skipped"]

@@ -23,7 +23,8 @@ def test_no_index_of_run_names_the_state(conn):
         "SELECT c.relname, pg_get_indexdef(i.indexrelid) FROM pg_index i "
         "JOIN pg_class c ON c.oid = i.indexrelid WHERE i.indrelid = 'cronbox.run'::regclass").fetchall()
     defs = dict(rows)
-    assert set(defs) == {"run_pkey", "run_lease_idx", "run_job_history_idx", "run_queue_history_idx",
+    # (no lease index either: history holds final runs only, a run in flight is its outbox row)
+    assert set(defs) == {"run_pkey", "run_job_history_idx", "run_queue_history_idx",
                          "run_trouble_history_idx"}, defs
     for name, definition in defs.items():
         assert "state" not in definition, (name, definition)
@@ -35,7 +36,9 @@ def test_no_index_of_run_names_the_state(conn):
     assert options and all(o == ["fillfactor=45"] for (o,) in options), options
 
 
-def test_a_push_run_answered_in_the_ack_is_finished_by_a_heap_only_update(conn):
+def test_a_push_run_answered_in_the_ack_is_written_to_history_once(conn):
+    """A run is its outbox row until its final report; the ack with the worker's answer deletes
+    the row and inserts the history row final: history is never updated."""
     for i in range(40):
         job(conn, f"h{i}")
         future(conn, f"h{i}", 0)
@@ -43,19 +46,20 @@ def test_a_push_run_answered_in_the_ack_is_finished_by_a_heap_only_update(conn):
     ids = [r[0] for r in conn.execute(
         "SELECT outbox_id FROM cronbox.claim_outbox_at('relay', 100, '30 seconds', p_now => %s)", (at(0),))]
     assert len(ids) == 40
-    part = conn.execute("SELECT tableoid::regclass::text FROM cronbox.run LIMIT 1").fetchone()[0]
+    part = conn.execute("SELECT 'cronbox.run_' || to_char(now() AT TIME ZONE 'UTC', 'YYYYMMDD')").fetchone()[0]
 
     def counts() -> tuple[int, int]:
-        return conn.execute("SELECT pg_stat_get_xact_tuples_updated(%s::regclass), "
-                            "pg_stat_get_xact_tuples_hot_updated(%s::regclass)", (part, part)).fetchone()
+        return conn.execute("SELECT pg_stat_get_xact_tuples_inserted(%s::regclass), "
+                            "pg_stat_get_xact_tuples_updated(%s::regclass)", (part, part)).fetchone()
     before = counts()
     outcomes = [{"outbox_id": o, "state": "succeeded", "result": True} for o in ids]
     assert conn.execute("SELECT cronbox.ack_outbox_at('relay', %s, %s, %s)",
                         (ids, Jsonb(outcomes), at(1))).fetchone()[0] == 40
     after = counts()
-    assert after[0] - before[0] == 40  # each run updated once, from dispatched to succeeded
-    assert after[1] - before[1] == 40  # and every update stayed on its page: no index entry
+    assert after[0] - before[0] == 40  # each run's history row inserted once, final
+    assert after[1] - before[1] == 0  # and never updated
     assert {r["state"] for r in runs(conn)} == {"succeeded"}
+    assert conn.execute("SELECT count(*) FROM cronbox.outbox WHERE kind = 'run'").fetchone()[0] == 0
 
 
 def test_trouble_holds_the_bad_final_states_only(conn):
@@ -87,7 +91,7 @@ def apply(conn: psycopg.Connection, op: str, pick: int, now: float) -> None:
     leased = [r[0] for r in conn.execute(
         "SELECT outbox_id FROM cronbox.outbox WHERE kind = 'run' AND lease_owner = 'relay' "
         "AND lease_until > %s ORDER BY outbox_id", (at(now),))]
-    any_runs = [r[0] for r in conn.execute("SELECT run_id FROM cronbox.run ORDER BY run_id")]
+    any_runs = [r[0] for r in conn.execute("SELECT run_id FROM cronbox.runs ORDER BY run_id")]
     some_run = any_runs[pick % len(any_runs)] if any_runs else None
     try:
         with conn.transaction():
@@ -127,7 +131,7 @@ def apply(conn: psycopg.Connection, op: str, pick: int, now: float) -> None:
 
 def check(conn: psycopg.Connection) -> None:
     truth = set(conn.execute(
-        "SELECT run_id, job_id, queue, state FROM cronbox.run WHERE state IN ('dispatched', 'delivered', 'running')"))
+        "SELECT run_id, job_id, queue, state FROM cronbox.runs WHERE state IN ('dispatched', 'delivered', 'running')"))
     found = conn.execute("SELECT run_id, job_id, queue, state FROM cronbox.unfinished_runs()").fetchall()
     assert len(found) == len(set(found)), found  # no run twice
     assert set(found) == truth

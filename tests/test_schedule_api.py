@@ -112,7 +112,7 @@ async def test_trigger_dispatches_a_manual_fire_now_with_its_own_payload(aconn):
     assert await rows(aconn, "SELECT 1 FROM cronbox.job_future WHERE job_id = %s AND origin = 'manual'",
                       job_id) == []
     got = await rows(aconn, "SELECT r.fire_at, r.dispatched_at, r.payload, r.state, o.available_at "
-                            "FROM cronbox.run r JOIN cronbox.outbox o USING (run_id) "
+                            "FROM cronbox.runs r JOIN cronbox.outbox o USING (run_id) "
                             "WHERE r.job_id = %s AND r.origin = 'manual' ORDER BY r.run_id", job_id)
     assert got == [(T0 + MIN, T0 + MIN, {"b": 2}, "dispatched", T0 + MIN),
                    (T0 + MIN, T0 + MIN, {"a": 1}, "dispatched", T0 + MIN)]
@@ -161,7 +161,7 @@ async def test_starts_at_and_ends_at_bound_the_fires_and_the_job_then_finishes(a
     # finished once the last fire before ends_at is dispatched, not when it is materialised
     for fire in (3, 4):
         await one(aconn, "SELECT dispatched FROM cronbox.dispatch_at(100, p_now => %s)", T0 + fire * HOUR)
-        await one(aconn, "SELECT cronbox.complete_run(run_id) FROM cronbox.run WHERE job_name = 'w' "
+        await one(aconn, "SELECT cronbox.complete_run(run_id) FROM cronbox.runs WHERE job = 'w' "
                          "AND state = 'dispatched'")
         assert "finished" not in [c[0] for c in await changes(aconn, "w")]
     await one(aconn, "SELECT dispatched FROM cronbox.dispatch_at(100, p_now => %s)", T0 + 5 * HOUR)

@@ -71,7 +71,7 @@ async def _check(conn: psycopg.AsyncConnection, kind, spec, tz, now, start, catc
     stored = [r[0] for r in await (await conn.execute(
         "SELECT fire_at FROM cronbox.job_future WHERE job_id = %s ORDER BY fire_at", (job_id,))).fetchall()]
     gap = await (await conn.execute(
-        "SELECT fire_at, missed_last_at, missed_fires FROM cronbox.run WHERE job_id = %s AND state = 'missed'",
+        "SELECT fire_at, missed_last_at, missed_fires FROM cronbox.runs WHERE job_id = %s AND state = 'missed'",
         (job_id,))).fetchall()
     assert len(gap) <= 1
     definition = ("SELECT array_agg(t) FROM cronbox.job j CROSS JOIN LATERAL cronbox.plan_fires(j.kind, j.cron_normalized, "

@@ -96,7 +96,7 @@ async def _dispatch(conn, now) -> int:
 
 
 async def _complete_all(conn, now) -> None:
-    await rows(conn, "SELECT cronbox.complete_run_at(run_id, NULL, %s) FROM cronbox.run "
+    await rows(conn, "SELECT cronbox.complete_run_at(run_id, NULL, %s) FROM cronbox.runs "
                      "WHERE state = 'dispatched'", now)
 
 

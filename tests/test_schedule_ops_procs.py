@@ -105,7 +105,7 @@ def test_a_backfill_racing_a_catch_up_of_the_same_fire_makes_it_once(fresh_dsn):
     with db.connect(fresh_dsn) as conn:
         got = conn.execute("""
             SELECT fire_at, origin FROM cronbox.job_future WHERE fire_at <= %s
-            UNION ALL SELECT fire_at, origin FROM cronbox.run WHERE state <> 'missed' ORDER BY 1""",
+            UNION ALL SELECT fire_at, origin FROM cronbox.runs WHERE state <> 'missed' ORDER BY 1""",
             (T0 + 55 * MIN,)).fetchall()
     assert got == [(T0 + 10 * MIN, "schedule"), (T0 + 20 * MIN, "backfill"), (T0 + 30 * MIN, "backfill"),
                    (T0 + 40 * MIN, "backfill"), (T0 + 50 * MIN, "schedule")]

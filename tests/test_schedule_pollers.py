@@ -17,7 +17,7 @@ FIRES = """
     FROM cronbox.job j
     JOIN (SELECT job_id, fire_at, 'future' AS src FROM cronbox.job_future WHERE origin = 'schedule'
           UNION ALL
-          SELECT job_id, fire_at, state FROM cronbox.run WHERE origin = 'schedule') x USING (job_id)
+          SELECT job_id, fire_at, state FROM cronbox.runs WHERE origin = 'schedule') x USING (job_id)
     ORDER BY j.name, x.fire_at"""
 
 
@@ -56,7 +56,7 @@ def test_three_real_pollers_never_double_insert_nor_leave_gaps(fresh_dsn, tmp_pa
     with db.connect(fresh_dsn) as conn:
         frontier = dict(conn.execute("SELECT name, frontier FROM cronbox.job JOIN cronbox.job_fire USING (job_id)").fetchall())
         created = dict(conn.execute("SELECT name, created_at FROM cronbox.job").fetchall())
-        assert conn.execute("SELECT count(*) FROM cronbox.run WHERE state = 'missed'").fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM cronbox.runs WHERE state = 'missed'").fetchone()[0] == 0
     for name, got in fires.items():
         assert len(got) == len(set(got)), f"{name}: a fire was inserted twice"
         assert all(b - a == SEC for a, b in zip(got, got[1:])), f"{name}: gap in {got}"

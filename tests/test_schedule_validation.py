@@ -105,7 +105,7 @@ def _call(conn: psycopg.Connection, args: dict[str, object]) -> int:
 def _counts(conn: psycopg.Connection) -> tuple[int, ...]:
     return conn.execute(
         "SELECT (SELECT count(*) FROM cronbox.job), (SELECT count(*) FROM cronbox.job_future), "
-        "(SELECT count(*) FROM cronbox.job_change), (SELECT count(*) FROM cronbox.run)").fetchone()
+        "(SELECT count(*) FROM cronbox.job_change), (SELECT count(*) FROM cronbox.runs)").fetchone()
 
 
 def test_bad_input_table_is_long_enough_and_labels_are_unique():

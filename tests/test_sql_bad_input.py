@@ -229,7 +229,7 @@ def test_generated_bad_calls_fail_cleanly_or_are_harmless_and_the_canary_still_f
         def canary_fired():
             with db.connect(fresh_dsn) as c:
                 return c.execute(
-                    "SELECT count(*) FROM cronbox.run r JOIN cronbox.job j USING (job_id) "
+                    "SELECT count(*) FROM cronbox.runs r JOIN cronbox.job j USING (job_id) "
                     "WHERE j.name = 'canary' AND r.fire_at > %s AND r.dispatched_at - r.fire_at < interval '2 seconds'",
                     (start,)).fetchone()[0] >= 3
         wait_until(canary_fired, timeout=30, what=f"canary fired on time; poller: {poller.output[-2000:]}")

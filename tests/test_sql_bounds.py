@@ -21,7 +21,7 @@ def _one_run(conn, name: str) -> int:
 def test_a_ten_megabyte_error_is_kept_cut_with_a_marker(conn):
     rid = _one_run(conn, "big-error")
     conn.execute("SELECT cronbox.fail_run(%s, %s, false)", (rid, "E" * 10_000_000))
-    error = conn.execute("SELECT error FROM cronbox.run WHERE run_id = %s", (rid,)).fetchone()[0]
+    error = conn.execute("SELECT error FROM cronbox.runs WHERE run_id = %s", (rid,)).fetchone()[0]
     assert len(error) <= 4000
     assert error.startswith("EEEE") and error.endswith("[truncated by cronbox: 10000000 characters in all]")
 

@@ -39,7 +39,7 @@ def _run_of(su, job: str) -> int:
                "SELECT job_id, clock_timestamp(), now() - interval '1 minute', 'manual' "
                "FROM cronbox.job WHERE name = %s", (job,))
     su.execute("SELECT cronbox.dispatch(100)")
-    return su.execute("SELECT max(run_id) FROM cronbox.run WHERE job_name = %s", (job,)).fetchone()[0]
+    return su.execute("SELECT max(run_id) FROM cronbox.runs WHERE job = %s", (job,)).fetchone()[0]
 
 
 # --- owner grants ------------------------------------------------------------------------
@@ -142,7 +142,7 @@ def test_a_worker_limited_to_queues_works_and_lists_only_those(fresh_dsn, logins
         assert queues <= MAY[who]
     with db.connect(fresh_dsn) as su:  # nothing of a forbidden queue changed
         for (fn, q), run in runs.items():
-            state = su.execute("SELECT state FROM cronbox.run WHERE run_id = %s", (run,)).fetchone()[0]
+            state = su.execute("SELECT state FROM cronbox.runs WHERE run_id = %s", (run,)).fetchone()[0]
             if q not in MAY[who]:
                 assert state == "dispatched", (who, fn, q, state)
 
@@ -208,7 +208,7 @@ def test_manual_fires_past_the_rate_wait_their_turn(conn):
         "SELECT round(extract(epoch FROM due_at - now())::numeric, 3) FROM cronbox.job_future "
         "WHERE origin = 'manual' ORDER BY due_at")]
     # a second's worth (2) went at once (dispatched: no future left), the rest spaced 0.5 s apart
-    assert conn.execute("SELECT count(*) FROM cronbox.run WHERE job_name = 'm'").fetchone()[0] == 2
+    assert conn.execute("SELECT count(*) FROM cronbox.runs WHERE job = 'm'").fetchone()[0] == 2
     assert [float(d) for d in dues] == [0.5, 1.0, 1.5, 2.0]
 
 

@@ -22,7 +22,7 @@ def _lags(dsn: str, job: str, since) -> list[float]:
     with db.connect(dsn) as c:
         return [r[0] for r in c.execute(
             "SELECT extract(epoch FROM coalesce(dispatched_at, clock_timestamp()) - fire_at)::float8 "
-            "FROM cronbox.run WHERE job_name = %s AND fire_at > %s AND state <> 'skipped' "
+            "FROM cronbox.runs WHERE job = %s AND fire_at > %s AND state <> 'skipped' "
             "AND fire_at < now() - interval '1 second' ORDER BY fire_at", (job, since))]
 
 
@@ -53,7 +53,7 @@ def test_a_tenant_at_its_quota_leaves_another_tenants_canary_within_a_second(fre
         with db.connect(fresh_dsn) as su:
             # the tenant really was at its quota meanwhile: its fires came due (dispatched or waiting)
             flood = su.execute(
-                "SELECT (SELECT count(*) FROM cronbox.run WHERE queue = 'flood' AND fire_at > %(t)s) "
+                "SELECT (SELECT count(*) FROM cronbox.runs WHERE queue = 'flood' AND fire_at > %(t)s) "
                 "+ (SELECT count(*) FROM cronbox.job_future f JOIN cronbox.job j USING (job_id) "
                 "   WHERE j.queue = 'flood' AND f.fire_at > %(t)s AND f.due_at <= now())", {"t": start}).fetchone()[0]
     assert flood >= 6 * 100 // 2, flood  # at least half its rate came due, whatever the machine
@@ -69,7 +69,7 @@ def test_bulk_pause_and_resume_of_many_schedules_while_the_poller_runs(fresh_dsn
     with Proc("poller", fresh_dsn, tmp_path, CRONBOX_POLL_INTERVAL="100ms", CRONBOX_HORIZON="5s") as poller:
         def runs_since(t, queue: str) -> int:
             with db.connect(fresh_dsn) as c:
-                return c.execute("SELECT count(*) FROM cronbox.run WHERE queue = %s AND fire_at > %s "
+                return c.execute("SELECT count(*) FROM cronbox.runs WHERE queue = %s AND fire_at > %s "
                                  "AND state = 'dispatched'", (queue, t)).fetchone()[0]
         with db.connect(fresh_dsn) as c:
             t0 = c.execute("SELECT now()").fetchone()[0]
@@ -91,7 +91,7 @@ def test_bulk_pause_and_resume_of_many_schedules_while_the_poller_runs(fresh_dsn
         assert resumed == n
         def jobs_firing_again() -> bool:
             with db.connect(fresh_dsn) as c:
-                return c.execute("SELECT count(DISTINCT job_id) FROM cronbox.run WHERE queue = 'bulk' "
+                return c.execute("SELECT count(DISTINCT job_id) FROM cronbox.runs WHERE queue = 'bulk' "
                                  "AND fire_at > %s", (resumed_at,)).fetchone()[0] == n
         wait_until(jobs_firing_again, timeout=60, what="every bulk job firing again")
 

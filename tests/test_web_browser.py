@@ -160,7 +160,7 @@ def test_pause_resume_and_trigger_through_the_ui(site, admin, logins):  # noqa: 
     page.click("form[action='/actions/trigger'] button")
     page.wait_for_selector("text=triggered")
     # trigger() decides the fire at once (dispatch's write): the run carries the payload
-    assert scalar(dsn, "SELECT r.payload FROM cronbox.run r JOIN cronbox.job j USING (job_id) "
+    assert scalar(dsn, "SELECT r.payload FROM cronbox.runs r JOIN cronbox.job j USING (job_id) "
                        "WHERE j.name = 'bob-job' AND r.origin = 'manual'") == {"from": "ui"}
     assert [r[1] for r in _changes(dsn, "bob-job", "triggered")] == [logins.name("admin")]
     assert admin.errors == []

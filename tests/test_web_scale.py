@@ -10,13 +10,13 @@ import pytest
 from bench.web import fill_history
 
 from .plan_support import nodes, plans_of
-from .runs_support import job
+from .runs_support import end_quietly, job
 
 TALLY = "SELECT cronbox.tally_runs_at(%s, clock_timestamp() + interval '1 minute')"
 PER_MINUTE_FROM_RUNS = """
     SELECT date_trunc('minute', finished_at) AS minute, queue,
            count(*) FILTER (WHERE state = 'succeeded') AS ok, count(*) FILTER (WHERE state <> 'succeeded') AS bad
-    FROM cronbox.run WHERE state IN ('succeeded', 'failed', 'lost') AND finished_at IS NOT NULL
+    FROM cronbox.runs WHERE state IN ('succeeded', 'failed', 'lost') AND finished_at IS NOT NULL
       AND run_id >= (SELECT next_run_id FROM cronbox.run_tally_mark)
     GROUP BY 1, 2 ORDER BY 1, 2"""
 VIEW = "SELECT minute, queue, succeeded, failed FROM cronbox.run_minutes ORDER BY 1, 2"
@@ -51,18 +51,19 @@ def test_a_run_unfinished_at_the_tally_is_counted_once_when_it_finishes(conn):
     conn.execute("UPDATE cronbox.run_tally_mark SET next_run_id = cronbox.run_id_at(now() - interval '1 hour')")
     job_id = job(conn, "slow-one", queue="q-slow")
     conn.execute("SELECT cronbox.ensure_run_partitions(1)")
+    # a run in flight is its outbox row (docs/architecture.md, "One row in flight")
     run_id = conn.execute("""
-        INSERT INTO cronbox.run (run_id, job_id, job_name, queue, fire_at, state, dispatched_at, started_at,
-                                 lease_until)
-        VALUES (cronbox.new_run_id(), %s, 'slow-one', 'q-slow', now(), 'running', now(), now(),
-                now() + interval '5 minutes')
+        INSERT INTO cronbox.outbox (outbox_id, run_id, queue, kind, job_id, job_name, fire_at, state,
+                                    dispatched_at, started_at, lease_until, attempt, origin)
+        SELECT id, id, 'q-slow', 'run', %s, 'slow-one', now(), 'running', now(), now(),
+               now() + interval '5 minutes', 1, 'schedule'
+        FROM cronbox.new_run_id() AS id
         RETURNING run_id""", (job_id,)).fetchone()[0]
     conn.execute(TALLY, (1000,))
-    conn.execute(TALLY, (1000,))  # still running (its lease says so): still pending
+    conn.execute(TALLY, (1000,))  # still running (in flight): still pending
     assert conn.execute("SELECT run_id FROM cronbox.run_tally_pending").fetchall() == [(run_id,)]
     assert _counts(conn) == []
-    conn.execute("UPDATE cronbox.run SET state = 'failed', finished_at = now(), lease_until = NULL "
-                 "WHERE run_id = %s", (run_id,))
+    end_quietly(conn, [run_id], "failed")
     assert [r[1:] for r in _counts(conn)] == [("q-slow", 0, 1)]  # seen at once (pending part of the view)
     conn.execute(TALLY, (1000,))
     conn.execute(TALLY, (1000,))
@@ -80,15 +81,15 @@ def test_the_tally_reads_finished_pending_runs_by_key_whatever_the_statistics_sa
     conn.execute("UPDATE cronbox.run_tally_mark SET next_run_id = cronbox.run_id_at(now() + interval '1 hour')")
     job_id = job(conn, "busy", queue="q-busy")
     conn.execute("SELECT cronbox.ensure_run_partitions(1)")
-    conn.execute(
-        "INSERT INTO cronbox.run (run_id, job_id, job_name, queue, fire_at, state, dispatched_at) "
-        "SELECT cronbox.run_id_at(now() - interval '1 hour') + g, %s, 'busy', 'q-busy', now(), 'dispatched', now() "
-        "FROM generate_series(1, 40000) g", (job_id,))
-    conn.execute("INSERT INTO cronbox.run_tally_pending (run_id) SELECT run_id FROM cronbox.run WHERE job_id = %s",
-                 (job_id,))
+    # seen unfinished (in flight) by a tally, the day's statistics taken then; then they finish
+    conn.execute("INSERT INTO cronbox.run_tally_pending (run_id) "
+                 "SELECT cronbox.run_id_at(now() - interval '1 hour') + g FROM generate_series(1, 40000) g")
     conn.execute("ANALYZE cronbox.run")
     conn.execute("ANALYZE cronbox.run_tally_pending")
-    conn.execute("UPDATE cronbox.run SET state = 'succeeded', finished_at = now() WHERE job_id = %s", (job_id,))
+    conn.execute(
+        "INSERT INTO cronbox.run (run_id, job_id, job_name, queue, fire_at, state, dispatched_at, finished_at) "
+        "SELECT cronbox.run_id_at(now() - interval '1 hour') + g, %s, 'busy', 'q-busy', now(), 'succeeded', now(), now() "
+        "FROM generate_series(1, 40000) g", (job_id,))
     plans = plans_of(conn, TALLY, (1000,))
     seq = [n["Relation Name"] for p in plans for n in nodes(p["Plan"])
            if n.get("Relation Name", "").startswith("run_2") and n["Node Type"] == "Seq Scan"

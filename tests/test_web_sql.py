@@ -95,7 +95,7 @@ async def test_runs_sorted_by_duration_or_fire_time_page_by_keyset_without_gaps(
             run = su.execute("SELECT cronbox.trigger('sorted')").fetchone()[0]
             run = su.execute("SELECT max(run_id) FROM cronbox.runs WHERE job = 'sorted'").fetchone()[0]
             su.execute("SELECT cronbox.start_run(%s, 'w')", (run,))
-            su.execute("UPDATE cronbox.run SET started_at = now() - make_interval(secs => %s) WHERE run_id = %s",
+            su.execute("UPDATE cronbox.outbox SET started_at = now() - make_interval(secs => %s) WHERE outbox_id = %s",
                        (seconds, run))
             su.execute("SELECT cronbox.complete_run(%s)", (run,))
         su.execute("SELECT cronbox.trigger('sorted')")  # unfinished: after every finished one

@@ -33,10 +33,11 @@ def post(port: int, body: bytes, signature: str | None) -> tuple[int, object]:
 
 
 def message(conn, run_id: int) -> bytes:
-    # the message the relay's claim sends: a run's outbox row carries none, it is built from the run
+    # the message the relay's claim sends: a run's outbox row carries none, it is built from the
+    # row's own columns (the run in flight)
     return conn.execute(
-        "SELECT cronbox.run_message(r.run_id, r.job_name, r.queue, r.payload, r.fire_at, r.attempt)::text "
-        "FROM cronbox.run r JOIN cronbox.outbox o ON o.run_id = r.run_id WHERE r.run_id = %s",
+        "SELECT cronbox.run_message(o.outbox_id, o.job_name, o.queue, o.payload, o.fire_at, o.attempt)::text "
+        "FROM cronbox.outbox o WHERE o.outbox_id = %s AND o.kind = 'run'",
         (run_id,)).fetchone()[0].encode()
 
 
@@ -158,9 +159,9 @@ def test_push_sigkill_mid_run_is_rescued_by_the_lease(fresh_dsn: str, tmp_path: 
             assert [r[1] for r in wait_states(conn, ids, FINAL, timeout=20)] == ["lost"] * 3
             proc, _, log2 = kit(fresh_dsn, tmp_path, http=True, port=port, CRONBOX_WORKER_SECRET=SECRET)
             with proc:
-                wait_until(lambda: conn.execute("SELECT count(*) FROM cronbox.run WHERE attempt = 2").fetchone()[0] == 3,
+                wait_until(lambda: conn.execute("SELECT count(*) FROM cronbox.runs WHERE attempt = 2").fetchone()[0] == 3,
                            20, "three retries")
-                retries = [r[0] for r in conn.execute("SELECT run_id FROM cronbox.run WHERE attempt = 2").fetchall()]
+                retries = [r[0] for r in conn.execute("SELECT run_id FROM cronbox.runs WHERE attempt = 2").fetchall()]
                 assert [r[1] for r in wait_states(conn, retries, FINAL, proc=proc)] == ["succeeded"] * 3
                 assert proc.terminate() == 0
         assert len(executions(log2)) == 3

@@ -60,9 +60,9 @@ def test_sigkill_loses_nothing_the_lease_rescues_running_runs(fresh_dsn: str, tm
         proc2, _, log2 = kit(fresh_dsn, tmp_path)
         with proc2:
             retries = wait_until(lambda: [r[0] for r in conn.execute(
-                "SELECT run_id FROM cronbox.run WHERE job_id = (SELECT job_id FROM cronbox.job WHERE name = 'kit-sleep') "
+                "SELECT run_id FROM cronbox.runs WHERE job_id = (SELECT job_id FROM cronbox.job WHERE name = 'kit-sleep') "
                 "AND attempt = 2").fetchall()] if conn.execute(
-                "SELECT count(*) FROM cronbox.run WHERE attempt = 2").fetchone()[0] == 3 else None, 20, "retries")
+                "SELECT count(*) FROM cronbox.runs WHERE attempt = 2").fetchone()[0] == 3 else None, 20, "retries")
             rows = wait_states(conn, retries, FINAL, proc=proc2)
             assert [r[1] for r in rows] == ["succeeded"] * 3
             assert proc2.terminate() == 0

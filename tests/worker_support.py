@@ -30,15 +30,15 @@ def enqueue(conn: psycopg.Connection, n: int, queue: str, *, payload: dict | Non
             "retry_max_delay => greatest(%s::interval, interval '1 hour'))",
             (job, queue, timeout, max_attempts, retry_delay, retry_delay)).fetchone()
     job_id = row[0]
-    before = conn.execute("SELECT coalesce(max(run_id), 0) FROM cronbox.run WHERE job_id = %s", (job_id,)).fetchone()[0]
-    done = conn.execute("SELECT count(*) FROM cronbox.run WHERE job_id = %s", (job_id,)).fetchone()[0]
+    before = conn.execute("SELECT coalesce(max(run_id), 0) FROM cronbox.runs WHERE job_id = %s", (job_id,)).fetchone()[0]
+    done = conn.execute("SELECT count(*) FROM cronbox.runs WHERE job_id = %s", (job_id,)).fetchone()[0]
     conn.execute(
         "INSERT INTO cronbox.job_future (job_id, fire_at, due_at, origin, payload) "
         "SELECT %s, timestamptz '2020-01-01 00:00Z' + (%s + g) * interval '1 second', "
         "now() - interval '1 second', 'manual', %s FROM generate_series(1, %s) g",
         (job_id, done, db.Jsonb(payload or {}), n))
     conn.execute("SELECT cronbox.dispatch(%s)", (n + 1000,))
-    rows = conn.execute("SELECT run_id FROM cronbox.run WHERE job_id = %s AND run_id > %s ORDER BY run_id",
+    rows = conn.execute("SELECT run_id FROM cronbox.runs WHERE job_id = %s AND run_id > %s ORDER BY run_id",
                         (job_id, before)).fetchall()
     assert len(rows) == n, f"dispatched {len(rows)} of {n}"
     return [r[0] for r in rows]
@@ -46,7 +46,7 @@ def enqueue(conn: psycopg.Connection, n: int, queue: str, *, payload: dict | Non
 
 def runs(conn: psycopg.Connection, ids: list[int]) -> list[tuple]:
     """(run_id, state, attempt, result, error, worker) of each run, in run_id order."""
-    return conn.execute("SELECT run_id, state, attempt, result, error, worker FROM cronbox.run "
+    return conn.execute("SELECT run_id, state, attempt, result, error, worker FROM cronbox.runs "
                         "WHERE run_id = ANY(%s) ORDER BY run_id", (ids,)).fetchall()
 
 

@@ -36,9 +36,11 @@ fut AS (
     GROUP BY j.queue
 ),
 box AS (
-    SELECT o.queue, count(*) AS in_outbox, min(coalesce(r.due_at, o.created_at)) AS oldest_message
-    FROM cronbox.outbox o LEFT JOIN cronbox.run r ON r.run_id = o.run_id
-    WHERE o.kind = 'run'
+    -- messages not delivered yet: runs in flight still dispatched (a run is its outbox row
+    -- until its final report)
+    SELECT o.queue, count(*) AS in_outbox, min(coalesce(o.due_at, o.created_at)) AS oldest_message
+    FROM cronbox.outbox o
+    WHERE o.kind = 'run' AND o.state = 'dispatched'
     GROUP BY o.queue
 ),
 act AS (

@@ -1,4 +1,5 @@
--- cronbox.runs: run history for psql, one row per attempt (a retry is a new row), and the fires
+-- cronbox.runs: run history for psql, one row per attempt (a retry is a new row): the runs
+-- finished (history) and those in flight (their outbox rows), and the fires
 -- that wait to become a run (state 'waiting': no run_id yet), with why they wait.
 DROP VIEW IF EXISTS cronbox.runs;
 CREATE VIEW cronbox.runs AS
@@ -20,6 +21,25 @@ SELECT r.run_id, r.job_name AS job, r.queue, r.fire_at, r.state, r.attempt, r.or
        r.needs,
        NULL::text AS waiting_for, NULL::timestamptz AS waiting_since
 FROM cronbox.run r
+UNION ALL
+-- Runs in flight: a run is its outbox row until its final report (docs/architecture.md, "One row
+-- in flight"), then its history row above; one statement moves it, so a run is in exactly one
+-- of the two at any snapshot. Same columns; a dispatched run has no lease of its own (the
+-- relay's lease on its message is not shown).
+SELECT o.outbox_id, o.job_name, o.queue, o.fire_at, o.state, o.attempt, o.origin,
+       o.priority, o.due_at, o.dispatched_at, o.delivered_at, o.started_at, NULL::timestamptz,
+       NULL::interval,
+       coalesce(o.delivered_at, o.dispatched_at) - o.fire_at,
+       CASE WHEN o.state <> 'dispatched' THEN o.lease_until END, o.worker, o.cancel_requested,
+       NULL::text, NULL::jsonb, o.retry_of,
+       NULL::jsonb, o.outbox_id::text || ':' || o.attempt::text,
+       o.payload, o.job_id,
+       NULL::bigint, NULL::timestamptz,
+       NULL::text,
+       o.needs,
+       NULL::text, NULL::timestamptz
+FROM cronbox.outbox o
+WHERE o.kind = 'run'
 UNION ALL
 -- Fires due but held back: for a pool's units, under a queue's limit, for their dependencies,
 -- or behind an earlier run of the job (overlap buffer_one/buffer_all). Not runs yet: run_id is

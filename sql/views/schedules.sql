@@ -29,7 +29,8 @@ SELECT j.name, j.kind,
        f.pending,
        s.last_fire_at,
        CASE WHEN s.last_run_state = 'dispatched' AND s.last_run_id IS NOT NULL
-            THEN coalesce((SELECT r.state FROM cronbox.run r WHERE r.run_id = s.last_run_id),
+            THEN coalesce((SELECT o.state FROM cronbox.outbox o WHERE o.outbox_id = s.last_run_id AND o.kind = 'run'),
+                          (SELECT r.state FROM cronbox.run r WHERE r.run_id = s.last_run_id),
                           s.last_run_state)
             ELSE s.last_run_state END AS last_run_state,
        s.last_success_at,

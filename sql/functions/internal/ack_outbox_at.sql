@@ -2,9 +2,9 @@
 -- cronbox.ack_outbox passes now(); no cronbox role may execute this one (tests call it as the
 -- owner or a superuser to fix the clock).
 -- cronbox.ack_outbox_at(p_owner, p_ids, p_outcomes, p_now): the relay's second transaction.
--- Deletes the delivered rows still leased to p_owner (a lease that ran out and was taken by
--- another relay is that relay's to ack) and moves their runs dispatched -> delivered with a
--- lease of the run's timeout. p_outcomes (optional, a JSON array of {outbox_id, state:
+-- For the rows still leased to p_owner (a lease that ran out and was taken by another relay is
+-- that relay's to ack): a notification's row is deleted; a run's row (the run in flight) moves
+-- dispatched -> delivered in place with a lease of the run's timeout. p_outcomes (optional, a JSON array of {outbox_id, state:
 -- succeeded|failed, result, error, retryable}) finishes those runs instead, straight from
 -- dispatched, set-based through cronbox.finish_runs (one call per kind, not per run), only
 -- for rows acked here, so repeating an ack whose commit was lost changes nothing. The answers
@@ -29,8 +29,6 @@ AS $$
 DECLARE
     v_acked integer;
     v_outcome_of jsonb;
-    v_pending bigint[];
-    v_timeout_of jsonb;
     v_ok bigint[];
     v_ok_results jsonb[];
     v_failed bigint[];
@@ -60,41 +58,44 @@ BEGIN
         WHERE oc ->> 'outbox_id' IS NOT NULL AND oc ->> 'state' IN ('succeeded', 'failed');
     END IF;
 
-    WITH acked AS (
-        DELETE FROM cronbox.outbox o
+    -- The rows still leased to p_owner (a lease that ran out and was taken by another relay
+    -- is that relay's to ack), read without a lock (finish_runs takes the jobs' locks before the
+    -- rows', as every finisher does): a notification's row is deleted; a run's row stays the
+    -- run until its final report: delivered in place (HOT: state, lease), or finished below
+    -- with the worker's answer (finish_runs deletes the row and inserts its history row).
+    WITH mine AS MATERIALIZED (
+        SELECT o.outbox_id, o.kind, o.timeout, v_outcome_of -> o.outbox_id::text AS oc
+        FROM cronbox.outbox o
         WHERE o.outbox_id = ANY (p_ids) AND o.lease_owner = p_owner
-        RETURNING o.outbox_id, o.run_id, o.timeout
     ),
-    settled AS (
-        SELECT a.run_id, a.timeout, v_outcome_of -> a.outbox_id::text AS oc
-        FROM acked a
+    notes AS (
+        DELETE FROM cronbox.outbox o
+        WHERE o.outbox_id = ANY (ARRAY(SELECT m.outbox_id FROM mine m WHERE m.kind <> 'run'))
+          AND o.lease_owner = p_owner
+    ),
+    -- (a run a fast worker started before this ack is running already: it keeps its state and
+    -- the lease start_run gave it)
+    delivered AS (
+        UPDATE cronbox.outbox o SET
+            state = CASE WHEN o.state = 'dispatched' THEN 'delivered' ELSE o.state END,
+            delivered_at = coalesce(o.delivered_at, p_now),
+            lease_until = CASE WHEN o.state = 'dispatched' THEN p_now + o.timeout  -- the run's lease: its timeout
+                               ELSE o.lease_until END,
+            lease_owner = NULL
+        WHERE o.outbox_id = ANY (ARRAY(SELECT m.outbox_id FROM mine m WHERE m.kind = 'run' AND m.oc IS NULL))
+          AND o.lease_owner = p_owner  -- re-checked if a report came first
     )
     SELECT count(*)::integer,
-           array_agg(s.run_id ORDER BY s.run_id) FILTER (WHERE s.run_id IS NOT NULL AND s.oc IS NULL),
-           jsonb_object_agg(s.run_id::text, s.timeout::text) FILTER (WHERE s.run_id IS NOT NULL AND s.oc IS NULL),
-           array_agg(s.run_id ORDER BY s.run_id) FILTER (WHERE s.run_id IS NOT NULL AND s.oc ->> 'state' = 'succeeded'),
-           array_agg(nullif(s.oc -> 'result', 'null') ORDER BY s.run_id) FILTER (WHERE s.run_id IS NOT NULL AND s.oc ->> 'state' = 'succeeded'),
-           array_agg(s.run_id ORDER BY s.run_id) FILTER (WHERE s.run_id IS NOT NULL AND s.oc ->> 'state' = 'failed'),
-           array_agg(coalesce(s.oc ->> 'error', 'failed (no error given)') ORDER BY s.run_id)
-               FILTER (WHERE s.run_id IS NOT NULL AND s.oc ->> 'state' = 'failed'),
+           array_agg(s.outbox_id ORDER BY s.outbox_id) FILTER (WHERE s.kind = 'run' AND s.oc ->> 'state' = 'succeeded'),
+           array_agg(nullif(s.oc -> 'result', 'null') ORDER BY s.outbox_id) FILTER (WHERE s.kind = 'run' AND s.oc ->> 'state' = 'succeeded'),
+           array_agg(s.outbox_id ORDER BY s.outbox_id) FILTER (WHERE s.kind = 'run' AND s.oc ->> 'state' = 'failed'),
+           array_agg(coalesce(s.oc ->> 'error', 'failed (no error given)') ORDER BY s.outbox_id)
+               FILTER (WHERE s.kind = 'run' AND s.oc ->> 'state' = 'failed'),
            array_agg(CASE WHEN jsonb_typeof(s.oc -> 'retryable') = 'boolean' THEN (s.oc ->> 'retryable')::boolean
-                          ELSE true END ORDER BY s.run_id)
-               FILTER (WHERE s.run_id IS NOT NULL AND s.oc ->> 'state' = 'failed')
-      INTO v_acked, v_pending, v_timeout_of, v_ok, v_ok_results, v_failed, v_errors, v_retryable
-    FROM settled s;
-
-    -- dispatched -> delivered only for runs whose outcome is still to come (the others finish
-    -- below straight from dispatched: one run-row write fewer). Primary-key probes in run_id
-    -- order; the bounds prune partitions.
-    IF v_pending IS NOT NULL THEN
-        UPDATE cronbox.run r SET
-            state = 'delivered',
-            delivered_at = p_now,
-            lease_until = p_now + (v_timeout_of ->> r.run_id::text)::interval
-        WHERE r.run_id = ANY (v_pending)
-          AND r.run_id BETWEEN v_pending[1] AND v_pending[cardinality(v_pending)]
-          AND r.state = 'dispatched';
-    END IF;
+                          ELSE true END ORDER BY s.outbox_id)
+               FILTER (WHERE s.kind = 'run' AND s.oc ->> 'state' = 'failed')
+      INTO v_acked, v_ok, v_ok_results, v_failed, v_errors, v_retryable
+    FROM mine s;
 
     -- Outcomes with the worker-side semantics, set-based: one call per kind, not per run.
     IF v_ok IS NOT NULL THEN
@@ -112,7 +113,7 @@ END
 $$;
 
 COMMENT ON FUNCTION cronbox.ack_outbox_at(text, bigint[], jsonb, timestamp with time zone) IS
-'Internal (no cronbox role may execute it): the body of cronbox.ack_outbox(text, bigint[], jsonb) with the time as p_now; tests use it to fix the clock. Relay: deletes delivered outbox rows still leased to p_owner and marks their runs delivered (lease = run timeout); optional p_outcomes (JSON array of {outbox_id, state, result, error, retryable}) completes or fails those runs in the same transaction. Returns the count acked.';
+'Internal (no cronbox role may execute it): the body of cronbox.ack_outbox(text, bigint[], jsonb) with the time as p_now; tests use it to fix the clock. Relay: for the outbox rows still leased to p_owner, deletes notifications and marks runs delivered in place (lease = run timeout); optional p_outcomes (JSON array of {outbox_id, state, result, error, retryable}) completes or fails those runs in the same transaction. Returns the count acked.';
 
 ALTER FUNCTION cronbox.ack_outbox_at(text, bigint[], jsonb, timestamp with time zone) OWNER TO cronbox_owner;
 REVOKE ALL ON FUNCTION cronbox.ack_outbox_at(text, bigint[], jsonb, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

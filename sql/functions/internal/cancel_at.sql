@@ -22,25 +22,28 @@ BEGIN
     IF cancel_at.run_id IS NULL THEN
         RAISE EXCEPTION 'run_id: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    SELECT r.state INTO v_state FROM cronbox.run r WHERE r.run_id = cancel_at.run_id;
+    -- The run in flight is its outbox row (by key); a run not there is final, or unknown.
+    SELECT o.state INTO v_state FROM cronbox.outbox o WHERE o.outbox_id = cancel_at.run_id AND o.kind = 'run';
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'run_id: no run %', cancel_at.run_id USING ERRCODE = 'no_data_found';
+        SELECT r.state INTO v_state FROM cronbox.run r WHERE r.run_id = cancel_at.run_id;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'run_id: no run %', cancel_at.run_id USING ERRCODE = 'no_data_found';
+        END IF;
+        RAISE EXCEPTION 'run_id: run % is %, there is nothing to cancel', cancel_at.run_id, v_state
+            USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
     IF v_state = 'dispatched' THEN
+        -- not delivered yet: cancelled now (its outbox row deleted, its history row inserted)
         SELECT f.state, f.verdict INTO v_state, v_verdict
         FROM cronbox.finish_runs(ARRAY[cancel_at.run_id], 'cancelled', NULL,
                                  ARRAY['cancelled before delivery'], false, p_now) f;
         IF v_verdict = 'finished' THEN
-            DELETE FROM cronbox.outbox o
-            WHERE o.outbox_id = ANY (ARRAY(SELECT o2.outbox_id FROM cronbox.outbox o2
-                                           WHERE o2.run_id = cancel_at.run_id AND o2.kind = 'run'
-                                           FOR UPDATE SKIP LOCKED));
             RETURN 'cancelled';
         END IF;
     END IF;
-    UPDATE cronbox.run r SET cancel_requested = true
-    WHERE r.run_id = cancel_at.run_id AND r.state IN ('dispatched', 'delivered', 'running')
-    RETURNING r.state INTO v_state;
+    UPDATE cronbox.outbox o SET cancel_requested = true
+    WHERE o.outbox_id = cancel_at.run_id AND o.kind = 'run'
+    RETURNING o.state INTO v_state;
     IF FOUND THEN
         RETURN 'cancel_requested';
     END IF;

@@ -39,21 +39,8 @@ SET jit = off  -- short OLTP statements: compiling costs more than running
 SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off  -- a plan kept from an empty table: docs/architecture.md, SQL conventions
 AS $$
-DECLARE
-    -- the leased rows, column by column
-    v_outbox_ids bigint[];
-    v_run_ids bigint[];
-    v_queues text[];
-    v_kinds text[];
-    v_messages jsonb[];
-    v_timeouts interval[];
-    v_attempts integer[];
-    v_available timestamptz[];
-    -- the runs whose message is built here, and their bounds
-    v_wanted bigint[];
-    v_lo bigint;
-    v_hi bigint;
 BEGIN
+    RETURN QUERY
     WITH RECURSIVE
     -- The queues with rows in the outbox, one index probe each.
     queues(q) AS (
@@ -71,6 +58,7 @@ BEGIN
             FROM cronbox.outbox o
             WHERE o.queue = queues.q AND o.available_at <= p_now + p_ahead
               AND (o.lease_until IS NULL OR o.lease_until <= p_now)
+              AND o.state IS DISTINCT FROM 'delivered' AND o.state IS DISTINCT FROM 'running'
             ORDER BY o.available_at
             LIMIT 1
         ) h
@@ -87,6 +75,8 @@ BEGIN
             FROM cronbox.outbox o
             WHERE o.queue = hq.q AND o.available_at <= p_now + p_ahead
               AND (o.lease_until IS NULL OR o.lease_until <= p_now)
+              -- a run delivered or running holds its own lease (its timeout): never sent again
+              AND o.state IS DISTINCT FROM 'delivered' AND o.state IS DISTINCT FROM 'running'
             ORDER BY o.available_at
             LIMIT p_limit
             FOR UPDATE SKIP LOCKED
@@ -102,56 +92,17 @@ BEGIN
         -- the statistics said the outbox was empty (VACUUM after a drain) walked the whole
         -- outbox once per row taken. available_at is the row's own (a claim leaves it alone).
         WHERE o.outbox_id = ANY (ARRAY(SELECT p.outbox_id FROM picked p))
-        RETURNING o.outbox_id, o.run_id, o.queue, o.kind, o.message, o.timeout, o.attempts, o.available_at
+        -- a run's row carries no message: built from the row itself (the run in flight)
+        RETURNING o.outbox_id, o.run_id, o.queue, o.kind,
+                  CASE WHEN o.kind = 'run'
+                       THEN coalesce(o.message, cronbox.run_message(o.outbox_id, o.job_name, o.queue, o.payload,
+                                                                    o.fire_at, o.attempt))
+                            || jsonb_build_object('deadline', greatest(o.available_at, p_now) + o.timeout)
+                       ELSE o.message END AS message,
+                  o.attempts, o.available_at
     )
-    -- parallel arrays: the aggregates of one scan see its rows in the same order
-    SELECT array_agg(l.outbox_id),
-           array_agg(l.run_id),
-           array_agg(l.queue),
-           array_agg(l.kind),
-           array_agg(l.message),
-           array_agg(l.timeout),
-           array_agg(l.attempts),
-           array_agg(l.available_at),
-           array_agg(l.run_id) FILTER (WHERE l.kind = 'run' AND l.message IS NULL),
-           min(l.run_id) FILTER (WHERE l.kind = 'run' AND l.message IS NULL),
-           max(l.run_id) FILTER (WHERE l.kind = 'run' AND l.message IS NULL)
-    INTO v_outbox_ids, v_run_ids, v_queues, v_kinds, v_messages, v_timeouts, v_attempts, v_available,
-         v_wanted, v_lo, v_hi
+    SELECT l.outbox_id, l.run_id, l.queue, l.kind, l.message, l.attempts, l.available_at
     FROM leased l;
-    IF v_outbox_ids IS NULL THEN
-        RETURN;
-    END IF;
-
-    -- A run's row carries no message (0121): it is built from the run row. The batch's runs
-    -- are read by key in a second statement, whose partitions are pruned when it starts by the
-    -- batch's lowest and highest run_id (parameters of the kept plan: only the partitions in
-    -- that range are opened); the messages land in an array in run_id order and each row finds
-    -- its own by binary search (width_bucket). Not a join to the run table in the claim's
-    -- statement: there the kept plan opened every partition at each call and re-ran the
-    -- pruning per row, so a claim cost more the more days of history were kept (bench.sqlcost
-    -- --history-days 365: 45.8 us per run against 14.0 with 9 partitions).
-    -- A run gone by retention still gets its ids.
-    RETURN QUERY
-    WITH runs AS MATERIALIZED (
-        SELECT array_agg(r.run_id ORDER BY r.run_id) AS ids,
-               array_agg(cronbox.run_message(r.run_id, r.job_name, r.queue, r.payload, r.fire_at, r.attempt)
-                         ORDER BY r.run_id) AS messages
-        FROM cronbox.run r
-        WHERE r.run_id = ANY (v_wanted) AND r.run_id BETWEEN v_lo AND v_hi
-    )
-    SELECT l.outbox_id, l.run_id, l.queue, l.kind,
-           CASE WHEN l.kind = 'run'
-                THEN coalesce(l.message,
-                              CASE WHEN rs.ids[width_bucket(l.run_id, rs.ids)] = l.run_id
-                                   THEN rs.messages[width_bucket(l.run_id, rs.ids)] END,
-                              jsonb_build_object('run_id', l.run_id, 'queue', l.queue))
-                     || jsonb_build_object('deadline', greatest(l.available_at, p_now) + l.timeout)
-                ELSE l.message END,
-           l.attempts, l.available_at
-    FROM unnest(v_outbox_ids, v_run_ids, v_queues, v_kinds, v_messages, v_timeouts, v_attempts, v_available)
-         AS l(outbox_id, run_id, queue, kind, message, timeout, attempts, available_at)
-    CROSS JOIN runs rs;
 END
 $$;
 

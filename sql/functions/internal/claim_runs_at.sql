@@ -4,8 +4,8 @@
 -- cronbox.claim_runs_at(queue, worker, n, p_now): pull mode, for workers that talk to PostgreSQL
 -- instead of receiving pushes (queues routed to the `postgres` sink). Takes up to n
 -- available run messages of the queue, oldest first, FOR UPDATE SKIP LOCKED on
--- outbox_queue_idx (claimers get disjoint runs), deletes them and marks their runs running on
--- worker with a lease of the job's timeout. Returns the messages, deadline included.
+-- outbox_queue_idx (claimers get disjoint runs), and marks those runs (their outbox rows: a run
+-- is its outbox row until its final report) running on worker with a lease of the job's timeout. Returns the messages, deadline included.
 CREATE OR REPLACE FUNCTION cronbox.claim_runs_at(
     queue text,
     worker text,
@@ -24,12 +24,6 @@ SET jit = off
 SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off  -- a plan kept from an empty table: docs/architecture.md, SQL conventions
 AS $$
-DECLARE
-    v_ids bigint[];
-    v_messages jsonb[];
-    v_timeouts interval[];
-    v_timeout_of jsonb;
-    v_message_of jsonb;
 BEGIN
     PERFORM cronbox.assert_worker(claim_runs_at.worker);
     IF claim_runs_at.n IS NULL OR claim_runs_at.n NOT BETWEEN 1 AND 1000 THEN
@@ -49,47 +43,33 @@ BEGIN
     IF claim_runs_at.n IS NULL OR claim_runs_at.n < 1 THEN
         RAISE EXCEPTION 'n: must be at least 1, got %', claim_runs_at.n USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    -- The run's outbox row stays the run: running on this worker, under the run's lease (its
+    -- timeout), in place (HOT: no indexed column changes); the message is built from the row.
+    RETURN QUERY
     WITH picked AS (
         SELECT o.outbox_id
         FROM cronbox.outbox o
         WHERE o.kind = 'run' AND o.queue = claim_runs_at.queue AND o.available_at <= p_now
           AND (o.lease_until IS NULL OR o.lease_until <= p_now)
+          -- a run delivered or running holds its own lease (its timeout): never taken again
+          AND o.state IS DISTINCT FROM 'delivered' AND o.state IS DISTINCT FROM 'running'
         ORDER BY o.available_at
         LIMIT claim_runs_at.n
         FOR UPDATE SKIP LOCKED
     ),
-    gone AS (
+    started AS (
         -- By key, never a join to picked: the plan is kept for the session, and one made while
         -- the statistics said the outbox was empty (VACUUM after a drain) walked the whole
         -- outbox once per row taken (a pull bench stalled a minute per claim on it).
-        DELETE FROM cronbox.outbox o
-        WHERE o.outbox_id = ANY (ARRAY(SELECT picked.outbox_id FROM picked))
-        RETURNING o.run_id, o.message, o.timeout
-    )
-    SELECT array_agg(gone.run_id), array_agg(gone.message), array_agg(gone.timeout)
-      INTO v_ids, v_messages, v_timeouts
-    FROM gone;
-    IF v_ids IS NULL THEN
-        RETURN;
-    END IF;
-    -- A separate statement with the ids as a value: partitions pruned by the bounds, primary-key
-    -- probes in run_id order, no join (a nested loop keyed on the array is quadratic).
-    SELECT array_agg(u.id ORDER BY u.id), jsonb_object_agg(u.id::text, u.timeout::text),
-           jsonb_object_agg(u.id::text, u.message)
-      INTO v_ids, v_timeout_of, v_message_of
-    FROM unnest(v_ids, v_timeouts, v_messages) AS u(id, timeout, message);
-    RETURN QUERY
-    WITH started AS (
-        UPDATE cronbox.run r SET
+        UPDATE cronbox.outbox o SET
             state = 'running', delivered_at = p_now, started_at = p_now,
             worker = claim_runs_at.worker,
-            lease_until = p_now + (v_timeout_of ->> r.run_id::text)::interval
-        WHERE r.run_id = ANY (v_ids) AND r.run_id BETWEEN v_ids[1] AND v_ids[cardinality(v_ids)]
-          AND r.state = 'dispatched'
-        -- a run's outbox row carries no message (0121): built from the run row
-        RETURNING r.run_id, r.lease_until,
-                  coalesce(nullif(v_message_of -> r.run_id::text, 'null'::jsonb),
-                           cronbox.run_message(r.run_id, r.job_name, r.queue, r.payload, r.fire_at, r.attempt))
+            lease_until = p_now + o.timeout,
+            lease_owner = NULL
+        WHERE o.outbox_id = ANY (ARRAY(SELECT picked.outbox_id FROM picked))
+        RETURNING o.outbox_id AS run_id, o.lease_until,
+                  coalesce(o.message,
+                           cronbox.run_message(o.outbox_id, o.job_name, o.queue, o.payload, o.fire_at, o.attempt))
                       AS message
     )
     SELECT s.run_id, s.message ->> 'job', s.message -> 'payload',

@@ -5,8 +5,9 @@
 -- definitions, statistics and futures as they are now (a future held meanwhile is left alone). Decides
 -- per future (paused -> held; dependency gate; overlap; catch-up with p_grace; queue limit;
 -- resource pools: the job's needs against the pools' free units, else on_unavailable)
--- and writes in one statement: run + outbox row (dispatched as of the later of its due time
--- and p_now: early runs are dispatched as of their due time), skipped/missed/failed run rows,
+-- and writes in one statement: a run's outbox row, which is the run until its final report
+-- (dispatched as of the later of its due time and p_now: early runs are dispatched as of their
+-- due time), skipped/missed/failed run rows (history, final at once),
 -- holds, the job's statistics, queue slots, pool units. Then NOTIFY cronbox_outbox. Returns the counts.
 CREATE OR REPLACE FUNCTION cronbox.dispatch_locked(
     p_futures bigint[],
@@ -30,8 +31,6 @@ DECLARE
     v_cancel_jobs bigint[];   -- cancel_other jobs that dispatched a run while others were unfinished
     v_new_runs bigint[];      -- the runs this call dispatched for them
     v_cancel bigint[];
-    v_lo bigint;
-    v_hi bigint;
     v_refold bigint[];        -- jobs whose statistics a backfilled fire's own overlap policy reads
 BEGIN
     -- A backfilled fire with an overlap policy of its own reads its job's active runs: a job
@@ -300,17 +299,18 @@ BEGIN
               FROM outcome o WHERE o.act = 'retry_pool') x
         WHERE f.future_id = ANY (x.ids)
     ),
+    -- Fires that never run are history at once, final; a run is its outbox row until its
+    -- final report (docs/architecture.md, "One row in flight").
     new_run AS (
         INSERT INTO cronbox.run (run_id, job_id, job_name, queue, fire_at, due_at, state, attempt,
                                  origin, retry_of, payload, priority, dispatched_at,
                                  finished_at, error, missed_fires, missed_last_at, needs)
         SELECT fire.run_id, fire.job_id, fire.name, fire.queue, fire.fire_at, fire.due_at,
-               CASE fire.act WHEN 'run' THEN 'dispatched' WHEN 'fail_dependency' THEN 'failed'
+               CASE fire.act WHEN 'fail_dependency' THEN 'failed'
                              WHEN 'fail_unavailable' THEN 'failed'
                              WHEN 'miss' THEN 'missed' ELSE 'skipped' END,
                fire.attempt, fire.origin, fire.retry_of, fire.message_payload, fire.priority,
-               CASE WHEN fire.act = 'run' THEN greatest(fire.due_at, p_now) END,  -- early: as of its due time
-               CASE WHEN fire.act <> 'run' THEN p_now END,
+               NULL, p_now,
                CASE fire.act
                    WHEN 'skip' THEN 'overlap: skipped, an earlier run of this job is unfinished'
                    WHEN 'supersede' THEN 'overlap: superseded by a newer fire (cancel_other)'
@@ -327,17 +327,26 @@ BEGIN
                END,
                CASE WHEN fire.act = 'miss' THEN 1 END,
                CASE WHEN fire.act = 'miss' THEN fire.fire_at END,
-               CASE WHEN fire.act = 'run' THEN fire.needs END  -- the units it holds until it ends
+               NULL
         FROM fire
+        WHERE fire.act <> 'run'
     ),
     new_message AS (
-        INSERT INTO cronbox.outbox (run_id, queue, kind, message, timeout, created_at, available_at)
-        -- no message: the claim builds it from the run row (migration 0121); available at
-        -- its due time (early dispatch) or now
-        SELECT fire.run_id, fire.queue, 'run', NULL::jsonb, fire.timeout, p_now, greatest(fire.due_at, p_now)
+        -- A run: its outbox row carries the run (outbox_id = run_id); no message, the claim
+        -- builds it from the row; available at its due time (early dispatch) or now.
+        INSERT INTO cronbox.outbox (outbox_id, run_id, queue, kind, message, timeout, created_at, available_at,
+                                    job_id, job_name, fire_at, due_at, attempt, origin, retry_of,
+                                    priority, payload, state, dispatched_at, needs)
+        SELECT fire.run_id, fire.run_id, fire.queue, 'run', NULL::jsonb, fire.timeout, p_now, greatest(fire.due_at, p_now),
+               fire.job_id, fire.name, fire.fire_at, fire.due_at, fire.attempt, fire.origin, fire.retry_of,
+               fire.priority, fire.message_payload, 'dispatched',
+               greatest(fire.due_at, p_now),  -- early: as of its due time
+               fire.needs  -- the units it holds until it ends
         FROM fire
         WHERE fire.act = 'run'
-        UNION ALL
+    ),
+    new_note AS (
+        INSERT INTO cronbox.outbox (run_id, queue, kind, message, timeout, created_at, available_at)
         SELECT fire.run_id, 'cronbox.notifications', 'notification',
                jsonb_build_object(
                    'event', 'dependency_timeout', 'job', fire.name, 'run_id', fire.run_id,
@@ -446,15 +455,13 @@ BEGIN
             FROM unnest(v_cancel_jobs) AS c(job_id)
             CROSS JOIN LATERAL cronbox.job_unfinished_runs(c.job_id) u
             WHERE NOT u.cancel_requested AND NOT (u.run_id = ANY (v_new_runs)));
-        SELECT min(u.id), max(u.id) INTO v_lo, v_hi FROM unnest(v_cancel) AS u(id);
         WITH cancel_others AS (
-            UPDATE cronbox.run r SET cancel_requested = true
-            WHERE r.run_id = ANY (v_cancel) AND r.run_id BETWEEN v_lo AND v_hi
-              AND r.state IN ('dispatched', 'delivered', 'running')
-              AND NOT r.cancel_requested
-            RETURNING r.run_id, r.state
+            UPDATE cronbox.outbox o SET cancel_requested = true
+            WHERE o.outbox_id = ANY (v_cancel) AND o.kind = 'run'
+              AND NOT o.cancel_requested
+            RETURNING o.outbox_id, o.state
         )
-        SELECT array_agg(c.run_id) FILTER (WHERE c.state = 'dispatched') INTO v_superseded
+        SELECT array_agg(c.outbox_id) FILTER (WHERE c.state = 'dispatched') INTO v_superseded
         FROM cancel_others c;
     END IF;
 
@@ -471,7 +478,7 @@ END
 $$;
 
 COMMENT ON FUNCTION cronbox.dispatch_locked(bigint[], bigint[], interval, timestamp with time zone) IS
-'Internal: the write shared by dispatch and early dispatch. For futures and jobs the caller locked, decides (paused, dependency gate, overlap, catch-up with p_grace, queue limit) and writes run + outbox rows (dispatched as of the later of the due time and p_now), skipped/missed/failed runs, holds, job statistics and queue slots in one statement. Returns the counts.';
+'Internal: the write shared by dispatch and early dispatch. For futures and jobs the caller locked, decides (paused, dependency gate, overlap, catch-up with p_grace, queue limit) and writes each run''s outbox row (the run in flight, dispatched as of the later of the due time and p_now), skipped/missed/failed runs, holds, job statistics and queue slots in one statement. Returns the counts.';
 
 ALTER FUNCTION cronbox.dispatch_locked(bigint[], bigint[], interval, timestamp with time zone) OWNER TO cronbox_owner;
 REVOKE ALL ON FUNCTION cronbox.dispatch_locked(bigint[], bigint[], interval, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

@@ -41,15 +41,9 @@ BEGIN
     LOOP
         v_lo := cronbox.run_id_at(to_date(substr(v_name, 5), 'YYYYMMDD')::timestamp AT TIME ZONE 'UTC');
         v_hi := cronbox.run_id_at((to_date(substr(v_name, 5), 'YYYYMMDD') + 1)::timestamp AT TIME ZONE 'UTC');
-        -- Runs of that day not final yet: its message waits in the outbox, or it holds a lease.
+        -- Runs of that day not final yet: their outbox rows (the run in flight, keyed by run id).
         CONTINUE WHEN EXISTS (SELECT 1 FROM cronbox.outbox o
-                              WHERE o.kind = 'run' AND o.run_id >= v_lo AND o.run_id < v_hi
-                                AND EXISTS (SELECT 1 FROM cronbox.run r
-                                            WHERE r.run_id = o.run_id AND r.run_id >= v_lo AND r.run_id < v_hi
-                                              AND r.state IN ('dispatched', 'delivered', 'running')))
-                   OR EXISTS (SELECT 1 FROM cronbox.run r
-                              WHERE r.lease_until IS NOT NULL AND r.run_id >= v_lo AND r.run_id < v_hi
-                                AND r.state IN ('dispatched', 'delivered', 'running'));
+                              WHERE o.outbox_id >= v_lo AND o.outbox_id < v_hi AND o.kind = 'run');
         EXECUTE format('DROP TABLE cronbox.%I', v_name);
         DELETE FROM cronbox.run_late_report l WHERE l.run_id >= v_lo AND l.run_id < v_hi;
         RETURN NEXT v_name;

@@ -33,12 +33,11 @@ DECLARE
     v_after bigint[] := '{}';
     v_after_names text[];     -- names of these jobs listed by after-jobs: upstreams
     v_fin cronbox.finished_run[];
-    v_lo bigint;
-    v_hi bigint;
     v_result_of jsonb;
     v_error_of jsonb;
     v_done bigint[];
     v_late bigint[];
+    v_missing bigint[];       -- ids not in flight: read from history (late, never ran, unknown)
     v_ids bigint[];
     v_states text[];
     v_verdicts text[];
@@ -63,26 +62,15 @@ BEGIN
         p_errors := ARRAY(SELECT cronbox.clip_text(e.t, 4000) FROM unnest(p_errors) WITH ORDINALITY AS e(t, i) ORDER BY e.i);
     END IF;
 
-    -- Bounds of the run ids: a range condition prunes run partitions in every plan (a generic
-    -- plan cannot prune on = ANY of an array parameter), and joins key on it, never on the array
-    -- (an = ANY in a nested loop's inner index scan is re-sorted on every probe: quadratic).
-    -- (Each statement a report starts costs its executor start-up, most of a one-run report's
-    -- time: one run's bounds and report are plain assignments, no statement.)
-    IF cardinality(p_run_ids) = 1 THEN
-        v_lo := p_run_ids[1];
-        v_hi := v_lo;
-    ELSE
-        SELECT min(u.id), max(u.id) INTO v_lo, v_hi FROM unnest(p_run_ids) AS u(id);
-    END IF;
-
-    -- 1. The jobs concerned, read without locks, then locked in one fixed order (job_id): the
-    --    job's lock is its job_stat row (cronbox.lock_job_id), updated below anyway; the job
-    --    row is not locked. In the same statement, the after-jobs listing these jobs (fired on
-    --    success, step 8: locked with them), and the names they list of these jobs: those jobs
-    --    are upstreams, whose statistics are written where they are read (cronbox.job_stat_folded).
+    -- 1. The jobs concerned (of the runs in flight: their outbox rows, by key), read without
+    --    locks, then locked in one fixed order (job_id): the job's lock is its job_stat row
+    --    (cronbox.lock_job_id), updated below anyway; the job row is not locked. In the same
+    --    statement, the after-jobs listing these jobs (fired on success, step 8: locked with
+    --    them), and the names they list of these jobs: those jobs are upstreams, whose
+    --    statistics are written where they are read (cronbox.job_stat_folded).
     WITH jobs AS MATERIALIZED (
-        SELECT array_agg(DISTINCT r.job_id) AS ids
-        FROM cronbox.run r WHERE r.run_id = ANY (p_run_ids) AND r.run_id BETWEEN v_lo AND v_hi
+        SELECT array_agg(DISTINCT o.job_id) AS ids
+        FROM cronbox.outbox o WHERE o.outbox_id = ANY (p_run_ids) AND o.kind = 'run'
     ),
     names AS MATERIALIZED (
         SELECT (SELECT array_agg(j.name) FROM cronbox.job j WHERE j.job_id = ANY (jobs.ids)) AS of
@@ -98,22 +86,21 @@ BEGIN
                  WHERE u.name = ANY (names.of))
       INTO v_jobs, v_after, v_after_names
     FROM hit h;
-    IF v_jobs IS NULL THEN
-        RETURN QUERY SELECT u.id, NULL::text, 'not_found'::text FROM unnest(p_run_ids) u(id);
-        RETURN;
+    IF v_jobs IS NOT NULL THEN
+        PERFORM
+        FROM cronbox.job_stat s
+        WHERE s.job_id = ANY (v_jobs || v_after)
+        ORDER BY s.job_id
+        FOR NO KEY UPDATE OF s;
     END IF;
-    PERFORM
-    FROM cronbox.job_stat s
-    WHERE s.job_id = ANY (v_jobs || v_after)
-    ORDER BY s.job_id
-    FOR NO KEY UPDATE OF s;
 
-    -- 2. The runs: final state, or a late report kept aside. The reports (result, error) are
-    --    looked up by run id (the first report of an id wins). Read without a row lock: every
-    --    finisher of a run holds its job's lock (step 1), so only start_run, heartbeat, claims
-    --    and acks can change a run meanwhile, and the final UPDATE re-checks what they could
-    --    change (still unfinished; for 'lost', the lease still expired). A separate FOR UPDATE
-    --    pass cost a WAL record per run.
+    -- 2. The runs: those in flight (their outbox rows, read under the jobs' locks: every
+    --    finisher of a run holds its job's lock, so only start_run, heartbeat, claims and acks
+    --    can change a row meanwhile, and the final DELETE re-checks what they could change:
+    --    for 'lost', the lease still expired). The reports (result, error) are looked up by
+    --    run id (the first report of an id wins). The ids not in flight are read from history
+    --    in a statement of its own, run only then: a late report (the run is final), a fire
+    --    that never ran, or an unknown id.
     IF cardinality(p_run_ids) = 1 THEN
         v_result_of := CASE WHEN p_results[1] IS NOT NULL THEN jsonb_build_object(p_run_ids[1]::text, p_results[1]) END;
         v_error_of := CASE WHEN p_errors[1] IS NOT NULL THEN jsonb_build_object(p_run_ids[1]::text, p_errors[1]) END;
@@ -125,65 +112,89 @@ BEGIN
               FROM unnest(p_run_ids) WITH ORDINALITY AS u(id, ord)
               ORDER BY u.id, u.ord) x;
     END IF;
-    WITH locked AS MATERIALIZED (
-        SELECT r.run_id, r.job_id, r.job_name, r.queue, r.attempt, r.fire_at, r.payload,
-               r.state, r.cancel_requested, r.lease_until
-        FROM cronbox.run r
-        WHERE r.run_id = ANY (p_run_ids) AND r.run_id BETWEEN v_lo AND v_hi
-    ),
-    classified AS (
-        SELECT l.*, v_error_of ->> l.run_id::text AS error,
-               CASE
-                   WHEN l.state IN ('dispatched', 'delivered', 'running') THEN
-                       CASE WHEN p_outcome = 'lost' AND NOT (l.state IN ('delivered', 'running')
-                                                             AND l.lease_until < p_now)
-                            THEN 'ignored' ELSE 'finished' END
-                   WHEN l.state IN ('succeeded', 'failed', 'lost', 'cancelled') THEN
-                       CASE WHEN p_outcome IN ('succeeded', 'failed') THEN 'late' ELSE 'ignored' END
-                   ELSE 'not_reportable'
-               END AS verdict,
-               CASE WHEN p_outcome = 'succeeded' THEN 'succeeded'
-                    WHEN l.cancel_requested THEN 'cancelled'
-                    ELSE p_outcome END AS new_state
-        FROM locked l
-    )
-    SELECT array_agg(ROW(c.run_id, c.job_id, c.job_name, c.queue, c.new_state, c.attempt,
-                         c.fire_at, c.payload, c.error,
-                         p_outcome IN ('failed', 'lost') AND NOT c.cancel_requested
-                             AND (p_outcome = 'lost' OR p_retryable))::cronbox.finished_run
-                     ORDER BY c.run_id)
-               FILTER (WHERE c.verdict = 'finished'),
-           array_agg(c.run_id ORDER BY c.run_id) FILTER (WHERE c.verdict = 'finished'),
-           array_agg(c.run_id ORDER BY c.run_id) FILTER (WHERE c.verdict = 'late'),
-           array_agg(c.run_id),
-           array_agg(CASE WHEN c.verdict = 'finished' THEN c.new_state ELSE c.state END),
-           array_agg(c.verdict)
-      INTO v_fin, v_done, v_late, v_ids, v_states, v_verdicts
-    FROM classified c;
+    IF v_jobs IS NOT NULL THEN
+        WITH inflight AS MATERIALIZED (
+            SELECT o.outbox_id AS run_id, o.job_id, o.job_name, o.queue, o.attempt, o.fire_at, o.payload,
+                   o.state, o.cancel_requested, o.lease_until
+            FROM cronbox.outbox o
+            WHERE o.outbox_id = ANY (p_run_ids) AND o.kind = 'run'
+        ),
+        classified AS (
+            SELECT l.*, v_error_of ->> l.run_id::text AS error,
+                   CASE WHEN p_outcome = 'lost' AND NOT (l.state IN ('delivered', 'running')
+                                                         AND l.lease_until < p_now)
+                        THEN 'ignored' ELSE 'finished' END AS verdict,
+                   CASE WHEN p_outcome = 'succeeded' THEN 'succeeded'
+                        WHEN l.cancel_requested THEN 'cancelled'
+                        ELSE p_outcome END AS new_state
+            FROM inflight l
+        )
+        SELECT array_agg(ROW(c.run_id, c.job_id, c.job_name, c.queue, c.new_state, c.attempt,
+                             c.fire_at, c.payload, c.error,
+                             p_outcome IN ('failed', 'lost') AND NOT c.cancel_requested
+                                 AND (p_outcome = 'lost' OR p_retryable))::cronbox.finished_run
+                         ORDER BY c.run_id)
+                   FILTER (WHERE c.verdict = 'finished'),
+               array_agg(c.run_id ORDER BY c.run_id) FILTER (WHERE c.verdict = 'finished'),
+               array_agg(c.run_id),
+               array_agg(CASE WHEN c.verdict = 'finished' THEN c.new_state ELSE c.state END),
+               array_agg(c.verdict)
+          INTO v_fin, v_done, v_ids, v_states, v_verdicts
+        FROM classified c;
+    END IF;
+    IF cardinality(v_ids) IS DISTINCT FROM cardinality(p_run_ids) THEN
+        v_missing := ARRAY(SELECT DISTINCT u.id FROM unnest(p_run_ids) AS u(id)
+                           WHERE NOT (u.id = ANY (coalesce(v_ids, '{}'))) ORDER BY u.id);
+        IF cardinality(v_missing) > 0 THEN
+            -- By key, the bounds as values: one partition for one run.
+            SELECT coalesce(v_ids, '{}') || array_agg(r.run_id),
+                   coalesce(v_states, '{}') || array_agg(r.state),
+                   coalesce(v_verdicts, '{}') || array_agg(
+                       CASE WHEN r.state IN ('succeeded', 'failed', 'lost', 'cancelled') THEN
+                                CASE WHEN p_outcome IN ('succeeded', 'failed') THEN 'late' ELSE 'ignored' END
+                            ELSE 'not_reportable' END),
+                   array_agg(r.run_id ORDER BY r.run_id)
+                       FILTER (WHERE r.state IN ('succeeded', 'failed', 'lost', 'cancelled')
+                                 AND p_outcome IN ('succeeded', 'failed'))
+              INTO v_ids, v_states, v_verdicts, v_late
+            FROM cronbox.run r
+            WHERE r.run_id = ANY (v_missing) AND r.run_id BETWEEN v_missing[1] AND v_missing[cardinality(v_missing)];
+        END IF;
+    END IF;
 
-    -- No join: the runs are probed through the primary key in run_id order (the row locks are
-    -- taken here, in that order), their reports looked up by id.
+    -- The runs that end here: each outbox row deleted and its history row inserted final, in
+    -- one statement (docs/architecture.md, "History written once"): a crash leaves the run
+    -- either in flight or finished, never neither nor both. Rows by key; the INSERT routes each
+    -- row to its partition (the day of its run id) without naming the others in its plan.
     IF v_done IS NOT NULL THEN
-        WITH finished AS (
-        UPDATE cronbox.run r SET
-            state = CASE WHEN p_outcome = 'succeeded' THEN 'succeeded'
-                         WHEN r.cancel_requested THEN 'cancelled'
-                         ELSE p_outcome END,
-            -- a report straight from dispatched (the relay's ack with the worker's answer,
-            -- or a worker faster than the ack) was delivered by then
-            delivered_at = coalesce(r.delivered_at,
-                                    CASE WHEN p_outcome IN ('succeeded', 'failed') THEN p_now END),
-            finished_at = p_now,
-            result = v_result_of -> r.run_id::text,
-            error = coalesce(v_error_of ->> r.run_id::text,
-                             CASE WHEN p_outcome = 'cancelled'
-                                       OR (p_outcome <> 'succeeded' AND r.cancel_requested)
-                                  THEN 'cancelled' END),
-            lease_until = NULL
-        WHERE r.run_id = ANY (v_done) AND r.run_id BETWEEN v_lo AND v_hi
-          AND r.state IN ('dispatched', 'delivered', 'running')
-          AND (p_outcome <> 'lost' OR (r.state IN ('delivered', 'running') AND r.lease_until < p_now))
-        RETURNING r.run_id, r.needs
+        WITH gone AS (
+            DELETE FROM cronbox.outbox o
+            WHERE o.outbox_id = ANY (v_done) AND o.kind = 'run'
+              AND (p_outcome <> 'lost' OR (o.state IN ('delivered', 'running') AND o.lease_until < p_now))
+            RETURNING o.*
+        ),
+        finished AS (
+            INSERT INTO cronbox.run AS h (run_id, job_id, job_name, queue, fire_at, due_at, state, attempt,
+                                     origin, retry_of, payload, priority, dispatched_at, delivered_at,
+                                     started_at, finished_at, lease_until, worker, cancel_requested,
+                                     result, error, needs)
+            SELECT g.outbox_id, g.job_id, g.job_name, g.queue, g.fire_at, g.due_at,
+                   CASE WHEN p_outcome = 'succeeded' THEN 'succeeded'
+                        WHEN g.cancel_requested THEN 'cancelled'
+                        ELSE p_outcome END,
+                   g.attempt, g.origin, g.retry_of, g.payload, g.priority, g.dispatched_at,
+                   -- a report straight from dispatched (the relay's ack with the worker's answer,
+                   -- or a worker faster than the ack) was delivered by then
+                   coalesce(g.delivered_at, CASE WHEN p_outcome IN ('succeeded', 'failed') THEN p_now END),
+                   g.started_at, p_now, NULL, g.worker, g.cancel_requested,
+                   v_result_of -> g.outbox_id::text,
+                   coalesce(v_error_of ->> g.outbox_id::text,
+                            CASE WHEN p_outcome = 'cancelled'
+                                      OR (p_outcome <> 'succeeded' AND g.cancel_requested)
+                                 THEN 'cancelled' END),
+                   g.needs
+            FROM gone g
+            RETURNING h.run_id, h.needs
         )
         -- needs: given back below exactly once, by the transition that ended the run
         SELECT array_agg(f.run_id), array_agg(f.needs) FILTER (WHERE f.needs IS NOT NULL)
@@ -191,7 +202,7 @@ BEGIN
         FROM finished f;
         IF cardinality(v_updated) IS DISTINCT FROM cardinality(v_done) THEN
             -- Changed since read (a heartbeat renewed an expiring lease): not finished here.
-            v_fin := ARRAY(SELECT f FROM unnest(v_fin) f WHERE f.run_id = ANY (v_updated));
+            v_fin := ARRAY(SELECT f FROM unnest(v_fin) f WHERE f.run_id = ANY (coalesce(v_updated, '{}')));
             v_verdicts := ARRAY(SELECT CASE WHEN x.verdict = 'finished' AND NOT (x.id = ANY (coalesce(v_updated, '{}')))
                                             THEN 'ignored' ELSE x.verdict END
                                 FROM unnest(v_ids, v_verdicts) WITH ORDINALITY AS x(id, verdict, n) ORDER BY x.n);

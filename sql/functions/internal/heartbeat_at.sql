@@ -4,7 +4,8 @@
 -- cronbox.heartbeat_at(run_id, worker, p_now): a worker says it is alive. Extends the lease to
 -- now + the job's timeout and returns 'continue'; returns 'cancel' (lease untouched) when
 -- cancellation was requested, or the run is no longer this worker's (lost, timed out,
--- superseded, finished, or started by another worker). Locks the run row only.
+-- superseded, finished, or started by another worker). Locks the run's outbox row only (the run
+-- in flight); history is read only for a run not in flight, to tell a final run from an unknown id.
 -- Raises P0002 for an unknown run.
 CREATE OR REPLACE FUNCTION cronbox.heartbeat_at(
     run_id bigint,
@@ -23,17 +24,19 @@ BEGIN
         RAISE EXCEPTION 'run_id: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
     PERFORM cronbox.assert_worker(heartbeat_at.worker);
-    UPDATE cronbox.run r SET
-        lease_until = p_now + coalesce((SELECT j.timeout FROM cronbox.job j WHERE j.job_id = r.job_id),
+    UPDATE cronbox.outbox o SET
+        lease_until = p_now + coalesce((SELECT j.timeout FROM cronbox.job j WHERE j.job_id = o.job_id),
                                        interval '5 minutes')
-    WHERE r.run_id = heartbeat_at.run_id
-      AND r.state IN ('dispatched', 'delivered', 'running')
-      AND NOT r.cancel_requested
-      AND (heartbeat_at.worker IS NULL OR r.worker IS NULL OR r.worker = heartbeat_at.worker);
+    WHERE o.outbox_id = heartbeat_at.run_id AND o.kind = 'run'
+      AND NOT o.cancel_requested
+      AND (heartbeat_at.worker IS NULL OR o.worker IS NULL OR o.worker = heartbeat_at.worker);
     IF FOUND THEN
         RETURN 'continue';
     END IF;
-    SELECT true INTO v_found FROM cronbox.run r WHERE r.run_id = heartbeat_at.run_id;
+    SELECT true INTO v_found FROM cronbox.outbox o WHERE o.outbox_id = heartbeat_at.run_id AND o.kind = 'run';
+    IF v_found IS NULL THEN
+        SELECT true INTO v_found FROM cronbox.run r WHERE r.run_id = heartbeat_at.run_id;
+    END IF;
     IF v_found IS NULL THEN
         RAISE EXCEPTION 'run_id: no run %', heartbeat_at.run_id USING ERRCODE = 'no_data_found';
     END IF;

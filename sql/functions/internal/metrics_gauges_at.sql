@@ -13,11 +13,11 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT 'outbox_depth', o.queue, count(*)::double precision
-    FROM cronbox.outbox o GROUP BY o.queue
+    FROM cronbox.outbox o WHERE coalesce(o.state, 'dispatched') = 'dispatched' GROUP BY o.queue
     UNION ALL
     SELECT 'outbox_oldest_age_seconds', o.queue,
            greatest(extract(epoch FROM p_now - min(o.created_at)), 0)::double precision
-    FROM cronbox.outbox o GROUP BY o.queue
+    FROM cronbox.outbox o WHERE coalesce(o.state, 'dispatched') = 'dispatched' GROUP BY o.queue
     UNION ALL
     SELECT 'schedules_paused', NULL, count(*)::double precision
     FROM cronbox.job j WHERE j.paused

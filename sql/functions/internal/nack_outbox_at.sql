@@ -58,11 +58,12 @@ BEGIN
     WHERE f.outbox_id IS NOT NULL;
 
     WITH mine AS MATERIALIZED (
-        SELECT o.outbox_id,
+        SELECT o.outbox_id, o.kind,
                ((v_report_of -> o.outbox_id::text ->> 'retryable')::boolean IS FALSE
                 OR o.attempts >= p_max_attempts) AS give_up
         FROM cronbox.outbox o
         WHERE o.outbox_id = ANY (p_ids) AND o.lease_owner = p_owner
+          AND o.state IS DISTINCT FROM 'delivered' AND o.state IS DISTINCT FROM 'running'
     ),
     retried AS (
         UPDATE cronbox.outbox o SET
@@ -77,29 +78,38 @@ BEGIN
           AND o.lease_owner = p_owner
         RETURNING o.outbox_id
     ),
+    -- A notification given up on leaves the outbox; a run's row stays until finish_runs below
+    -- ends the run (its row deleted and its history row inserted failed, one statement).
     buried AS (
         DELETE FROM cronbox.outbox o
-        WHERE o.outbox_id = ANY (ARRAY(SELECT m.outbox_id FROM mine m WHERE m.give_up))
+        WHERE o.outbox_id = ANY (ARRAY(SELECT m.outbox_id FROM mine m WHERE m.give_up AND m.kind <> 'run'))
           AND o.lease_owner = p_owner
-        RETURNING o.*, v_report_of -> o.outbox_id::text ->> 'error' AS error
+        RETURNING o.outbox_id, o.run_id, o.queue, o.kind, o.message, o.timeout, o.created_at, o.attempts,
+                  o.lease_owner, v_report_of -> o.outbox_id::text ->> 'error' AS error
+    ),
+    dead_runs AS (
+        SELECT o.outbox_id, o.run_id, o.queue, o.kind,
+               -- the dead letter keeps the message as sent: built from the run's row
+               coalesce(o.message, cronbox.run_message(o.outbox_id, o.job_name, o.queue, o.payload,
+                                                       o.fire_at, o.attempt)) AS message,
+               o.timeout, o.created_at, o.attempts, o.lease_owner,
+               v_report_of -> o.outbox_id::text ->> 'error' AS error
+        FROM cronbox.outbox o
+        WHERE o.outbox_id = ANY (ARRAY(SELECT m.outbox_id FROM mine m WHERE m.give_up AND m.kind = 'run'))
+          AND o.lease_owner = p_owner
     ),
     moved AS (
         INSERT INTO cronbox.dead_letter (outbox_id, run_id, queue, kind, message, timeout, created_at,
                                          attempts, last_error, lease_owner, dead_at)
-        -- the dead letter keeps the message as sent: a run's row has none (0121), built here
-        SELECT b.outbox_id, b.run_id, b.queue, b.kind,
-               coalesce(b.message,
-                        cronbox.run_message(r.run_id, r.job_name, r.queue, r.payload, r.fire_at, r.attempt),
-                        jsonb_build_object('run_id', b.run_id, 'queue', b.queue)),
-               b.timeout, b.created_at, b.attempts, b.error, b.lease_owner, p_now
-        FROM buried b
-        LEFT JOIN cronbox.run r ON r.run_id = b.run_id AND b.message IS NULL
-        RETURNING outbox_id, run_id, last_error
+        SELECT b.outbox_id, b.run_id, b.queue, b.kind, b.message, b.timeout, b.created_at, b.attempts,
+               b.error, b.lease_owner, p_now
+        FROM (SELECT * FROM buried UNION ALL SELECT * FROM dead_runs) b
+        RETURNING outbox_id, run_id, kind, last_error
     )
     SELECT (SELECT count(*) FROM retried)::integer, count(*)::integer,
            coalesce(array_agg(mv.outbox_id), '{}'),
-           array_agg(mv.run_id) FILTER (WHERE mv.run_id IS NOT NULL),
-           array_agg(mv.last_error) FILTER (WHERE mv.run_id IS NOT NULL)
+           array_agg(mv.run_id) FILTER (WHERE mv.run_id IS NOT NULL AND mv.kind = 'run'),
+           array_agg(mv.last_error) FILTER (WHERE mv.run_id IS NOT NULL AND mv.kind = 'run')
       INTO v_retried, v_dead, v_dead_ids, v_runs, v_errors
     FROM moved mv;
 

@@ -4,7 +4,7 @@
 -- cronbox.reap_lost_at(p_limit, p_now): the poller's reaper. Runs delivered or running whose
 -- lease expired (no heartbeat or report within the job's timeout) are declared lost (a
 -- crash; cancelled if cancellation was requested) and retried per the job's policy, through
--- cronbox.finish_runs. Candidates come from run_lease_idx without locks (finish_runs locks
+-- cronbox.finish_runs. Candidates come from the outbox (a walk) without locks (finish_runs locks
 -- jobs before runs, the order dispatch relies on) and are re-checked under lock, so two
 -- reapers never double-count a run. Returns how many runs were declared lost or cancelled.
 CREATE OR REPLACE FUNCTION cronbox.reap_lost_at(
@@ -23,11 +23,13 @@ DECLARE
     v_n integer;
 BEGIN
     SELECT array_agg(x.run_id), array_agg(x.error) INTO v_ids, v_errors
-    FROM (SELECT r.run_id,
+    FROM (SELECT r.outbox_id AS run_id,
                  format('lost: lease expired at %s (no heartbeat or report within the timeout)',
                         r.lease_until) AS error
-          FROM cronbox.run r
-          WHERE r.lease_until IS NOT NULL AND r.lease_until < p_now  -- run_lease_idx
+          -- the runs in flight are their outbox rows: a walk of the outbox (no index on the
+          -- lease: docs/architecture.md, "One row in flight"), once a reaper round
+          FROM cronbox.outbox r
+          WHERE r.kind = 'run' AND r.lease_until < p_now
             AND r.state IN ('delivered', 'running')
           ORDER BY r.lease_until
           LIMIT p_limit) x;

@@ -32,13 +32,8 @@ BEGIN
     FROM unnest(v_pools) AS u(pool)
     LEFT JOIN (
         SELECT e.key AS pool, sum(e.value::text::bigint)::bigint AS n
-        FROM (SELECT r.needs FROM cronbox.run r
-              WHERE r.lease_until IS NOT NULL AND r.state IN ('dispatched', 'delivered', 'running')
-                AND r.needs IS NOT NULL
-              UNION ALL
-              SELECT r.needs FROM cronbox.outbox o JOIN cronbox.run r ON r.run_id = o.run_id
-              WHERE o.kind = 'run' AND r.lease_until IS NULL AND r.state IN ('dispatched', 'delivered', 'running')
-                AND r.needs IS NOT NULL) h
+        FROM (SELECT o.needs FROM cronbox.outbox o  -- the runs in flight
+              WHERE o.kind = 'run' AND o.needs IS NOT NULL) h
         CROSS JOIN LATERAL jsonb_each(h.needs) e
         GROUP BY e.key) c ON c.pool = u.pool;
     PERFORM cronbox.release_pool_units(v_pools, NULL, p_now, v_in_use);

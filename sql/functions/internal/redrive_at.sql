@@ -20,6 +20,7 @@ DECLARE
     v_count integer;
     v_runs bigint[];
     v_needs jsonb[];
+    v_dead_of jsonb;          -- a dead run's message, timeout and last error, by run id
 BEGIN
     IF redrive_at.id IS NULL AND redrive_at.queue IS NULL AND NOT coalesce(redrive_at.everything, false) THEN
         RAISE EXCEPTION 'redrive: say which dead letters: id => ..., queue => ... or everything => true'
@@ -32,32 +33,50 @@ BEGIN
           AND (redrive_at.queue IS NULL OR d.queue = redrive_at.queue)
         RETURNING d.*
     ),
+    -- notifications go back as they were; a run's message goes back with its run (below)
     back AS (
         INSERT INTO cronbox.outbox (run_id, queue, kind, message, timeout, created_at, available_at,
                                     attempts, last_error)
         SELECT g.run_id, g.queue, g.kind, g.message, g.timeout, g.created_at, p_now,
                0, 'redriven after: ' || coalesce(g.last_error, '?')
         FROM gone g
+        WHERE g.kind <> 'run' OR g.run_id IS NULL
         ORDER BY g.dead_letter_id
-        RETURNING run_id
     )
-    SELECT count(*)::integer, array_agg(b.run_id) FILTER (WHERE b.run_id IS NOT NULL)
-      INTO v_count, v_runs
-    FROM back b;
+    SELECT count(*)::integer, array_agg(g.run_id ORDER BY g.run_id) FILTER (WHERE g.kind = 'run' AND g.run_id IS NOT NULL),
+           jsonb_object_agg(g.run_id::text, jsonb_build_object('message', g.message, 'timeout', g.timeout,
+                                                               'last_error', g.last_error))
+               FILTER (WHERE g.kind = 'run' AND g.run_id IS NOT NULL)
+      INTO v_count, v_runs, v_dead_of
+    FROM gone g;
 
     IF v_runs IS NOT NULL THEN
         -- The jobs' locks (job_stat rows, cronbox.lock_job_id) in job_id order before their
         -- runs, as finish_runs takes them: active_runs changes only under the job's lock.
         PERFORM
         FROM cronbox.job_stat s
-        WHERE s.job_id IN (SELECT r.job_id FROM cronbox.run r WHERE r.run_id = ANY (v_runs))
+        WHERE s.job_id IN (SELECT r.job_id FROM cronbox.run r
+                           WHERE r.run_id = ANY (v_runs) AND r.run_id BETWEEN v_runs[1] AND v_runs[cardinality(v_runs)])
         ORDER BY s.job_id
         FOR NO KEY UPDATE OF s;
-        -- failed (undeliverable) -> dispatched: the run is in flight again.
+        -- failed (undeliverable) -> dispatched: the run is in flight again, its outbox row (the
+        -- run until its final report) in place of its history row.
         WITH revived AS (
-            UPDATE cronbox.run r SET state = 'dispatched', error = NULL, finished_at = NULL
-            WHERE r.run_id = ANY (v_runs) AND r.state = 'failed' AND r.error LIKE 'undeliverable:%'
-            RETURNING r.job_id, r.needs
+            DELETE FROM cronbox.run r
+            WHERE r.run_id = ANY (v_runs) AND r.run_id BETWEEN v_runs[1] AND v_runs[cardinality(v_runs)]
+              AND r.state = 'failed' AND r.error LIKE 'undeliverable:%'
+            RETURNING r.*
+        ),
+        back AS (
+            INSERT INTO cronbox.outbox (outbox_id, run_id, queue, kind, message, timeout, created_at, available_at,
+                                        attempts, last_error, job_id, job_name, fire_at, due_at, attempt,
+                                        origin, retry_of, priority, payload, state, dispatched_at, needs)
+            SELECT v.run_id, v.run_id, v.queue, 'run', v_dead_of -> v.run_id::text -> 'message',
+                   coalesce((v_dead_of -> v.run_id::text ->> 'timeout')::interval, interval '5 minutes'),
+                   p_now, p_now, 0, 'redriven after: ' || coalesce(v_dead_of -> v.run_id::text ->> 'last_error', '?'),
+                   v.job_id, v.job_name, v.fire_at, v.due_at, v.attempt, v.origin, v.retry_of, v.priority,
+                   v.payload, 'dispatched', v.dispatched_at, v.needs
+            FROM revived v
         ),
         stat AS (
             UPDATE cronbox.job_stat s SET active_runs = s.active_runs + c.n

@@ -31,8 +31,13 @@ BEGIN
         RAISE EXCEPTION 'run_id: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
     PERFORM cronbox.assert_reason(rerun_at.reason);
-    SELECT r.job_id, r.fire_at, r.state, r.payload INTO v_run
-    FROM cronbox.run r WHERE r.run_id = rerun_at.run_id;
+    -- final (history), or still in flight (its outbox row): refused below
+    SELECT x.job_id, x.fire_at, x.state, x.payload INTO v_run
+    FROM (SELECT r.job_id, r.fire_at, r.state, r.payload FROM cronbox.run r WHERE r.run_id = rerun_at.run_id
+          UNION ALL
+          SELECT o.job_id, o.fire_at, o.state, o.payload FROM cronbox.outbox o
+          WHERE o.outbox_id = rerun_at.run_id AND o.kind = 'run') x
+    LIMIT 1;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'run_id: no run %', rerun_at.run_id USING ERRCODE = 'no_data_found';
     END IF;
@@ -68,10 +73,16 @@ BEGIN
     END IF;
     PERFORM cronbox.dispatch_locked(ARRAY[v_future_id], ARRAY[v_job.job_id], NULL, p_now);
     -- The run dispatch wrote for it: the job's newest of origin rerun for this fire (none: held).
-    SELECT r.run_id INTO v_run_id FROM cronbox.run r
-    WHERE r.job_id = v_job.job_id AND r.run_id > rerun_at.run_id AND r.origin = 'rerun'
-      AND r.fire_at = v_run.fire_at AND r.due_at = p_now
-    ORDER BY r.run_id DESC LIMIT 1;
+    -- (in flight: its outbox row; or final at once, e.g. skipped: history)
+    SELECT x.run_id INTO v_run_id
+    FROM (SELECT o.outbox_id AS run_id FROM cronbox.outbox o
+          WHERE o.job_id = v_job.job_id AND o.kind = 'run' AND o.outbox_id > rerun_at.run_id AND o.origin = 'rerun'
+            AND o.fire_at = v_run.fire_at AND o.due_at = p_now
+          UNION ALL
+          SELECT r.run_id FROM cronbox.run r
+          WHERE r.job_id = v_job.job_id AND r.run_id > rerun_at.run_id AND r.origin = 'rerun'
+            AND r.fire_at = v_run.fire_at AND r.due_at = p_now) x
+    ORDER BY x.run_id DESC LIMIT 1;
     RETURN v_run_id;
 END
 $$;

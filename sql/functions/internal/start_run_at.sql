@@ -2,7 +2,7 @@
 -- cronbox.start_run passes now(); no cronbox role may execute this one (tests call it as the
 -- owner or a superuser to fix the clock).
 -- cronbox.start_run_at(run_id, worker, p_now): optional; a worker says it started the run.
--- Locks the run row only; dispatched/delivered -> running, records the worker and renews the
+-- Locks the run's outbox row only (the run in flight); dispatched/delivered -> running, records the worker and renews the
 -- lease (the job's timeout from now). Repeating it from the same worker returns the lease.
 -- Raises P0002 for an unknown run, 55000 if the run is finished or asked to cancel.
 CREATE OR REPLACE FUNCTION cronbox.start_run_at(
@@ -16,7 +16,8 @@ SET search_path = pg_catalog, pg_temp
 SET jit = off  -- short OLTP statements: compiling costs more than running
 AS $$
 DECLARE
-    v_run cronbox.run;
+    v_run cronbox.outbox;
+    v_state text;
     v_deadline timestamptz;
 BEGIN
     IF start_run_at.run_id IS NULL THEN
@@ -26,28 +27,37 @@ BEGIN
     IF start_run_at.worker IS NULL OR start_run_at.worker = '' THEN
         RAISE EXCEPTION 'worker: must name the worker' USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    SELECT * INTO v_run FROM cronbox.run r WHERE r.run_id = start_run_at.run_id FOR UPDATE;
+    -- The run in flight is its outbox row (by key); a run not there is final, or unknown.
+    SELECT * INTO v_run FROM cronbox.outbox o
+    WHERE o.outbox_id = start_run_at.run_id AND o.kind = 'run' FOR UPDATE;
     IF NOT FOUND THEN
-        RAISE EXCEPTION 'run_id: no run %', start_run_at.run_id USING ERRCODE = 'no_data_found';
+        SELECT r.state INTO v_state FROM cronbox.run r WHERE r.run_id = start_run_at.run_id;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'run_id: no run %', start_run_at.run_id USING ERRCODE = 'no_data_found';
+        END IF;
+        RAISE EXCEPTION 'run_id: run % is %, it cannot be started', start_run_at.run_id, v_state
+            USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
     IF v_run.state = 'running' AND v_run.worker = start_run_at.worker AND NOT v_run.cancel_requested THEN
         RETURN v_run.lease_until;
     END IF;
     IF v_run.state NOT IN ('dispatched', 'delivered') THEN
-        RAISE EXCEPTION 'run_id: run % is %, it cannot be started', v_run.run_id,
+        RAISE EXCEPTION 'run_id: run % is %, it cannot be started', v_run.outbox_id,
             v_run.state || CASE WHEN v_run.state = 'running' THEN format(' on worker %s', v_run.worker) ELSE '' END
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
     IF v_run.cancel_requested THEN
-        RAISE EXCEPTION 'run_id: run % was asked to cancel, it cannot be started', v_run.run_id
+        RAISE EXCEPTION 'run_id: run % was asked to cancel, it cannot be started', v_run.outbox_id
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
     v_deadline := p_now + coalesce((SELECT j.timeout FROM cronbox.job j WHERE j.job_id = v_run.job_id),
                                    interval '5 minutes');
-    UPDATE cronbox.run r SET
+    -- A run started before the relay's ack (a fast worker): the lease is the run's now; the
+    -- relay that sent it stays its lease_owner, so its ack (with the worker's answer) finds it.
+    UPDATE cronbox.outbox o SET
         state = 'running', started_at = p_now, worker = start_run_at.worker,
-        delivered_at = coalesce(r.delivered_at, p_now), lease_until = v_deadline
-    WHERE r.run_id = v_run.run_id;
+        delivered_at = coalesce(o.delivered_at, p_now), lease_until = v_deadline
+    WHERE o.outbox_id = v_run.outbox_id;
     RETURN v_deadline;
 END
 $$;

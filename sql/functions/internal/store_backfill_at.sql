@@ -68,6 +68,14 @@ BEGIN
           -- cancelled before any worker had it (pause() withdrawing an early run): never ran
           AND NOT (r.state = 'cancelled' AND r.delivered_at IS NULL AND r.started_at IS NULL)
           AND r.origin IN ('schedule', 'retry', 'backfill')
+        UNION
+        -- and those in flight (a run is its outbox row until its final report)
+        SELECT o.job_id, o.fire_at
+        FROM cronbox.outbox o
+        WHERE o.kind = 'run' AND o.job_id = ANY (ARRAY(SELECT DISTINCT fire.job_id FROM fire))
+          AND o.fire_at >= (SELECT min(fire.fire_at) FROM fire)
+          AND o.fire_at <= (SELECT max(fire.fire_at) FROM fire)
+          AND o.origin IN ('schedule', 'retry', 'backfill')
     ),
     fresh AS (
         SELECT fire.*

@@ -30,15 +30,12 @@ BEGIN
     IF v_early IS NULL THEN
         RETURN 0;
     END IF;
-    WITH early AS (
-        DELETE FROM cronbox.outbox o
-        WHERE o.kind = 'run' AND (o.lease_until IS NULL OR o.lease_until <= p_now)
-          AND o.available_at > p_now
-          AND o.run_id = ANY (v_early)
-        RETURNING o.run_id
-    )
-    SELECT array_agg(early.run_id ORDER BY early.run_id) INTO v_ids FROM early;
-    IF v_ids IS NULL THEN
+    v_ids := ARRAY(
+        SELECT o.outbox_id FROM cronbox.outbox o
+        WHERE o.outbox_id = ANY (v_early) AND o.kind = 'run'
+          AND (o.lease_until IS NULL OR o.lease_until <= p_now) AND o.available_at > p_now
+        ORDER BY o.outbox_id);
+    IF cardinality(v_ids) = 0 THEN
         RETURN 0;
     END IF;
     PERFORM cronbox.finish_runs(v_ids, 'cancelled', NULL,

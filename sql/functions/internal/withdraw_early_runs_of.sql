@@ -15,45 +15,25 @@ SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_outbox bigint[];
-    v_runs bigint[];
-    v_lo bigint;
-    v_hi bigint;
     v_ids bigint[];
     v_per_job jsonb;
 BEGIN
-    SELECT array_agg(o.outbox_id), array_agg(o.run_id), min(o.run_id), max(o.run_id)
-      INTO v_outbox, v_runs, v_lo, v_hi
+    -- These jobs' runs dispatched as of a time still to come, not under a relay's lease (their
+    -- outbox rows: a run is its outbox row until its final report), found through the queues'
+    -- walks of outbox_queue_idx.
+    SELECT array_agg(o.outbox_id ORDER BY o.outbox_id) INTO v_ids
     FROM (SELECT DISTINCT j.queue FROM cronbox.job j WHERE j.job_id = ANY (p_job_ids)) q
     CROSS JOIN LATERAL (
-        SELECT o.outbox_id, o.run_id FROM cronbox.outbox o
+        SELECT o.outbox_id, o.job_id FROM cronbox.outbox o
         WHERE o.queue = q.queue AND o.available_at > p_now AND o.kind = 'run'
-          AND (o.lease_until IS NULL OR o.lease_until <= p_now)) o;
-    IF v_outbox IS NULL THEN
-        RETURN '{}';
-    END IF;
-    -- the runs of these jobs among them (by key, the batch's bounds as values)
-    SELECT array_agg(r.run_id) INTO v_runs
-    FROM cronbox.run r
-    WHERE r.run_id = ANY (v_runs) AND r.run_id BETWEEN v_lo AND v_hi
-      AND r.job_id = ANY (p_job_ids) AND r.state = 'dispatched';
-    IF v_runs IS NULL THEN
-        RETURN '{}';
-    END IF;
-    WITH early AS (
-        DELETE FROM cronbox.outbox o
-        WHERE o.outbox_id = ANY (v_outbox) AND o.run_id = ANY (v_runs)
-          AND o.available_at > p_now AND (o.lease_until IS NULL OR o.lease_until <= p_now)
-        RETURNING o.run_id
-    )
-    SELECT array_agg(early.run_id ORDER BY early.run_id) INTO v_ids FROM early;
+          AND (o.lease_until IS NULL OR o.lease_until <= p_now)) o
+    WHERE o.job_id = ANY (p_job_ids);
     IF v_ids IS NULL THEN
         RETURN '{}';
     END IF;
     SELECT jsonb_object_agg(c.job_id::text, c.n) INTO v_per_job
-    FROM (SELECT r.job_id, count(*) AS n FROM cronbox.run r
-          WHERE r.run_id = ANY (v_ids) AND r.run_id BETWEEN v_ids[1] AND v_ids[cardinality(v_ids)]
-          GROUP BY r.job_id) c;
+    FROM (SELECT o.job_id, count(*) AS n FROM cronbox.outbox o
+          WHERE o.outbox_id = ANY (v_ids) GROUP BY o.job_id) c;
     PERFORM cronbox.finish_runs(v_ids, 'cancelled', NULL,
                                 array_fill(p_reason, ARRAY[cardinality(v_ids)]), false, p_now);
     RETURN v_per_job;

@@ -4,7 +4,7 @@
 -- worker: the message is deleted and the run ends 'cancelled' at once, through finish_runs
 -- (their slots freed in the same transaction). A message a relay holds is not recalled: its
 -- run keeps cancel_requested (start_run refuses it, heartbeat answers 'cancel'). Reads the
--- outbox through outbox_queue_idx (the runs' queues). Called by dispatch with the
+-- outbox by key (a run's outbox row has its run id as key). Called by dispatch with the
 -- jobs locked; returns the number withdrawn.
 CREATE OR REPLACE FUNCTION cronbox.withdraw_superseded_runs(
     p_run_ids bigint[],
@@ -15,31 +15,18 @@ SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_queues text[];
     v_ids bigint[];
 BEGIN
     IF p_run_ids IS NULL OR cardinality(p_run_ids) = 0 THEN
         RETURN 0;
     END IF;
-    SELECT array_agg(DISTINCT r.queue) INTO v_queues
-    FROM cronbox.run r
-    WHERE r.run_id = ANY (p_run_ids) AND r.state = 'dispatched';
-    IF v_queues IS NULL THEN
-        RETURN 0;
-    END IF;
-    WITH gone AS (
-        DELETE FROM cronbox.outbox o
-        -- the rows found once (the outbox has no run_id index: one walk of those queues), then
-        -- deleted by key; a semi-join planned while the outbox looked empty walked it per row
-        WHERE o.outbox_id = ANY (ARRAY(
-            SELECT o2.outbox_id FROM cronbox.outbox o2
-            WHERE o2.kind = 'run' AND o2.queue = ANY (v_queues) AND o2.run_id = ANY (p_run_ids)
-              AND (o2.lease_until IS NULL OR o2.lease_until <= p_now)
-            FOR UPDATE SKIP LOCKED))
-        RETURNING o.run_id
-    )
-    SELECT array_agg(gone.run_id ORDER BY gone.run_id) INTO v_ids FROM gone;
-    IF v_ids IS NULL THEN
+    -- The runs still waiting for a relay (dispatched, not under a relay's lease), by key.
+    v_ids := ARRAY(
+        SELECT o.outbox_id FROM cronbox.outbox o
+        WHERE o.outbox_id = ANY (p_run_ids) AND o.kind = 'run' AND o.state = 'dispatched'
+          AND (o.lease_until IS NULL OR o.lease_until <= p_now)
+        ORDER BY o.outbox_id);
+    IF cardinality(v_ids) = 0 THEN
         RETURN 0;
     END IF;
     PERFORM cronbox.finish_runs(v_ids, 'cancelled', NULL,

@@ -26,17 +26,22 @@ BEGIN
         RETURN p_ids;
     END IF;
     SELECT min(u.id), max(u.id) INTO v_lo, v_hi FROM unnest(p_ids) AS u(id);
-    -- the queues of the runs (few), each judged once
-    SELECT array_agg(DISTINCT r.queue) INTO v_denied
-    FROM cronbox.run r
-    WHERE r.run_id = ANY (p_ids) AND r.run_id BETWEEN v_lo AND v_hi;
+    -- the queues of the runs (few), each judged once: in flight (the outbox, by key), or final
+    -- (history, by key, the bounds as values)
+    SELECT array_agg(DISTINCT x.queue) INTO v_denied
+    FROM (SELECT o.queue FROM cronbox.outbox o WHERE o.outbox_id = ANY (p_ids) AND o.kind = 'run'
+          UNION ALL
+          SELECT r.queue FROM cronbox.run r WHERE r.run_id = ANY (p_ids) AND r.run_id BETWEEN v_lo AND v_hi) x;
     SELECT array_agg(q.queue) INTO v_denied
     FROM unnest(v_denied) AS q(queue)
     WHERE NOT cronbox.worker_may_work(q.queue);
     IF v_denied IS NOT NULL THEN
-        SELECT min(r.run_id) INTO v_bad
-        FROM cronbox.run r
-        WHERE r.run_id = ANY (p_ids) AND r.run_id BETWEEN v_lo AND v_hi AND r.queue = ANY (v_denied);
+        SELECT min(x.run_id) INTO v_bad
+        FROM (SELECT o.outbox_id AS run_id FROM cronbox.outbox o
+              WHERE o.outbox_id = ANY (p_ids) AND o.kind = 'run' AND o.queue = ANY (v_denied)
+              UNION ALL
+              SELECT r.run_id FROM cronbox.run r
+              WHERE r.run_id = ANY (p_ids) AND r.run_id BETWEEN v_lo AND v_hi AND r.queue = ANY (v_denied)) x;
     END IF;
     IF v_bad IS NOT NULL THEN
         RAISE EXCEPTION '%: no run %', p_field, v_bad USING ERRCODE = 'no_data_found';

@@ -10,7 +10,9 @@ SET search_path = pg_catalog, pg_temp
 AS $$
     SELECT q.queue, coalesce(o.waiting, 0)
     FROM (SELECT j.queue FROM cronbox.job j UNION SELECT o.queue FROM cronbox.outbox o) q
-    LEFT JOIN (SELECT o.queue, count(*) AS waiting FROM cronbox.outbox o GROUP BY o.queue) o
+    -- waiting messages: not runs already delivered or running (their rows stay until they end)
+    LEFT JOIN (SELECT o.queue, count(*) AS waiting FROM cronbox.outbox o
+               WHERE coalesce(o.state, 'dispatched') = 'dispatched' GROUP BY o.queue) o
            ON o.queue = q.queue
     ORDER BY q.queue
 $$;

@@ -15,11 +15,16 @@ AS $$
     SELECT r.queue, o.outcome,
            CASE WHEN o.outcome = 'dispatched' THEN width_bucket(o.lag, p_bounds) END,
            count(*), coalesce(sum(o.lag), 0)
-    FROM cronbox.run r,
+    -- history, and the runs still in flight (their outbox rows), in one snapshot: a run is in
+    -- exactly one of the two
+    FROM (SELECT h.run_id, h.queue, h.state, h.dispatched_at, h.due_at, h.fire_at
+          FROM cronbox.run h WHERE h.run_id > p_after AND h.run_id < p_before
+          UNION ALL
+          SELECT b.outbox_id, b.queue, b.state, b.dispatched_at, b.due_at, b.fire_at
+          FROM cronbox.outbox b WHERE b.kind = 'run' AND b.outbox_id > p_after AND b.outbox_id < p_before) r,
          LATERAL (SELECT CASE WHEN r.dispatched_at IS NOT NULL THEN 'dispatched' ELSE r.state END AS outcome,
                          greatest(extract(epoch FROM r.dispatched_at - coalesce(r.due_at, r.fire_at)), 0)::double precision AS lag) o
-    WHERE r.run_id > p_after AND r.run_id < p_before
-      AND (r.dispatched_at IS NOT NULL OR r.state IN ('skipped', 'missed'))
+    WHERE (r.dispatched_at IS NOT NULL OR r.state IN ('skipped', 'missed'))
     GROUP BY 1, 2, 3
 $$;
 
