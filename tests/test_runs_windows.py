@@ -8,6 +8,7 @@ report, and the end of a run killed before it commits (never half-written)."""
 from __future__ import annotations
 
 import threading
+from datetime import timedelta
 from collections.abc import Callable
 from typing import Any
 
@@ -67,7 +68,7 @@ def _in_thread(dsn: str, sql: str, params: tuple = ()) -> tuple[threading.Thread
 
 
 def _expire(conn: psycopg.Connection, run_id: int) -> None:
-    conn.execute("UPDATE cronbox.outbox SET lease_until = now() - interval '1 second' WHERE outbox_id = %s", (run_id,))
+    conn.execute("UPDATE cronbox.outbox SET run_lease_until = now() - interval '1 second' WHERE outbox_id = %s", (run_id,))
 
 
 def test_a_report_racing_the_lease_rescue_either_way_ends_the_run_once(fresh_dsn):
@@ -193,3 +194,34 @@ def test_a_report_killed_before_it_commits_leaves_the_run_in_flight_never_half_w
         assert admin.execute("SELECT cronbox.complete_run(%s)", (rid,)).fetchone()[0] == "succeeded"
         assert _where(admin, rid) == (0, 1)
     reporter.close()
+
+
+def test_a_run_started_before_any_ack_is_sent_again_when_its_relay_dies(fresh_dsn):
+    """A fast worker starts a run before the relay's ack, and the relay dies before acking: the
+    delivery was never acked, so the message is claimed again after the relay's lease, whatever
+    the run's state (at least once; the kit drops the duplicate). The relay's lease on the
+    message and the run's lease are two columns: neither claim nor ack moves the run's lease."""
+    with db.connect(fresh_dsn) as conn:
+        rid = _run(conn, "fast-worker")
+        claim = "SELECT outbox_id FROM cronbox.claim_outbox_at(%s, 10, '30 seconds', NULL, NULL, '0', %s)"
+        now = conn.execute("SELECT now()").fetchone()[0]
+        assert conn.execute(claim, ("r-dead", now)).fetchall() == [(rid,)]
+        deadline = conn.execute("SELECT cronbox.start_run(%s, 'w1')", (rid,)).fetchone()[0]
+        assert _state(conn, rid)["state"] == "running"
+        assert conn.execute(claim, ("r2", now)).fetchall() == []  # the dead relay's lease still runs
+        # its lease over: another relay sends it again; the run stays running under its own lease
+        later = now + timedelta(seconds=31)
+        assert conn.execute(claim, ("r2", later)).fetchall() == [(rid,)]
+        assert conn.execute("SELECT cronbox.reap_lost_at(10, %s)", (later,)).fetchone()[0] == 0
+        assert conn.execute("SELECT state, lease_until FROM cronbox.runs WHERE run_id = %s",
+                            (rid,)).fetchone() == ("running", deadline)
+        # the dead relay's ack changes nothing; the new relay's ack (202) ends the delivery only
+        assert conn.execute("SELECT cronbox.ack_outbox('r-dead', %s)", ([rid],)).fetchone()[0] == 0
+        assert conn.execute("SELECT cronbox.ack_outbox('r2', %s)", ([rid],)).fetchone()[0] == 1
+        assert conn.execute("SELECT state, lease_until, delivered_at IS NOT NULL FROM cronbox.runs WHERE run_id = %s",
+                            (rid,)).fetchone() == ("running", deadline, True)
+        # delivered: never sent again, however long the run takes; its lease decides
+        far = later + timedelta(minutes=10)
+        assert conn.execute(claim, ("r3", far)).fetchall() == []
+        assert conn.execute("SELECT cronbox.complete_run(%s)", (rid,)).fetchone()[0] == "succeeded"
+        assert _where(conn, rid) == (0, 1)

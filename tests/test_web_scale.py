@@ -54,7 +54,7 @@ def test_a_run_unfinished_at_the_tally_is_counted_once_when_it_finishes(conn):
     # a run in flight is its outbox row (docs/architecture.md, "One row in flight")
     run_id = conn.execute("""
         INSERT INTO cronbox.outbox (outbox_id, run_id, queue, kind, job_id, job_name, fire_at, state,
-                                    dispatched_at, started_at, lease_until, attempt, origin)
+                                    dispatched_at, started_at, run_lease_until, attempt, origin)
         SELECT id, id, 'q-slow', 'run', %s, 'slow-one', now(), 'running', now(), now(),
                now() + interval '5 minutes', 1, 'schedule'
         FROM cronbox.new_run_id() AS id

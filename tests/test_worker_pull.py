@@ -78,7 +78,7 @@ def test_handler_outlives_its_lease_only_while_heartbeating(fresh_dsn: str, tmp_
             gone = enqueue(conn, 1, "long", payload={"seconds": 600}, timeout="3 seconds")
             wait_until(lambda: f"long {gone[0]}:1" in executions(log), 20, "the long handler started")
             with conn.transaction():  # its heartbeats failed, say: the lease ran out and was reaped
-                conn.execute("UPDATE cronbox.outbox SET lease_until = now() - interval '1 second' WHERE outbox_id = %s",
+                conn.execute("UPDATE cronbox.outbox SET run_lease_until = now() - interval '1 second' WHERE outbox_id = %s",
                              (gone[0],))
                 conn.execute("SELECT cronbox.reap_lost(10)")
             assert runs(conn, gone)[0][1] == "lost"

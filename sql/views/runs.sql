@@ -24,13 +24,17 @@ FROM cronbox.run r
 UNION ALL
 -- Runs in flight: a run is its outbox row until its final report (docs/architecture.md, "One row
 -- in flight"), then its history row above; one statement moves it, so a run is in exactly one
--- of the two at any snapshot. Same columns; a dispatched run has no lease of its own (the
--- relay's lease on its message is not shown).
-SELECT o.outbox_id, o.job_name, o.queue, o.fire_at, o.state, o.attempt, o.origin,
-       o.priority, o.due_at, o.dispatched_at, o.delivered_at, o.started_at, NULL::timestamptz,
-       NULL::interval,
-       coalesce(o.delivered_at, o.dispatched_at) - o.fire_at,
-       CASE WHEN o.state <> 'dispatched' THEN o.lease_until END, o.worker, o.cancel_requested,
+-- of the two at any snapshot. Same columns; lease_until is the run's lease (run_lease_until: a
+-- dispatched run has none; the relay's lease on the message is not shown), delivered_at the
+-- relay's ack or, for a run a worker started first, its start. The arm is ordered newest first: a member with a
+-- WHERE is planned as a subquery of its own, and its order is what lets the outer query's
+-- newest-first walk merge it with history's index walks instead of sorting it (the outbox's
+-- key is the run id: walked backward, or the few rows in flight sorted, as their number says).
+(SELECT o.outbox_id, o.job_name, o.queue, o.fire_at, o.state, o.attempt, o.origin,
+       o.priority, o.due_at, o.dispatched_at, coalesce(o.delivered_at, o.started_at), o.started_at,
+       NULL::timestamptz, NULL::interval,
+       coalesce(o.delivered_at, o.started_at, o.dispatched_at) - o.fire_at,
+       o.run_lease_until, o.worker, o.cancel_requested,
        NULL::text, NULL::jsonb, o.retry_of,
        NULL::jsonb, o.outbox_id::text || ':' || o.attempt::text,
        o.payload, o.job_id,
@@ -40,6 +44,7 @@ SELECT o.outbox_id, o.job_name, o.queue, o.fire_at, o.state, o.attempt, o.origin
        NULL::text, NULL::timestamptz
 FROM cronbox.outbox o
 WHERE o.kind = 'run'
+ORDER BY o.outbox_id DESC)
 UNION ALL
 -- Fires due but held back: for a pool's units, under a queue's limit, for their dependencies,
 -- or behind an earlier run of the job (overlap buffer_one/buffer_all). Not runs yet: run_id is

@@ -4,7 +4,8 @@
 -- cronbox.ack_outbox_at(p_owner, p_ids, p_outcomes, p_now): the relay's second transaction.
 -- For the rows still leased to p_owner (a lease that ran out and was taken by another relay is
 -- that relay's to ack): a notification's row is deleted; a run's row (the run in flight) moves
--- dispatched -> delivered in place with a lease of the run's timeout. p_outcomes (optional, a JSON array of {outbox_id, state:
+-- dispatched -> delivered in place with a run lease of the run's timeout (run_lease_until;
+-- the relay's lease on the message, lease_until, ends). p_outcomes (optional, a JSON array of {outbox_id, state:
 -- succeeded|failed, result, error, retryable}) finishes those runs instead, straight from
 -- dispatched, set-based through cronbox.finish_runs (one call per kind, not per run), only
 -- for rows acked here, so repeating an ack whose commit was lost changes nothing. The answers
@@ -73,14 +74,16 @@ BEGIN
         WHERE o.outbox_id = ANY (ARRAY(SELECT m.outbox_id FROM mine m WHERE m.kind <> 'run'))
           AND o.lease_owner = p_owner
     ),
-    -- (a run a fast worker started before this ack is running already: it keeps its state and
-    -- the lease start_run gave it)
+    -- The delivery is done: the relay's lease on the message ends, and the row is never sent
+    -- again (delivered_at). A dispatched run gets the run's lease (its timeout); a run a fast
+    -- worker started before this ack is running already and keeps the lease start_run gave it.
     delivered AS (
         UPDATE cronbox.outbox o SET
             state = CASE WHEN o.state = 'dispatched' THEN 'delivered' ELSE o.state END,
-            delivered_at = coalesce(o.delivered_at, p_now),
-            lease_until = CASE WHEN o.state = 'dispatched' THEN p_now + o.timeout  -- the run's lease: its timeout
-                               ELSE o.lease_until END,
+            delivered_at = p_now,
+            run_lease_until = CASE WHEN o.state = 'dispatched' THEN p_now + o.timeout
+                                   ELSE o.run_lease_until END,
+            lease_until = NULL,
             lease_owner = NULL
         WHERE o.outbox_id = ANY (ARRAY(SELECT m.outbox_id FROM mine m WHERE m.kind = 'run' AND m.oc IS NULL))
           AND o.lease_owner = p_owner  -- re-checked if a report came first

@@ -58,7 +58,7 @@ BEGIN
             FROM cronbox.outbox o
             WHERE o.queue = queues.q AND o.available_at <= p_now + p_ahead
               AND (o.lease_until IS NULL OR o.lease_until <= p_now)
-              AND o.state IS DISTINCT FROM 'delivered' AND o.state IS DISTINCT FROM 'running'
+              AND o.delivered_at IS NULL
             ORDER BY o.available_at
             LIMIT 1
         ) h
@@ -75,8 +75,9 @@ BEGIN
             FROM cronbox.outbox o
             WHERE o.queue = hq.q AND o.available_at <= p_now + p_ahead
               AND (o.lease_until IS NULL OR o.lease_until <= p_now)
-              -- a run delivered or running holds its own lease (its timeout): never sent again
-              AND o.state IS DISTINCT FROM 'delivered' AND o.state IS DISTINCT FROM 'running'
+              -- a run whose delivery was acked (or pulled) is never sent again; one a worker
+              -- started before any relay's ack is (at least once: the kit drops the duplicate)
+              AND o.delivered_at IS NULL
             ORDER BY o.available_at
             LIMIT p_limit
             FOR UPDATE SKIP LOCKED

@@ -64,10 +64,11 @@ BEGIN
         UPDATE cronbox.outbox o SET
             state = 'running', delivered_at = p_now, started_at = p_now,
             worker = claim_runs_at.worker,
-            lease_until = p_now + o.timeout,
+            run_lease_until = p_now + o.timeout,
+            lease_until = NULL,
             lease_owner = NULL
         WHERE o.outbox_id = ANY (ARRAY(SELECT picked.outbox_id FROM picked))
-        RETURNING o.outbox_id AS run_id, o.lease_until,
+        RETURNING o.outbox_id AS run_id, o.run_lease_until AS lease_until,
                   coalesce(o.message,
                            cronbox.run_message(o.outbox_id, o.job_name, o.queue, o.payload, o.fire_at, o.attempt))
                       AS message

@@ -115,14 +115,14 @@ BEGIN
     IF v_jobs IS NOT NULL THEN
         WITH inflight AS MATERIALIZED (
             SELECT o.outbox_id AS run_id, o.job_id, o.job_name, o.queue, o.attempt, o.fire_at, o.payload,
-                   o.state, o.cancel_requested, o.lease_until
+                   o.state, o.cancel_requested, o.run_lease_until
             FROM cronbox.outbox o
             WHERE o.outbox_id = ANY (p_run_ids) AND o.kind = 'run'
         ),
         classified AS (
             SELECT l.*, v_error_of ->> l.run_id::text AS error,
                    CASE WHEN p_outcome = 'lost' AND NOT (l.state IN ('delivered', 'running')
-                                                         AND l.lease_until < p_now)
+                                                         AND l.run_lease_until < p_now)
                         THEN 'ignored' ELSE 'finished' END AS verdict,
                    CASE WHEN p_outcome = 'succeeded' THEN 'succeeded'
                         WHEN l.cancel_requested THEN 'cancelled'
@@ -170,7 +170,7 @@ BEGIN
         WITH gone AS (
             DELETE FROM cronbox.outbox o
             WHERE o.outbox_id = ANY (v_done) AND o.kind = 'run'
-              AND (p_outcome <> 'lost' OR (o.state IN ('delivered', 'running') AND o.lease_until < p_now))
+              AND (p_outcome <> 'lost' OR (o.state IN ('delivered', 'running') AND o.run_lease_until < p_now))
             RETURNING o.*
         ),
         finished AS (
@@ -184,8 +184,10 @@ BEGIN
                         ELSE p_outcome END,
                    g.attempt, g.origin, g.retry_of, g.payload, g.priority, g.dispatched_at,
                    -- a report straight from dispatched (the relay's ack with the worker's answer,
-                   -- or a worker faster than the ack) was delivered by then
-                   coalesce(g.delivered_at, CASE WHEN p_outcome IN ('succeeded', 'failed') THEN p_now END),
+                   -- or a worker faster than the ack) was delivered by then; a run started
+                   -- before any ack, when it started
+                   coalesce(g.delivered_at, g.started_at,
+                            CASE WHEN p_outcome IN ('succeeded', 'failed') THEN p_now END),
                    g.started_at, p_now, NULL, g.worker, g.cancel_requested,
                    v_result_of -> g.outbox_id::text,
                    coalesce(v_error_of ->> g.outbox_id::text,

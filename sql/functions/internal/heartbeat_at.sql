@@ -25,7 +25,7 @@ BEGIN
     END IF;
     PERFORM cronbox.assert_worker(heartbeat_at.worker);
     UPDATE cronbox.outbox o SET
-        lease_until = p_now + coalesce((SELECT j.timeout FROM cronbox.job j WHERE j.job_id = o.job_id),
+        run_lease_until = p_now + coalesce((SELECT j.timeout FROM cronbox.job j WHERE j.job_id = o.job_id),
                                        interval '5 minutes')
     WHERE o.outbox_id = heartbeat_at.run_id AND o.kind = 'run'
       AND NOT o.cancel_requested

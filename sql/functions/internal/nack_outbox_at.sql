@@ -63,7 +63,6 @@ BEGIN
                 OR o.attempts >= p_max_attempts) AS give_up
         FROM cronbox.outbox o
         WHERE o.outbox_id = ANY (p_ids) AND o.lease_owner = p_owner
-          AND o.state IS DISTINCT FROM 'delivered' AND o.state IS DISTINCT FROM 'running'
     ),
     retried AS (
         UPDATE cronbox.outbox o SET

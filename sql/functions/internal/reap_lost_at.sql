@@ -25,13 +25,13 @@ BEGIN
     SELECT array_agg(x.run_id), array_agg(x.error) INTO v_ids, v_errors
     FROM (SELECT r.outbox_id AS run_id,
                  format('lost: lease expired at %s (no heartbeat or report within the timeout)',
-                        r.lease_until) AS error
+                        r.run_lease_until) AS error
           -- the runs in flight are their outbox rows: a walk of the outbox (no index on the
           -- lease: docs/architecture.md, "One row in flight"), once a reaper round
           FROM cronbox.outbox r
-          WHERE r.kind = 'run' AND r.lease_until < p_now
+          WHERE r.kind = 'run' AND r.run_lease_until < p_now
             AND r.state IN ('delivered', 'running')
-          ORDER BY r.lease_until
+          ORDER BY r.run_lease_until
           LIMIT p_limit) x;
     IF v_ids IS NULL THEN
         RETURN 0;

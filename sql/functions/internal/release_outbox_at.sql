@@ -22,8 +22,6 @@ AS $$
     WITH released AS (
         UPDATE cronbox.outbox o SET lease_owner = NULL, lease_until = NULL
         WHERE o.lease_owner = p_owner
-          -- a run a worker started meanwhile holds the run's lease: not the relay's to hand back
-          AND o.state IS DISTINCT FROM 'running'
           AND o.lease_until > p_now
           AND (p_ids IS NULL OR o.outbox_id = ANY (p_ids))
         RETURNING 1

@@ -39,7 +39,7 @@ BEGIN
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
     IF v_run.state = 'running' AND v_run.worker = start_run_at.worker AND NOT v_run.cancel_requested THEN
-        RETURN v_run.lease_until;
+        RETURN v_run.run_lease_until;
     END IF;
     IF v_run.state NOT IN ('dispatched', 'delivered') THEN
         RAISE EXCEPTION 'run_id: run % is %, it cannot be started', v_run.outbox_id,
@@ -52,11 +52,14 @@ BEGIN
     END IF;
     v_deadline := p_now + coalesce((SELECT j.timeout FROM cronbox.job j WHERE j.job_id = v_run.job_id),
                                    interval '5 minutes');
-    -- A run started before the relay's ack (a fast worker): the lease is the run's now; the
-    -- relay that sent it stays its lease_owner, so its ack (with the worker's answer) finds it.
+    -- The run's lease only. A run started before any relay's ack (a fast worker) keeps its
+    -- delivery open (delivered_at NULL, the relay's lease in lease_until): the relay that sent
+    -- it acks it (with the worker's answer, or 202), and if that relay dies first another
+    -- sends it again after the relay's lease, as for any message never acked (the kit drops
+    -- the duplicate, answering with the outcome it has).
     UPDATE cronbox.outbox o SET
         state = 'running', started_at = p_now, worker = start_run_at.worker,
-        delivered_at = coalesce(o.delivered_at, p_now), lease_until = v_deadline
+        run_lease_until = v_deadline
     WHERE o.outbox_id = v_run.outbox_id;
     RETURN v_deadline;
 END

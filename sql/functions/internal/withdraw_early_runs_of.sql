@@ -25,7 +25,7 @@ BEGIN
     FROM (SELECT DISTINCT j.queue FROM cronbox.job j WHERE j.job_id = ANY (p_job_ids)) q
     CROSS JOIN LATERAL (
         SELECT o.outbox_id, o.job_id FROM cronbox.outbox o
-        WHERE o.queue = q.queue AND o.available_at > p_now AND o.kind = 'run'
+        WHERE o.queue = q.queue AND o.available_at > p_now AND o.kind = 'run' AND o.state = 'dispatched'
           AND (o.lease_until IS NULL OR o.lease_until <= p_now)) o
     WHERE o.job_id = ANY (p_job_ids);
     IF v_ids IS NULL THEN

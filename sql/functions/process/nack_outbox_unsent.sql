@@ -29,8 +29,6 @@ BEGIN
             lease_until = NULL,
             attempts = greatest(o.attempts - 1, 0)
         WHERE o.outbox_id = ANY (p_ids) AND o.lease_owner = p_owner
-          -- a run a worker started meanwhile holds the run's lease: not the relay's to hand back
-          AND o.state IS DISTINCT FROM 'running'
         RETURNING 1
     )
     SELECT count(*)::integer INTO v_count FROM handed;
