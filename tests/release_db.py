@@ -3,7 +3,7 @@
 `python -m tests.release_db` (run from a checkout of the release) starts a private cluster,
 migrates a database with that checkout's migrator, fills it through the release's own SQL
 functions with what a live installation holds at any moment (messages waiting and leased,
-runs delivered and running in push and pull, finished runs of every kind, a late report, a
+runs delivered and running in push and pull (one started before the relay's ack), finished runs of every kind, a late report, a
 dead letter, a notification, retries waiting, statistics not yet folded, a backfill) and writes
 its `pg_dump` to tests/releases/<date>-<commit>.sql.gz. tests/test_upgrade.py restores each
 dump found there and migrates it with today's code: nothing lost, nothing run twice.
@@ -76,6 +76,10 @@ def populate(conn: psycopg.Connection) -> None:
     started = _enqueue(conn, "upgrade/started", "up-started", 1)
     conn.execute("SELECT cronbox.ack_outbox('relay-old', %s)", (_claim(conn, "relay-old", "up-started"),))
     conn.execute("SELECT cronbox.start_run(%s, 'kit-push-1')", (started[0],))
+    # A fast worker that started its run before the relay's ack (the message still leased).
+    early = _enqueue(conn, "upgrade/started-early", "up-started-early", 1)
+    _claim(conn, "relay-old", "up-started-early")
+    conn.execute("SELECT cronbox.start_run(%s, 'kit-push-2')", (early[0],))
     # Pull: runs claimed by a worker (running, leased to it), and one left in the queue.
     _enqueue(conn, "upgrade/pulled", "up-pull", 3)
     conn.execute("SELECT * FROM cronbox.claim_runs('up-pull', 'kit-pull-1', 2)")

@@ -98,6 +98,19 @@ def test_runs_in_flight_survive_the_upgrade_and_finish_once(released: str) -> No
         assert {k for _, k in claimed} == {f"{r}:1" for r in waiting + leased}
         assert conn.execute(claim, ("relay-other",)).fetchall() == []
 
+        # A run a worker started before its relay's ack (releases since the in-flight runs moved
+        # out of history keep it): its delivery was never acked, so once the old relay's lease
+        # has run out it is sent again, as running, under its own lease (the kit drops the
+        # duplicate), and its worker's report ends it once.
+        for early in _by_job(runs, "upgrade/started-early"):
+            assert (early["state"], early["worker"]) == ("running", "kit-push-2")
+            resent = conn.execute(claim.replace("ARRAY['up-waiting', 'up-leased']", "ARRAY['up-started-early']"),
+                                  ("relay-new",)).fetchall()
+            assert resent == [(early["run_id"], f"{early['run_id']}:1")]
+            assert _runs(conn)[early["run_id"]] == early
+            assert conn.execute("SELECT cronbox.complete_run(%s, NULL)",
+                                (early["run_id"],)).fetchone()[0] == "succeeded"
+
         # Reports by run id land on runs delivered, started and claimed before the upgrade.
         delivered = _by_job(runs, "upgrade/delivered")
         started = _by_job(runs, "upgrade/started")
