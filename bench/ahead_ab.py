@@ -46,7 +46,7 @@ def load_jobs(conn: psycopg.Connection, n: int) -> None:
 def one_round(conn: psycopg.Connection, sql: str) -> dict[str, Any]:
     conn.execute(sql)
     conn.execute("DELETE FROM cronbox.outbox")
-    conn.execute("DELETE FROM cronbox.runs")
+    conn.execute("DELETE FROM cronbox.run")
     conn.execute("UPDATE cronbox.job_stat SET active_runs = 0")
     conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
                  "SELECT job_id, date_trunc('second', now()) + interval '50 seconds', "
