@@ -108,6 +108,8 @@ def test_reports_and_the_reaper_reach_runs_by_key_or_unfinished_index_only(conn)
     for node, rel, idx in seen:  # the reaper reads only the partial indexes of unfinished runs
         if rel.startswith("run_"):
             assert node in ("Index Scan", "Index Only Scan") and idx.endswith(("_lease_until_idx", "_job_id_idx")), (rel, idx)
+        if rel == "outbox":  # by the runs' lease, never a walk of the messages waiting
+            assert idx in ("outbox_run_lease_until_idx", "outbox_pkey"), (node, rel, idx)
 
 
 # --- two pollers, two pull-mode workers --------------------------------------------------

@@ -16,6 +16,7 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 -- Row estimates through CTEs are rough; JIT compiling this short statement costs more than it runs.
 SET jit = off
+SET enable_seqscan = off  -- a plan kept from an empty table: docs/architecture.md, SQL conventions
 AS $$
 DECLARE
     v_ids bigint[];
@@ -26,8 +27,8 @@ BEGIN
     FROM (SELECT r.outbox_id AS run_id,
                  format('lost: lease expired at %s (no heartbeat or report within the timeout)',
                         r.run_lease_until) AS error
-          -- the runs in flight are their outbox rows: a walk of the outbox (no index on the
-          -- lease: docs/architecture.md, "One row in flight"), once a reaper round
+          -- the runs in flight are their outbox rows: delivered and running ones by their
+          -- lease (outbox_run_lease_until_idx: a backlog of messages waiting is not walked)
           FROM cronbox.outbox r
           WHERE r.kind = 'run' AND r.run_lease_until < p_now
             AND r.state IN ('delivered', 'running')
