@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from datetime import timedelta
 from pathlib import Path
 
 import psycopg
@@ -137,6 +138,74 @@ def test_citus_run_ids_carry_their_bucket_and_their_time(citus_db):
         drawn = conn.execute("SELECT success, result FROM pg_catalog.run_command_on_workers("
                              "format('SELECT cronbox.new_run_id(%%s)', %s::integer))", (index,)).fetchall()
         assert len(drawn) == 2 and all(ok and (int(r) >> 10) & 1023 == index for ok, r in drawn), drawn
+
+
+# Jobs in six groups (an after-job in its upstream's group), through the paths that write a
+# job's rows: saturation (futures, a missed run), dispatch, a success (history, the after-job's
+# future), failures (retries, a run_failed notification), a manual fire.
+BUCKET_JOBS = ("alpha/a", "beta/b", "gamma/c", "delta/d", "epsilon/e", "zeta")
+# every row of every hot table whose bucket is not its job's: (table, rows, wrong)
+BUCKET_CHECK = """
+WITH rows AS (
+    SELECT 'job' AS t, j.name, j.bucket FROM cronbox.job j
+    UNION ALL SELECT 'job_fire', j.name, x.bucket FROM cronbox.job_fire x JOIN cronbox.job j USING (job_id)
+    UNION ALL SELECT 'job_stat', j.name, x.bucket FROM cronbox.job_stat x JOIN cronbox.job j USING (job_id)
+    UNION ALL SELECT 'job_future', j.name, x.bucket FROM cronbox.job_future x JOIN cronbox.job j USING (job_id)
+    UNION ALL SELECT 'outbox:' || x.kind, coalesce(x.job_name, x.message ->> 'job'), x.bucket FROM cronbox.outbox x
+    UNION ALL SELECT 'run:' || x.state, x.job_name, x.bucket FROM cronbox.run x
+)
+SELECT r.t, count(*), count(*) FILTER (WHERE r.bucket <> cronbox.bucket_of(r.name)) FROM rows r GROUP BY r.t ORDER BY r.t
+"""
+
+
+@on_citus
+def test_citus_every_row_of_a_job_carries_the_job_s_bucket(citus_db):
+    """A job's bucket is its group's (cronbox.bucket_of), and every row made for it (saturation
+    state, statistics, futures, the run in flight, history, its notifications) copies it: the
+    value the hot tables are distributed by (docs/citus.md)."""
+    from poller.saturate import saturate_once
+
+    from .runs_support import T0, at
+
+    dsn, _ = citus_db
+
+    async def flow() -> list[tuple[str, int, int]]:  # before the first dispatch, and at the end
+        async with await psycopg.AsyncConnection.connect(dsn) as conn:
+            async with conn.transaction(force_rollback=True):
+                q = conn.execute
+                for name in BUCKET_JOBS:
+                    await q("SELECT cronbox.schedule_at(%s, every => interval '1 hour', max_attempts => 2,"
+                            " p_now => %s)", (name, T0 - timedelta(days=1)))
+                await q("SELECT cronbox.schedule_at('alpha/after', after => ARRAY['alpha/a'], p_now => %s)",
+                        (T0 - timedelta(days=1),))
+                await saturate_once(conn, batch=100, horizon=timedelta(minutes=2), grace=timedelta(seconds=30),
+                                    now=at(0))
+                saturated = await (await q(BUCKET_CHECK)).fetchall()
+                await q("SELECT * FROM cronbox.dispatch_at(1000, p_now => %s)", (at(0),))
+                ids = dict(await (await q("SELECT job_name, outbox_id FROM cronbox.outbox WHERE kind = 'run'")).fetchall())
+                assert set(ids) == set(BUCKET_JOBS), ids
+                await q("SELECT cronbox.complete_run_at(%s, NULL, %s)", (ids["alpha/a"], at(1)))
+                for name in BUCKET_JOBS[1:]:
+                    await q("SELECT cronbox.fail_run_at(%s, 'boom', true, %s)", (ids[name], at(1)))
+                await q("SELECT * FROM cronbox.dispatch_at(1000, p_now => %s)", (at(60),))  # the retries
+                retried = await (await q("SELECT job_name, outbox_id FROM cronbox.outbox"
+                                         " WHERE kind = 'run' AND attempt = 2")).fetchall()
+                assert {n for n, _ in retried} == set(BUCKET_JOBS[1:]), retried
+                for _, run_id in retried:
+                    await q("SELECT cronbox.fail_run_at(%s, 'boom again', true, %s)", (run_id, at(61)))
+                await q("SELECT cronbox.trigger_at('zeta', p_now => %s)", (at(62),))
+                buckets = await (await q("SELECT count(DISTINCT bucket) FROM cronbox.job")).fetchone()
+                assert buckets[0] >= 3  # six groups over 32 buckets: not all in one
+                return saturated + await (await q(BUCKET_CHECK)).fetchall()
+
+    found: dict[str, tuple[int, int]] = {}
+    for t, n, wrong in asyncio.run(flow()):
+        was = found.get(t, (0, 0))
+        found[t] = (was[0] + n, was[1] + wrong)
+    assert {t for t, (n, _) in found.items() if n} >= {
+        "job", "job_fire", "job_stat", "job_future", "outbox:run", "outbox:notification",
+        "run:missed", "run:succeeded", "run:failed"}, found
+    assert all(wrong == 0 for _, wrong in found.values()), found
 
 
 @on_citus

@@ -11,8 +11,8 @@ SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    INSERT INTO cronbox.job_fire (job_id, paused)
-    SELECT a.job_id, a.paused FROM added a
+    INSERT INTO cronbox.job_fire (job_id, paused, bucket)
+    SELECT a.job_id, a.paused, a.bucket FROM added a
     ON CONFLICT (job_id) DO NOTHING;
     RETURN NULL;
 END

@@ -9,8 +9,8 @@ SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    INSERT INTO cronbox.job_stat (job_id)
-    SELECT a.job_id FROM added a
+    INSERT INTO cronbox.job_stat (job_id, bucket)
+    SELECT a.job_id, a.bucket FROM added a
     ON CONFLICT (job_id) DO NOTHING;
     RETURN NULL;
 END

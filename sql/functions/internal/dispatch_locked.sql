@@ -51,7 +51,7 @@ BEGIN
     -- The hold is checked on the rows read (a materialized CTE takes no pushed-down qual).
     keyed AS MATERIALIZED (
         SELECT f.future_id, f.job_id, f.fire_at, f.due_at, f.priority, f.attempt, f.origin,
-               f.payload, f.retry_of, f.overlap AS future_overlap, f.hold, f.held_since
+               f.payload, f.retry_of, f.overlap AS future_overlap, f.hold, f.held_since, f.bucket
         FROM cronbox.job_future f
         WHERE f.future_id = ANY (p_futures)
     ),
@@ -240,14 +240,15 @@ BEGIN
                     THEN 'hold_pool'
                     ELSE pl.placed2 END AS act,
                pl.needs, coalesce(pl.short_pool, max(pl.short_pool) OVER (PARTITION BY pl.job_id)) AS pool,
-               pl.why, pl.held_since, pl.retry_delay, pl.retry_max_delay, pl.on_unavailable, pl.folded
+               pl.why, pl.held_since, pl.retry_delay, pl.retry_max_delay, pl.on_unavailable, pl.folded,
+               pl.bucket
         FROM pooled pl
         UNION ALL
         SELECT g.future_id, g.job_id, g.name, g.queue, g.fire_at, g.due_at, g.priority,
                g.attempt, g.origin, g.retry_of, g.message_payload, g.timeout, g.overlap,
                g.active_runs, g.catchup, g.waiting, g.timeout_at, g.pre,
                NULL::jsonb, NULL::text, NULL::text, NULL::timestamptz, NULL::interval, NULL::interval, NULL::text,
-               g.folded
+               g.folded, g.bucket
         FROM gate g
         WHERE g.pre IS NOT NULL
     ),
@@ -304,7 +305,7 @@ BEGIN
     new_run AS (
         INSERT INTO cronbox.run (run_id, job_id, job_name, queue, fire_at, due_at, state, attempt,
                                  origin, retry_of, payload, priority, dispatched_at,
-                                 finished_at, error, missed_fires, missed_last_at, needs)
+                                 finished_at, error, missed_fires, missed_last_at, needs, bucket)
         SELECT fire.run_id, fire.job_id, fire.name, fire.queue, fire.fire_at, fire.due_at,
                CASE fire.act WHEN 'fail_dependency' THEN 'failed'
                              WHEN 'fail_unavailable' THEN 'failed'
@@ -327,7 +328,7 @@ BEGIN
                END,
                CASE WHEN fire.act = 'miss' THEN 1 END,
                CASE WHEN fire.act = 'miss' THEN fire.fire_at END,
-               NULL
+               NULL, fire.bucket
         FROM fire
         WHERE fire.act <> 'run'
     ),
@@ -336,24 +337,25 @@ BEGIN
         -- builds it from the row; available at its due time (early dispatch) or now.
         INSERT INTO cronbox.outbox (outbox_id, run_id, queue, kind, message, timeout, created_at, available_at,
                                     job_id, job_name, fire_at, due_at, attempt, origin, retry_of,
-                                    priority, payload, state, dispatched_at, needs)
+                                    priority, payload, state, dispatched_at, needs, bucket)
         SELECT fire.run_id, fire.run_id, fire.queue, 'run', NULL::jsonb, fire.timeout, p_now, greatest(fire.due_at, p_now),
                fire.job_id, fire.name, fire.fire_at, fire.due_at, fire.attempt, fire.origin, fire.retry_of,
                fire.priority, fire.message_payload, 'dispatched',
                greatest(fire.due_at, p_now),  -- early: as of its due time
-               fire.needs  -- the units it holds until it ends
+               fire.needs,  -- the units it holds until it ends
+               fire.bucket
         FROM fire
         WHERE fire.act = 'run'
     ),
     new_note AS (
-        INSERT INTO cronbox.outbox (run_id, queue, kind, message, timeout, created_at, available_at)
+        INSERT INTO cronbox.outbox (run_id, queue, kind, message, timeout, created_at, available_at, bucket)
         SELECT fire.run_id, 'cronbox.notifications', 'notification',
                jsonb_build_object(
                    'event', 'dependency_timeout', 'job', fire.name, 'run_id', fire.run_id,
                    'fire_at', fire.fire_at, 'waiting_for', fire.waiting, 'at', p_now,
                    'error', format('dependency: no recent enough success of %s', fire.waiting),
                    'idempotency_key', 'dependency_timeout:' || fire.run_id),
-               interval '5 minutes', p_now, p_now
+               interval '5 minutes', p_now, p_now, fire.bucket
         FROM fire
         WHERE fire.act = 'fail_dependency'
         UNION ALL
@@ -363,7 +365,7 @@ BEGIN
                    'fire_at', fire.fire_at, 'pool', fire.pool, 'needs', fire.needs, 'at', p_now,
                    'error', format('unavailable: %s', fire.why),
                    'idempotency_key', 'unavailable:' || fire.run_id),
-               interval '5 minutes', p_now, p_now
+               interval '5 minutes', p_now, p_now, fire.bucket
         FROM fire
         WHERE fire.act = 'fail_unavailable'
     ),

@@ -177,7 +177,7 @@ BEGIN
             INSERT INTO cronbox.run AS h (run_id, job_id, job_name, queue, fire_at, due_at, state, attempt,
                                      origin, retry_of, payload, priority, dispatched_at, delivered_at,
                                      started_at, finished_at, lease_until, worker, cancel_requested,
-                                     result, error, needs)
+                                     result, error, needs, bucket)
             SELECT g.outbox_id, g.job_id, g.job_name, g.queue, g.fire_at, g.due_at,
                    CASE WHEN p_outcome = 'succeeded' THEN 'succeeded'
                         WHEN g.cancel_requested THEN 'cancelled'
@@ -194,7 +194,7 @@ BEGIN
                             CASE WHEN p_outcome = 'cancelled'
                                       OR (p_outcome <> 'succeeded' AND g.cancel_requested)
                                  THEN 'cancelled' END),
-                   g.needs
+                   g.needs, g.bucket
             FROM gone g
             RETURNING h.run_id, h.needs
         )
@@ -312,10 +312,11 @@ BEGIN
             decide AS MATERIALIZED (SELECT d.* FROM cronbox.finish_decisions(v_fin) d),
             retry AS (
                 INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority, attempt, origin,
-                                                payload, retry_of, created_at)
+                                                payload, retry_of, created_at, bucket)
                 SELECT d.job_id, d.fire_at,
                        p_now + cronbox.retry_backoff(d.retry_delay, d.retry_max_delay, d.attempt),
-                       d.priority, d.attempt + 1, 'retry', d.payload, d.run_id, p_now
+                       d.priority, d.attempt + 1, 'retry', d.payload, d.run_id, p_now,
+                       (SELECT j.bucket FROM cronbox.job j WHERE j.job_id = d.job_id)
                 FROM decide d
                 WHERE d.retry_now OR (d.exhausted AND d.retryable AND d.on_error = 'retry_soon')
                 ON CONFLICT ON CONSTRAINT job_future_fire_unique DO NOTHING
@@ -337,7 +338,7 @@ BEGIN
                     updated_at = p_now
                 WHERE j.job_id = ANY (ARRAY(SELECT c.job_id FROM per_job c WHERE c.pause_reason IS NOT NULL))
                   AND NOT j.paused
-                RETURNING j.job_id, j.name, j.paused_reason AS pause_reason,
+                RETURNING j.job_id, j.name, j.paused_reason AS pause_reason, j.bucket,
                           NOT (SELECT c.was_paused FROM per_job c WHERE c.job_id = j.job_id) AS paused_now
             ),
             book_fire AS (  -- the paused flag's copy beside the saturation state (cronbox.job_fire)
@@ -345,13 +346,13 @@ BEGIN
                 WHERE f.job_id = ANY (ARRAY(SELECT b.job_id FROM book b))
             ),
             notes AS (
-                INSERT INTO cronbox.outbox (run_id, queue, kind, message, created_at, available_at)
+                INSERT INTO cronbox.outbox (run_id, queue, kind, message, created_at, available_at, bucket)
                 SELECT d.run_id, 'cronbox.notifications', 'notification',
                        jsonb_build_object('event', 'run_failed', 'job', d.job_name, 'run_id', d.run_id,
                                           'fire_at', d.fire_at, 'attempt', d.attempt, 'state', d.state,
                                           'error', d.error, 'on_error', d.on_error, 'at', p_now,
                                           'idempotency_key', 'run_failed:' || d.run_id),
-                       p_now, p_now
+                       p_now, p_now, (SELECT j.bucket FROM cronbox.job j WHERE j.job_id = d.job_id)
                 FROM decide d
                 WHERE d.exhausted AND d.attempt <= d.max_attempts
                 UNION ALL
@@ -360,7 +361,7 @@ BEGIN
                                           'reason', b.pause_reason, 'at', p_now,
                                           'idempotency_key', 'schedule_paused:' || b.job_id || ':'
                                                              || extract(epoch FROM p_now)::text),
-                       p_now, p_now
+                       p_now, p_now, b.bucket
                 FROM book b
                 WHERE b.paused_now
             )
@@ -429,7 +430,7 @@ BEGIN
         --    the successes just recorded and those of transactions that held these locks.
         IF cardinality(v_after) > 0 THEN
             WITH ready AS (
-                SELECT a.job_id, a.priority
+                SELECT a.job_id, a.priority, a.bucket
                 FROM cronbox.job a
                 JOIN cronbox.job_fire af ON af.job_id = a.job_id
                 WHERE a.job_id = ANY (v_after) AND a.kind = 'after'
@@ -448,8 +449,8 @@ BEGIN
                 WHERE a.job_id = ANY (ARRAY(SELECT ready.job_id FROM ready))
             ),
             ins AS (
-                INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority, origin, created_at)
-                SELECT ready.job_id, p_now, p_now, ready.priority, 'dependency', p_now FROM ready
+                INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority, origin, created_at, bucket)
+                SELECT ready.job_id, p_now, p_now, ready.priority, 'dependency', p_now, ready.bucket FROM ready
                 ON CONFLICT ON CONSTRAINT job_future_fire_unique DO NOTHING
                 RETURNING 1
             )

@@ -70,12 +70,12 @@ BEGIN
         back AS (
             INSERT INTO cronbox.outbox (outbox_id, run_id, queue, kind, message, timeout, created_at, available_at,
                                         attempts, last_error, job_id, job_name, fire_at, due_at, attempt,
-                                        origin, retry_of, priority, payload, state, dispatched_at, needs)
+                                        origin, retry_of, priority, payload, state, dispatched_at, needs, bucket)
             SELECT v.run_id, v.run_id, v.queue, 'run', v_dead_of -> v.run_id::text -> 'message',
                    coalesce((v_dead_of -> v.run_id::text ->> 'timeout')::interval, interval '5 minutes'),
                    p_now, p_now, 0, 'redriven after: ' || coalesce(v_dead_of -> v.run_id::text ->> 'last_error', '?'),
                    v.job_id, v.job_name, v.fire_at, v.due_at, v.attempt, v.origin, v.retry_of, v.priority,
-                   v.payload, 'dispatched', v.dispatched_at, v.needs
+                   v.payload, 'dispatched', v.dispatched_at, v.needs, v.bucket
             FROM revived v
         ),
         stat AS (

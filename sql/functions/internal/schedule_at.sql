@@ -229,10 +229,10 @@ BEGIN
     FROM (SELECT unnest(ARRAY['kind', 'cron_normalized', 'anchor', 'finished_at', 'updated_at', 'excluded_run_id'])
           UNION ALL SELECT o.option FROM cronbox.schedule_options() o) AS c(col);
     IF v_old.job_id IS NULL THEN
-        EXECUTE format('INSERT INTO cronbox.job AS j (name, created_at, %s) VALUES (($1).name, ($1).updated_at, %s) '
-                       'RETURNING j.job_id',
+        EXECUTE format('INSERT INTO cronbox.job AS j (name, bucket, created_at, %s) '
+                       'VALUES (($1).name, $2, ($1).updated_at, %s) RETURNING j.job_id',
                        v_cols, v_vals)
-            USING v_new INTO v_job_id;
+            USING v_new, cronbox.job_bucket(schedule_at.name) INTO v_job_id;
         PERFORM cronbox.record_change(v_job_id, schedule_at.name, 'created',
                                       coalesce(schedule_at.reason, 'created'), p_now);
     ELSE

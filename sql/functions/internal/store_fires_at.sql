@@ -74,18 +74,18 @@ BEGIN
     END IF;
 
     WITH written AS (
-        INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority)
+        INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority, bucket)
         -- a fire already past when stored (catch-up) is due from now: queued behind what
         -- was due before it was known, never ahead of other jobs' fires due meanwhile
         SELECT f.job_id, f.fire_at,
                greatest(f.fire_at, p_now)
                    + CASE WHEN j.jitter > interval '0' THEN random() * j.jitter ELSE interval '0' END,
-               j.priority
+               j.priority, j.bucket
         FROM unnest(p_fire_job, p_fire_at, p_missed) WITH ORDINALITY AS f(job_id, fire_at, missed, i)
         -- each fire's job by its key, one probe per fire whatever the statistics say (docs/
         -- architecture.md, SQL conventions: a join planned while the job table looked empty
         -- read it whole, 2,000,000 rows to store 100 jobs' fires)
-        CROSS JOIN LATERAL (SELECT j.jitter, j.priority FROM cronbox.job j
+        CROSS JOIN LATERAL (SELECT j.jitter, j.priority, j.bucket FROM cronbox.job j
                             WHERE j.job_id = f.job_id LIMIT 1) j
         WHERE NOT f.missed AND v_excluded[f.i] IS NULL AND v_cut[f.i] IS NOT TRUE
         ON CONFLICT ON CONSTRAINT job_future_fire_unique DO NOTHING
@@ -95,17 +95,17 @@ BEGIN
     v_futures := coalesce(cardinality(v_stored), 0);
 
     INSERT INTO cronbox.run (run_id, job_id, job_name, queue, fire_at, due_at, state,
-                             priority, finished_at, error, missed_fires, missed_last_at)
+                             priority, finished_at, error, missed_fires, missed_last_at, bucket)
     SELECT cronbox.new_run_id(), f.job_id, j.name, j.queue, f.fire_at, f.fire_at,
            'missed', j.priority, p_now,
            format('missed: %s%s fire%s from %s to %s dropped by catch-up policy %s',
                   CASE WHEN f.exact IS false THEN 'at least ' ELSE '' END, coalesce(f.n, 1),
                   CASE WHEN coalesce(f.n, 1) = 1 THEN '' ELSE 's' END,
                   f.fire_at, coalesce(f.last, f.fire_at), j.catchup),
-           coalesce(f.n, 1), coalesce(f.last, f.fire_at)
+           coalesce(f.n, 1), coalesce(f.last, f.fire_at), j.bucket
     FROM unnest(p_fire_job, p_fire_at, p_missed, p_gap_last, p_gap_count, p_gap_exact)
          AS f(job_id, fire_at, missed, last, n, exact)
-    CROSS JOIN LATERAL (SELECT j.name, j.queue, j.priority, j.catchup FROM cronbox.job j
+    CROSS JOIN LATERAL (SELECT j.name, j.queue, j.priority, j.catchup, j.bucket FROM cronbox.job j
                         WHERE j.job_id = f.job_id LIMIT 1) j
     WHERE f.missed;
     GET DIAGNOSTICS v_missed = ROW_COUNT;

@@ -51,13 +51,13 @@ BEGIN
     WHERE j.job_id = p_job_id;
     INSERT INTO cronbox.job_change (job_id, job_name, action, reason, changed_by, changed_at)
     VALUES (p_job_id, v_name, 'quarantined', v_reason, cronbox.caller(), now());
-    INSERT INTO cronbox.outbox (run_id, queue, kind, message, created_at, available_at)
+    INSERT INTO cronbox.outbox (run_id, queue, kind, message, created_at, available_at, bucket)
     VALUES (NULL, 'cronbox.notifications', 'notification',
             jsonb_build_object('event', 'schedule_paused', 'job', v_name, 'reason', v_reason,
                                'quarantined', true, 'at', now(),
                                'idempotency_key', 'schedule_paused:' || p_job_id || ':'
                                                   || extract(epoch FROM now())::text),
-            now(), now());
+            now(), now(), (SELECT j.bucket FROM cronbox.job j WHERE j.job_id = p_job_id));
     PERFORM pg_notify('cronbox_outbox', '');
     PERFORM pg_notify('cronbox_schedule', p_job_id::text);
     RETURN true;
