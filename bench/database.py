@@ -227,10 +227,16 @@ class WaitSampler:
                                  for (q, w), c in ranked]}
 
 
+# Jobs inserted with a bare INSERT get the rows schedule() gives a new job (saturation state,
+# statistics, owners' counts): cronbox.add_job_rows, idempotent (docs/runs.md).
+ADD_JOB_ROWS = "SELECT cronbox.add_job_rows(ARRAY(SELECT job_id FROM cronbox.job))"
+
+
 def copy_fire_state(conn: psycopg.Connection, template: str, prefix: str) -> None:
     """The saturation state (cronbox.job_fire: frontier, next fire, fires made) of job
     `template` given to the jobs whose names start with `prefix`, as schedule() would have
     written it for each."""
+    conn.execute(ADD_JOB_ROWS)
     conn.execute(
         "UPDATE cronbox.job_fire f SET frontier = t.frontier, next_fire = t.next_fire, fires_made = t.fires_made "
         "FROM cronbox.job c, cronbox.job_fire t JOIN cronbox.job tj USING (job_id) "

@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 
 from bench.common import Database, Fleet, log, wait_until
+from bench.database import ADD_JOB_ROWS
 
 def reset(database: Database) -> None:
     with database.connect() as conn:
@@ -25,6 +26,7 @@ def load(database: Database, n: int, margin: float | None) -> float:
         conn.execute(
             "INSERT INTO cronbox.job (name, kind, at, finished_at, overlap) "
             "SELECT 'tp-' || i, 'at', now(), now(), 'allow' FROM generate_series(1, %s) AS i", (n,))
+        conn.execute(ADD_JOB_ROWS)
         conn.execute("ANALYZE cronbox.job")
         due = conn.execute(
             "WITH ins AS (INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "

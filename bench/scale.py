@@ -36,7 +36,7 @@ from bench.common import (
     Database, Fleet, base_report, emit, extra_env, log, parse_args, pct, postgres_cpu, py_spy_collect,
     py_spy_record, wait_until, workdir,
 )
-from bench.database import WaitSampler
+from bench.database import ADD_JOB_ROWS, WaitSampler
 
 # (kind, expression, weight out of 20): about 2,900 fires/s per million schedules.
 MIX = [
@@ -96,6 +96,7 @@ def insert_schedules(database: Database, n: int, sample: int) -> dict[str, Any]:
                                FROM (VALUES {", ".join(f"('{e}')" for k, e, _ in MIX if k == 'cron')}) v(expr)) nc
                            ON s.kind = 'cron' AND nc.expr = s.expr""",
                 {"first": sample + 1, "last": n})
+            conn.execute(ADD_JOB_ROWS)
             # what schedule() leaves: nothing materialised yet, frontier = next_fire = now
             conn.execute("UPDATE cronbox.job_fire SET frontier = now(), next_fire = now() WHERE next_fire IS NULL")
             dt = time.monotonic() - t0

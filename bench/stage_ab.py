@@ -30,7 +30,7 @@ from typing import Any
 import psycopg
 
 from bench.common import REPO, emit, log, machine
-from bench.database import DURABLE_SETTINGS
+from bench.database import ADD_JOB_ROWS, DURABLE_SETTINGS
 from cronbox import db
 from cronbox.migrate import migrate
 from cronbox.pgcluster import Cluster
@@ -56,6 +56,7 @@ def load(conn: psycopg.Connection, n: int) -> None:
         conn.execute(f"DELETE FROM cronbox.{table}")
     conn.execute("INSERT INTO cronbox.job (name, kind, at, finished_at, overlap) "
                  "SELECT 'ab-' || i, 'at', now(), now(), 'allow' FROM generate_series(1, %s) i", (n,))
+    conn.execute(ADD_JOB_ROWS)
     conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) SELECT job_id, at, now() FROM cronbox.job")
     conn.execute("VACUUM ANALYZE")
     conn.execute("CHECKPOINT")

@@ -33,6 +33,7 @@ from typing import Any
 import psycopg
 
 from bench.common import Database, Fleet, base_report, emit, log, parse_args, wait_until, workdir
+from bench.database import ADD_JOB_ROWS
 from cronbox.pgcluster import free_port
 from web.auth import hash_password
 
@@ -70,6 +71,7 @@ def fill_schedules(conn: psycopg.Connection, n: int) -> None:
         SELECT 'job-' || lpad(i::text, 7, '0'), 'cron', '*/5 * * * *', %s,
                (ARRAY['UTC', 'Europe/Berlin', 'America/New_York', 'Asia/Tokyo'])[1 + i %% 4], 'q' || (i %% %s)
         FROM generate_series(1, %s) AS i""", (norm, QUEUES, n))
+    conn.execute(ADD_JOB_ROWS)
     conn.execute("""
         INSERT INTO cronbox.job_future (job_id, fire_at, due_at)
         SELECT j.job_id, t, t FROM cronbox.job j,

@@ -12,6 +12,8 @@ from typing import Any
 
 import psycopg
 
+from bench.database import ADD_JOB_ROWS  # noqa: F401 (re-exported for the tests)
+
 T0 = datetime(2031, 3, 1, 12, 0, tzinfo=timezone.utc)
 
 

@@ -58,6 +58,26 @@ def test_plain_postgresql_has_no_citus_layer(conn):
                         " to_regprocedure('cronbox.new_run_id(integer)')").fetchone() == (None,) * 5
 
 
+def test_jobs_have_no_triggers_and_their_rows_come_from_the_functions_that_write_them(conn):
+    """Citus distributes no table with triggers (docs/citus.md): cronbox.job has none, and
+    schedule()/unschedule() make and remove a job's saturation state, statistics, owner's
+    count and name-search row themselves."""
+    assert conn.execute("SELECT count(*) FROM pg_catalog.pg_trigger WHERE tgrelid = 'cronbox.job'::regclass"
+                        " AND NOT tgisinternal").fetchone()[0] == 0
+    conn.execute("SELECT cronbox.set_quota(current_user, max_schedules => 10)")
+    job_id = conn.execute("SELECT cronbox.schedule('t/rows', every => interval '1 hour')").fetchone()[0]
+    conn.execute("SELECT cronbox.sync_schedule_names()")
+    counts = "SELECT (SELECT count(*) FROM cronbox.job_fire WHERE job_id = %(j)s), " \
+             "(SELECT count(*) FROM cronbox.job_stat WHERE job_id = %(j)s), " \
+             "(SELECT count(*) FROM cronbox.job_name_search WHERE job_id = %(j)s), " \
+             "(SELECT schedules FROM cronbox.owner_quota WHERE owner = current_user)"
+    assert conn.execute(counts, {"j": job_id}).fetchone() == (1, 1, 1, 1)
+    assert conn.execute("SELECT cronbox.add_job_rows(ARRAY[%s::bigint])", (job_id,)).fetchone()[0] == 0  # idempotent
+    assert conn.execute(counts, {"j": job_id}).fetchone() == (1, 1, 1, 1)
+    assert conn.execute("SELECT cronbox.unschedule('t/rows')").fetchone()[0] is True
+    assert conn.execute(counts, {"j": job_id}).fetchone() == (0, 0, 0, 0)
+
+
 @on_citus
 def test_citus_buckets_one_per_shard_and_a_job_in_its_group_s_bucket(citus_db):
     dsn, _ = citus_db

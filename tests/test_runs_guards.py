@@ -14,7 +14,7 @@ from cronbox import db
 
 from .plan_support import nodes, plans_of
 from .procs import Proc, wait_until
-from .runs_support import T0, at, dispatch, future, job
+from .runs_support import ADD_JOB_ROWS, T0, at, dispatch, future, job
 
 
 def scans(plans: list[dict]) -> list[tuple[str, str, str | None]]:
@@ -236,6 +236,7 @@ def held_jobs(conn, prefix: str, hold: str, paused: bool = False) -> list[int]:
         "INSERT INTO cronbox.job (name, kind, every, anchor, paused) "
         "SELECT %s || i, 'every', interval '1 hour', %s, %s FROM generate_series(1, 20000) i",
         (prefix, at(0), paused))
+    conn.execute(ADD_JOB_ROWS)
     conn.execute(
         "INSERT INTO cronbox.job_future (job_id, fire_at, due_at, hold, held_since, hold_until) "
         "SELECT job_id, %s, %s, %s, %s, %s + make_interval(secs => job_id) FROM cronbox.job "
@@ -264,6 +265,7 @@ def test_a_finish_planned_while_the_jobs_looked_empty_reads_only_the_jobs_it_fin
     conn.execute(
         "INSERT INTO cronbox.job (name, kind, at, finished_at, overlap, max_attempts, on_error) "
         "SELECT 'many-' || i, 'at', now(), now(), 'allow', 2, 'pause' FROM generate_series(1, 20000) i")
+    conn.execute(ADD_JOB_ROWS)
     conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) SELECT job_id, at, now() FROM cronbox.job")
     for _ in range(3):
         conn.execute("SELECT * FROM cronbox.dispatch_at(1000, p_now => now())")
@@ -296,6 +298,7 @@ def test_after_jobs_of_a_finish_planned_while_the_jobs_looked_empty_are_found_by
         "SELECT 'up-' || i, 'at', now(), now(), 'allow' FROM generate_series(1, 20000) i")
     conn.execute("INSERT INTO cronbox.job (name, kind, after) "
                  "SELECT 'down-' || i, 'after', ARRAY['up-' || i] FROM generate_series(1, 900) i")
+    conn.execute(ADD_JOB_ROWS)
     conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
                  "SELECT job_id, at, now() FROM cronbox.job WHERE name LIKE 'up-%' ORDER BY job_id LIMIT 900")
     conn.execute("SELECT * FROM cronbox.dispatch_at(1000, p_now => now())")
@@ -317,6 +320,7 @@ def test_a_saturation_pass_planned_while_the_jobs_looked_empty_reads_only_its_jo
     conn.execute("INSERT INTO cronbox.job (name, kind, every, anchor) "
                  "SELECT 'every-' || i, 'every', interval '1 minute', %s FROM generate_series(1, 20000) i",
                  (T0,))
+    conn.execute(ADD_JOB_ROWS)
     conn.execute("UPDATE cronbox.job_fire SET frontier = %s", (T0,))
     ids = [r[0] for r in conn.execute("SELECT job_id FROM cronbox.job WHERE name LIKE 'every-%' ORDER BY job_id")]
     look_empty(conn, looked_empty)
@@ -353,6 +357,7 @@ def test_a_dispatch_planned_while_the_jobs_looked_empty_locks_only_its_jobs(conn
         "INSERT INTO cronbox.job (name, kind, every, anchor, overlap) "
         "SELECT 'many-' || i, 'every', interval '1 hour', %s, 'allow' FROM generate_series(1, 20000) i",
         (at(0),))
+    conn.execute(ADD_JOB_ROWS)
     conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
                  "SELECT job_id, %s, %s FROM cronbox.job WHERE name LIKE 'many-%%'", (at(due_in), at(due_in)))
     # column statistics of a full table, then the row count of an empty one: a drained table after VACUUM
@@ -404,6 +409,7 @@ def test_paused_jobs_due_to_resume_are_locked_by_key_while_job_stat_looked_empty
         "INSERT INTO cronbox.job (name, kind, every, anchor, paused, paused_until) "
         "SELECT 'paused-' || i, 'every', interval '1 hour', %s, true, %s + make_interval(secs => i) "
         "FROM generate_series(1, 20000) i", (at(0), at(0)))
+    conn.execute(ADD_JOB_ROWS)
     conn.execute("UPDATE cronbox.job_fire SET frontier = %s", (at(0),))
     look_empty(conn, "job_stat")
     sql = "SELECT cronbox.resume_paused_at(10, %s)"
@@ -422,6 +428,7 @@ def test_superseded_runs_are_withdrawn_from_the_outbox_in_one_walk_while_it_look
         "INSERT INTO cronbox.job (name, kind, every, anchor, overlap) "
         "SELECT 'newest-' || i, 'every', interval '1 hour', %s, 'cancel_other' FROM generate_series(1, 2000) i",
         (at(0),))
+    conn.execute(ADD_JOB_ROWS)
     conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
                  "SELECT job_id, %s, %s FROM cronbox.job WHERE name LIKE 'newest-%%'", (at(0), at(0)))
     assert conn.execute("SELECT dispatched FROM cronbox.dispatch_at(2000, p_now => %s)", (at(0),)).fetchone()[0] == 2000

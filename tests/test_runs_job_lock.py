@@ -19,6 +19,7 @@ import pytest
 from cronbox import db
 
 from .procs import wait_until
+from .runs_support import ADD_JOB_ROWS
 
 # Each writer, run in a transaction left open while dispatch is called (job 'w', upstream 'up').
 WRITERS = {
@@ -158,6 +159,7 @@ def test_dispatch_and_the_reports_write_nothing_to_the_job_table(fresh_dsn):
                      "SELECT 'wal-' || i, 'at', now(), now(), 'allow', "
                      "       CASE WHEN i % 3 = 0 THEN 'pull' ELSE 'default' END "
                      "FROM generate_series(1, 60) AS i")
+        conn.execute(ADD_JOB_ROWS)
         conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
                      "SELECT job_id, at, now() - interval '1 second' FROM cronbox.job WHERE name LIKE 'wal-%'")
         start = conn.execute("SELECT pg_current_wal_insert_lsn()").fetchone()[0]
@@ -205,6 +207,7 @@ def test_a_batch_of_20000_distinct_jobs_takes_no_lock_table_entry_per_job(fresh_
         conn.execute("INSERT INTO cronbox.job (name, kind, at, finished_at, overlap) "
                      "SELECT 'many-' || i, 'at', now(), now(), 'allow' FROM generate_series(1, %s) AS i",
                      (n,))
+        conn.execute(ADD_JOB_ROWS)
         conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
                      "SELECT job_id, at, now() - interval '1 second' FROM cronbox.job WHERE name LIKE 'many-%'")
     with db.connect(fresh_dsn, autocommit=False) as conn:

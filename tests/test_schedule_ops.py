@@ -14,6 +14,7 @@ import pytest
 
 from poller.backfill import PASS_FIRES, backfill_once
 
+from .runs_support import ADD_JOB_ROWS
 from .schedhelp import aconn, changes, futures, one, rows, saturate, schedule, utc  # noqa: F401
 
 T0 = utc(2024, 1, 1, 0, 0)
@@ -274,6 +275,7 @@ def test_the_reaper_lookups_read_their_partial_indexes(conn):
     conn.execute("""INSERT INTO cronbox.job (name, kind, every, anchor, paused, paused_until)
                     SELECT 'j' || g, 'every', '1 hour', now(), g <= 3, CASE WHEN g <= 3 THEN now() END
                     FROM generate_series(1, 20000) g""")
+    conn.execute(ADD_JOB_ROWS)
     conn.execute("""INSERT INTO cronbox.backfill (job_id, from_at, to_at, overlap, priority, requested_at, done_at)
                     SELECT job_id, now() - interval '1 day', now(), 'allow', 0, now(),
                            CASE WHEN job_id % 10000 <> 0 THEN now() END FROM cronbox.job""")

@@ -14,6 +14,7 @@ import pytest
 
 from cronbox import db
 
+from .runs_support import ADD_JOB_ROWS
 from .schedhelp import utc
 
 T0 = utc(2030, 1, 1)
@@ -75,6 +76,7 @@ def test_with_a_million_schedules_an_idle_tick_reads_no_job_and_a_busy_tick_only
         SELECT 'job-' || g, 'every', interval '1 hour', %(t0)s,
                g %% 10 = 2, CASE WHEN g %% 10 = 1 THEN %(t0)s END
         FROM generate_series(1, %(n)s) g""", {"t0": T0, "n": N})
+    conn.execute(ADD_JOB_ROWS)
     conn.execute("""
         UPDATE cronbox.job_fire f SET frontier = %(t0)s + interval '1 hour',
                next_fire = CASE WHEN j.g %% 10 = 1 THEN NULL

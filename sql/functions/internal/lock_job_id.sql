@@ -8,7 +8,7 @@
 -- did, and a batch of distinct jobs could fill it for every session of the database);
 -- FOR NO KEY UPDATE is what dispatch's and finish_runs' UPDATE of the row takes anyway,
 -- so they need no second lock; it leaves foreign-key checks (FOR KEY SHARE) alone. Every job
--- has a job_stat row (trigger cronbox.add_job_stat); a job without one cannot be locked.
+-- has a job_stat row (cronbox.add_job_rows); a job without one cannot be locked.
 CREATE OR REPLACE FUNCTION cronbox.lock_job_id(p_job_id bigint) RETURNS void
 LANGUAGE sql VOLATILE
 SECURITY INVOKER

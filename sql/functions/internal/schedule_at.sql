@@ -233,6 +233,7 @@ BEGIN
                        'VALUES (($1).name, $2, ($1).updated_at, %s) RETURNING j.job_id',
                        v_cols, v_vals)
             USING v_new, cronbox.job_bucket(schedule_at.name) INTO v_job_id;
+        PERFORM cronbox.add_job_rows(ARRAY[v_job_id]);  -- its saturation state, statistics, owner's count
         PERFORM cronbox.record_change(v_job_id, schedule_at.name, 'created',
                                       coalesce(schedule_at.reason, 'created'), p_now);
     ELSE
@@ -244,7 +245,7 @@ BEGIN
         PERFORM cronbox.record_change(v_job_id, schedule_at.name, 'updated',
                                       coalesce(schedule_at.reason, 'updated'), p_now);
     END IF;
-    -- The saturation state (its row made by the insert's trigger, cronbox.add_job_fire).
+    -- The saturation state (its row made with the job, cronbox.add_job_rows).
     UPDATE cronbox.job_fire f
     SET frontier = v_frontier, next_fire = v_next_fire, fires_made = v_fires_made
     WHERE f.job_id = v_job_id;

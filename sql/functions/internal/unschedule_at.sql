@@ -16,6 +16,8 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_job_id bigint;
+    v_owner name;
+    v_rate double precision;
 BEGIN
     PERFORM cronbox.assert_job_name('name', unschedule_at.name);
     PERFORM cronbox.assert_reason(unschedule_at.reason);
@@ -29,7 +31,12 @@ BEGIN
     END IF;
     -- Fires already written by early dispatch and not yet claimed by a relay are cancelled.
     PERFORM cronbox.withdraw_early_runs(v_job_id, 'cancelled: unscheduled before its fire time', p_now);
-    DELETE FROM cronbox.job j WHERE j.job_id = v_job_id;
+    DELETE FROM cronbox.job j WHERE j.job_id = v_job_id RETURNING j.owner, j.fire_rate INTO v_owner, v_rate;
+    -- its owner's schedule count and fire rate (owners with a quota), its name-search row
+    UPDATE cronbox.owner_quota q SET schedules = greatest(q.schedules - 1, 0),
+                                     fire_rate = greatest(q.fire_rate - coalesce(v_rate, 0), 0)
+    WHERE q.owner = v_owner;
+    DELETE FROM cronbox.job_name_search s WHERE s.job_id = v_job_id;
     PERFORM cronbox.record_change(v_job_id, unschedule_at.name, 'unscheduled',
                                   coalesce(unschedule_at.reason, 'unscheduled by operator'), p_now);
     PERFORM pg_notify('cronbox_schedule', v_job_id::text);

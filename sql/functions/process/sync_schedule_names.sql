@@ -3,7 +3,7 @@
 -- p_batch of the schedules created since the last sync (a primary-key range from the newest
 -- id it holds, in id order), after re-checking the 10,000 ids below that one, so a schedule
 -- whose transaction committed late is not skipped. Unscheduled jobs' names are removed when the
--- jobs are deleted (trigger cronbox.forget_schedule_names), not by a walk of every name: a
+-- jobs are deleted (by cronbox.unschedule), not by a walk of every name: a
 -- million schedules cost a sync no more than a thousand. A name written by a sync while its
 -- job was being deleted can outlive it; the search's callers drop names without a schedule.
 -- The poller's maintenance calls it every minute, again while it returns p_batch; no lock

@@ -1,0 +1,50 @@
+-- cronbox.add_job_rows(p_job_ids): the rows that go with new jobs, made by the statement after
+-- the one that inserted them, set-based: each job's saturation state (cronbox.job_fire, a copy
+-- of its paused flag; nothing to materialise until its frontier and next fire are written) and
+-- its statistics (cronbox.job_stat), both in the job's bucket, and the schedule count and fire
+-- rate of owners with a quota (cronbox.owner_quota). Called by cronbox.schedule, the only
+-- function that inserts jobs, and by scripts that insert jobs with a bare INSERT (benches,
+-- tests). Not a trigger: Citus distributes no table with triggers, and runs no statement
+-- trigger with a transition table (docs/citus.md). Idempotent: a job that has its rows is
+-- neither given them nor counted again. Returns the number of jobs given their rows.
+CREATE OR REPLACE FUNCTION cronbox.add_job_rows(p_job_ids bigint[]) RETURNS integer
+LANGUAGE plpgsql
+SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    v_added integer;
+BEGIN
+    WITH
+    added AS MATERIALIZED (
+        SELECT j.job_id, j.paused, j.bucket, j.owner, j.fire_rate
+        FROM cronbox.job j WHERE j.job_id = ANY (p_job_ids)
+    ),
+    fire AS (
+        INSERT INTO cronbox.job_fire (job_id, paused, bucket)
+        SELECT a.job_id, a.paused, a.bucket FROM added a
+        ON CONFLICT (job_id) DO NOTHING
+    ),
+    stat AS (
+        INSERT INTO cronbox.job_stat (job_id, bucket)
+        SELECT a.job_id, a.bucket FROM added a
+        ON CONFLICT (job_id) DO NOTHING
+        RETURNING job_id
+    ),
+    counted AS (
+        UPDATE cronbox.owner_quota q SET schedules = q.schedules + c.n, fire_rate = q.fire_rate + c.rate
+        FROM (SELECT a.owner, count(*) AS n, coalesce(sum(a.fire_rate), 0) AS rate
+              FROM added a WHERE a.job_id = ANY (ARRAY(SELECT s.job_id FROM stat s))
+              GROUP BY a.owner) c
+        WHERE q.owner = c.owner
+    )
+    SELECT count(*) INTO v_added FROM stat;
+    RETURN v_added;
+END
+$$;
+
+COMMENT ON FUNCTION cronbox.add_job_rows(bigint[]) IS
+'Internal: makes the saturation-state and statistics rows of new jobs (in their bucket) and counts them for their owners'' quotas; called after inserting jobs. Idempotent.';
+
+ALTER FUNCTION cronbox.add_job_rows(bigint[]) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.add_job_rows(bigint[]) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
