@@ -32,6 +32,7 @@ DECLARE
     v_new_runs bigint[];      -- the runs this call dispatched for them
     v_cancel bigint[];
     v_refold bigint[];        -- jobs whose statistics a backfilled fire's own overlap policy reads
+    v_notes bigint[];         -- the notifications this call wrote
 BEGIN
     -- A backfilled fire with an overlap policy of its own reads its job's active runs: a job
     -- whose statistics were folded off the hot path has them folded now, and written here in
@@ -368,6 +369,7 @@ BEGIN
                interval '5 minutes', p_now, p_now, fire.bucket
         FROM fire
         WHERE fire.act = 'fail_unavailable'
+        RETURNING outbox_id
     ),
     -- Per job, the counts of this call, as arrays in job_id order: a job_stat row finds its
     -- values at the position width_bucket (a binary search) gives its job_id.
@@ -441,9 +443,14 @@ BEGIN
            (SELECT array_agg(DISTINCT fire.job_id) FROM fire
             WHERE fire.act = 'run' AND fire.overlap = 'cancel_other' AND fire.active_runs > 0),
            (SELECT array_agg(fire.run_id) FROM fire
-            WHERE fire.act = 'run' AND fire.overlap = 'cancel_other' AND fire.active_runs > 0)
-      INTO v_dispatched, v_skipped, v_failed, v_held, v_cancel_jobs, v_new_runs
+            WHERE fire.act = 'run' AND fire.overlap = 'cancel_other' AND fire.active_runs > 0),
+           (SELECT array_agg(n.outbox_id) FROM new_note n)
+      INTO v_dispatched, v_skipped, v_failed, v_held, v_cancel_jobs, v_new_runs, v_notes
     FROM outcome o;
+    -- the jobs' own recipients of these notifications (job.notify)
+    IF v_notes IS NOT NULL THEN
+        PERFORM cronbox.notify_stakeholders(v_notes);
+    END IF;
 
     -- cancel_other: the job's unfinished runs before this call's are asked to stop (heartbeat
     -- answers 'cancel'). Statements of their own, run only when such a job dispatched: inside the

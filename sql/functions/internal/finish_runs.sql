@@ -47,6 +47,7 @@ DECLARE
     v_paused_ids bigint[];
     v_paused_names text[];
     v_paused_reasons text[];
+    v_notes bigint[];          -- the notifications written (step 3b)
     v_needs jsonb[];          -- the pool units the runs that ended here took at dispatch
     v_release bigint[];       -- held futures that may go now
     v_failures boolean;       -- some of the runs that ended here failed or were lost
@@ -364,13 +365,19 @@ BEGIN
                        p_now, p_now, b.bucket
                 FROM book b
                 WHERE b.paused_now
+                RETURNING outbox_id
             )
             SELECT (SELECT count(*) FROM retry),
-                   array_agg(b.job_id), array_agg(b.name), array_agg(b.pause_reason)
-              INTO v_n, v_paused_ids, v_paused_names, v_paused_reasons
+                   array_agg(b.job_id), array_agg(b.name), array_agg(b.pause_reason),
+                   (SELECT array_agg(n.outbox_id) FROM notes n)
+              INTO v_n, v_paused_ids, v_paused_names, v_paused_reasons, v_notes
             FROM book b
             WHERE b.paused_now;
             v_woken := v_woken + v_n;
+            -- the jobs' own recipients of these notifications (job.notify)
+            IF v_notes IS NOT NULL THEN
+                PERFORM cronbox.notify_stakeholders(v_notes);
+            END IF;
         END IF;
         -- Each step below that has nothing to do is skipped, not run empty: every statement
         -- started costs its executor start-up, which is most of a one-run report's time.

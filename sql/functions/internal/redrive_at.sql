@@ -21,6 +21,7 @@ DECLARE
     v_runs bigint[];
     v_needs jsonb[];
     v_dead_of jsonb;          -- a dead run's message, timeout and last error, by run id
+    v_notes bigint[];         -- the notifications put back
 BEGIN
     IF redrive_at.id IS NULL AND redrive_at.queue IS NULL AND NOT coalesce(redrive_at.everything, false) THEN
         RAISE EXCEPTION 'redrive: say which dead letters: id => ..., queue => ... or everything => true'
@@ -42,13 +43,17 @@ BEGIN
         FROM gone g
         WHERE g.kind <> 'run' OR g.run_id IS NULL
         ORDER BY g.dead_letter_id
+        RETURNING outbox_id
     )
-    SELECT count(*)::integer, array_agg(g.run_id ORDER BY g.run_id) FILTER (WHERE g.kind = 'run' AND g.run_id IS NOT NULL),
+    SELECT (SELECT array_agg(b.outbox_id) FROM back b), count(*)::integer, array_agg(g.run_id ORDER BY g.run_id) FILTER (WHERE g.kind = 'run' AND g.run_id IS NOT NULL),
            jsonb_object_agg(g.run_id::text, jsonb_build_object('message', g.message, 'timeout', g.timeout,
                                                                'last_error', g.last_error))
                FILTER (WHERE g.kind = 'run' AND g.run_id IS NOT NULL)
-      INTO v_count, v_runs, v_dead_of
+      INTO v_notes, v_count, v_runs, v_dead_of
     FROM gone g;
+    IF v_notes IS NOT NULL THEN  -- a job's notification again: to its own recipients too (job.notify)
+        PERFORM cronbox.notify_stakeholders(v_notes);
+    END IF;
 
     IF v_runs IS NOT NULL THEN
         -- The jobs' locks (job_stat rows, cronbox.lock_job_id) in job_id order before their

@@ -18,6 +18,7 @@ DECLARE
     v_paused boolean;
     v_first timestamptz;
     v_reason text;
+    v_note bigint;
 BEGIN
     PERFORM cronbox.lock_job_id(p_job_id);  -- the job's lock, before its row lock
     SELECT j.name, j.paused INTO v_name, v_paused
@@ -57,7 +58,9 @@ BEGIN
                                'quarantined', true, 'at', now(),
                                'idempotency_key', 'schedule_paused:' || p_job_id || ':'
                                                   || extract(epoch FROM now())::text),
-            now(), now(), (SELECT j.bucket FROM cronbox.job j WHERE j.job_id = p_job_id));
+            now(), now(), (SELECT j.bucket FROM cronbox.job j WHERE j.job_id = p_job_id))
+    RETURNING outbox_id INTO v_note;
+    PERFORM cronbox.notify_stakeholders(ARRAY[v_note]);  -- the job's own recipients (job.notify)
     PERFORM pg_notify('cronbox_outbox', '');
     PERFORM pg_notify('cronbox_schedule', p_job_id::text);
     RETURN true;
