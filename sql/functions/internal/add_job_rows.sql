@@ -23,12 +23,12 @@ BEGIN
     fire AS (
         INSERT INTO cronbox.job_fire (job_id, paused, bucket)
         SELECT a.job_id, a.paused, a.bucket FROM added a
-        ON CONFLICT (job_id) DO NOTHING
+        ON CONFLICT ON CONSTRAINT job_fire_pkey DO NOTHING
     ),
     stat AS (
         INSERT INTO cronbox.job_stat (job_id, bucket)
         SELECT a.job_id, a.bucket FROM added a
-        ON CONFLICT (job_id) DO NOTHING
+        ON CONFLICT ON CONSTRAINT job_stat_pkey DO NOTHING
         RETURNING job_id
     ),
     counted AS (
