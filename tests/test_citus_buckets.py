@@ -164,7 +164,8 @@ def test_citus_run_ids_carry_their_bucket_and_their_time(citus_db):
 # job's rows: saturation (futures, a missed run), dispatch, a success (history, the after-job's
 # future), failures (retries, a run_failed notification), a manual fire.
 BUCKET_JOBS = ("alpha/a", "beta/b", "gamma/c", "delta/d", "epsilon/e", "zeta")
-# every row of every hot table whose bucket is not its job's: (table, rows, wrong)
+# every row of these jobs in every hot table, and those whose bucket is not their job's:
+# (table, rows, wrong); the session's database has other tests' jobs too
 BUCKET_CHECK = """
 WITH rows AS (
     SELECT 'job' AS t, j.name, j.bucket FROM cronbox.job j
@@ -174,7 +175,8 @@ WITH rows AS (
     UNION ALL SELECT 'outbox:' || x.kind, coalesce(x.job_name, x.message ->> 'job'), x.bucket FROM cronbox.outbox x
     UNION ALL SELECT 'run:' || x.state, x.job_name, x.bucket FROM cronbox.run x
 )
-SELECT r.t, count(*), count(*) FILTER (WHERE r.bucket <> cronbox.bucket_of(r.name)) FROM rows r GROUP BY r.t ORDER BY r.t
+SELECT r.t, count(*), count(*) FILTER (WHERE r.bucket <> cronbox.bucket_of(r.name)) FROM rows r
+WHERE r.name = ANY (%s) GROUP BY r.t ORDER BY r.t
 """
 
 
@@ -183,11 +185,11 @@ def test_citus_every_row_of_a_job_carries_the_job_s_bucket(citus_db):
     """A job's bucket is its group's (cronbox.bucket_of), and every row made for it (saturation
     state, statistics, futures, the run in flight, history, its notifications) copies it: the
     value the hot tables are distributed by (docs/citus.md)."""
-    from poller.saturate import saturate_once
-
     from .runs_support import T0, at
+    from .schedhelp import saturate
 
     dsn, _ = citus_db
+    names = [*BUCKET_JOBS, "alpha/after"]
 
     async def flow() -> list[tuple[str, int, int]]:  # before the first dispatch, and at the end
         async with await psycopg.AsyncConnection.connect(dsn) as conn:
@@ -198,25 +200,27 @@ def test_citus_every_row_of_a_job_carries_the_job_s_bucket(citus_db):
                             " p_now => %s)", (name, T0 - timedelta(days=1)))
                 await q("SELECT cronbox.schedule_at('alpha/after', after => ARRAY['alpha/a'], p_now => %s)",
                         (T0 - timedelta(days=1),))
-                await saturate_once(conn, batch=100, horizon=timedelta(minutes=2), grace=timedelta(seconds=30),
-                                    now=at(0))
-                saturated = await (await q(BUCKET_CHECK)).fetchall()
+                await saturate(conn, at(0))  # every job due by then (other tests' too, rolled back)
+                saturated = await (await q(BUCKET_CHECK, (names,))).fetchall()
                 await q("SELECT * FROM cronbox.dispatch_at(1000, p_now => %s)", (at(0),))
-                ids = dict(await (await q("SELECT job_name, outbox_id FROM cronbox.outbox WHERE kind = 'run'")).fetchall())
+                ids = dict(await (await q("SELECT job_name, outbox_id FROM cronbox.outbox"
+                                          " WHERE kind = 'run' AND job_name = ANY (%s)", (names,))).fetchall())
                 assert set(ids) == set(BUCKET_JOBS), ids
                 await q("SELECT cronbox.complete_run_at(%s, NULL, %s)", (ids["alpha/a"], at(1)))
                 for name in BUCKET_JOBS[1:]:
                     await q("SELECT cronbox.fail_run_at(%s, 'boom', true, %s)", (ids[name], at(1)))
                 await q("SELECT * FROM cronbox.dispatch_at(1000, p_now => %s)", (at(60),))  # the retries
                 retried = await (await q("SELECT job_name, outbox_id FROM cronbox.outbox"
-                                         " WHERE kind = 'run' AND attempt = 2")).fetchall()
+                                         " WHERE kind = 'run' AND attempt = 2 AND job_name = ANY (%s)",
+                                         (names,))).fetchall()
                 assert {n for n, _ in retried} == set(BUCKET_JOBS[1:]), retried
                 for _, run_id in retried:
                     await q("SELECT cronbox.fail_run_at(%s, 'boom again', true, %s)", (run_id, at(61)))
                 await q("SELECT cronbox.trigger_at('zeta', p_now => %s)", (at(62),))
-                buckets = await (await q("SELECT count(DISTINCT bucket) FROM cronbox.job")).fetchone()
+                buckets = await (await q("SELECT count(DISTINCT bucket) FROM cronbox.job WHERE name = ANY (%s)",
+                                         (names,))).fetchone()
                 assert buckets[0] >= 3  # six groups over 32 buckets: not all in one
-                return saturated + await (await q(BUCKET_CHECK)).fetchall()
+                return saturated + await (await q(BUCKET_CHECK, (names,))).fetchall()
 
     found: dict[str, tuple[int, int]] = {}
     for t, n, wrong in asyncio.run(flow()):
