@@ -13,11 +13,11 @@ SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_added integer;
+    v_new bigint[];  -- the jobs given their rows now
 BEGIN
     WITH
     added AS MATERIALIZED (
-        SELECT j.job_id, j.paused, j.bucket, j.owner, j.fire_rate
+        SELECT j.job_id, j.paused, j.bucket
         FROM cronbox.job j WHERE j.job_id = ANY (p_job_ids)
     ),
     fire AS (
@@ -30,16 +30,17 @@ BEGIN
         SELECT a.job_id, a.bucket FROM added a
         ON CONFLICT ON CONSTRAINT job_stat_pkey DO NOTHING
         RETURNING job_id
-    ),
-    counted AS (
-        UPDATE cronbox.owner_quota q SET schedules = q.schedules + c.n, fire_rate = q.fire_rate + c.rate
-        FROM (SELECT a.owner, count(*) AS n, coalesce(sum(a.fire_rate), 0) AS rate
-              FROM added a WHERE a.job_id = ANY (ARRAY(SELECT s.job_id FROM stat s))
-              GROUP BY a.owner) c
-        WHERE q.owner = c.owner
     )
-    SELECT count(*) INTO v_added FROM stat;
-    RETURN v_added;
+    SELECT array_agg(s.job_id) INTO v_new FROM stat s;
+    -- their owners' counts, for owners with a quota (none: nothing to read)
+    IF v_new IS NOT NULL AND EXISTS (SELECT 1 FROM cronbox.owner_quota) THEN
+        UPDATE cronbox.owner_quota q SET schedules = q.schedules + c.n, fire_rate = q.fire_rate + c.rate
+        FROM (SELECT j.owner, count(*) AS n, coalesce(sum(j.fire_rate), 0) AS rate
+              FROM cronbox.job j WHERE j.job_id = ANY (v_new)
+              GROUP BY j.owner) c
+        WHERE q.owner = c.owner;
+    END IF;
+    RETURN coalesce(cardinality(v_new), 0);
 END
 $$;
 
