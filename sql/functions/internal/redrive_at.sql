@@ -37,9 +37,11 @@ BEGIN
     -- notifications go back as they were; a run's message goes back with its run (below)
     back AS (
         INSERT INTO cronbox.outbox (run_id, queue, kind, message, timeout, created_at, available_at,
-                                    attempts, last_error)
+                                    attempts, last_error, bucket)
         SELECT g.run_id, g.queue, g.kind, g.message, g.timeout, g.created_at, p_now,
-               0, 'redriven after: ' || coalesce(g.last_error, '?')
+               0, 'redriven after: ' || coalesce(g.last_error, '?'),
+               -- the bucket of the job it is about (none: 0)
+               coalesce((SELECT j.bucket FROM cronbox.job j WHERE j.name = g.message ->> 'job'), 0)
         FROM gone g
         WHERE g.kind <> 'run' OR g.run_id IS NULL
         ORDER BY g.dead_letter_id
