@@ -380,6 +380,7 @@ def test_a_dispatch_walks_its_batch_in_due_order_whatever_join_the_planner_prefe
         "INSERT INTO cronbox.job (name, kind, every, anchor, overlap) "
         "SELECT 'many-' || i, 'every', interval '1 hour', %s, 'allow' FROM generate_series(1, 20000) i",
         (at(0),))
+    conn.execute(ADD_JOB_ROWS)
     conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
                  "SELECT job_id, %s, %s FROM cronbox.job WHERE name LIKE 'many-%%'", (at(due_in), at(due_in)))
     conn.execute("ANALYZE cronbox.job, cronbox.job_stat, cronbox.job_future")
