@@ -149,7 +149,7 @@ def test_processes_left_on_a_demoted_primary_neither_dispatch_nor_ack_and_say_so
 
         with db.connect(multi) as conn:
             doubled = conn.execute("SELECT count(*) FROM (SELECT 1 FROM cronbox.runs WHERE origin = 'schedule'"
-                                   " GROUP BY job_name, fire_at HAVING count(*) > 1) d").fetchone()[0]
+                                   " GROUP BY job, fire_at HAVING count(*) > 1) d").fetchone()[0]
             paused = conn.execute("SELECT count(*) FROM cronbox.job WHERE paused").fetchone()[0]
         assert doubled == 0
         assert paused == 0, "a read-only server is no job's fault: nothing quarantined"
@@ -174,7 +174,9 @@ def _dispatched(dsn: str) -> int:
 
 
 def _acked(dsn: str) -> int:
-    """Runs dispatched whose outbox message is gone (sent and acked)."""
+    """Runs dispatched whose message was sent and acked: no outbox row of theirs is still to be
+    delivered (a run in flight keeps its outbox row, delivered, until its final report)."""
     with db.connect(dsn) as conn:
         return conn.execute("SELECT count(*) FROM cronbox.runs r WHERE r.dispatched_at IS NOT NULL AND NOT EXISTS"
-                            " (SELECT 1 FROM cronbox.outbox o WHERE o.run_id = r.run_id)").fetchone()[0]
+                            " (SELECT 1 FROM cronbox.outbox o WHERE o.run_id = r.run_id AND o.delivered_at IS NULL)"
+                            ).fetchone()[0]
