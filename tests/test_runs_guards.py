@@ -346,13 +346,8 @@ DISPATCHES_OF_100 = [
 ]
 
 
-@pytest.mark.parametrize("dispatch_sql, due_in", DISPATCHES_OF_100)
-@pytest.mark.parametrize("looked_empty", ["job", "job_stat", "job_future"])
-def test_a_dispatch_planned_while_the_jobs_looked_empty_locks_only_its_jobs(conn, dispatch_sql, due_in, looked_empty):
-    # The job locks (job_stat rows, FOR NO KEY UPDATE SKIP LOCKED) of the futures picked: as a
-    # semi-join planned while job_stat looked empty, every call walked all 20,000 rows of it.
-    # And the futures: walked in due order up to the batch, never gathered whole by a bitmap
-    # scan and sorted (planned while job_future looked empty: every due future read per call).
+def many_due_futures(conn, due_in: int) -> None:
+    """20,000 jobs `many-<i>` (overlap allow), each with one ready future due at at(due_in)."""
     conn.execute(
         "INSERT INTO cronbox.job (name, kind, every, anchor, overlap) "
         "SELECT 'many-' || i, 'every', interval '1 hour', %s, 'allow' FROM generate_series(1, 20000) i",
@@ -360,6 +355,16 @@ def test_a_dispatch_planned_while_the_jobs_looked_empty_locks_only_its_jobs(conn
     conn.execute(ADD_JOB_ROWS)
     conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
                  "SELECT job_id, %s, %s FROM cronbox.job WHERE name LIKE 'many-%%'", (at(due_in), at(due_in)))
+
+
+@pytest.mark.parametrize("dispatch_sql, due_in", DISPATCHES_OF_100)
+@pytest.mark.parametrize("looked_empty", ["job", "job_stat", "job_future"])
+def test_a_dispatch_planned_while_the_jobs_looked_empty_locks_only_its_jobs(conn, dispatch_sql, due_in, looked_empty):
+    # The job locks (job_stat rows, FOR NO KEY UPDATE SKIP LOCKED) of the futures picked: as a
+    # semi-join planned while job_stat looked empty, every call walked all 20,000 rows of it.
+    # And the futures: walked in due order up to the batch, never gathered whole by a bitmap
+    # scan and sorted (planned while job_future looked empty: every due future read per call).
+    many_due_futures(conn, due_in)
     # column statistics of a full table, then the row count of an empty one: a drained table after VACUUM
     conn.execute("ANALYZE cronbox.job, cronbox.job_stat, cronbox.job_future")
     look_empty(conn, looked_empty)
@@ -376,13 +381,7 @@ def test_a_dispatch_walks_its_batch_in_due_order_whatever_join_the_planner_prefe
     # planner preferred a merge anti-join (statistics of a table a rolled-back test filled), early
     # dispatch walked every future in job order and sorted them: 19,400 rows read for 100.
     # Merge joins are made the only kind here, so any join left in the walk shows.
-    conn.execute(
-        "INSERT INTO cronbox.job (name, kind, every, anchor, overlap) "
-        "SELECT 'many-' || i, 'every', interval '1 hour', %s, 'allow' FROM generate_series(1, 20000) i",
-        (at(0),))
-    conn.execute(ADD_JOB_ROWS)
-    conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
-                 "SELECT job_id, %s, %s FROM cronbox.job WHERE name LIKE 'many-%%'", (at(due_in), at(due_in)))
+    many_due_futures(conn, due_in)
     conn.execute("ANALYZE cronbox.job, cronbox.job_stat, cronbox.job_future")
     look_empty(conn, "job_future")
     conn.execute("SET LOCAL enable_nestloop = off")
