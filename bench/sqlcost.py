@@ -50,7 +50,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from bench.common import REPO, Database, base_report, emit, log, parse_args
+from bench.common import REPO, Database, base_report, cpu_seconds, emit, log, parse_args
 from bench.pipeline import load
 from cronbox import db
 
@@ -87,21 +87,32 @@ def table_writes(conn) -> dict[str, dict[str, int]]:
 class Meter:
     """Times one connection's calls and remembers their WAL ranges and row writes per stage."""
 
-    def __init__(self, conn) -> None:
+    def __init__(self, conn, database: Database | None = None, statements: bool = False) -> None:
         self.conn = conn
+        self.pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
+        self.database = database
+        self.statements = statements
+        self.top: dict[str, list[dict[str, Any]]] = {}
         self.times: dict[str, list[float]] = defaultdict(list)
+        self.cpu: dict[str, float] = defaultdict(float)
         self.ranges: dict[str, list[tuple[str, str]]] = defaultdict(list)
         self.rows: dict[str, dict[str, dict[str, int]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(int)))
         self.runs: dict[str, int] = defaultdict(int)
 
     def __call__(self, stage: str, call: Callable[[], int]) -> int:
         conn = self.conn
+        if self.statements and stage not in self.top and self.database is not None:
+            self.collect()
+            self.database.reset_statements()
+            self.top[stage] = []
         conn.execute("SELECT pg_stat_force_next_flush()")  # this backend's counters, flushed when idle
         before = table_writes(conn)
         start = lsn(conn)
+        cpu = cpu_seconds(self.pid)
         t = time.perf_counter()
         n = call()
         elapsed = time.perf_counter() - t
+        self.cpu[stage] += cpu_seconds(self.pid) - cpu
         end = lsn(conn)
         conn.execute("SELECT pg_stat_force_next_flush()")
         after = table_writes(conn)
@@ -115,6 +126,14 @@ class Meter:
                 if delta:
                     self.rows[stage][table][key] += delta
         return n
+
+    def collect(self) -> None:
+        """The statements of the stage begun last (pg_stat_statements, track=all), heaviest first."""
+        if self.statements and self.top and self.database is not None:
+            last = list(self.top)[-1]
+            if not self.top[last]:
+                self.top[last] = [s for s in self.database.top_statements(25)
+                                  if "pg_stat" not in s.get("query", "") and "pg_current_wal" not in s.get("query", "")][:15]
 
     def wal(self, stage: str) -> dict[str, float]:
         """WAL of the stage's calls: bytes (records, full-page images) and records by kind."""
@@ -163,7 +182,7 @@ class Meter:
         return totals
 
 
-def run_flow(database: Database, flow: str, n: int, batch: int) -> dict[str, Any]:
+def run_flow(database: Database, flow: str, n: int, batch: int, statements: bool = False) -> dict[str, Any]:
     load(database, n, None)
     with database.connect() as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
@@ -173,7 +192,7 @@ def run_flow(database: Database, flow: str, n: int, batch: int) -> dict[str, Any
         conn.execute("VACUUM ANALYZE cronbox.job")
         conn.execute("VACUUM ANALYZE cronbox.job_future")
         conn.execute("CHECKPOINT")
-        meter = Meter(conn)
+        meter = Meter(conn, database, statements)
         stages = FLOWS[flow]
         if flow not in RAW_FLOWS:
             drain(meter, "dispatch", n, lambda: conn.execute(
@@ -223,6 +242,7 @@ def run_flow(database: Database, flow: str, n: int, batch: int) -> dict[str, Any
                     pass
                 return n
             meter("fold", fold)
+        meter.collect()
         ok = conn.execute("SELECT count(*) FROM cronbox.runs WHERE state = 'succeeded'").fetchone()[0]
         left = conn.execute("SELECT (SELECT count(*) FROM cronbox.outbox) + (SELECT count(*) FROM cronbox.job_future)"
                             " + (SELECT count(*) FROM cronbox.job_stat_change)").fetchone()[0]
@@ -235,6 +255,7 @@ def run_flow(database: Database, flow: str, n: int, batch: int) -> dict[str, Any
             per_stage[stage] = {
                 "runs": meter.runs[stage],
                 "us_per_run": round(statistics.median(meter.times[stage]) * 1e6, 1),
+                "cpu_us_per_run": round(meter.cpu[stage] / runs * 1e6, 1),
                 "wal_bytes_per_run": round((wal["wal_record_bytes"] + wal["wal_fpi_bytes"]) / runs, 1),
                 "wal_record_bytes_per_run": round(wal["wal_record_bytes"] / runs, 1),
                 "wal_fpi_bytes_per_run": round(wal["wal_fpi_bytes"] / runs, 1),
@@ -246,8 +267,11 @@ def run_flow(database: Database, flow: str, n: int, batch: int) -> dict[str, Any
                 "wal_bytes_by_relation_per_run": per_run(meter.wal_by_relation(stage), runs),
                 "wal_bytes_by_relation_and_record_per_run": per_run(meter.wal_by_relation(stage, by_record=True), runs),
             }
+        if statements:
+            for stage in stages:
+                per_stage[stage]["statements"] = meter.top.get(stage, [])
     total = {key: round(sum(s[key] for s in per_stage.values()), 2)
-             for key in ("us_per_run", "wal_bytes_per_run", "wal_record_bytes_per_run", "wal_fpi_bytes_per_run",
+             for key in ("us_per_run", "cpu_us_per_run", "wal_bytes_per_run", "wal_record_bytes_per_run", "wal_fpi_bytes_per_run",
                          "wal_records_per_run", "btree_entries_per_run")}
     total["row_writes_per_run"] = round(sum(v for s in per_stage.values() for c in s["row_writes_per_run"].values()
                                             for v in c.values()), 2)
@@ -285,6 +309,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--flows", default=",".join(FLOWS), help=f"comma-separated, of {', '.join(FLOWS)}")
     p.add_argument("--history-days", type=int, default=0,
                    help="first create the (empty) run partitions of this many past days (default 0)")
+    p.add_argument("--statements", action="store_true",
+                   help="each stage's heaviest statements, those inside the functions included "
+                        "(pg_stat_statements, track=all: slows every statement a little)")
     args = parse_args(p, argv)
     if args.history_days < 0:
         p.error("--history-days: must be 0 or more")
@@ -295,6 +322,8 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--flows: unknown {', '.join(sorted(unknown))}")
     with Database(args, "sqlcost") as database:
         report = base_report("sqlcost", args, database, argv)
+        if args.statements:
+            database.set_statement_tracking("all")
         with database.connect() as conn:
             # ensure_run_partitions_at(0, t) makes the days of t and of the day before it: one new
             # partition per call, the day before yesterday first
@@ -307,11 +336,11 @@ def main(argv: list[str] | None = None) -> int:
         for flow in flows:
             repetitions = []
             for i in range(reps):
-                rep = run_flow(database, flow, n, args.batch)
+                rep = run_flow(database, flow, n, args.batch, args.statements)
                 log(f"{flow} rep {i + 1}/{reps}: total per run {rep['total']}")
                 repetitions.append(rep)
             median = {stage: {key: statistics.median(r["stages"][stage][key] for r in repetitions)
-                              for key in ("us_per_run", "wal_bytes_per_run", "wal_record_bytes_per_run",
+                              for key in ("us_per_run", "cpu_us_per_run", "wal_bytes_per_run", "wal_record_bytes_per_run",
                                           "wal_fpi_bytes_per_run", "wal_records_per_run", "btree_entries_per_run")}
                       for stage in FLOWS[flow]}
             report["flows"][flow] = {"repetitions": repetitions, "median": median,
@@ -320,11 +349,11 @@ def main(argv: list[str] | None = None) -> int:
         report["complete"] = all(r["complete"] for f in report["flows"].values() for r in f["repetitions"])
     summary = [f"sqlcost: {n} runs x {reps} reps, batch {args.batch}, {report['run_partitions']} run partitions, "
                f"{'durable' if report['durable'] else 'NOT durable'}; per run, medians"]
-    head = f"  {'flow/stage':22} {'us':>7} {'WAL B':>8} {'rec B':>7} {'FPI B':>7} {'records':>8} {'btree':>6}"
+    head = f"  {'flow/stage':22} {'us':>7} {'cpu us':>7} {'WAL B':>8} {'rec B':>7} {'FPI B':>7} {'records':>8} {'btree':>6}"
     summary.append(head)
     for flow, data in report["flows"].items():
         for stage, m in list(data["median"].items()) + [("TOTAL", data["median_total"])]:
-            summary.append(f"  {flow + '/' + stage:22} {m['us_per_run']:7.1f} {m['wal_bytes_per_run']:8.1f} "
+            summary.append(f"  {flow + '/' + stage:22} {m['us_per_run']:7.1f} {m['cpu_us_per_run']:7.1f} {m['wal_bytes_per_run']:8.1f} "
                            f"{m['wal_record_bytes_per_run']:7.1f} {m['wal_fpi_bytes_per_run']:7.1f} "
                            f"{m['wal_records_per_run']:8.2f} {m['btree_entries_per_run']:6.2f}")
         last = data["repetitions"][-1]["stages"]
@@ -334,6 +363,9 @@ def main(argv: list[str] | None = None) -> int:
             summary.append(f"    rows {flow}/{stage}: {rows}")
             wal = ", ".join(f"{rel} {b:g}" for rel, b in s["wal_bytes_by_relation_and_record_per_run"].items())
             summary.append(f"    WAL B by relation and record {flow}/{stage}: {wal}")
+            for st in s.get("statements", [])[:8]:
+                if "query" in st:
+                    summary.append(f"    stmt {flow}/{stage}: {st['total_ms']:9.1f} ms {st['calls']:7d} calls  {st['query'][:150]}")
     summary.append(f"  every run succeeded once, nothing left queued: {report['complete']}")
     emit(args, report, summary)
     return 0 if report["complete"] else 1

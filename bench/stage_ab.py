@@ -29,7 +29,7 @@ from typing import Any
 
 import psycopg
 
-from bench.common import REPO, emit, log, machine
+from bench.common import REPO, cpu_seconds, emit, log, machine
 from bench.database import ADD_JOB_ROWS, DURABLE_SETTINGS
 from cronbox import db
 from cronbox.migrate import migrate
@@ -126,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
         for text in files.values():
             conns["old"].execute(text)
         per_run: dict[str, dict[str, list[float]]] = {v: {s: [] for s in STAGES[args.flow]} for v in conns}
+        pids = {v: conn.execute("SELECT pg_backend_pid()").fetchone()[0] for v, conn in conns.items()}
+        cpu: dict[str, dict[str, float]] = {v: {s: 0.0 for s in STAGES[args.flow]} for v in conns}
         for r in range(args.rounds):
             log(f"round {r + 1}/{args.rounds}: {n} runs, {args.flow}")
             for conn in conns.values():
@@ -134,8 +136,10 @@ def main(argv: list[str] | None = None) -> int:
             for k in range(n // BATCH):
                 for v in (("new", "old") if (r + k) % 2 == 0 else ("old", "new")):
                     for stage, call in zip(STAGES[args.flow], calls[v]):
+                        c0 = cpu_seconds(pids[v])
                         t = time.perf_counter()
                         done = call()
+                        cpu[v][stage] += cpu_seconds(pids[v]) - c0
                         if done != BATCH:
                             raise SystemExit(f"{v} {stage}: {done} runs in a batch of {BATCH}: the setup did not hold")
                         per_run[v][stage].append((time.perf_counter() - t) / BATCH)
@@ -147,6 +151,15 @@ def main(argv: list[str] | None = None) -> int:
         for m in medians.values():
             m["total"] = round(sum(m.values()), 1)
         report["us_per_run"] = medians
+        # backend CPU (utime + stime from /proc, 10 ms ticks) summed over every batch, per run:
+        # moves far less with the machine's load than the call time does
+        runs = n * args.rounds
+        cpu_per_run = {v: {s: round(1e6 * x / runs, 1) for s, x in st.items()} for v, st in cpu.items()}
+        for m in cpu_per_run.values():
+            m["total"] = round(sum(m.values()), 1)
+        report["cpu_us_per_run"] = cpu_per_run
+        report["cpu_new_to_old"] = {s: round(cpu_per_run["new"][s] / cpu_per_run["old"][s], 3)
+                                    if cpu_per_run["old"][s] else None for s in cpu_per_run["new"]}
         report["new_minus_old"] = {s: round(medians["new"][s] - medians["old"][s], 1) for s in medians["new"]}
     finally:
         cluster.stop()
@@ -156,6 +169,10 @@ def main(argv: list[str] | None = None) -> int:
     for v in ("new", "old"):
         summary.append(f"  {v:4} " + "  ".join(f"{s} {x}" for s, x in report["us_per_run"][v].items()))
     summary.append("  new - old " + "  ".join(f"{s} {x:+}" for s, x in report["new_minus_old"].items()))
+    summary.append("  backend CPU, µs per run (all batches):")
+    for v in ("new", "old"):
+        summary.append(f"  {v:4} " + "  ".join(f"{s} {x}" for s, x in report["cpu_us_per_run"][v].items()))
+    summary.append("  new / old " + "  ".join(f"{s} {x}" for s, x in report["cpu_new_to_old"].items()))
     emit(args, report, summary)
     return 0
 

@@ -227,6 +227,7 @@ def test_sqlcost_quick_reports_each_stages_time_wal_rows_and_index_entries(bench
         for stage, s in rep["stages"].items():
             assert s["runs"] == 2000, (flow, stage)
             assert s["us_per_run"] > 0 and s["wal_bytes_per_run"] > 0 and s["wal_records_per_run"] > 0
+            assert s["cpu_us_per_run"] >= 0  # the backend's CPU (10 ms ticks: a quick stage may show none)
             assert s["row_writes_per_run"], (flow, stage)
         if flow == "raw_one_row":
             continue
@@ -298,6 +299,7 @@ def test_stage_ab_quick_runs_every_stage_of_both_versions(benches):
     for version in ("new", "old"):
         assert set(r["us_per_run"][version]) == {"dispatch", "claim_runs", "complete", "total"}
         assert all(x > 0 for x in r["us_per_run"][version].values())
+        assert set(r["cpu_us_per_run"][version]) == {"dispatch", "claim_runs", "complete", "total"}
 
 
 def test_web_quick_serves_every_list_page_at_its_size(benches):

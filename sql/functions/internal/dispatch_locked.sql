@@ -75,8 +75,11 @@ BEGIN
         FROM cronbox.job j
         CROSS JOIN LATERAL (SELECT s.active_runs, s.last_fire_at FROM cronbox.job_stat s
                             WHERE s.job_id = j.job_id LIMIT 1) s
-        CROSS JOIN LATERAL cronbox.job_stat_folded(j.job_id, j.overlap, j.every_mode, j.name,
-                                                   (SELECT u.names FROM upstream u)) fo
+        -- the names as a column of the one-row CTE, not a sub-select argument: a function
+        -- with a sub-select among its arguments is never inlined, and ran as a SQL function
+        -- call (its statement started) per job
+        CROSS JOIN upstream u
+        CROSS JOIN LATERAL cronbox.job_stat_folded(j.job_id, j.overlap, j.every_mode, j.name, u.names) fo
         WHERE j.job_id = ANY (p_jobs)
     ),
     -- Paused job, then the dependency gate (upstreams without a recent enough success).
