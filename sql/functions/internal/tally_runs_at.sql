@@ -5,8 +5,8 @@
 -- finish minute, queue and owner). Reads the runs created since the mark and more than 30
 -- seconds before p_now (a dispatch transaction still open is given that long to commit), at
 -- most p_batch, by primary key; counts the finished ones, remembers the unfinished
--- ones in run_tally_pending and counts those when they have finished (looked up by primary
--- key). Locks the mark row, so tallies never overlap (a second poller waits, then finds
+-- ones in run_tally_pending with their job and counts those when they have finished (looked
+-- up by run and job id). Locks the mark row, so tallies never overlap (a second poller waits, then finds
 -- nothing to do). Drops counts older than 2 days. Each run is counted exactly once. Returns
 -- how many new runs it read (p_batch: call again, more are waiting).
 CREATE OR REPLACE FUNCTION cronbox.tally_runs_at(
@@ -43,18 +43,24 @@ BEGIN
     done AS (
         DELETE FROM cronbox.run_tally_pending p
         WHERE NOT EXISTS (SELECT 1 FROM still WHERE still.run_id = p.run_id)
-        RETURNING p.run_id
+        RETURNING p.run_id, p.job_id
     )
     INSERT INTO cronbox.run_minute AS m (minute, queue, owner, succeeded, failed)
     SELECT c.minute, c.queue, coalesce(j.owner, ''), sum(c.succeeded), sum(c.failed)
     FROM (SELECT date_trunc('minute', r.finished_at) AS minute, r.queue, r.job_id,
                  count(*) FILTER (WHERE r.state = 'succeeded') AS succeeded,
                  count(*) FILTER (WHERE r.state <> 'succeeded') AS failed
-          FROM cronbox.run r
-          -- = ANY (ARRAY(...)): primary-key probes whatever the row estimates say (a hash join
-          -- chosen for a large estimate read every run partition: all of history)
-          WHERE r.run_id = ANY (ARRAY(SELECT done.run_id FROM done))
-            AND r.state IN ('succeeded', 'failed', 'lost') AND r.finished_at IS NOT NULL
+          -- A probe per run by both of its keys, whatever the statistics say: a hash join
+          -- chosen for a large estimate read every run partition (all of history), and a
+          -- partition analysed while it held no live row costs every index the same, so a
+          -- probe by run_id alone could be planned on run_job_history_idx (job_id, run_id):
+          -- a scan of that whole index per run (migration 0400).
+          FROM done d
+          CROSS JOIN LATERAL (
+              SELECT r.finished_at, r.queue, r.job_id, r.state FROM cronbox.run r
+              WHERE r.run_id = d.run_id AND r.job_id = d.job_id
+                AND r.state IN ('succeeded', 'failed', 'lost') AND r.finished_at IS NOT NULL
+              LIMIT 1) r
           GROUP BY 1, 2, 3) c
     -- each job's owner by its key (a join planned for many rows hashed every job: a million
     -- schedules made each tally read them all)
@@ -78,10 +84,10 @@ BEGIN
             -- unfinished now: counted by step 1 of a later tally. A run in flight is found by
             -- cronbox.unfinished_runs() too (in the same snapshot as history): a run whose
             -- history row is written only when it is final is not in history yet.
-            INSERT INTO cronbox.run_tally_pending (run_id)
-            SELECT f.run_id FROM fresh f WHERE f.state IN ('dispatched', 'delivered', 'running')
+            INSERT INTO cronbox.run_tally_pending (run_id, job_id)
+            SELECT f.run_id, f.job_id FROM fresh f WHERE f.state IN ('dispatched', 'delivered', 'running')
             UNION
-            SELECT u.run_id FROM cronbox.unfinished_runs() u WHERE u.run_id >= v_from AND u.run_id < v_to
+            SELECT u.run_id, u.job_id FROM cronbox.unfinished_runs() u WHERE u.run_id >= v_from AND u.run_id < v_to
             ON CONFLICT DO NOTHING
         )
         INSERT INTO cronbox.run_minute AS m (minute, queue, owner, succeeded, failed)
