@@ -134,6 +134,7 @@ def test_isolation_quick_measures_b_with_a_healthy_and_hung_in_one_run(benches):
     assert r["a"]["answered_while_healthy"] > 0 and r["a"]["waiting_in_outbox"] > 0  # a really hung
 
 
+@pytest.mark.slow  # 45 s: a year of catch-ups for 50 schedules beside the canary
 def test_canary_quick_reports_the_canarys_lag_and_missed_fires_under_a_load(benches):
     rc, r = benches["canary"].result()
     assert rc == 0
