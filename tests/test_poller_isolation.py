@@ -71,3 +71,45 @@ def test_an_every_second_canary_stays_on_time_while_a_year_of_catch_ups_is_creat
     lags = sorted(float(lag) for _, _, lag in fires)
     assert lags[-1] < 1.0, f"canary fire -> dispatch lags {lags}"
     assert longest < timedelta(seconds=1), f"a transaction stayed open {longest}: {longest_query}"
+
+
+BACKLOG = 50_000
+
+
+@pytest.mark.slow
+def test_an_every_second_canary_stays_on_time_while_another_queue_has_a_backlog_of_due_fires(fresh_dsn, tmp_path):
+    # A million every-minute schedules' minute boundary, in small: 50,000 fires due at once in
+    # one queue. Dispatch shares each batch between the queues with due work, so the canary's
+    # fire goes in the first batch after it comes due, not behind the backlog.
+    with db.connect(fresh_dsn) as conn:
+        conn.execute("SELECT cronbox.schedule('canary', every => '1 second', queue => 'canary', overlap => 'allow')")
+    with Proc("poller", fresh_dsn, tmp_path) as poller, db.connect(fresh_dsn) as watch:
+        wait_until(lambda: watch.execute("SELECT count(*) FROM cronbox.runs WHERE job = 'canary'").fetchone()[0] >= 3,
+                   timeout=60, what="the canary running")
+        with db.connect(fresh_dsn) as conn, conn.transaction():
+            conn.execute("INSERT INTO cronbox.job (name, kind, at, finished_at, overlap, queue) "
+                         "SELECT 'bulk-' || i, 'at', now(), now(), 'allow', 'bulk' FROM generate_series(1, %s) i",
+                         (BACKLOG,))
+            conn.execute("SELECT cronbox.add_job_rows(ARRAY(SELECT job_id FROM cronbox.job WHERE queue = 'bulk'))")
+            conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at, queue) "
+                         "SELECT job_id, now(), now(), queue FROM cronbox.job WHERE queue = 'bulk'")
+        t0 = watch.execute("SELECT now()").fetchone()[0]
+
+        def backlog() -> int:
+            return watch.execute("SELECT count(*) FROM cronbox.job_future WHERE queue = 'bulk'").fetchone()[0]
+        wait_until(lambda: backlog() == 0, timeout=180, what="the backlog dispatched")
+        t1 = watch.execute("SELECT now()").fetchone()[0]
+        assert poller.terminate() == 0, poller.output
+
+    with db.connect(fresh_dsn) as conn:
+        fires = conn.execute(
+            "SELECT fire_at, state, extract(epoch FROM dispatched_at - fire_at) FROM cronbox.runs "
+            "WHERE job = 'canary' AND fire_at > %s AND fire_at <= %s ORDER BY fire_at", (t0, t1)).fetchall()
+        bulk = conn.execute("SELECT count(*) FROM cronbox.runs WHERE queue = 'bulk' AND state = 'dispatched'").fetchone()[0]
+    assert bulk == BACKLOG
+    # the backlog took seconds to dispatch: the canary's fires meanwhile are what is checked
+    assert len(fires) >= 2 and len(fires) >= (t1 - t0).total_seconds() - 1, (t0, t1, fires)
+    assert all(b[0] - a[0] == timedelta(seconds=1) for a, b in zip(fires, fires[1:])), "a canary fire is missing"
+    assert {state for _, state, _ in fires} <= {"dispatched"}, fires
+    lags = sorted(float(lag) for _, _, lag in fires)
+    assert lags[-1] < 1.0, f"canary fire -> dispatch lags {lags} while {BACKLOG} fires of another queue were due"

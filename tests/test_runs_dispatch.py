@@ -58,6 +58,81 @@ def test_lower_priority_goes_first_when_more_are_due_than_the_batch(conn):
     assert len(active(conn, "normal")) == 3 and len(active(conn, "bulk")) == 2
 
 
+def due_burst(conn, name: str, n: int, *, queue: str, due: float = 0) -> None:
+    """Job `name` (overlap allow) in `queue` with n fires, one a second up to at(due)."""
+    job(conn, name, queue=queue, overlap="allow")
+    conn.execute(
+        "INSERT INTO cronbox.job_future (job_id, fire_at, due_at, queue) "
+        "SELECT j.job_id, %s - make_interval(secs => g), %s - make_interval(secs => g), j.queue "
+        "FROM cronbox.job j, generate_series(0, %s - 1) g WHERE j.name = %s", (at(due), at(due), n, name))
+
+
+def test_a_burst_due_in_one_queue_takes_its_share_and_another_queues_fire_goes_in_the_same_batch(conn):
+    # 3,000 fires of one queue due before the canary's: the batch is shared between the queues
+    # with due work, not filled in due order with the burst.
+    due_burst(conn, "burst", 3000, queue="bulk")
+    job(conn, "canary", queue="canary", overlap="allow")
+    future(conn, "canary", 5)
+    assert dispatch(conn, 10, limit=100)["dispatched"] == 100  # what the canary left goes to the burst
+    assert len(active(conn, "canary")) == 1 and len(active(conn, "burst")) == 99
+    # the burst's oldest first
+    assert max(r["fire_at"] for r in runs(conn, "burst")) == at(0) - timedelta(seconds=3000 - 99)
+    assert min(r["fire_at"] for r in runs(conn, "burst")) == at(0) - timedelta(seconds=2999)
+
+
+def test_the_jobs_a_failed_batch_is_bisected_over_include_every_queues_share(conn):
+    # cronbox.due_jobs (the poller's isolation of a job that makes a batch fail) lists the jobs
+    # a batch may take: the canary's, though 3,000 fires of another queue are due before it.
+    due_burst(conn, "burst", 3000, queue="bulk", due=-10)
+    canary = job(conn, "canary", queue="canary", overlap="allow")
+    conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at, queue) "
+                 "VALUES (%s, now() - interval '1 second', now() - interval '1 second', 'canary')", (canary,))
+    conn.execute("UPDATE cronbox.job_future f SET due_at = now() - interval '1 hour' FROM cronbox.job j "
+                 "WHERE j.job_id = f.job_id AND j.name = 'burst'")
+    jobs = [r[0] for r in conn.execute("SELECT cronbox.due_jobs(100)")]
+    assert canary in jobs and len(jobs) == 2
+
+
+def test_queues_with_due_work_share_a_batch_evenly(conn):
+    for q in ("a", "b", "c"):
+        due_burst(conn, f"burst-{q}", 10, queue=q)
+    assert dispatch(conn, 1, limit=6)["dispatched"] == 6
+    assert [len(active(conn, f"burst-{q}")) for q in ("a", "b", "c")] == [2, 2, 2]
+    assert dispatch(conn, 2, limit=30)["dispatched"] == 24
+
+
+def test_priority_order_holds_within_each_queues_share(conn):
+    job(conn, "bulk-low", queue="bulk", priority=9, overlap="allow")
+    due_burst(conn, "bulk-high", 50, queue="bulk")
+    conn.execute("UPDATE cronbox.job_future f SET priority = 1 FROM cronbox.job j "
+                 "WHERE j.job_id = f.job_id AND j.name = 'bulk-high'")
+    future(conn, "bulk-low", -100)
+    job(conn, "other", queue="other", overlap="allow")
+    future(conn, "other", 0)
+    assert dispatch(conn, 1, limit=10)["dispatched"] == 10
+    assert (len(active(conn, "bulk-high")), len(active(conn, "bulk-low")), len(active(conn, "other"))) == (9, 0, 1)
+
+
+def test_a_job_moved_to_another_queue_takes_its_waiting_fires_with_it(conn):
+    job(conn, "mover", queue="old")
+    future(conn, "mover", 0, origin="manual")  # a fire schedule() keeps (not the definition's)
+    conn.execute("SELECT cronbox.schedule_at('mover', every => '1 hour', queue => 'new', p_now => %s)", (at(0),))
+    assert [f["queue"] for f in futures(conn, "mover")] == ["new"]
+
+
+def test_futures_written_by_the_api_and_the_poller_carry_their_jobs_queue(conn):
+    job(conn, "flaky", queue="etl", max_attempts=3)
+    conn.execute("SELECT cronbox.trigger_at('flaky', p_now => %s)", (at(0),))  # dispatched at once
+    [run] = runs(conn, "flaky")
+    fail(conn, run["run_id"], 1)  # a retry: a new future
+    jid = conn.execute("SELECT job_id FROM cronbox.job WHERE name = 'flaky'").fetchone()[0]
+    conn.execute("SELECT cronbox.store_fires_at(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                 ([jid], [at(3600)], [False], [jid], [at(3600)], [at(7200)], [False], [None], None, None, None, at(2)))
+    stored = futures(conn, "flaky")
+    assert {f["origin"] for f in stored} == {"retry", "schedule"}
+    assert {f["queue"] for f in stored} == {"etl"}
+
+
 def test_paused_job_fire_is_held_and_goes_once_released(conn):
     jid = job(conn, "p")
     conn.execute("UPDATE cronbox.job SET paused = true WHERE name = 'p'")

@@ -70,7 +70,8 @@ def test_dispatch_uses_the_ready_index_and_never_scans_history(conn):
         future(conn, "hot", t)
     plans = plans_of(conn, "SELECT * FROM cronbox.dispatch_at(100, p_now => %s)", (at(10),))
     seen = scans(plans)
-    assert ("job_future", "job_future_ready_idx") in {(rel, idx) for _, rel, idx in seen}
+    # each queue's walk (job_future_lane_idx), the next due time (job_future_ready_idx)
+    assert {("job_future", "job_future_lane_idx"), ("job_future", "job_future_ready_idx")} <= {(rel, idx) for _, rel, idx in seen}
     assert_no_history_scan(seen)
     assert conn.execute("SELECT count(*) FROM cronbox.runs WHERE state = 'dispatched'").fetchone()[0] == 1
 
@@ -390,6 +391,27 @@ def test_a_dispatch_walks_its_batch_in_due_order_whatever_join_the_planner_prefe
         assert conn.execute(dispatch_sql, (at(0),)).fetchone()[0] == 100
     read = rows_read_per_table(conn, dispatch_sql, (at(0),))
     assert read["job"] < 1000 and read["job_stat"] < 1000 and read["job_future"] < 1000, read
+
+
+@pytest.mark.parametrize("looked_empty", ["job_future", None])
+def test_a_dispatch_beside_a_burst_in_another_queue_reads_the_burst_only_as_far_as_its_share(conn, looked_empty):
+    # 20,000 fires due in the default queue, and each call a fire of another queue comes due:
+    # each queue's walk stops at its share (the second walk, giving the canary's leftover to
+    # the burst, reads the first one's rows again), whatever the statistics said.
+    many_due_futures(conn, 0)
+    job(conn, "canary", queue="canary", overlap="allow")
+    conn.execute("ANALYZE cronbox.job, cronbox.job_stat, cronbox.job_future")
+    if looked_empty:
+        look_empty(conn, looked_empty)
+    sql = "SELECT dispatched FROM cronbox.dispatch_at(100, p_now => %s)"
+    for k in range(9):  # past PostgreSQL's five custom plans
+        future(conn, "canary", k + 1)
+        if k < 8:
+            assert conn.execute(sql, (at(k + 1),)).fetchone()[0] == 100
+    read = rows_read_per_table(conn, sql, (at(9),))
+    assert read["job"] < 1000 and read["job_stat"] < 1000 and read["job_future"] < 1000, read
+    assert conn.execute("SELECT count(*) FROM cronbox.runs WHERE job = 'canary'").fetchone()[0] == 9
+    assert conn.execute("SELECT count(*) FROM cronbox.runs").fetchone()[0] == 900
 
 
 def test_released_holds_are_reached_by_key_while_job_future_looked_empty(conn):

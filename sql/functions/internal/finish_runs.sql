@@ -313,12 +313,12 @@ BEGIN
             decide AS MATERIALIZED (SELECT d.* FROM cronbox.finish_decisions(v_fin) d),
             retry AS (
                 INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority, attempt, origin,
-                                                payload, retry_of, created_at, bucket)
+                                                payload, retry_of, created_at, bucket, queue)
                 SELECT d.job_id, d.fire_at,
                        p_now + cronbox.retry_backoff(d.retry_delay, d.retry_max_delay, d.attempt),
-                       d.priority, d.attempt + 1, 'retry', d.payload, d.run_id, p_now,
-                       (SELECT j.bucket FROM cronbox.job j WHERE j.job_id = d.job_id)
+                       d.priority, d.attempt + 1, 'retry', d.payload, d.run_id, p_now, j.bucket, j.queue
                 FROM decide d
+                CROSS JOIN LATERAL (SELECT j.bucket, j.queue FROM cronbox.job j WHERE j.job_id = d.job_id LIMIT 1) j
                 WHERE d.retry_now OR (d.exhausted AND d.retryable AND d.on_error = 'retry_soon')
                 ON CONFLICT ON CONSTRAINT job_future_fire_unique DO NOTHING
                 RETURNING 1
@@ -437,7 +437,7 @@ BEGIN
         --    the successes just recorded and those of transactions that held these locks.
         IF cardinality(v_after) > 0 THEN
             WITH ready AS (
-                SELECT a.job_id, a.priority, a.bucket
+                SELECT a.job_id, a.priority, a.bucket, a.queue
                 FROM cronbox.job a
                 JOIN cronbox.job_fire af ON af.job_id = a.job_id
                 WHERE a.job_id = ANY (v_after) AND a.kind = 'after'
@@ -456,8 +456,8 @@ BEGIN
                 WHERE a.job_id = ANY (ARRAY(SELECT ready.job_id FROM ready))
             ),
             ins AS (
-                INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority, origin, created_at, bucket)
-                SELECT ready.job_id, p_now, p_now, ready.priority, 'dependency', p_now, ready.bucket FROM ready
+                INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority, origin, created_at, bucket, queue)
+                SELECT ready.job_id, p_now, p_now, ready.priority, 'dependency', p_now, ready.bucket, ready.queue FROM ready
                 ON CONFLICT ON CONSTRAINT job_future_fire_unique DO NOTHING
                 RETURNING 1
             )

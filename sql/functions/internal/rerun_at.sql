@@ -56,8 +56,8 @@ BEGIN
     -- waits its turn in job_future and this returns NULL).
     PERFORM cronbox.assert_queue_owner(v_job.queue);
     v_due := cronbox.manual_fire_due(v_job.owner, p_now);
-    INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority, origin, payload, created_at, bucket)
-    VALUES (v_job.job_id, v_run.fire_at, v_due, v_job.priority, 'rerun', v_run.payload, p_now, v_job.bucket)
+    INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority, origin, payload, created_at, bucket, queue)
+    VALUES (v_job.job_id, v_run.fire_at, v_due, v_job.priority, 'rerun', v_run.payload, p_now, v_job.bucket, v_job.queue)
     ON CONFLICT ON CONSTRAINT job_future_fire_unique DO NOTHING
     RETURNING future_id INTO v_future_id;
     IF v_future_id IS NULL THEN

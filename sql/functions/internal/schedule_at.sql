@@ -242,6 +242,11 @@ BEGIN
                        'definition_version = j.definition_version + 1 WHERE j.job_id = $2',
                        v_cols, v_vals)
             USING v_new, v_job_id;
+        -- Moved to another queue: its futures left (retries, manual fires, fires already due)
+        -- are dispatched in the new queue's share of a batch (cronbox.dispatch).
+        UPDATE cronbox.job_future f SET queue = j.queue
+        FROM cronbox.job j
+        WHERE j.job_id = v_job_id AND f.job_id = v_job_id AND f.queue <> j.queue;
         PERFORM cronbox.record_change(v_job_id, schedule_at.name, 'updated',
                                       coalesce(schedule_at.reason, 'updated'), p_now);
     END IF;

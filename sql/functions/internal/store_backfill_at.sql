@@ -39,11 +39,11 @@ BEGIN
     v_from := greatest(p_now, (SELECT max(b.due_tail) FROM cronbox.backfill b));
     WITH
     fire AS MATERIALIZED (
-        SELECT f.backfill_id, f.fire_at, b.job_id, b.overlap, b.priority, j.bucket,
+        SELECT f.backfill_id, f.fire_at, b.job_id, b.overlap, b.priority, j.bucket, j.queue,
                row_number() OVER (ORDER BY f.fire_at, f.backfill_id) AS n
         FROM unnest(p_fire_backfill, p_fire_at) AS f(backfill_id, fire_at)
         JOIN cronbox.backfill b ON b.backfill_id = f.backfill_id
-        CROSS JOIN LATERAL (SELECT j.bucket FROM cronbox.job j WHERE j.job_id = b.job_id LIMIT 1) j
+        CROSS JOIN LATERAL (SELECT j.bucket, j.queue FROM cronbox.job j WHERE j.job_id = b.job_id LIMIT 1) j
     ),
     -- Fires the job's exclusion calendars exclude: the same predicate as regular fires.
     excl AS MATERIALIZED (
@@ -88,9 +88,9 @@ BEGIN
                             AND p.origin IN ('schedule', 'retry', 'backfill'))
     ),
     inserted AS (
-        INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority, origin, overlap, created_at, bucket)
+        INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority, origin, overlap, created_at, bucket, queue)
         SELECT fresh.job_id, fresh.fire_at, v_from + fresh.n * c_spacing, fresh.priority,
-               'backfill', fresh.overlap, p_now, fresh.bucket
+               'backfill', fresh.overlap, p_now, fresh.bucket, fresh.queue
         FROM fresh
         ORDER BY fresh.n
         ON CONFLICT ON CONSTRAINT job_future_fire_unique DO NOTHING

@@ -74,18 +74,18 @@ BEGIN
     END IF;
 
     WITH written AS (
-        INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority, bucket)
+        INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority, bucket, queue)
         -- a fire already past when stored (catch-up) is due from now: queued behind what
         -- was due before it was known, never ahead of other jobs' fires due meanwhile
         SELECT f.job_id, f.fire_at,
                greatest(f.fire_at, p_now)
                    + CASE WHEN j.jitter > interval '0' THEN random() * j.jitter ELSE interval '0' END,
-               j.priority, j.bucket
+               j.priority, j.bucket, j.queue
         FROM unnest(p_fire_job, p_fire_at, p_missed) WITH ORDINALITY AS f(job_id, fire_at, missed, i)
         -- each fire's job by its key, one probe per fire whatever the statistics say (docs/
         -- architecture.md, SQL conventions: a join planned while the job table looked empty
         -- read it whole, 2,000,000 rows to store 100 jobs' fires)
-        CROSS JOIN LATERAL (SELECT j.jitter, j.priority, j.bucket FROM cronbox.job j
+        CROSS JOIN LATERAL (SELECT j.jitter, j.priority, j.bucket, j.queue FROM cronbox.job j
                             WHERE j.job_id = f.job_id LIMIT 1) j
         WHERE NOT f.missed AND v_excluded[f.i] IS NULL AND v_cut[f.i] IS NOT TRUE
         ON CONFLICT ON CONSTRAINT job_future_fire_unique DO NOTHING

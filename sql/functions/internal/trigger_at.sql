@@ -54,8 +54,8 @@ BEGIN
     -- while the first is still a future (held) get fire times one microsecond apart.
     v_fire_at := p_now;
     LOOP
-        INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority, origin, payload, bucket)
-        VALUES (v_job.job_id, v_fire_at, v_due, v_job.priority, 'manual', trigger_at.payload, v_job.bucket)
+        INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority, origin, payload, bucket, queue)
+        VALUES (v_job.job_id, v_fire_at, v_due, v_job.priority, 'manual', trigger_at.payload, v_job.bucket, v_job.queue)
         ON CONFLICT ON CONSTRAINT job_future_fire_unique DO NOTHING
         RETURNING future_id INTO v_future_id;
         EXIT WHEN v_future_id IS NOT NULL;

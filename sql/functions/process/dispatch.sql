@@ -1,7 +1,8 @@
 -- cronbox.dispatch(p_limit): decides, in one statement, what happens to up to p_limit
--- due ready futures, lower priority first, and writes it: run + outbox row (dispatched), a
+-- due ready futures, shared between the queues with due work (each up to its share, lower
+-- priority first, oldest first), and writes it: run + outbox row (dispatched), a
 -- skipped or failed run row, or a hold on the future. One transaction: a fire is dispatched
--- exactly once whatever crashes. Locks, in the walk of job_future_ready_idx (priority by
+-- exactly once whatever crashes. Locks, in the walk of job_future_lane_idx (queue by queue, priority by
 -- priority): each future's job FOR NO KEY UPDATE SKIP LOCKED, then the future FOR UPDATE SKIP
 -- LOCKED (a future whose job is busy elsewhere is passed over, not counted in p_limit), then
 -- the queue_limit rows concerned. Any number of pollers may call it.
@@ -25,7 +26,7 @@ AS $$
 $$;
 
 COMMENT ON FUNCTION cronbox.dispatch(integer, bigint[], interval) IS
-'Poller: decides for up to p_limit due ready futures, lower priority first (paused -> held; dependency gate; overlap policy; queue limit) and writes run + outbox rows, skipped/failed runs or holds, in one statement (SKIP LOCKED; safe with many pollers). p_jobs restricts it to those jobs; with p_grace, late scheduled fires superseded by a newer due fire of their job are recorded missed (catch-up), not skipped. Returns the counts and the next due time.';
+'Poller: decides for up to p_limit due ready futures, shared between the queues with due work (lower priority first within a queue; paused -> held; dependency gate; overlap policy; queue limit) and writes run + outbox rows, skipped/failed runs or holds, in one statement (SKIP LOCKED; safe with many pollers). p_jobs restricts it to those jobs; with p_grace, late scheduled fires superseded by a newer due fire of their job are recorded missed (catch-up), not skipped. Returns the counts and the next due time.';
 
 ALTER FUNCTION cronbox.dispatch(integer, bigint[], interval) OWNER TO cronbox_owner;
 REVOKE ALL ON FUNCTION cronbox.dispatch(integer, bigint[], interval) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
