@@ -52,6 +52,7 @@ DECLARE
     v_release bigint[];       -- held futures that may go now
     v_failures boolean;       -- some of the runs that ended here failed or were lost
     v_all_folded boolean;     -- every job of these runs has its statistics folded (cronbox.job_stat_folded)
+    v_limited boolean;        -- some of these runs' queues have a limit (cronbox.queue_limit)
 BEGIN
     IF p_outcome IS NULL OR p_outcome NOT IN ('succeeded', 'failed', 'lost', 'cancelled') THEN
         RAISE EXCEPTION 'outcome: must be succeeded, failed, lost or cancelled, got %', p_outcome
@@ -68,7 +69,10 @@ BEGIN
     --    (cronbox.lock_job_id), updated below anyway; the job row is not locked. In the same
     --    statement, the after-jobs listing these jobs (fired on success, step 8: locked with
     --    them), and the names they list of these jobs: those jobs are upstreams, whose
-    --    statistics are written where they are read (cronbox.job_stat_folded).
+    --    statistics are written where they are read (cronbox.job_stat_folded). The locks are
+    --    taken by the same statement (every statement started costs its executor start-up),
+    --    after its reads: the reads below, statements of their own, see what the locks' holders
+    --    committed.
     WITH jobs AS MATERIALIZED (
         SELECT array_agg(DISTINCT o.job_id) AS ids
         FROM cronbox.outbox o WHERE o.outbox_id = ANY (p_run_ids) AND o.kind = 'run'
@@ -80,20 +84,25 @@ BEGIN
     hit AS MATERIALIZED (
         SELECT a.job_id, a.after FROM cronbox.job a
         WHERE a.after IS NOT NULL AND a.after && (SELECT names.of FROM names)
-    )
-    SELECT (SELECT jobs.ids FROM jobs),
-           CASE WHEN p_outcome = 'succeeded' THEN coalesce(array_agg(h.job_id), '{}') ELSE '{}' END,
-           ARRAY(SELECT DISTINCT u.name FROM hit x CROSS JOIN names CROSS JOIN LATERAL unnest(x.after) AS u(name)
-                 WHERE u.name = ANY (names.of))
-      INTO v_jobs, v_after, v_after_names
-    FROM hit h;
-    IF v_jobs IS NOT NULL THEN
-        PERFORM
+    ),
+    found AS MATERIALIZED (
+        SELECT (SELECT jobs.ids FROM jobs) AS ids,
+               CASE WHEN p_outcome = 'succeeded' THEN coalesce(array_agg(h.job_id), '{}') ELSE '{}' END AS after,
+               ARRAY(SELECT DISTINCT u.name FROM hit x CROSS JOIN names CROSS JOIN LATERAL unnest(x.after) AS u(name)
+                     WHERE u.name = ANY (names.of)) AS after_names
+        FROM hit h
+    ),
+    locked AS MATERIALIZED (
+        SELECT s.job_id
         FROM cronbox.job_stat s
-        WHERE s.job_id = ANY (v_jobs || v_after)
+        WHERE s.job_id = ANY (ARRAY(SELECT u.id FROM found f CROSS JOIN LATERAL unnest(f.ids || f.after) AS u(id)))
         ORDER BY s.job_id
-        FOR NO KEY UPDATE OF s;
-    END IF;
+        FOR NO KEY UPDATE OF s
+    )
+    SELECT f.ids, f.after, f.after_names
+      INTO v_jobs, v_after, v_after_names
+    FROM found f
+    WHERE (SELECT count(*) FROM locked) >= 0;
 
     -- 2. The runs: those in flight (their outbox rows, read under the jobs' locks: every
     --    finisher of a run holds its job's lock, so only start_run, heartbeat, claims and acks
@@ -139,8 +148,11 @@ BEGIN
                array_agg(c.run_id ORDER BY c.run_id) FILTER (WHERE c.verdict = 'finished'),
                array_agg(c.run_id),
                array_agg(CASE WHEN c.verdict = 'finished' THEN c.new_state ELSE c.state END),
-               array_agg(c.verdict)
-          INTO v_fin, v_done, v_ids, v_states, v_verdicts
+               array_agg(c.verdict),
+               -- whether step 5 has slots to free (its locks are taken there, in their order)
+               (SELECT EXISTS (SELECT 1 FROM cronbox.queue_limit q
+                               WHERE q.queue = ANY (ARRAY(SELECT DISTINCT l.queue FROM inflight l))))
+          INTO v_fin, v_done, v_ids, v_states, v_verdicts, v_limited
         FROM classified c;
     END IF;
     IF cardinality(v_ids) IS DISTINCT FROM cardinality(p_run_ids) THEN
@@ -228,7 +240,11 @@ BEGIN
     END IF;
 
     IF v_fin IS NOT NULL THEN
-        v_fin_jobs := ARRAY(SELECT DISTINCT f.job_id FROM unnest(v_fin) f);
+        IF cardinality(v_fin) = 1 THEN  -- one run: an assignment, no statement of its own
+            v_fin_jobs := ARRAY[(v_fin[1]).job_id];
+        ELSE
+            v_fin_jobs := ARRAY(SELECT DISTINCT f.job_id FROM unnest(v_fin) f);
+        END IF;
 
         -- 3. Job bookkeeping: one statement for every end. The statistics of a job a policy
         --    reads while deciding (active runs for overlap, last success of an upstream) are
@@ -301,8 +317,14 @@ BEGIN
                    WHERE d.every_mode = 'fixed_delay'
                      AND NOT (d.state IN ('failed', 'lost') AND d.retryable
                               AND (d.attempt < d.max_attempts OR d.on_error = 'retry_soon'))), '{}'),
-               (SELECT bool_and(p.folded) FROM per_job p)
-          INTO v_failures, v_fixed_delay, v_all_folded
+               (SELECT bool_and(p.folded) FROM per_job p),
+               -- 6 (read here, released below). Overlap buffers: the job's earliest held fire
+               -- may go now.
+               ARRAY(SELECT DISTINCT ON (h.job_id) h.future_id
+                     FROM cronbox.job_future h
+                     WHERE h.job_id = ANY (v_fin_jobs) AND h.hold = 'overlap'
+                     ORDER BY h.job_id, h.fire_at)
+          INTO v_failures, v_fixed_delay, v_all_folded, v_release
         FROM decide d;
 
         -- 3b. Failed or lost runs (a success or a cancel never gets here: a report's usual
@@ -393,8 +415,11 @@ BEGIN
             FROM unnest(v_fixed_delay) AS u(job_id);
         END IF;
 
-        -- 5. Limited queues: free the slots and release that many queue-held futures.
-        IF cardinality(v_fin) = 1 THEN  -- one run: an assignment, no statement of its own
+        -- 5. Limited queues: free the slots and release that many queue-held futures (no call
+        --    when none of these queues has a limit).
+        IF NOT coalesce(v_limited, true) THEN
+            NULL;
+        ELSIF cardinality(v_fin) = 1 THEN  -- one run: an assignment, no statement of its own
             v_n := cronbox.release_queue_slots(ARRAY[(v_fin[1]).queue], ARRAY[1::bigint], p_now);
         ELSE
             PERFORM cronbox.release_queue_slots(array_agg(c.queue), array_agg(c.n), p_now)
@@ -409,12 +434,7 @@ BEGIN
                   GROUP BY e.key) c;
         END IF;
 
-        -- 6. Overlap buffers: the job's earliest held fire may go now.
-        v_release := ARRAY(
-            SELECT DISTINCT ON (h.job_id) h.future_id
-            FROM cronbox.job_future h
-            WHERE h.job_id = ANY (v_fin_jobs) AND h.hold = 'overlap'
-            ORDER BY h.job_id, h.fire_at);
+        -- 6. Overlap buffers: the job's earliest held fire (read with the bookkeeping) goes now.
         IF cardinality(v_release) > 0 THEN
             v_woken := v_woken + cronbox.release_futures(v_release);
         END IF;
@@ -473,6 +493,13 @@ BEGIN
         PERFORM pg_notify('cronbox_outbox', '');
     END IF;
 
+    IF cardinality(p_run_ids) = 1 THEN  -- one run: assignments, no statement
+        run_id := p_run_ids[1];
+        state := CASE WHEN v_ids[1] = p_run_ids[1] THEN v_states[1] END;
+        verdict := CASE WHEN v_ids[1] = p_run_ids[1] THEN v_verdicts[1] ELSE 'not_found' END;
+        RETURN NEXT;
+        RETURN;
+    END IF;
     RETURN QUERY
         SELECT u.id, x.state, coalesce(x.verdict, 'not_found')
         FROM unnest(p_run_ids) u(id)
