@@ -121,8 +121,8 @@ def run_load(args: argparse.Namespace, argv: list[str] | None, load: str, n: int
                    timeout=120, what="the canary running")
         if load == "backfills":  # the hourly jobs saturated (their next fire computed, past the horizon)
             wait_until(lambda: not database.scalar(
-                "SELECT count(*) FROM cronbox.job WHERE name LIKE 'hourly-%%' "
-                "AND (next_fire IS NULL OR next_fire <= now() + interval '1 minute')"),
+                "SELECT count(*) FROM cronbox.job j JOIN cronbox.job_fire f USING (job_id) WHERE j.name LIKE 'hourly-%%' "
+                "AND (f.next_fire IS NULL OR f.next_fire <= now() + interval '1 minute')"),
                 timeout=300, what="hourly jobs saturated")
         cpu0 = poller.cpu()
         report["request"] = start_load(database, load, n)
@@ -154,6 +154,15 @@ def run_load(args: argparse.Namespace, argv: list[str] | None, load: str, n: int
                 "SELECT fire_at, state, extract(epoch FROM dispatched_at - fire_at) * 1000 FROM cronbox.runs "
                 "WHERE job = 'canary' AND fire_at > %s AND fire_at <= %s + make_interval(secs => %s) "
                 "ORDER BY fire_at", (t0, t0, watch)).fetchall()
+            # the other queues' fires of the window: how many, the most sharing one fire time (a
+            # burst), and how late the latest of them went (their backlog beside the canary)
+            runs, burst, late = watcher.execute(
+                "SELECT coalesce(sum(b.n), 0), coalesce(max(b.n), 0), max(b.late) FROM ("
+                "  SELECT count(*) AS n, max(extract(epoch FROM dispatched_at - fire_at)) AS late FROM cronbox.runs "
+                "  WHERE job <> 'canary' AND fire_at > %s AND fire_at <= %s + make_interval(secs => %s) "
+                "  GROUP BY fire_at) b", (t0, t0, watch)).fetchone()
+            report["other_fires_in_window"] = {"runs": int(runs), "largest_burst": int(burst),
+                                               "latest_dispatch_s": None if late is None else round(float(late), 2)}
         report["poller_cpu_s"] = round(poller.cpu() - cpu0, 1)
         report["progress_at_end_of_window"] = progress(database, load)
         fleet.check_alive()
@@ -207,7 +216,8 @@ def summary(r: dict[str, Any]) -> list[str]:
                      f"p99 {c['fire_to_dispatch_ms']['p99']} ms, max {c['fire_to_dispatch_ms']['max']} ms, "
                      f"missed {c['missed']} of {c['fires_expected']}; its fires materialised ahead at least "
                      f"{x['canary_reserve_min_s']} s; longest transaction {x['longest_transaction_s']} s; "
-                     f"poller CPU {x['poller_cpu_s']} s; {x['progress_at_end_of_window']}")
+                     f"poller CPU {x['poller_cpu_s']} s; {x['progress_at_end_of_window']}; "
+                     f"other queues' fires in the window {x['other_fires_in_window']}")
     return lines
 
 
