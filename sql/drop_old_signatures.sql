@@ -7,6 +7,8 @@ DROP FUNCTION IF EXISTS cronbox.add_dependency(text,text,interval,interval,times
 DROP FUNCTION IF EXISTS cronbox.cancel(bigint,timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.claim_outbox(text, integer, interval, text[], text[], timestamptz);
 DROP FUNCTION IF EXISTS cronbox.claim_outbox(text,integer,interval,text[],text[],timestamp with time zone,interval);
+DROP FUNCTION IF EXISTS cronbox.claim_outbox(text,integer,interval,text[],text[],interval);
+DROP FUNCTION IF EXISTS cronbox.claim_outbox_at(text,integer,interval,text[],text[],interval,timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.claim_runs(text,text,integer,timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.claim_saturation(integer,interval,timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.complete_run(bigint,jsonb,timestamp with time zone);

@@ -203,7 +203,7 @@ def test_a_run_started_before_any_ack_is_sent_again_when_its_relay_dies(fresh_ds
     message and the run's lease are two columns: neither claim nor ack moves the run's lease."""
     with db.connect(fresh_dsn) as conn:
         rid = _run(conn, "fast-worker")
-        claim = "SELECT outbox_id FROM cronbox.claim_outbox_at(%s, 10, '30 seconds', NULL, NULL, '0', %s)"
+        claim = "SELECT outbox_id FROM cronbox.claim_outbox_at(%s, 10, '30 seconds', NULL, NULL, '0', p_now => %s)"
         now = conn.execute("SELECT now()").fetchone()[0]
         assert conn.execute(claim, ("r-dead", now)).fetchall() == [(rid,)]
         deadline = conn.execute("SELECT cronbox.start_run(%s, 'w1')", (rid,)).fetchone()[0]

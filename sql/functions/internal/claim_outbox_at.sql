@@ -1,8 +1,8 @@
 -- Internal: the body of cronbox.claim_outbox, with the time as its last parameter p_now. The public
 -- cronbox.claim_outbox passes now(); no cronbox role may execute this one (tests call it as the
 -- owner or a superuser to fix the clock).
--- cronbox.claim_outbox_at(p_owner, p_limit, p_lease, p_queues, p_exclude, p_now): the relay's
--- claim. Leases up to p_limit available outbox rows to p_owner for p_lease (lease_until), walking
+-- cronbox.claim_outbox_at(p_owner, p_limit, p_lease, p_queues, p_exclude, p_ahead, p_bucket, p_now):
+-- the relay's claim. Leases up to p_limit available outbox rows to p_owner for p_lease (lease_until), walking
 -- outbox_queue_idx (queue, available_at) queue by queue (migration 0192): the queues with rows
 -- (a loose index scan, one probe per queue), only those in p_queues (NULL = all) and not in
 -- p_exclude, each probed for its first claimable row, then taken in the order of those first
@@ -15,6 +15,12 @@
 -- p_ahead (CRONBOX_DISPATCH_LEAD) also takes rows that become available within p_ahead
 -- (written early by cronbox.dispatch_ahead): the relay holds them until available_at, which
 -- is returned, and the lease runs from then.
+-- Bucket by bucket (docs/citus.md, "Every hot statement a single-shard query"): each statement
+-- reads and locks one bucket's rows (`bucket = v_bucket` on every reference to the outbox, so on
+-- Citus, with the outbox distributed by bucket, it is a router query on one shard); p_bucket
+-- names the bucket, NULL every bucket in turn from a random one until p_limit rows are taken.
+-- On plain PostgreSQL there is one bucket, 0: one statement, the filter true of every row.
+-- Returns each row's bucket (what an ack by bucket names).
 CREATE OR REPLACE FUNCTION cronbox.claim_outbox_at(
     p_owner text,
     p_limit integer,
@@ -22,9 +28,10 @@ CREATE OR REPLACE FUNCTION cronbox.claim_outbox_at(
     p_queues text[] DEFAULT NULL,
     p_exclude text[] DEFAULT NULL,
     p_ahead interval DEFAULT '0',
+    p_bucket integer DEFAULT NULL,
     p_now timestamptz DEFAULT now()
 ) RETURNS TABLE (outbox_id bigint, run_id bigint, queue text, kind text, message jsonb, attempts integer,
-                 available_at timestamptz)
+                 available_at timestamptz, bucket integer)
 -- plpgsql, not sql: a SQL function that is not inlined (SECURITY DEFINER) is planned again at
 -- every call, ~5 ms for this statement against 0.4 ms to run it; plpgsql keeps the plan for the
 -- session (bench: one-row claim 5.9 -> 0.7 ms, the most of trigger() -> receipt).
@@ -39,76 +46,111 @@ SET jit = off  -- short OLTP statements: compiling costs more than running
 SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off  -- a plan kept from an empty table: docs/architecture.md, SQL conventions
 AS $$
+DECLARE
+    v_buckets integer[];
+    v_bucket integer;
+    v_start integer;
+    v_taken integer := 0;
+    v_n integer;
+    v_ids bigint[];
+    v_until timestamptz[];
 BEGIN
-    RETURN QUERY
-    WITH RECURSIVE
-    -- The queues with rows in the outbox, one index probe each.
-    queues(q) AS (
-        (SELECT o.queue FROM cronbox.outbox o ORDER BY o.queue LIMIT 1)
-        UNION ALL
-        SELECT (SELECT o.queue FROM cronbox.outbox o WHERE o.queue > queues.q ORDER BY o.queue LIMIT 1)
-        FROM queues WHERE queues.q IS NOT NULL
-    ),
-    -- Those the caller claims, each with its first claimable row (past its rows in flight).
-    heads AS MATERIALIZED (
-        SELECT queues.q, h.available_at AS head
-        FROM queues
-        CROSS JOIN LATERAL (
-            SELECT o.available_at
-            FROM cronbox.outbox o
-            WHERE o.queue = queues.q AND o.available_at <= p_now + p_ahead
-              AND (o.lease_until IS NULL OR o.lease_until <= p_now)
-              AND o.delivered_at IS NULL
-            ORDER BY o.available_at
-            LIMIT 1
-        ) h
-        WHERE queues.q IS NOT NULL
-          AND (p_queues IS NULL OR queues.q = ANY (p_queues))
-          AND (p_exclude IS NULL OR queues.q <> ALL (p_exclude))
-    ),
-    -- Queue by queue, oldest first row first; rows are locked only as far as the claim needs.
-    picked AS (
-        SELECT x.outbox_id, x.available_at
-        FROM (SELECT heads.q FROM heads ORDER BY heads.head, heads.q) hq
-        CROSS JOIN LATERAL (
-            SELECT o.outbox_id, o.available_at
-            FROM cronbox.outbox o
-            WHERE o.queue = hq.q AND o.available_at <= p_now + p_ahead
-              AND (o.lease_until IS NULL OR o.lease_until <= p_now)
-              -- a run whose delivery was acked (or pulled) is never sent again; one a worker
-              -- started before any relay's ack is (at least once: the kit drops the duplicate)
-              AND o.delivered_at IS NULL
-            ORDER BY o.available_at
-            LIMIT p_limit
-            FOR UPDATE SKIP LOCKED
-        ) x
-        LIMIT p_limit
-    ),
-    leased AS (
-        UPDATE cronbox.outbox o SET
-            lease_until = greatest(o.available_at, p_now) + p_lease,
-            lease_owner = p_owner,
-            attempts = o.attempts + 1
-        -- By key, never a join to picked: the plan is kept for the session, and one made while
-        -- the statistics said the outbox was empty (VACUUM after a drain) walked the whole
-        -- outbox once per row taken. available_at is the row's own (a claim leaves it alone).
-        WHERE o.outbox_id = ANY (ARRAY(SELECT p.outbox_id FROM picked p))
-        -- a run's row carries no message: built from the row itself (the run in flight)
-        RETURNING o.outbox_id, o.run_id, o.queue, o.kind,
-                  CASE WHEN o.kind = 'run'
-                       THEN coalesce(o.message, cronbox.run_message(o.outbox_id, o.job_name, o.queue, o.payload,
-                                                                    o.fire_at, o.attempt))
-                            || jsonb_build_object('deadline', greatest(o.available_at, p_now) + o.timeout)
-                       ELSE o.message END AS message,
-                  o.attempts, o.available_at
-    )
-    SELECT l.outbox_id, l.run_id, l.queue, l.kind, l.message, l.attempts, l.available_at
-    FROM leased l;
+    -- One bucket per statement (on Citus, one shard: docs/citus.md): p_bucket, or every bucket
+    -- in turn from a random one until p_limit rows are taken (cronbox.bucket_values: 0 alone on
+    -- plain PostgreSQL, so one statement there, as before).
+    v_buckets := CASE WHEN p_bucket IS NULL THEN cronbox.bucket_values() ELSE ARRAY[p_bucket] END;
+    v_start := floor(random() * cardinality(v_buckets))::integer;
+    FOR i IN 0 .. cardinality(v_buckets) - 1 LOOP
+        EXIT WHEN v_taken >= p_limit;
+        v_bucket := v_buckets[(v_start + i) % cardinality(v_buckets) + 1];
+        SELECT coalesce(array_agg(p.outbox_id ORDER BY p.outbox_id), '{}'),
+               array_agg(greatest(p.available_at, p_now) + p_lease ORDER BY p.outbox_id)
+          INTO v_ids, v_until
+        FROM (
+            WITH RECURSIVE
+            -- The queues with rows in the outbox, one index probe each.
+            queues(q) AS (
+                (SELECT o.queue FROM cronbox.outbox o WHERE o.bucket = v_bucket ORDER BY o.queue LIMIT 1)
+                UNION ALL
+                SELECT (SELECT o.queue FROM cronbox.outbox o WHERE o.bucket = v_bucket AND o.queue > queues.q
+                        ORDER BY o.queue LIMIT 1)
+                FROM queues WHERE queues.q IS NOT NULL
+            ),
+            -- Those the caller claims, each with its first claimable row (past its rows in flight).
+            heads AS MATERIALIZED (
+                SELECT queues.q, h.available_at AS head
+                FROM queues
+                CROSS JOIN LATERAL (
+                    SELECT o.available_at
+                    FROM cronbox.outbox o
+                    WHERE o.bucket = v_bucket AND o.queue = queues.q AND o.available_at <= p_now + p_ahead
+                      AND (o.lease_until IS NULL OR o.lease_until <= p_now)
+                      AND o.delivered_at IS NULL
+                    ORDER BY o.available_at
+                    LIMIT 1
+                ) h
+                WHERE queues.q IS NOT NULL
+                  AND (p_queues IS NULL OR queues.q = ANY (p_queues))
+                  AND (p_exclude IS NULL OR queues.q <> ALL (p_exclude))
+            ),
+            -- Queue by queue, oldest first row first; rows are locked only as far as the claim needs.
+            picked AS (
+                SELECT x.outbox_id, x.available_at
+                FROM (SELECT heads.q FROM heads ORDER BY heads.head, heads.q) hq
+                CROSS JOIN LATERAL (
+                    SELECT o.outbox_id, o.available_at
+                    FROM cronbox.outbox o
+                    WHERE o.bucket = v_bucket AND o.queue = hq.q AND o.available_at <= p_now + p_ahead
+                      AND (o.lease_until IS NULL OR o.lease_until <= p_now)
+                      -- a run whose delivery was acked (or pulled) is never sent again; one a worker
+                      -- started before any relay's ack is (at least once: the kit drops the duplicate)
+                      AND o.delivered_at IS NULL
+                    ORDER BY o.available_at
+                    LIMIT p_limit - v_taken
+                    FOR UPDATE SKIP LOCKED
+                ) x
+                LIMIT p_limit - v_taken
+            )
+            SELECT picked.outbox_id, picked.available_at FROM picked) p;
+        CONTINUE WHEN cardinality(v_ids) = 0;
+        -- The rows taken, by key, with their lease ends computed by the walk: a statement of
+        -- its own, as Citus routes no data-modifying CTE beside a recursive one to a single
+        -- shard, and runs no STABLE function of a row's columns (timestamptz + interval) in an
+        -- UPDATE; each row's value comes from the arrays by a join on the key (Citus 13.2
+        -- crashes on an array subscripted by a column in an UPDATE's SET: docs/citus.md). The
+        -- rows are found by key (= ANY), never by a walk joined to the claim: the plan is kept
+        -- for the session, and one made while the statistics said the outbox was empty (VACUUM
+        -- after a drain) walked the whole outbox once per row taken.
+        RETURN QUERY
+        WITH leased AS (
+            UPDATE cronbox.outbox o SET
+                lease_until = u.lease_until,
+                lease_owner = p_owner,
+                attempts = o.attempts + 1
+            FROM unnest(v_ids, v_until) AS u(outbox_id, lease_until)
+            -- available_at is the row's own (a claim leaves it alone)
+            WHERE o.bucket = v_bucket AND o.outbox_id = ANY (v_ids) AND o.outbox_id = u.outbox_id
+            RETURNING o.outbox_id, o.run_id, o.queue, o.kind, o.message, o.job_name, o.payload, o.fire_at,
+                      o.attempt, o.timeout, o.attempts, o.available_at, o.bucket
+        )
+        -- a run's row carries no message: built from the row itself (the run in flight), outside
+        -- the update (Citus runs no STABLE function of a row's columns inside an UPDATE)
+        SELECT l.outbox_id, l.run_id, l.queue, l.kind,
+               CASE WHEN l.kind = 'run'
+                    THEN coalesce(l.message, cronbox.run_message(l.outbox_id, l.job_name, l.queue, l.payload,
+                                                                 l.fire_at, l.attempt))
+                         || jsonb_build_object('deadline', greatest(l.available_at, p_now) + l.timeout)
+                    ELSE l.message END,
+               l.attempts, l.available_at, l.bucket
+        FROM leased l;
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        v_taken := v_taken + v_n;
+    END LOOP;
 END
 $$;
 
-COMMENT ON FUNCTION cronbox.claim_outbox_at(text, integer, interval, text[], text[], interval, timestamp with time zone) IS
-'Internal (no cronbox role may execute it): the body of cronbox.claim_outbox(text, integer, interval, text[], text[], interval) with the time as p_now; tests use it to fix the clock. Relay: leases up to p_limit outbox rows available by now + p_ahead (SKIP LOCKED; queue by queue on outbox_queue_idx, a left-out queue costs one probe) for p_lease from their available time, only queues in p_queues (NULL = all) and not in p_exclude, and returns the messages, deadline included, and when each is due. Unacked rows come back when the lease ends: at least once.';
+COMMENT ON FUNCTION cronbox.claim_outbox_at(text, integer, interval, text[], text[], interval, integer, timestamp with time zone) IS
+'Internal (no cronbox role may execute it): the body of cronbox.claim_outbox(text, integer, interval, text[], text[], interval, integer) with the time as p_now; tests use it to fix the clock. Relay: leases up to p_limit outbox rows available by now + p_ahead (SKIP LOCKED; queue by queue on outbox_queue_idx, a left-out queue costs one probe) for p_lease from their available time, only queues in p_queues (NULL = all) and not in p_exclude, from bucket p_bucket (NULL = every bucket in turn, one statement each), and returns the messages, deadline included, when each is due, and its bucket. Unacked rows come back when the lease ends: at least once.';
 
-ALTER FUNCTION cronbox.claim_outbox_at(text, integer, interval, text[], text[], interval, timestamp with time zone) OWNER TO cronbox_owner;
-REVOKE ALL ON FUNCTION cronbox.claim_outbox_at(text, integer, interval, text[], text[], interval, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
+ALTER FUNCTION cronbox.claim_outbox_at(text, integer, interval, text[], text[], interval, integer, timestamp with time zone) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.claim_outbox_at(text, integer, interval, text[], text[], interval, integer, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

@@ -9,6 +9,8 @@
 -- p_ahead (CRONBOX_DISPATCH_LEAD) also takes rows that become available within p_ahead
 -- (written early by cronbox.dispatch_ahead): the relay holds them until available_at, which
 -- is returned, and the lease runs from then.
+-- p_bucket: only that bucket's rows (one shard on Citus); NULL: every bucket in turn, from a
+-- random one, until p_limit (plain PostgreSQL has one, 0). Each row comes with its bucket.
 -- Bounds: p_limit 1..100,000, p_lease 1 s..1 day, p_ahead 0..1 hour.
 -- Thin wrapper: the body is cronbox.claim_outbox_at (internal/claim_outbox_at.sql), called with now().
 CREATE OR REPLACE FUNCTION cronbox.claim_outbox(
@@ -17,8 +19,10 @@ CREATE OR REPLACE FUNCTION cronbox.claim_outbox(
     p_lease interval DEFAULT '00:00:30'::interval,
     p_queues text[] DEFAULT NULL::text[],
     p_exclude text[] DEFAULT NULL::text[],
-    p_ahead interval DEFAULT '00:00:00'::interval
-) RETURNS TABLE(outbox_id bigint, run_id bigint, queue text, kind text, message jsonb, attempts integer, available_at timestamp with time zone)
+    p_ahead interval DEFAULT '00:00:00'::interval,
+    p_bucket integer DEFAULT NULL
+) RETURNS TABLE(outbox_id bigint, run_id bigint, queue text, kind text, message jsonb, attempts integer,
+                available_at timestamp with time zone, bucket integer)
 LANGUAGE sql VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -26,12 +30,12 @@ SET jit = off
 AS $$
     SELECT * FROM cronbox.claim_outbox_at($1, cronbox.checked_limit('p_limit', $2, 100000),
         cronbox.checked_interval('p_lease', $3, interval '1 second', interval '1 day'), $4, $5,
-        cronbox.checked_interval('p_ahead', $6, interval '0', interval '1 hour'), now())
+        cronbox.checked_interval('p_ahead', $6, interval '0', interval '1 hour'), $7, now())
 $$;
 
-COMMENT ON FUNCTION cronbox.claim_outbox(text, integer, interval, text[], text[], interval) IS
-'Relay: leases up to p_limit outbox rows available by now + p_ahead (SKIP LOCKED; queue by queue on outbox_queue_idx, a left-out queue costs one probe) for p_lease from their available time, only queues in p_queues (NULL = all) and not in p_exclude, and returns the messages, deadline included, and when each is due. Unacked rows come back when the lease ends: at least once.';
+COMMENT ON FUNCTION cronbox.claim_outbox(text, integer, interval, text[], text[], interval, integer) IS
+'Relay: leases up to p_limit outbox rows available by now + p_ahead (SKIP LOCKED; queue by queue on outbox_queue_idx, a left-out queue costs one probe) for p_lease from their available time, only queues in p_queues (NULL = all) and not in p_exclude, from bucket p_bucket (NULL = every bucket in turn), and returns the messages, deadline included, when each is due, and its bucket. Unacked rows come back when the lease ends: at least once.';
 
-ALTER FUNCTION cronbox.claim_outbox(text, integer, interval, text[], text[], interval) OWNER TO cronbox_owner;
-REVOKE ALL ON FUNCTION cronbox.claim_outbox(text, integer, interval, text[], text[], interval) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
-GRANT EXECUTE ON FUNCTION cronbox.claim_outbox(text, integer, interval, text[], text[], interval) TO cronbox_process;
+ALTER FUNCTION cronbox.claim_outbox(text, integer, interval, text[], text[], interval, integer) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.claim_outbox(text, integer, interval, text[], text[], interval, integer) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
+GRANT EXECUTE ON FUNCTION cronbox.claim_outbox(text, integer, interval, text[], text[], interval, integer) TO cronbox_process;
