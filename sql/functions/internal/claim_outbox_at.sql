@@ -15,11 +15,12 @@
 -- p_ahead (CRONBOX_DISPATCH_LEAD) also takes rows that become available within p_ahead
 -- (written early by cronbox.dispatch_ahead): the relay holds them until available_at, which
 -- is returned, and the lease runs from then.
--- Bucket by bucket (docs/citus.md, "Every hot statement a single-shard query"): each statement
--- reads and locks one bucket's rows (`bucket = v_bucket` on every reference to the outbox, so on
--- Citus, with the outbox distributed by bucket, it is a router query on one shard); p_bucket
--- names the bucket, NULL every bucket in turn from a random one until p_limit rows are taken.
--- On plain PostgreSQL there is one bucket, 0: one statement, the filter true of every row.
+-- By bucket (docs/citus.md, "Every hot statement a single-shard query"): each statement reads
+-- and locks the rows of a set of buckets (`bucket = ANY (v_set)` on every reference to the
+-- outbox): p_bucket alone when named; when not, every bucket (cronbox.bucket_walks): where the
+-- outbox is distributed by bucket one bucket per statement, in turn from a random one until
+-- p_limit rows are taken, so each is a router query on one shard; anywhere else all of them in
+-- one statement (plain PostgreSQL has one bucket, 0: the filter is true of every row).
 -- Returns each row's bucket (what an ack by bucket names).
 CREATE OR REPLACE FUNCTION cronbox.claim_outbox_at(
     p_owner text,
@@ -47,22 +48,23 @@ SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off  -- a plan kept from an empty table: docs/architecture.md, SQL conventions
 AS $$
 DECLARE
-    v_buckets integer[];
-    v_bucket integer;
+    v_walks integer[];
+    v_set integer[];
     v_start integer;
     v_taken integer := 0;
     v_n integer;
     v_ids bigint[];
     v_until timestamptz[];
 BEGIN
-    -- One bucket per statement (on Citus, one shard: docs/citus.md): p_bucket, or every bucket
-    -- in turn from a random one until p_limit rows are taken (cronbox.bucket_values: 0 alone on
-    -- plain PostgreSQL, so one statement there, as before).
-    v_buckets := CASE WHEN p_bucket IS NULL THEN cronbox.bucket_values() ELSE ARRAY[p_bucket] END;
-    v_start := floor(random() * cardinality(v_buckets))::integer;
-    FOR i IN 0 .. cardinality(v_buckets) - 1 LOOP
+    -- One bucket per statement where the outbox is distributed by bucket (on Citus, one shard:
+    -- docs/citus.md): p_bucket, or every bucket in turn from a random one until p_limit rows
+    -- are taken; where it is not (plain PostgreSQL, one bucket), every bucket in one statement,
+    -- as before (cronbox.bucket_walks).
+    v_walks := CASE WHEN p_bucket IS NULL THEN cronbox.bucket_walks('cronbox.outbox') ELSE ARRAY[ARRAY[p_bucket]] END;
+    v_start := floor(random() * array_length(v_walks, 1))::integer;
+    FOR i IN 0 .. array_length(v_walks, 1) - 1 LOOP
         EXIT WHEN v_taken >= p_limit;
-        v_bucket := v_buckets[(v_start + i) % cardinality(v_buckets) + 1];
+        v_set := ARRAY(SELECT unnest(v_walks[(v_start + i) % array_length(v_walks, 1) + 1 : (v_start + i) % array_length(v_walks, 1) + 1]));
         SELECT coalesce(array_agg(p.outbox_id ORDER BY p.outbox_id), '{}'),
                array_agg(greatest(p.available_at, p_now) + p_lease ORDER BY p.outbox_id)
           INTO v_ids, v_until
@@ -70,9 +72,9 @@ BEGIN
             WITH RECURSIVE
             -- The queues with rows in the outbox, one index probe each.
             queues(q) AS (
-                (SELECT o.queue FROM cronbox.outbox o WHERE o.bucket = v_bucket ORDER BY o.queue LIMIT 1)
+                (SELECT o.queue FROM cronbox.outbox o WHERE o.bucket = ANY (v_set) ORDER BY o.queue LIMIT 1)
                 UNION ALL
-                SELECT (SELECT o.queue FROM cronbox.outbox o WHERE o.bucket = v_bucket AND o.queue > queues.q
+                SELECT (SELECT o.queue FROM cronbox.outbox o WHERE o.bucket = ANY (v_set) AND o.queue > queues.q
                         ORDER BY o.queue LIMIT 1)
                 FROM queues WHERE queues.q IS NOT NULL
             ),
@@ -83,7 +85,7 @@ BEGIN
                 CROSS JOIN LATERAL (
                     SELECT o.available_at
                     FROM cronbox.outbox o
-                    WHERE o.bucket = v_bucket AND o.queue = queues.q AND o.available_at <= p_now + p_ahead
+                    WHERE o.bucket = ANY (v_set) AND o.queue = queues.q AND o.available_at <= p_now + p_ahead
                       AND (o.lease_until IS NULL OR o.lease_until <= p_now)
                       AND o.delivered_at IS NULL
                     ORDER BY o.available_at
@@ -100,7 +102,7 @@ BEGIN
                 CROSS JOIN LATERAL (
                     SELECT o.outbox_id, o.available_at
                     FROM cronbox.outbox o
-                    WHERE o.bucket = v_bucket AND o.queue = hq.q AND o.available_at <= p_now + p_ahead
+                    WHERE o.bucket = ANY (v_set) AND o.queue = hq.q AND o.available_at <= p_now + p_ahead
                       AND (o.lease_until IS NULL OR o.lease_until <= p_now)
                       -- a run whose delivery was acked (or pulled) is never sent again; one a worker
                       -- started before any relay's ack is (at least once: the kit drops the duplicate)
@@ -129,7 +131,7 @@ BEGIN
                 attempts = o.attempts + 1
             FROM unnest(v_ids, v_until) AS u(outbox_id, lease_until)
             -- available_at is the row's own (a claim leaves it alone)
-            WHERE o.bucket = v_bucket AND o.outbox_id = ANY (v_ids) AND o.outbox_id = u.outbox_id
+            WHERE o.bucket = ANY (v_set) AND o.outbox_id = ANY (v_ids) AND o.outbox_id = u.outbox_id
             RETURNING o.outbox_id, o.run_id, o.queue, o.kind, o.message, o.job_name, o.payload, o.fire_at,
                       o.attempt, o.timeout, o.attempts, o.available_at, o.bucket
         )
