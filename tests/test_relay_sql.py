@@ -473,3 +473,12 @@ def test_outbox_rows_are_seen_and_removed_only_by_the_owner_of_their_run(conn):
     conn.execute("RESET ROLE")
     left = conn.execute("SELECT run_id FROM cronbox.outbox ORDER BY outbox_id").fetchall()
     assert [r[0] for r in left] == [None, *theirs]  # a notification's id is drawn below run ids
+
+
+def test_claim_outbox_refuses_a_negative_bucket_and_a_bucket_without_rows_claims_nothing(conn):
+    enqueue(conn, 1)
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="^p_bucket: must be NULL or a bucket"):
+        with conn.transaction():  # a savepoint: the refused call wrote nothing
+            conn.execute("SELECT * FROM cronbox.claim_outbox('r', 10, p_bucket => -1)")
+    assert conn.execute("SELECT count(*) FROM cronbox.claim_outbox('r', 10, p_bucket => 7)").fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM cronbox.claim_outbox('r', 10, p_bucket => 0)").fetchone()[0] == 1

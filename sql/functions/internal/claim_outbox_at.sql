@@ -56,6 +56,10 @@ DECLARE
     v_ids bigint[];
     v_until timestamptz[];
 BEGIN
+    IF p_bucket < 0 THEN  -- before any write: buckets are 0 or more (docs/sql.md, bounds)
+        RAISE EXCEPTION 'p_bucket: must be NULL or a bucket (0 or more), got %', p_bucket
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     -- One bucket per statement where the outbox is distributed by bucket (on Citus, one shard:
     -- docs/citus.md): p_bucket, or every bucket in turn from a random one until p_limit rows
     -- are taken; where it is not (plain PostgreSQL, one bucket), every bucket in one statement,

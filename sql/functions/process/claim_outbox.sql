@@ -11,7 +11,7 @@
 -- is returned, and the lease runs from then.
 -- p_bucket: only that bucket's rows (one shard on Citus); NULL: every bucket in turn, from a
 -- random one, until p_limit (plain PostgreSQL has one, 0). Each row comes with its bucket.
--- Bounds: p_limit 1..100,000, p_lease 1 s..1 day, p_ahead 0..1 hour.
+-- Bounds: p_limit 1..100,000, p_lease 1 s..1 day, p_ahead 0..1 hour, p_bucket NULL or 0 or more.
 -- Thin wrapper: the body is cronbox.claim_outbox_at (internal/claim_outbox_at.sql), called with now().
 CREATE OR REPLACE FUNCTION cronbox.claim_outbox(
     p_owner text,
