@@ -51,11 +51,12 @@ def test_a_tenant_at_its_quota_leaves_another_tenants_canary_within_a_second(fre
                    what=f"6 canary fires; poller: {poller.output[-1500:]}")
         lags = _lags(fresh_dsn, "canary", start)
         with db.connect(fresh_dsn) as su:
-            # the tenant really was at its quota meanwhile: its fires came due (dispatched or waiting)
+            # the tenant really was at its quota meanwhile: its fire times passed (dispatched, or
+            # waiting their turn: past its rate a fire's due time moves later)
             flood = su.execute(
                 "SELECT (SELECT count(*) FROM cronbox.runs WHERE queue = 'flood' AND fire_at > %(t)s) "
                 "+ (SELECT count(*) FROM cronbox.job_future f JOIN cronbox.job j USING (job_id) "
-                "   WHERE j.queue = 'flood' AND f.fire_at > %(t)s AND f.due_at <= now())", {"t": start}).fetchone()[0]
+                "   WHERE j.queue = 'flood' AND f.fire_at > %(t)s AND f.fire_at <= now())", {"t": start}).fetchone()[0]
     assert flood >= 6 * 100 // 2, flood  # at least half its rate came due, whatever the machine
     assert max(lags) < 1.0, lags
 
