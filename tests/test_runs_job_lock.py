@@ -195,6 +195,7 @@ def own_locks(conn: psycopg.Connection) -> tuple[int, int]:
                         "WHERE pid = pg_backend_pid()").fetchone()
 
 
+@pytest.mark.slow
 def test_a_batch_of_20000_distinct_jobs_takes_no_lock_table_entry_per_job(fresh_dsn):
     """Why the advisory lock went: it took one entry of the server's shared lock
     table per job until commit (max_locks_per_transaction x max_connections entries for the

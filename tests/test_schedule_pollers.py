@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import pytest
+
 from cronbox import db
 
 from .procs import Proc, wait_until
@@ -29,6 +31,7 @@ def _fires_by_job(dsn: str) -> dict[str, list]:
     return out
 
 
+@pytest.mark.slow
 def test_three_real_pollers_never_double_insert_nor_leave_gaps(fresh_dsn, tmp_path):
     with db.connect(fresh_dsn) as conn:
         start = conn.execute("SELECT now()").fetchone()[0]
@@ -65,6 +68,7 @@ def test_three_real_pollers_never_double_insert_nor_leave_gaps(fresh_dsn, tmp_pa
         assert start < created[name] < got[0] <= created[name] + 4 * SEC and got[-1] == frontier[name], name
 
 
+@pytest.mark.slow
 def test_pause_resume_update_and_unschedule_act_on_pending_futures_while_pollers_run(fresh_dsn, tmp_path):
     with db.connect(fresh_dsn) as conn:
         conn.execute("SELECT cronbox.schedule('a', every => '1 second')")

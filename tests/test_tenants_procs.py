@@ -26,6 +26,7 @@ def _lags(dsn: str, job: str, since) -> list[float]:
             "AND fire_at < now() - interval '1 second' ORDER BY fire_at", (job, since))]
 
 
+@pytest.mark.slow
 def test_a_tenant_at_its_quota_leaves_another_tenants_canary_within_a_second(fresh_dsn, logins, tmp_path):  # noqa: F811
     """DESIGN's figure: an every-second canary keeps fire -> dispatch under 1 s while another
     tenant floods up to its quota (schedules at its rate, and manual fires past it)."""
@@ -61,6 +62,7 @@ def test_a_tenant_at_its_quota_leaves_another_tenants_canary_within_a_second(fre
     assert max(lags) < 1.0, lags
 
 
+@pytest.mark.slow
 def test_bulk_pause_and_resume_of_many_schedules_while_the_poller_runs(fresh_dsn, tmp_path):
     n = 500
     with db.connect(fresh_dsn) as c:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from .procs import Proc, wait_until
 from .worker_support import autocommit, enqueue, executions, kit, runs, wait_states
 
@@ -42,6 +44,7 @@ def test_sigterm_past_the_shutdown_timeout_hands_runs_back_for_retry(fresh_dsn: 
                             (ids,)).fetchone()[0] == 2, "retryable: attempt 2 is scheduled at once"
 
 
+@pytest.mark.slow
 def test_sigkill_loses_nothing_the_lease_rescues_running_runs(fresh_dsn: str, tmp_path: Path) -> None:
     """Killed mid-batch: the finished runs stay finished, the running ones are declared lost
     when their lease (3 s) runs out and retried; a restarted worker completes the retries."""
