@@ -33,12 +33,15 @@ from poller.saturate import saturate_pass
 
 
 async def saturate_all(dsn: str, batch: int, slice_s: float, horizon: timedelta, workers: int = 1,
-                       hold: float = 0.5) -> dict[str, Any]:
+                       hold: float = 0.5, total: int = 0) -> dict[str, Any]:
     """`workers` loops of passes on their own connections (as a poller runs them, sharing one
     PassSizer) until none is left to claim."""
     conns = [await psycopg.AsyncConnection.connect(dsn, autocommit=True) for _ in range(workers)]
     sizer = PassSizer(hold, batch, workers=workers)
     totals = {"jobs": 0, "futures": 0, "passes": 0, "computed": 0, "longest": 0.0}
+    # schedules/s over each tenth of the run (by schedules done): flat in table size or not
+    marks: list[tuple[int, float]] = []
+    step = max(1, total // 10) if total else 0
 
     async def loop(conn: psycopg.AsyncConnection) -> None:
         while True:
@@ -51,6 +54,8 @@ async def saturate_all(dsn: str, batch: int, slice_s: float, horizon: timedelta,
             totals["futures"] += p.futures
             totals["computed"] += p.computed
             totals["longest"] = max(totals["longest"], p.seconds)
+            if step and totals["jobs"] >= (len(marks) + 1) * step:
+                marks.append((totals["jobs"], time.monotonic()))
             if p.claimed == 0:
                 return
 
@@ -64,9 +69,13 @@ async def saturate_all(dsn: str, batch: int, slice_s: float, horizon: timedelta,
         for c in conns:
             await c.close()
     jobs, futures = totals["jobs"], totals["futures"]
+    tenths, prev = [], (0, t0)
+    for done, at in marks:
+        tenths.append(round((done - prev[0]) / max(at - prev[1], 1e-6)))
+        prev = (done, at)
     return {"seconds": round(dt, 2), "schedules": jobs, "futures": futures, "passes": totals["passes"],
             "computed": totals["computed"], "longest_pass_s": round(totals["longest"], 3),
-            "schedules_per_s": round(jobs / dt, 1), "futures_per_s": round(futures / dt, 1),
+            "schedules_per_s": round(jobs / dt, 1), "schedules_per_s_by_tenth": tenths, "futures_per_s": round(futures / dt, 1),
             "cpu_us_per_schedule": {"python": round(1e6 * py / max(jobs, 1), 1),
                                     "server": round(1e6 * server / max(jobs, 1), 1)}}
 
@@ -98,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
                 load = os.getloadavg()[0]
                 runs[w].append({"workers": w, "load_before": round(load, 2),
                                 **asyncio.run(saturate_all(database.dsn, args.batch, args.slice, timedelta(minutes=2),
-                                                           w, args.hold))})
+                                                           w, args.hold, n))})
                 log(f"rep {k + 1}, {w} workers: {runs[w][-1]}")
         report["runs"] = [r for w in workers for r in runs[w]]
         report["median"] = {}

@@ -155,8 +155,9 @@ async def tick(pool, cfg: Config, ps: PollerSettings, limit: int, planner: LeadP
 @dataclasses.dataclass
 class Backlog:
     """Set by the dispatch loop: its last batch came back full (due fires are waiting). The
-    saturation loop then writes no catch-up fires (already due): they would queue ahead of
-    fires coming due meanwhile."""
+    saturation loop then writes no catch-up (catchup => 'all' replaying fires from before the
+    misfire grace, poller.plan): it would queue ahead of fires coming due meanwhile. Jobs it
+    merely reaches late (at most their latest missed fire) are saturated all the same."""
     busy: bool = False
 
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from bisect import bisect_left
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from itertools import repeat
@@ -32,8 +33,9 @@ MAX_FIRES_PER_JOB = 1000  # futures per job per pass; a longer run continues in 
 CATCHUP_MAX = 1000        # catchup => 'all' replays at most this many late fires per gap
 CRON_COUNT_MAX = 10000    # late cron fires walked to count a gap; beyond, the count is "at least"
 FIRES_PER_PASS = 10000    # fires computed per pass before the rest of the batch waits for the next
-LATE_PER_PASS = 1000      # catch-up fires (already due when stored) per pass: the queue ahead of
-                          # another job's due fire grows by at most this much per pass
+LATE_PER_PASS = 1000      # catch-up fires (_catch_up: replayed from before the misfire grace) per
+                          # pass: the queue ahead of another job's due fire grows by at most this
+                          # much per pass
 _TINY = timedelta(microseconds=1)
 
 
@@ -164,6 +166,17 @@ def outcome(job: dict[str, Any], now: datetime, horizon: timedelta, grace: timed
     return Outcome(tuple(fires), gap, fires[-1] if fires else frontier, None, True)
 
 
+def _catch_up(fires: tuple[datetime, ...], late_before: datetime) -> int:
+    """The fires of a plan that replay a catch-up: those older than the misfire grace beyond
+    the most recent of them. A fire inside the grace is on time (a little late), and one
+    fire from before it is what catchup => 'latest' replays; only catchup => 'all' replays
+    more (a new schedule the poller reaches late replays at most one: it is not deferred
+    behind dispatch's backlog, nor counted against the pass's allowance of catch-up fires)."""
+    if not fires or fires[0] >= late_before:
+        return 0
+    return max(0, bisect_left(fires, late_before) - 1)
+
+
 def _key(job: dict[str, Any]) -> tuple[Any, ...] | None:
     """Everything outcome() reads from a job, or None for a job not worth memoising (an
     interval or a one-off: its anchor is its own)."""
@@ -187,8 +200,12 @@ def plan_jobs(jobs: Sequence[dict[str, Any]], now: datetime, horizon: timedelta,
               late_scale: float | None = None) -> Planned:
     """The jobs in order until `budget` seconds, FIRES_PER_PASS fires times `scale` (a pass
     sized down by time) or LATE_PER_PASS catch-up fires times `late_scale` (default `scale`;
-    passes in flight at once share the allowance) are spent (at least one job). Without `catch_up` (dispatch has a backlog), a job whose plan holds fires already due
-    is deferred: nothing written, the next pass takes it again."""
+    passes in flight at once share the allowance) are spent (at least one job). Without
+    `catch_up` (dispatch has a backlog), a job whose plan replays a catch-up (_catch_up: more
+    than the latest fire from before the misfire grace) is deferred: nothing written, the next
+    pass takes it again. A job the poller reaches late (a million new schedules saturating
+    from empty) replays at most its latest fire and is never deferred: deferring it would only
+    turn its fires into missed ones."""
     plan = Plan()
     bad: list[tuple[int, str]] = []
     memo: dict[tuple[Any, ...], tuple[Outcome, int] | BaseException] = {}
@@ -201,7 +218,8 @@ def plan_jobs(jobs: Sequence[dict[str, Any]], now: datetime, horizon: timedelta,
                                    or (deadline is not None and time.monotonic() > deadline)):
             break
         since = job["frontier"] or job["starts_at"]
-        if not catch_up and since is not None and since < now - horizon:  # catching up: not computed
+        if (not catch_up and job["catchup"] == "all" and since is not None
+                and since < now - horizon):  # replaying a long catch-up: not computed
             deferred += 1
             continue
         key = _key(job)
@@ -210,7 +228,7 @@ def plan_jobs(jobs: Sequence[dict[str, Any]], now: datetime, horizon: timedelta,
             computed += 1
             try:
                 o = outcome(job, now, horizon, grace)
-                hit = (o, sum(1 for f in o.fires if f < now) if o.fires and o.fires[0] < now else 0)
+                hit = (o, _catch_up(o.fires, now - grace))
             except Exception as exc:  # whatever the row holds, the others go on
                 hit = exc
             if key is not None:

@@ -82,3 +82,24 @@ def test_dispatch_batches_shrink_when_slow_and_keep_their_size_through_quiet_tic
     for _ in range(4):
         sizer.adjust(0.05, sizer.jobs(), sizer.jobs())  # quick full batches
     assert sizer.jobs() == 1000
+
+
+def test_while_dispatch_is_behind_a_job_reached_late_is_saturated_and_a_long_catch_up_waits():
+    """A new schedule the poller reaches minutes after its creation (a million saturating from
+    empty) replays at most its latest missed fire: it is planned, not deferred behind dispatch's
+    backlog (deferring it only turned its fires into missed ones). A catchup => 'all' job with
+    minutes of fires to replay waits for the backlog to clear."""
+    created = NOW - timedelta(minutes=5)
+    late = {**every_second(1), "anchor": created, "frontier": created}
+    replay = {**every_second(2), "anchor": created, "frontier": created, "catchup": "all",
+              "catchup_from": NOW - timedelta(days=1)}
+    on_time = {**every_second(3)}
+    args = (NOW, timedelta(minutes=2), timedelta(seconds=30), 1.0)
+    behind = plan_jobs([late, replay, on_time], *args, catch_up=False)
+    assert behind.plan.job == [1, 3] and behind.deferred == 1
+    # job 1: its gap row, the latest fire before the grace, the 30 inside it, now and the
+    # 120 of the horizon
+    assert behind.plan.entries[0] == 1 + 1 + 30 + 1 + 120
+    # dispatch keeping up: the catch-up is written too (its late fires counted against the pass)
+    free = plan_jobs([late, replay, on_time], *args, catch_up=True)
+    assert free.plan.job == [1, 2, 3] and free.deferred == 0
