@@ -110,8 +110,47 @@ def test_the_tally_reads_finished_pending_runs_by_key_whatever_the_statistics_sa
              and f"({conn.execute(leading, ('cronbox.' + n['Index Name'],)).fetchone()[0]} =" not in n.get("Index Cond", "")]
     assert unled == []
     assert any(n.get("Relation Name") == burst and "Index Name" in n for p in plans for n in nodes(p["Plan"]))
+    while conn.execute(TALLY, (1000,)).fetchone()[0] == 1000:  # a chunk of the pending runs per call
+        pass
     assert conn.execute("SELECT sum(succeeded) FROM cronbox.run_minute").fetchone()[0] == 40000
     assert conn.execute("SELECT count(*) FROM cronbox.run_tally_pending").fetchone()[0] == 0
+
+
+def test_a_tally_looks_at_a_batch_of_the_runs_in_flight_in_turn_however_many_there_are(conn):
+    # Thousands of runs in flight (relays behind a burst): each call looks at one chunk of the
+    # runs it saw unfinished, from where the previous one stopped, and reads the outbox only
+    # over that chunk's range (it read every unfinished run on each call: seconds). Those that
+    # finished are counted once, whichever chunk they were in.
+    conn.execute("DELETE FROM cronbox.run_minute")
+    conn.execute("DELETE FROM cronbox.run_tally_pending")
+    conn.execute("UPDATE cronbox.run_tally_mark SET next_run_id = cronbox.run_id_at(now() + interval '1 hour'), "
+                 "pending_after = 0")
+    job_id = job(conn, "in-flight", queue="q-flight")
+    conn.execute("SELECT cronbox.ensure_run_partitions(1)")
+    base = conn.execute("SELECT cronbox.run_id_at(now() - interval '1 hour')").fetchone()[0]
+    conn.execute("""
+        INSERT INTO cronbox.outbox (outbox_id, run_id, queue, kind, job_id, job_name, fire_at, state,
+                                    dispatched_at, started_at, run_lease_until, attempt, origin)
+        SELECT %(base)s + g, %(base)s + g, 'q-flight', 'run', %(job)s, 'in-flight', now(), 'running', now(), now(),
+               now() + interval '5 minutes', 1, 'schedule'
+        FROM generate_series(1, 2500) g""", {"base": base, "job": job_id})
+    conn.execute("INSERT INTO cronbox.run_tally_pending (run_id, job_id) SELECT %s + g, %s FROM generate_series(1, 2500) g",
+                 (base, job_id))
+    # every fifth of them finishes
+    end_quietly(conn, [base + g for g in range(5, 2501, 5)], "succeeded")
+    plans = plans_of(conn, TALLY, (1000,), analyze=True)
+    read = {n["Relation Name"]: n["Actual Rows"] * n.get("Actual Loops", 1)
+            for p in plans for n in nodes(p["Plan"]) if n.get("Relation Name") in ("run_tally_pending", "outbox")}
+    assert 0 < read["run_tally_pending"] <= 1000 + 200  # the chunk (and the finished ones deleted from it)
+    assert 0 < read["outbox"] <= 1000  # the chunk's range, not the 2,000 in flight
+    assert conn.execute("SELECT sum(succeeded) FROM cronbox.run_minute").fetchone()[0] == 200
+    assert conn.execute(TALLY, (1000,)).fetchone()[0] == 1000  # the next chunk
+    assert conn.execute(TALLY, (1000,)).fetchone()[0] == 500   # the last: the next call starts again
+    assert conn.execute("SELECT sum(succeeded) FROM cronbox.run_minute").fetchone()[0] == 500
+    assert conn.execute("SELECT count(*) FROM cronbox.run_tally_pending").fetchone()[0] == 2000
+    end_quietly(conn, [base + 1], "failed")  # in the first chunk again
+    conn.execute(TALLY, (1000,))
+    assert conn.execute("SELECT sum(succeeded), sum(failed) FROM cronbox.run_minute").fetchone() == (500, 1)
 
 
 def test_tally_runs_refuses_a_bad_batch_size(conn):

@@ -6,9 +6,12 @@
 -- seconds before p_now (a dispatch transaction still open is given that long to commit), at
 -- most p_batch, by primary key; counts the finished ones, remembers the unfinished
 -- ones in run_tally_pending with their job and counts those when they have finished (looked
--- up by run and job id). Locks the mark row, so tallies never overlap (a second poller waits, then finds
--- nothing to do). Drops counts older than 2 days. Each run is counted exactly once. Returns
--- how many new runs it read (p_batch: call again, more are waiting).
+-- up by run and job id), looking at most p_batch of them per call (in run id order from where
+-- the previous call stopped: run_tally_mark.pending_after), so a call costs its batch however
+-- many runs are in flight. Locks the mark row, so tallies never overlap (a second poller waits,
+-- then finds nothing to do). Drops counts older than 2 days. Each run is counted exactly once.
+-- Returns the larger of the new runs and the pending runs it read, each at most p_batch
+-- (p_batch: call again, more are waiting).
 CREATE OR REPLACE FUNCTION cronbox.tally_runs_at(
     p_batch integer,
     p_now timestamptz
@@ -26,23 +29,34 @@ DECLARE
     v_to bigint := cronbox.run_id_at(v_upto);
     v_last bigint;
     v_n integer := 0;
+    v_after bigint;      -- the pending runs looked at are those after this one
+    v_pending bigint[];  -- the pending runs this call looks at, in run id order
 BEGIN
-    SELECT t.next_run_id INTO v_from FROM cronbox.run_tally_mark t FOR UPDATE;
+    SELECT t.next_run_id, t.pending_after INTO v_from, v_after FROM cronbox.run_tally_mark t FOR UPDATE;
     IF v_from IS NULL THEN
         RAISE EXCEPTION 'tally_runs: cronbox.run_tally_mark has no row (migration 0150)'
             USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
 
-    -- 1. Pending runs that have finished (or whose history was dropped): count, forget. The
-    --    pending ones still unfinished come from cronbox.unfinished_runs() (the outbox and the
-    --    leases): no index of cronbox.run names the state (migration 0190), and a probe per
-    --    pending run, or a hash of all history, costs what a burst's million do not afford.
+    -- 1. Pending runs that have finished (or whose history was dropped): count, forget. At
+    --    most p_batch of them per call, from where the previous call stopped (a hundred
+    --    thousand runs in flight made one call read them all: seconds in one transaction).
+    --    The ones still unfinished are those of the chunk's run id range still in the outbox (a
+    --    run in flight is its outbox row): one range of the outbox's primary key, no index of
+    --    cronbox.run names the state (migration 0190).
+    v_pending := ARRAY(SELECT p.run_id FROM cronbox.run_tally_pending p WHERE p.run_id > v_after
+                       ORDER BY p.run_id LIMIT p_batch);
+    -- a full chunk: the next call goes on after it; otherwise it starts again from the first
+    UPDATE cronbox.run_tally_mark
+    SET pending_after = CASE WHEN cardinality(v_pending) >= p_batch THEN v_pending[cardinality(v_pending)] ELSE 0 END;
     WITH still AS MATERIALIZED (
-        SELECT u.run_id FROM cronbox.unfinished_runs() u
+        SELECT o.outbox_id AS run_id FROM cronbox.outbox o
+        WHERE o.kind = 'run' AND o.outbox_id >= v_pending[1] AND o.outbox_id <= v_pending[cardinality(v_pending)]
     ),
     done AS (
         DELETE FROM cronbox.run_tally_pending p
-        WHERE NOT EXISTS (SELECT 1 FROM still WHERE still.run_id = p.run_id)
+        WHERE p.run_id = ANY (v_pending)
+          AND NOT EXISTS (SELECT 1 FROM still WHERE still.run_id = p.run_id)
         RETURNING p.run_id, p.job_id
     )
     INSERT INTO cronbox.run_minute AS m (minute, queue, owner, succeeded, failed)
@@ -108,7 +122,7 @@ BEGIN
 
     -- 3. Counts older than two days go (the overview shows hours).
     DELETE FROM cronbox.run_minute WHERE minute < p_now - interval '2 days';
-    RETURN v_n;
+    RETURN greatest(v_n, cardinality(v_pending));
 END
 $$;
 
