@@ -57,6 +57,21 @@ def test_fires_beyond_the_lead_or_already_due_are_not_taken_early(conn):
     assert [f["fire_at"] for f in futures(conn, "tick")] == [at(5), at(7)]
 
 
+def test_a_burst_inside_the_lead_takes_its_share_and_another_queues_fire_goes_in_the_same_batch(conn):
+    # 3,000 eligible fires of one queue inside the lead, due before the canary's: early
+    # dispatch shares its batch between the queues as dispatch does, not in due order.
+    job(conn, "burst", queue="bulk", overlap="allow")
+    conn.execute(
+        "INSERT INTO cronbox.job_future (job_id, fire_at, due_at, queue) "
+        "SELECT j.job_id, %s + make_interval(secs => g / 10000.0), %s + make_interval(secs => g / 10000.0), j.queue "
+        "FROM cronbox.job j, generate_series(1, 3000) g WHERE j.name = 'burst'", (at(10), at(10)))
+    job(conn, "canary", queue="canary", overlap="allow")
+    future(conn, "canary", 10.5)
+    assert ahead(conn, 9.8, limit=100) == 100  # what the canary left goes to the burst
+    assert len(runs(conn, "canary")) == 1 and len(runs(conn, "burst")) == 99
+    assert max(r["fire_at"] for r in runs(conn, "burst")) == at(10) + timedelta(seconds=99 / 10000)  # oldest first
+
+
 @pytest.mark.parametrize("why", ["overlap", "paused", "dependency", "queue_limit", "manual", "retry"])
 def test_fires_whose_decision_could_change_wait_for_their_due_time(conn, why):
     job(conn, "up", overlap="allow")

@@ -14,6 +14,8 @@
 -- hold it); the run is dispatched as of its due time. The price: a fire decided early has been
 -- decided: pause(), unschedule() or an update withdraw early runs no relay holds yet
 -- (cronbox.withdraw_early_runs), not those a relay holds (docs/runs.md, "Early dispatch").
+-- The batch is shared between the queues with fires within the lead, as dispatch shares its
+-- own: a burst of one queue does not take the whole lead's batch ahead of another queue's fire.
 -- Locks as dispatch: futures FOR UPDATE SKIP LOCKED, then their jobs' locks (their job_stat
 -- rows FOR NO KEY UPDATE SKIP LOCKED in one statement, skipped when held elsewhere). The write is dispatch's own
 -- (cronbox.dispatch_locked): one path for both.
@@ -34,6 +36,11 @@ DECLARE
     v_picked integer;
     v_futures bigint[];
     v_jobs bigint[];
+    v_taken bigint[];       -- every future picked (locked), its job locked here or not
+    v_lane_queue text[];    -- the lanes (queue, priority) with fires within the lead: queues in turn
+    v_lane_prio integer[];
+    v_queues integer;       -- queues with fires within the lead
+    v_share integer;        -- the most futures one queue takes in this walk
 BEGIN
     IF p_limit IS NULL OR p_limit < 1 THEN
         RAISE EXCEPTION 'p_limit: must be at least 1, got %', p_limit USING ERRCODE = 'invalid_parameter_value';
@@ -45,49 +52,88 @@ BEGIN
         RAISE EXCEPTION 'p_lead: must be between 0 and 1 hour, got %', p_lead USING ERRCODE = 'invalid_parameter_value';
     END IF;
 
-    -- 1. Eligible ready futures due within the lead, lowest priority first, and their jobs
-    --    (their locks, skipping a job busy elsewhere: it is retried soon). The job's
-    --    eligibility is a scalar sub-SELECT per future, never a join: the walk stays on
-    --    job_future_ready_idx in due order and stops after p_limit rows, whatever the row
-    --    estimates (a join let the planner start from cronbox.job and sort every future of a
-    --    burst inside the lead: ~1 s per call for 200,000 of them, bench.scale --burst). The
-    --    queue and dependency checks are in its select list, where a sub-SELECT stays a probe by
-    --    key (in WHERE, NOT EXISTS becomes an anti-join, and a merge anti-join walks every
-    --    future in job order and sorts them).
-    WITH
-    prio(p) AS (SELECT r.p FROM cronbox.ready_priorities() AS r(p)),
-    picked AS MATERIALIZED (
-        SELECT x.*
-        FROM prio CROSS JOIN LATERAL (
-            SELECT f.future_id, f.job_id
-            FROM cronbox.job_future f
-            WHERE f.hold IS NULL AND f.priority = prio.p
-              AND f.due_at > p_now AND f.due_at <= p_now + p_lead
-              AND f.origin = 'schedule'
-              AND (SELECT j.overlap = 'allow' AND NOT j.paused AND j.needs IS NULL
-                          AND NOT EXISTS (SELECT 1 FROM cronbox.queue_limit q WHERE q.queue = j.queue)
-                          AND NOT EXISTS (SELECT 1 FROM cronbox.job_dependency d WHERE d.job_id = j.job_id)
-                   FROM cronbox.job j WHERE j.job_id = f.job_id)
-            ORDER BY f.due_at
-            LIMIT p_limit
-            FOR UPDATE SKIP LOCKED
-        ) x
-        LIMIT p_limit
-    ),
-    -- The jobs' locks (their job_stat rows: cronbox.lock_job_id) in one statement, as dispatch
-    -- takes them, skipping those held elsewhere (a call per job cost ~60 us each: half of a
-    -- 1,000-run call in a burst).
-    locked AS MATERIALIZED (
-        SELECT s.job_id
-        FROM cronbox.job_stat s
-        WHERE s.job_id = ANY (ARRAY(SELECT picked.job_id FROM picked))  -- by key: SQL conventions
-        FOR NO KEY UPDATE OF s SKIP LOCKED
-    )
-    SELECT (SELECT count(*) FROM picked)::integer,
-           array_agg(p.future_id) FILTER (WHERE p.job_id IN (SELECT locked.job_id FROM locked)),
-           array_agg(DISTINCT p.job_id) FILTER (WHERE p.job_id IN (SELECT locked.job_id FROM locked))
-      INTO v_picked, v_futures, v_jobs
-    FROM picked p;
+    -- 1. Eligible ready futures due within the lead, shared between the queues that have some
+    --    as dispatch shares its batch (docs/architecture.md, "Fair dispatch"): each queue's
+    --    lanes (priority by priority, due order) up to its share, queues in an order drawn afresh
+    --    per call; a second walk gives what queues with fewer fires left to the others. Then
+    --    their jobs' locks, skipping a job busy elsewhere (retried soon). The job's eligibility
+    --    is a scalar sub-SELECT per future, never a join: each walk stays on job_future_lane_idx
+    --    in due order and stops at its share, whatever the row estimates (a join let the planner
+    --    start from cronbox.job and sort every future of a burst inside the lead: ~1 s per call
+    --    for 200,000 of them, bench.scale --burst). The queue and dependency checks are in its
+    --    select list, where a sub-SELECT stays a probe by key (in WHERE, NOT EXISTS becomes an
+    --    anti-join, and a merge anti-join walks every future in job order and sorts them).
+    SELECT array_agg(l.queue ORDER BY l.turn, l.priority), array_agg(l.priority ORDER BY l.turn, l.priority),
+           count(DISTINCT l.queue)
+      INTO v_lane_queue, v_lane_prio, v_queues
+    FROM (SELECT r.queue, r.priority, md5(r.queue || p_now::text) AS turn
+          FROM cronbox.ready_lanes() r WHERE r.due_at <= p_now + p_lead) l;
+    IF v_queues = 0 THEN
+        RETURN QUERY SELECT 0, 0, cronbox.next_due();
+        RETURN;
+    END IF;
+    v_share := ceil(p_limit::numeric / v_queues)::integer;
+    v_taken := '{}';
+    v_futures := '{}';
+    v_jobs := '{}';
+    FOR v_round IN 1..2 LOOP
+        WITH
+        lane AS (SELECT u.queue, u.n FROM unnest(v_lane_queue) WITH ORDINALITY AS u(queue, n)),
+        turn AS (SELECT lane.queue, min(lane.n)::integer AS lo, max(lane.n)::integer AS hi
+                 FROM lane GROUP BY lane.queue),
+        picked AS MATERIALIZED (
+            SELECT x.*
+            FROM (SELECT turn.lo, turn.hi FROM turn ORDER BY turn.lo) q
+            CROSS JOIN LATERAL (
+                SELECT y.future_id, y.job_id
+                FROM generate_series(q.lo, q.hi) AS i
+                CROSS JOIN LATERAL (
+                    SELECT f.future_id, f.job_id
+                    FROM cronbox.job_future f
+                    -- one range of job_future_lane_idx, written as a range of its whole key
+                    WHERE f.hold IS NULL
+                      AND (f.queue, f.priority, f.due_at) > (v_lane_queue[i], v_lane_prio[i], p_now)
+                      AND (f.queue, f.priority, f.due_at) <= (v_lane_queue[i], v_lane_prio[i], p_now + p_lead)
+                      AND f.origin = 'schedule'
+                      AND (v_round = 1 OR f.future_id <> ALL (v_taken))  -- taken in the first walk
+                      AND (SELECT j.overlap = 'allow' AND NOT j.paused AND j.needs IS NULL
+                                  AND NOT EXISTS (SELECT 1 FROM cronbox.queue_limit q WHERE q.queue = j.queue)
+                                  AND NOT EXISTS (SELECT 1 FROM cronbox.job_dependency d WHERE d.job_id = j.job_id)
+                           FROM cronbox.job j WHERE j.job_id = f.job_id)
+                    ORDER BY f.queue, f.priority, f.due_at
+                    LIMIT v_share
+                    FOR UPDATE OF f SKIP LOCKED
+                ) y
+                LIMIT v_share
+            ) x
+            LIMIT p_limit - cardinality(v_taken)
+        ),
+        -- The jobs' locks (their job_stat rows: cronbox.lock_job_id) in one statement, as
+        -- dispatch takes them, skipping those held elsewhere (a call per job cost ~60 us each:
+        -- half of a 1,000-run call in a burst).
+        locked AS MATERIALIZED (
+            SELECT s.job_id
+            FROM cronbox.job_stat s
+            WHERE s.job_id = ANY (ARRAY(SELECT picked.job_id FROM picked))  -- by key: SQL conventions
+            FOR NO KEY UPDATE OF s SKIP LOCKED
+        )
+        SELECT v_taken || coalesce(array_agg(p.future_id), '{}'),
+               v_futures || coalesce(array_agg(p.future_id) FILTER (WHERE p.job_id IN (SELECT locked.job_id FROM locked)), '{}'),
+               v_jobs || coalesce(array_agg(DISTINCT p.job_id) FILTER (WHERE p.job_id IN (SELECT locked.job_id FROM locked)), '{}'),
+               count(*)::integer
+          INTO v_taken, v_futures, v_jobs, v_picked
+        FROM picked p;
+        -- one queue, or the batch is full, or no queue took its whole share: nothing to give
+        EXIT WHEN v_queues = 1 OR cardinality(v_taken) >= p_limit OR v_picked < v_share;
+        v_share := p_limit - cardinality(v_taken);
+    END LOOP;
+    v_picked := cardinality(v_taken);
+    IF cardinality(v_futures) = 0 THEN
+        v_futures := NULL;
+        v_jobs := NULL;
+    ELSIF v_queues > 1 THEN
+        v_jobs := ARRAY(SELECT DISTINCT j FROM unnest(v_jobs) AS j);
+    END IF;
 
     -- 2. Still eligible, read under the locks (a pause or an update that committed before them
     --    is seen here; one after them waits for this transaction).
