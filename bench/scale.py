@@ -44,6 +44,8 @@ MIX = [
     ("cron", "30 2 * * *", 3), ("every", "5 minutes", 3), ("every", "15 minutes", 3),
     ("every", "1 hour", 2),
 ]
+# --mix every-minute: the steady state, a million schedules firing every minute (16.7k fires/s)
+MIXES = {"default": MIX, "every-minute": [("cron", "* * * * *", 20)]}
 ZONES = ["UTC", "Europe/Berlin", "Europe/London", "America/New_York", "America/Los_Angeles",
          "America/Sao_Paulo", "Asia/Tokyo", "Asia/Kolkata", "Asia/Shanghai", "Australia/Sydney",
          "Africa/Johannesburg", "Pacific/Auckland", "Asia/Kathmandu", "America/St_Johns",
@@ -227,6 +229,12 @@ def saturate_and_steady(database: Database, args: argparse.Namespace, logdir: An
             lags = [float(r[0]) for r in conn.execute(
                 "SELECT extract(epoch FROM dispatched_at - fire_at) * 1000 FROM cronbox.runs "
                 "WHERE dispatched_at >= %s AND state <> 'missed'", (w0,)).fetchall()]
+            # Decided: dispatched, or skipped by overlap 'skip' (no relay runs here, so a job's
+            # earlier run stays unfinished and its next fires are skipped: decided at finished_at)
+            decided = [float(r[0]) for r in conn.execute(
+                "SELECT extract(epoch FROM coalesce(dispatched_at, finished_at) - fire_at) * 1000 FROM cronbox.runs "
+                "WHERE (dispatched_at >= %(w0)s OR (state = 'skipped' AND finished_at >= %(w0)s))",
+                {"w0": w0}).fetchall()]
             behind = conn.execute(
                 "SELECT count(*) FROM cronbox.job_future WHERE due_at < now() - interval '1 second'").fetchone()[0]
             w1 = conn.execute("SELECT now()").fetchone()[0]
@@ -253,6 +261,9 @@ def saturate_and_steady(database: Database, args: argparse.Namespace, logdir: An
         }
         out["steady"] = {
             "seconds": steady, "fires_dispatched": fires, "fires_per_s": round(fires / steady, 1),
+            "fires_decided": len(decided), "fires_decided_per_s": round(len(decided) / steady, 1),
+            "fire_to_decision_ms": {"p50": pct(decided, 50), "p99": pct(decided, 99),
+                                    "max": max(decided) if decided else None},
             "poller_cpu_s_per_s": round((c1 - c0) / steady, 3),
             "poller_cpu_ms_per_fire": round(1000 * (c1 - c0) / fires, 4) if fires else None,
             "postgres_cpu_ms_per_fire": round(1000 * (pg1 - pg0) / fires, 4) if fires and pg0 is not None else None,
@@ -374,6 +385,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--profile", action="store_true",
                    help="during saturation: py-spy on the pollers, pg_stat_statements (track=all), backend waits")
     p.add_argument("--steady", type=float, help="seconds of steady state after saturation (default 60; quick 5)")
+    p.add_argument("--mix", choices=sorted(MIXES), default="default",
+                   help="the schedules: bench.scale's mix (~2,900 fires/s per million) or all '* * * * *' "
+                        "(16,700 fires/s per million)")
     p.add_argument("--horizon", default="2m", help="CRONBOX_HORIZON for the poller (default 2m, the product's)")
     p.add_argument("--timeout", type=float, default=3600, help="give up saturating after this many seconds")
     p.add_argument("--saturate-rate", type=float,
@@ -389,7 +403,8 @@ def main(argv: list[str] | None = None) -> int:
     sample = args.sample or (100 if args.quick else 1000)
     sizes = [int(x) for x in (args.future_sizes or ("10000,50000" if args.quick else "10000,1000000,10000000")).split(",")]
     steady = args.steady or (5.0 if args.quick else 60.0)
-    global HORIZON
+    global HORIZON, MIX
+    MIX = MIXES[args.mix]
     from cronbox.config import parse_duration
     HORIZON = f"{parse_duration('--horizon', args.horizon).total_seconds()} seconds"
 
@@ -439,9 +454,11 @@ def summary(r: dict[str, Any]) -> list[str]:
                f"{x['futures_per_s']} futures/s, pollers {x['poller_cpu_ms_per_future']} ms CPU/future, "
                f"CPU s/s: {x.get('cpu_split')}" for x in r["saturation_runs"]],
              *([f"  pollers ratio (futures/s vs one): {r['pollers_ratio']}"] if r.get("pollers_ratio") else []),
-             f"  steady: {st['fires_per_s']} fires/s, poller {st['poller_cpu_ms_per_fire']} ms CPU/fire, "
+             f"  steady: {st['fires_per_s']} fires/s dispatched, poller {st['poller_cpu_ms_per_fire']} ms CPU/fire, "
              f"fire->dispatch p50 {st['fire_to_dispatch_ms']['p50']} ms p99 {st['fire_to_dispatch_ms']['p99']} ms, "
-             f"unsaturated jobs at end {st['unsaturated_jobs_at_end']}"]
+             f"unsaturated jobs at end {st['unsaturated_jobs_at_end']}",
+             f"  steady: {st['fires_decided_per_s']} fires/s decided (dispatched or skipped for overlap), "
+             f"fire->decision p50 {st['fire_to_decision_ms']['p50']} ms p99 {st['fire_to_decision_ms']['p99']} ms"]
     for d in r["dispatch_cost"]:
         lines.append(f"  dispatch({d['batch']}) at {d['job_future_rows']} futures: median {d['dispatch_ms']['median']} ms "
                      f"({d['per_run_us']} us/run); buffers: "
