@@ -6,7 +6,9 @@
 -- (cronbox.job_stat, or one cronbox.job_stat_change row for the jobs whose statistics are
 -- folded off the hot path), retry futures (a retry is a new run later), on_error, notifications,
 -- releases of held futures, after-jobs whose upstreams all succeeded. A report for a run
--- already final is kept in cronbox.run_late_report and changes nothing.
+-- already final is kept in cronbox.run_late_report and changes nothing. One report of one run
+-- that needs none of that but its change row (a success of a job no policy reads) takes two
+-- statements (step 0).
 CREATE OR REPLACE FUNCTION cronbox.finish_runs(
     p_run_ids   bigint[],
     p_outcome   text,                    -- succeeded | failed | lost | cancelled
@@ -27,6 +29,7 @@ SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off  -- a plan kept from an empty table: docs/architecture.md, SQL conventions
 AS $$
 DECLARE
+    v_job bigint;             -- the one run's job (step 0)
     v_jobs bigint[];
     v_fin_jobs bigint[];
     v_fixed_delay bigint[];
@@ -62,6 +65,76 @@ BEGIN
     -- Error texts are kept, never refused for their size: cut to 4000 characters with a marker.
     IF p_errors IS NOT NULL THEN
         p_errors := ARRAY(SELECT cronbox.clip_text(e.t, 4000) FROM unnest(p_errors) WITH ORDINALITY AS e(t, i) ORDER BY e.i);
+    END IF;
+
+    -- 0. One report of one run, the common case (a worker reporting run by run): two
+    --    statements, when ending the run asks for nothing but its history row and its job's
+    --    change row: a success, or a failure of a run whose cancel was requested (cancelled, never
+    --    retried), holding no pool units, of a job whose statistics are folded
+    --    (cronbox.job_stat_folded: no overlap policy, fixed delay, dependency or after-job reads
+    --    them, so no gated fire or after-job waits for it), in a queue without a limit, with no
+    --    fire of the job held for overlap (a backfill's own policy). The first statement finds
+    --    the run in flight by the outbox's key and takes its job's lock (the same lock as step 1;
+    --    a job named by an after-job is left to step 1, which locks the after-jobs with it in
+    --    job_id order, as before: the after-jobs read without a lock, as there); the second, with
+    --    a snapshot taken under the lock, checks the job's policies, deletes the outbox row and
+    --    inserts its history row and the change row. No statement names a history partition
+    --    but the one the insert routes to. Anything else (not in flight: a late report, a fire
+    --    that never ran, an unknown id; a retry, on_error, a notification, a release) is left
+    --    to steps 1-8, which start again from the outbox row (the job's lock, if taken here, is
+    --    simply held already).
+    IF cardinality(p_run_ids) = 1 AND p_outcome IN ('succeeded', 'failed') THEN
+        SELECT s.job_id INTO v_job
+        FROM cronbox.job_stat s
+        WHERE s.job_id = (SELECT o.job_id FROM cronbox.outbox o
+                          WHERE o.outbox_id = p_run_ids[1] AND o.kind = 'run'
+                            AND (p_outcome = 'succeeded' OR o.cancel_requested) AND o.needs IS NULL
+                            AND NOT EXISTS (SELECT 1 FROM cronbox.job a
+                                            WHERE a.after IS NOT NULL AND o.job_name = ANY (a.after)))
+        FOR NO KEY UPDATE;
+        IF v_job IS NOT NULL THEN
+            WITH gone AS (
+                DELETE FROM cronbox.outbox o
+                WHERE o.outbox_id = p_run_ids[1] AND o.kind = 'run' AND o.job_id = v_job
+                  AND NOT EXISTS (SELECT 1 FROM cronbox.queue_limit q WHERE q.queue = o.queue)
+                  AND NOT EXISTS (SELECT 1 FROM cronbox.job_future h WHERE h.job_id = v_job AND h.hold = 'overlap')
+                  AND EXISTS (SELECT 1 FROM cronbox.job j
+                              CROSS JOIN LATERAL cronbox.job_stat_folded(v_job, j.overlap, j.every_mode, j.name, NULL) f
+                              WHERE j.job_id = v_job AND f.folded)
+                RETURNING o.outbox_id, o.job_id, o.job_name, o.queue, o.fire_at, o.due_at, o.attempt, o.origin,
+                          o.retry_of, o.payload, o.priority, o.dispatched_at, o.delivered_at, o.started_at,
+                          o.worker, o.cancel_requested, o.bucket,
+                          CASE WHEN p_outcome = 'succeeded' THEN 'succeeded' ELSE 'cancelled' END AS state
+            ),
+            finished AS (
+                INSERT INTO cronbox.run (run_id, job_id, job_name, queue, fire_at, due_at, state, attempt,
+                                         origin, retry_of, payload, priority, dispatched_at, delivered_at,
+                                         started_at, finished_at, lease_until, worker, cancel_requested,
+                                         result, error, needs, bucket)
+                SELECT g.outbox_id, g.job_id, g.job_name, g.queue, g.fire_at, g.due_at, g.state, g.attempt,
+                       g.origin, g.retry_of, g.payload, g.priority, g.dispatched_at,
+                       coalesce(g.delivered_at, g.started_at, p_now), g.started_at, p_now, NULL, g.worker,
+                       g.cancel_requested, p_results[1],
+                       CASE WHEN g.state = 'cancelled' THEN coalesce(p_errors[1], 'cancelled') END,
+                       NULL, g.bucket
+                FROM gone g
+            ),
+            change AS (
+                INSERT INTO cronbox.job_stat_change (job_ids, active, last_fire, last_run, last_state,
+                                                     ok, failures, crashes, missed, success_at)
+                SELECT ARRAY[g.job_id], '{-1}', '{NULL}', ARRAY[g.outbox_id], ARRAY[g.state],
+                       CASE WHEN g.state = 'succeeded' THEN '{1}'::integer[] ELSE '{0}' END,
+                       '{0}', '{0}', '{0}', p_now
+                FROM gone g
+            )
+            SELECT g.state INTO state FROM gone g;
+            IF state IS NOT NULL THEN
+                run_id := p_run_ids[1];
+                verdict := 'finished';
+                RETURN NEXT;
+                RETURN;
+            END IF;
+        END IF;
     END IF;
 
     -- 1. The jobs concerned (of the runs in flight: their outbox rows, by key), read without
@@ -274,7 +347,10 @@ BEGIN
             SELECT array_agg(c.job_id ORDER BY c.job_id) AS ids,
                    array_agg(c.n ORDER BY c.job_id) AS n,
                    array_agg(c.last_run ORDER BY c.job_id) AS last_run,
-                   array_agg(c.last_state ORDER BY c.job_id) AS last_state,
+                   -- the state as its position in a constant list: a subscript into an array
+                   -- of text walks every element before it (quadratic in the jobs of a batch)
+                   array_agg(array_position(ARRAY['succeeded', 'failed', 'lost', 'cancelled'], c.last_state)
+                             ORDER BY c.job_id) AS last_state,
                    array_agg(c.n_ok ORDER BY c.job_id) AS n_ok,
                    array_agg(c.n_runs_failed ORDER BY c.job_id) AS n_runs_failed,
                    array_agg(c.n_lost ORDER BY c.job_id) AS n_lost
@@ -298,7 +374,8 @@ BEGIN
             UPDATE cronbox.job_stat s SET
                 active_runs = greatest(s.active_runs - c.n[width_bucket(s.job_id, c.ids)], 0),
                 last_run_state = CASE WHEN c.last_run[width_bucket(s.job_id, c.ids)] >= coalesce(s.last_run_id, 0)
-                                      THEN c.last_state[width_bucket(s.job_id, c.ids)] ELSE s.last_run_state END,
+                                      THEN (ARRAY['succeeded', 'failed', 'lost', 'cancelled'])[c.last_state[width_bucket(s.job_id, c.ids)]]
+                                      ELSE s.last_run_state END,
                 last_success_at = CASE WHEN c.n_ok[width_bucket(s.job_id, c.ids)] > 0
                                        THEN greatest(s.last_success_at, p_now)
                                        ELSE s.last_success_at END,
