@@ -67,7 +67,11 @@ BEGIN
     PERFORM cronbox.apply_job_stat_changes(v_changes, v_jobs);
     WITH gone AS (
         DELETE FROM cronbox.job_stat_change c
-        WHERE c.change_id = ANY (v_changes) AND c.job_ids <@ v_jobs
+        -- every job of the row folded: each looked up in the sorted v_jobs by a binary search
+        -- (width_bucket; `job_ids <@ v_jobs` compared each job with every element: quadratic)
+        WHERE c.change_id = ANY (v_changes)
+          AND NOT EXISTS (SELECT 1 FROM unnest(c.job_ids) AS u(id)
+                          WHERE v_jobs[width_bucket(u.id, v_jobs)] IS DISTINCT FROM u.id)
         RETURNING 1)
     SELECT count(*) INTO v_folded FROM gone;
     RETURN v_folded;
