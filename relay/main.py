@@ -195,7 +195,7 @@ class Relay:
                    departure: Departure | None = None) -> None:
         """Send rows (those of a departure at its time: `rows` is its list, which later claims
         may extend until it leaves) and settle them."""
-        report = Report()
+        report = Report(rows)
         try:
             try:
                 if departure is not None:
@@ -219,6 +219,7 @@ class Relay:
                 # sent, so the attempt stays counted: at least once).
                 done = set(report.ok) | set(report.failed) | set(report.unsent)
                 cut = [r.outbox_id for r in rows if r.outbox_id not in done]
+                report.of(rows)  # a departure's rows may have grown since the report was made
                 with contextlib.suppress(Exception):
                     await asyncio.shield(self._settle_and_release(report, lane, cut))
                 raise
@@ -231,6 +232,7 @@ class Relay:
                 await pause(self.waker.stop, min(report.defer_s, max(0.0, self.lease / 2 - seconds)))
                 report.unsent.extend(report.deferred)
                 report.deferred.clear()
+            report.of(rows)  # a departure's rows may have grown since the report was made
             dead = await self.settle(report, lane)
             relay_metrics.observe_batch(rows, set(report.ok), dead, self.sink_of, seconds)
         finally:
@@ -243,14 +245,14 @@ class Relay:
     async def _settle_and_release(self, report: Report, lane: Lane, cut: list[int]) -> None:
         await self.settle(report, lane)
         if cut:
-            await db.retrying(lambda: store.release_outbox(self.pool, self.owner, cut, self.s.lease),
+            await db.retrying(lambda: store.release_outbox(self.pool, self.owner, cut, self.s.lease, report.bucket),
                               budget=5, what="release")
 
     async def settle_worn(self, rows: list[Row]) -> None:
         """Rows claimed more often than CRONBOX_RELAY_MAX_ATTEMPTS and never settled: a relay
         that claimed them died, was stopped or lost the lease each time (a crash one of them
         causes would come back to every relay that claims it): dead letters, with the reason."""
-        report = Report()
+        report = Report(rows)
         for r in rows:
             report.fail([r.outbox_id], f"claimed {r.claims} times and never settled: the relays handling it "
                         f"stopped or lost its lease each time (CRONBOX_RELAY_MAX_ATTEMPTS={self.s.max_attempts})",
@@ -258,7 +260,7 @@ class Relay:
         await self.settle(report, None)
 
     async def settle_unroutable(self, rows: list[Row]) -> None:
-        report = Report()
+        report = Report(rows)
         report.fail([r.outbox_id for r in rows], f"queue {rows[0].queue!r} is not pushed by this relay")
         await self.settle(report, None)
 
@@ -291,7 +293,8 @@ class Relay:
             await retrying(lambda: store.ack_outbox(self.pool, self.owner, report),
                            budget=SETTLE_BUDGET, what="relay ack")
         if report.unsent:
-            await retrying(lambda: store.nack_outbox_unsent(self.pool, self.owner, report.unsent, self.s.lease),
+            await retrying(lambda: store.nack_outbox_unsent(self.pool, self.owner, report.unsent, self.s.lease,
+                                                                    report.bucket),
                            budget=SETTLE_BUDGET, what="relay hand-back")
         if report.failed:
             retried, dead = await retrying(lambda: store.nack_outbox(self.pool, self.owner, report, self.s),

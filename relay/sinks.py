@@ -55,6 +55,7 @@ class Row(NamedTuple):
                          # due time, CRONBOX_DISPATCH_LEAD); 0.0 = send now
     due: float = 0.0     # its due time on the database's clock (epoch seconds) when claimed ahead
     claims: int = 1      # times claimed, this claim included (a hand-back of an unsent row takes one back)
+    bucket: int | None = None  # its bucket (claim_outbox): what the settling calls name
 
 OUTCOME_STATES = ("succeeded", "failed")
 RETRY_STATUSES = frozenset({408, 429})
@@ -72,9 +73,15 @@ LOG_CHARS = 16384          # characters of a message the log sink prints
 class Report:
     """What happened to one claimed batch: acked ids, outcomes, and failures (parallel lists)."""
 
-    __slots__ = ("ok", "outcomes", "failed", "errors", "retryable", "retry_after", "unsent", "deferred", "defer_s")
+    __slots__ = ("ok", "outcomes", "failed", "errors", "retryable", "retry_after", "unsent", "deferred", "defer_s",
+                 "bucket")
 
-    def __init__(self) -> None:
+    def __init__(self, rows: Sequence[Row] = ()) -> None:
+        # The rows' bucket when they share one (always on plain PostgreSQL: 0), named to the
+        # settling calls so each is one bucket's statements (one shard on Citus: docs/citus.md);
+        # None (every bucket) for rows of several.
+        self.bucket: int | None = None
+        self.of(rows)
         self.ok: list[int] = []
         self.outcomes: list[dict[str, Any]] = []
         self.failed: list[int] = []
@@ -84,6 +91,11 @@ class Report:
         self.unsent: list[int] = []  # never sent (breaker open, lease too short): handed back
         self.deferred: list[int] = []  # the worker could not reach the database: handed back later
         self.defer_s = 0.0
+
+    def of(self, rows: Sequence[Row]) -> None:
+        """Set the bucket from the rows this report settles."""
+        buckets = {r.bucket for r in rows}
+        self.bucket = buckets.pop() if len(buckets) == 1 else None
 
     def defer(self, ids: Sequence[int], retry_after: float | None) -> None:
         self.deferred.extend(ids)

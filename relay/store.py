@@ -17,7 +17,7 @@ _CLAIM = (
     "extract(epoch FROM clock_timestamp() - (message->>'fire_at')::timestamptz)::float8, "
     "extract(epoch FROM available_at - statement_timestamp())::float8, "
     "extract(epoch FROM clock_timestamp() - statement_timestamp())::float8, "
-    "extract(epoch FROM statement_timestamp())::float8, attempts "
+    "extract(epoch FROM statement_timestamp())::float8, attempts, bucket "
     "FROM cronbox.claim_outbox(%s, %s, %s, %s, %s, p_ahead => %s)"
 )
 _CLOCK = "SELECT extract(epoch FROM clock_timestamp())::float8"
@@ -43,7 +43,7 @@ async def claim_outbox(pool, owner: str, limit: int, lease: timedelta,
         raw = await cur.fetchall()
         received = time.monotonic()
         if not raw or max(r[5] for r in raw) <= 0:
-            return [Row(r[0], r[1], r[2], r[3], r[4], 0.0, 0.0, r[8]) for r in raw]
+            return [Row(r[0], r[1], r[2], r[3], r[4], 0.0, 0.0, r[8], r[9]) for r in raw]
         offset = received - (raw[0][7] + max(r[6] for r in raw))
         try:  # the rows are claimed: a failed reading must not lose them (the claim's own serves)
             cur = await conn.execute(_CLOCK)
@@ -51,14 +51,14 @@ async def claim_outbox(pool, owner: str, limit: int, lease: timedelta,
             offset = min(offset, time.monotonic() - db_now)
         except psycopg.Error:
             pass
-    return [Row(r[0], r[1], r[2], r[3], r[4], r[7] + r[5] + offset, r[7] + r[5], r[8]) if r[5] > 0
-            else Row(r[0], r[1], r[2], r[3], r[4], 0.0, 0.0, r[8]) for r in raw]
+    return [Row(r[0], r[1], r[2], r[3], r[4], r[7] + r[5] + offset, r[7] + r[5], r[8], r[9]) if r[5] > 0
+            else Row(r[0], r[1], r[2], r[3], r[4], 0.0, 0.0, r[8], r[9]) for r in raw]
 
 
 async def ack_outbox(pool, owner: str, report: Report) -> int:
     outcomes = db.Jsonb(report.outcomes) if report.outcomes else None
     async with pool.connection() as conn:
-        cur = await conn.execute("SELECT cronbox.ack_outbox(%s, %s, %s)", (owner, report.ok, outcomes))
+        cur = await conn.execute("SELECT cronbox.ack_outbox(%s, %s, %s, %s)", (owner, report.ok, outcomes, report.bucket))
         row = await cur.fetchone()
     return int(row[0]) if row else 0
 
@@ -67,25 +67,27 @@ async def nack_outbox(pool, owner: str, report: Report, s: RelaySettings) -> tup
     """Backoff or dead-letter the failed rows: (retried count, dead-lettered outbox ids)."""
     async with pool.connection() as conn:
         cur = await conn.execute(
-            "SELECT retried, dead_ids FROM cronbox.nack_outbox(%s, %s, %s, %s, %s::float8[], %s, %s, %s)",
+            "SELECT retried, dead_ids FROM cronbox.nack_outbox(%s, %s, %s, %s, %s::float8[], %s, %s, %s, %s)",
             (owner, report.failed, report.errors, report.retryable, report.retry_after, s.max_attempts,
-             timedelta(seconds=s.backoff), timedelta(seconds=s.backoff_max)))
+             timedelta(seconds=s.backoff), timedelta(seconds=s.backoff_max), report.bucket))
         row = await cur.fetchone()
     return (int(row[0]), list(row[1])) if row else (0, [])
 
 
-async def nack_outbox_unsent(pool, owner: str, ids: list[int], lease: timedelta) -> int:
+async def nack_outbox_unsent(pool, owner: str, ids: list[int], lease: timedelta, bucket: int | None = None) -> int:
     """Hand back rows that were never sent: back in their place in the claim order, attempt
     taken back."""
     async with pool.connection() as conn:
-        cur = await conn.execute("SELECT cronbox.nack_outbox_unsent(%s, %s, %s)", (owner, ids, lease))
+        cur = await conn.execute("SELECT cronbox.nack_outbox_unsent(%s, %s, %s, %s)", (owner, ids, lease, bucket))
         row = await cur.fetchone()
     return int(row[0]) if row else 0
 
 
-async def release_outbox(pool, owner: str, ids: list[int] | None = None, lease: timedelta | None = None) -> int:
+async def release_outbox(pool, owner: str, ids: list[int] | None = None, lease: timedelta | None = None,
+                         bucket: int | None = None) -> int:
     async with pool.connection() as conn:
-        cur = await conn.execute("SELECT cronbox.release_outbox(%s, %s, p_lease => %s)", (owner, ids, lease))
+        cur = await conn.execute("SELECT cronbox.release_outbox(%s, %s, p_lease => %s, p_bucket => %s)",
+                                 (owner, ids, lease, bucket))
         row = await cur.fetchone()
     return int(row[0]) if row else 0
 

@@ -3,6 +3,8 @@
 -- parameter list or result type makes a new function under CREATE OR REPLACE, so the old one
 -- must go or calls become ambiguous. IF EXISTS: a fresh database has none of them.
 DROP FUNCTION IF EXISTS cronbox.ack_outbox(text,bigint[],jsonb,timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.ack_outbox(text,bigint[],jsonb);
+DROP FUNCTION IF EXISTS cronbox.ack_outbox_at(text,bigint[],jsonb,timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.add_dependency(text,text,interval,interval,timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.cancel(bigint,timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.claim_outbox(text, integer, interval, text[], text[], timestamptz);
@@ -36,6 +38,9 @@ DROP FUNCTION IF EXISTS cronbox.heartbeat_process(bigint,timestamp with time zon
 DROP FUNCTION IF EXISTS cronbox.metrics_gauges(timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.nack_outbox(text, bigint[], text[], boolean[], double precision[], integer, interval, interval, timestamptz);
 DROP FUNCTION IF EXISTS cronbox.nack_outbox(text,bigint[],text[],boolean[],double precision[],integer,interval,interval,timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.nack_outbox(text,bigint[],text[],boolean[],double precision[],integer,interval,interval);
+DROP FUNCTION IF EXISTS cronbox.nack_outbox_at(text,bigint[],text[],boolean[],double precision[],integer,interval,interval,timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.nack_outbox_unsent(text,bigint[],interval);
 -- pause(text,text,boolean,timestamptz) was once (name, reason, after_failure, p_now); now
 -- the same types are (name, reason, after_failure, until): drop only the old one.
 DO $$
@@ -53,6 +58,8 @@ DROP FUNCTION IF EXISTS cronbox.register_process(text,text,text,integer,text,int
 DROP FUNCTION IF EXISTS cronbox.release_holds(integer,timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.release_outbox(text, bigint[], timestamptz);
 DROP FUNCTION IF EXISTS cronbox.release_outbox(text,bigint[],timestamp with time zone,interval);
+DROP FUNCTION IF EXISTS cronbox.release_outbox(text,bigint[],interval);
+DROP FUNCTION IF EXISTS cronbox.release_outbox_at(text,bigint[],interval,timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.remove_dependency(text,text,timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.resume(text,text,timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.schedule(text,text,interval,timestamp with time zone,jsonb,text,text,integer,text,text,integer,interval,interval,interval,text,interval,interval,timestamp with time zone,timestamp with time zone,text[],text,text,timestamp with time zone);

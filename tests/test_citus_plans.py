@@ -37,7 +37,17 @@ CREATE POLICY outbox_delete ON cronbox.outbox FOR DELETE USING (cronbox.caller_w
 SELECT pg_catalog.create_distributed_table('cronbox.outbox', 'bucket', colocate_with => 'cronbox.bucket_shard');
 ALTER FUNCTION cronbox.claim_outbox_at(text, integer, interval, text[], text[], interval, integer, timestamptz)
     SET plan_cache_mode = force_custom_plan;
+ALTER FUNCTION cronbox.ack_outbox_at(text, bigint[], jsonb, integer, timestamptz)
+    SET plan_cache_mode = force_custom_plan;
 """
+
+# The relay's functions, each registered for delegation on its bucket argument (the layer will).
+RELAY_FUNCTIONS = (
+    "cronbox.claim_outbox(text, integer, interval, text[], text[], interval, integer)",
+    "cronbox.ack_outbox(text, bigint[], jsonb, integer)",
+    "cronbox.nack_outbox(text, bigint[], text[], boolean[], double precision[], integer, interval, interval, integer)",
+    "cronbox.release_outbox(text, bigint[], interval, integer)",
+)
 
 
 @pytest.fixture
@@ -98,3 +108,80 @@ def test_citus_the_relay_s_claim_is_one_task_per_bucket_and_runs_on_the_bucket_s
         assert len(got) == 3 and {g[-1] for g in got} == {mine[0]}, got
         assert conn.execute("SELECT array_agg(DISTINCT lease_owner) FROM cronbox.outbox WHERE bucket = %s",
                             (mine[0],)).fetchone()[0] == ["r3"]
+
+
+def test_citus_the_relay_s_ack_nack_and_release_are_one_task_on_the_bucket_s_node(citus_clone):
+    """cronbox.ack_outbox, nack_outbox and release_outbox with the rows' bucket, on an outbox
+    distributed by bucket: every statement they run is one task on that bucket's shard (a run
+    acked delivered with its run lease, a notification acked away, a send retried with its
+    backoff, a notification given up into the dead letters, leases handed back), an id of another
+    bucket is left alone; registered for delegation on p_bucket, each call is one task on the
+    node holding the bucket and its writes are made there."""
+    with db.connect(citus_clone) as conn:
+        conn.execute(DISTRIBUTE_OUTBOX)
+        buckets = [r[0] for r in conn.execute("SELECT bucket FROM cronbox.bucket ORDER BY bucket_index")]
+        mine, other = buckets[0], buckets[-1]
+        conn.execute("INSERT INTO cronbox.outbox (bucket, queue, kind, run_id, state, job_name, fire_at, attempt,"
+                     " timeout, available_at, dispatched_at)"
+                     " SELECT b, 'q', 'run', n, 'dispatched', 'j', now(), 1, '1 minute', now() - interval '1 minute', now()"
+                     " FROM unnest(%s::integer[]) b, generate_series(1, 2) n", ([mine, other],))
+        conn.execute("INSERT INTO cronbox.outbox (bucket, queue, kind, message, available_at)"
+                     " SELECT b, 'q', 'notification', jsonb_build_object('n', n), now() - interval '1 minute'"
+                     " FROM unnest(%s::integer[]) b, generate_series(1, 4) n", ([mine, other],))
+
+        def claim(owner: str, bucket: int) -> tuple[list[int], list[int]]:
+            rows = conn.execute("SELECT outbox_id, kind FROM cronbox.claim_outbox(%s, 10, p_bucket => %s)"
+                                " ORDER BY outbox_id", (owner, bucket)).fetchall()
+            return [r[0] for r in rows if r[1] == "run"], [r[0] for r in rows if r[1] != "run"]
+
+        def rows_of(bucket: int) -> dict[int, tuple]:
+            return {r[0]: r[1:] for r in conn.execute(
+                "SELECT outbox_id, state, run_lease_until IS NOT NULL, lease_owner FROM cronbox.outbox"
+                " WHERE bucket = %s", (bucket,))}
+
+        conn.execute("SET citus.multi_task_query_log_level = error")  # a statement over several shards fails
+        runs, notes = claim("r1", mine)
+        other_runs, other_notes = claim("r1", other)
+        assert len(runs) == 2 and len(notes) == 4 and len(other_runs) == 2
+        # ack: a run delivered in place with its lease, a notification gone; the other bucket's id untouched
+        assert conn.execute("SELECT cronbox.ack_outbox('r1', %s, p_bucket => %s)",
+                            ([runs[0], notes[0], other_runs[0]], mine)).fetchone()[0] == 2
+        got = rows_of(mine)
+        assert got[runs[0]] == ("delivered", True, None) and notes[0] not in got
+        assert rows_of(other)[other_runs[0]] == ("dispatched", False, "r1")
+        # nack: one retried (lease off, later), one given up (a notification: into the dead letters)
+        retried, dead, dead_ids = conn.execute(
+            "SELECT * FROM cronbox.nack_outbox('r1', %s, %s, p_retryable => %s, p_bucket => %s)",
+            ([notes[1], notes[2]], ["busy", "gone"], [True, False], mine)).fetchone()
+        assert (retried, dead, dead_ids) == (1, 1, [notes[2]])
+        got = rows_of(mine)
+        assert got[notes[1]][2] is None and notes[2] not in got
+        assert conn.execute("SELECT last_error FROM cronbox.dead_letter WHERE outbox_id = %s",
+                            (notes[2],)).fetchone()[0] == "gone"
+        # release: by id, then the rest of the bucket; the other bucket keeps its leases
+        assert conn.execute("SELECT cronbox.release_outbox('r1', %s, p_bucket => %s)",
+                            ([runs[1]], mine)).fetchone()[0] == 1
+        assert conn.execute("SELECT cronbox.release_outbox('r1', p_bucket => %s)", (mine,)).fetchone()[0] == 1
+        assert all(r[2] is None for r in rows_of(mine).values())
+        assert all(r[2] == "r1" for r in rows_of(other).values())
+        conn.execute("RESET citus.multi_task_query_log_level")
+
+        for function in RELAY_FUNCTIONS:
+            conn.execute("SELECT pg_catalog.create_distributed_function(%s, 'p_bucket', colocate_with => 'cronbox.outbox')",
+                         (function,))
+        port = node_port(conn, "cronbox.outbox", other)
+        # the call itself is the one task (a call run on the coordinator has no Citus scan)
+        for call in ("SELECT cronbox.ack_outbox('r1', %s, p_bucket => %s)",
+                     "SELECT * FROM cronbox.nack_outbox('r1', %s, '{busy}', p_bucket => %s)",
+                     "SELECT cronbox.release_outbox('r1', %s, p_bucket => %s)"):
+            plan = explain(conn, call, ([other_runs[1]], other))
+            assert "Citus Adaptive" in plan and "Task Count: 1" in plan and f"port={port}" in plan, plan
+        # delegated: the writes are made on the bucket's node
+        assert conn.execute("SELECT cronbox.ack_outbox('r1', %s, p_bucket => %s)",
+                            ([other_runs[0]], other)).fetchone()[0] == 1
+        assert conn.execute("SELECT * FROM cronbox.nack_outbox('r1', %s, '{busy}', p_bucket => %s)",
+                            ([other_notes[0]], other)).fetchone()[:2] == (1, 0)
+        assert conn.execute("SELECT cronbox.release_outbox('r1', p_bucket => %s)", (other,)).fetchone()[0] == 4
+        got = rows_of(other)
+        assert got[other_runs[0]] == ("delivered", True, None)
+        assert all(r[2] is None for r in got.values())

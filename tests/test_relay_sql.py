@@ -40,7 +40,7 @@ def active_runs(conn, job):
 
 def nack(conn, owner, ids, errors, *, retryable=None, retry_after=None, max_attempts=10, now=None):
     return conn.execute(
-        "SELECT retried, dead FROM cronbox.nack_outbox_at(%s, %s, %s, %s, %s::float8[], %s, '1 second', '1 minute', %s)",
+        "SELECT retried, dead FROM cronbox.nack_outbox_at(%s, %s, %s, %s, %s::float8[], %s, '1 second', '1 minute', p_now => %s)",
         (owner, ids, errors, retryable, retry_after, max_attempts, now or now_of(conn))).fetchone()
 
 
@@ -452,7 +452,7 @@ def test_claim_and_ack_open_only_their_runs_partitions_however_much_history_is_k
     ids = [r[0] for r in conn.execute("SELECT outbox_id FROM cronbox.outbox WHERE lease_owner = 'r1'")]
     assert len(ids) == 20
     answers = db.Jsonb([{"outbox_id": i, "state": "succeeded"} for i in ids])
-    assert len(run_partitions_planned(conn, "SELECT cronbox.ack_outbox_at('r1', %s, %s, now())", (ids, answers))) <= 2
+    assert len(run_partitions_planned(conn, "SELECT cronbox.ack_outbox_at('r1', %s, %s, p_now => now())", (ids, answers))) <= 2
     assert conn.execute("SELECT count(*) FROM cronbox.runs WHERE state = 'succeeded'").fetchone()[0] == 20
 
 

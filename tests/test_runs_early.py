@@ -107,7 +107,7 @@ def test_released_early_rows_come_back_at_their_due_time_not_before(conn):
     future(conn, "tick", 10)
     ahead(conn, 9.2)
     [(oid, *_)] = claim(conn, 9.3, LEAD)
-    assert conn.execute("SELECT cronbox.release_outbox_at('r1', NULL, '30 seconds', %s)", (at(9.4),)).fetchone()[0] == 1
+    assert conn.execute("SELECT cronbox.release_outbox_at('r1', NULL, '30 seconds', p_now => %s)", (at(9.4),)).fetchone()[0] == 1
     assert conn.execute("SELECT available_at, lease_owner FROM cronbox.outbox WHERE outbox_id = %s",
                         (oid,)).fetchone() == (at(10), None)
     assert claim(conn, 9.5, owner="r2") == []

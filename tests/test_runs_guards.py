@@ -251,7 +251,7 @@ def held_jobs(conn, prefix: str, hold: str, paused: bool = False) -> list[int]:
 FINISHES_OF_100 = [
     "SELECT count(*) FROM cronbox.complete_runs(%(ids)s)",
     "SELECT count(*) FROM cronbox.fail_runs(%(ids)s, array_fill('boom'::text, ARRAY[100]))",
-    "SELECT cronbox.ack_outbox_at('r1', %(outbox)s, %(answers)s, now())",
+    "SELECT cronbox.ack_outbox_at('r1', %(outbox)s, %(answers)s, p_now => now())",
 ]
 
 

@@ -53,7 +53,7 @@ def test_a_push_run_answered_in_the_ack_is_written_to_history_once(conn):
                             "pg_stat_get_xact_tuples_updated(%s::regclass)", (part, part)).fetchone()
     before = counts()
     outcomes = [{"outbox_id": o, "state": "succeeded", "result": True} for o in ids]
-    assert conn.execute("SELECT cronbox.ack_outbox_at('relay', %s, %s, %s)",
+    assert conn.execute("SELECT cronbox.ack_outbox_at('relay', %s, %s, p_now => %s)",
                         (ids, Jsonb(outcomes), at(1))).fetchone()[0] == 40
     after = counts()
     assert after[0] - before[0] == 40  # each run's history row inserted once, final
@@ -105,7 +105,7 @@ def apply(conn: psycopg.Connection, op: str, pick: int, now: float) -> None:
                 ids = leased[:1 + pick % 2]
                 outcomes = (Jsonb([{"outbox_id": o, "state": "succeeded"} for o in ids])
                             if op == "ack_ok" else None)
-                conn.execute("SELECT cronbox.ack_outbox_at('relay', %s, %s, %s)", (ids, outcomes, at(now)))
+                conn.execute("SELECT cronbox.ack_outbox_at('relay', %s, %s, p_now => %s)", (ids, outcomes, at(now)))
             elif op == "nack_dead" and leased:
                 conn.execute("SELECT * FROM cronbox.nack_outbox_at('relay', %s, %s, %s, p_now => %s)",
                              (leased[:1], ["gone"], [False], at(now)))

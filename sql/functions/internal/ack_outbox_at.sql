@@ -1,7 +1,7 @@
 -- Internal: the body of cronbox.ack_outbox, with the time as its last parameter p_now. The public
 -- cronbox.ack_outbox passes now(); no cronbox role may execute this one (tests call it as the
 -- owner or a superuser to fix the clock).
--- cronbox.ack_outbox_at(p_owner, p_ids, p_outcomes, p_now): the relay's second transaction.
+-- cronbox.ack_outbox_at(p_owner, p_ids, p_outcomes, p_bucket, p_now): the relay's second transaction.
 -- For the rows still leased to p_owner (a lease that ran out and was taken by another relay is
 -- that relay's to ack): a notification's row is deleted; a run's row (the run in flight) moves
 -- dispatched -> delivered in place with a run lease of the run's timeout (run_lease_until;
@@ -12,10 +12,20 @@
 -- are held to complete_run's bounds: a result over cronbox.max_result_bytes fails its run (not
 -- retryable, with the reason), error texts are cut by finish_runs; a retryable that is not a
 -- JSON boolean counts as true. Returns the number of rows acked.
+-- By bucket (docs/citus.md, "Every hot statement a single-shard query"): p_bucket names the
+-- bucket of the rows (the claim returns each row's), and every statement reads and writes only
+-- that bucket's rows (`bucket = ANY (v_set)` on every reference to the outbox: one shard where
+-- the outbox is distributed by bucket); NULL visits every bucket (cronbox.bucket_walks: one
+-- statement per bucket only where Citus distributes the outbox, one for all anywhere else;
+-- plain PostgreSQL has one bucket, 0). An id in another bucket than p_bucket is not acked.
+-- Two statements per set: the rows read (the run's lease end computed there), then the writes
+-- by key, their values joined from arrays (Citus runs no STABLE function of a row's columns in
+-- an UPDATE: timestamptz + interval; docs/citus.md).
 CREATE OR REPLACE FUNCTION cronbox.ack_outbox_at(
     p_owner text,
     p_ids bigint[],
     p_outcomes jsonb DEFAULT NULL,
+    p_bucket integer DEFAULT NULL,
     p_now timestamptz DEFAULT now()
 ) RETURNS integer
 LANGUAGE plpgsql
@@ -28,7 +38,13 @@ SET jit = off  -- short OLTP statements: compiling costs more than running
 SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
-    v_acked integer;
+    v_walks integer[];
+    v_set integer[];
+    v_acked integer := 0;
+    v_n integer;
+    v_notes bigint[];
+    v_runs bigint[];
+    v_leases timestamptz[];
     v_outcome_of jsonb;
     v_ok bigint[];
     v_ok_results jsonb[];
@@ -37,6 +53,10 @@ DECLARE
     v_retryable boolean[];
     v_max_result integer;
 BEGIN
+    IF p_bucket < 0 THEN  -- before any write: buckets are 0 or more (docs/sql.md, bounds)
+        RAISE EXCEPTION 'p_bucket: must be NULL or a bucket (0 or more), got %', p_bucket
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     -- The worker's answers, by outbox id (no join: a join's row estimates through a DELETE
     -- ... RETURNING and a JSON function are guesses, and a nested loop over them is quadratic).
     IF p_outcomes IS NOT NULL THEN
@@ -59,46 +79,60 @@ BEGIN
         WHERE oc ->> 'outbox_id' IS NOT NULL AND oc ->> 'state' IN ('succeeded', 'failed');
     END IF;
 
-    -- The rows still leased to p_owner (a lease that ran out and was taken by another relay
-    -- is that relay's to ack), read without a lock (finish_runs takes the jobs' locks before the
-    -- rows', as every finisher does): a notification's row is deleted; a run's row stays the
-    -- run until its final report: delivered in place (HOT: state, lease), or finished below
-    -- with the worker's answer (finish_runs deletes the row and inserts its history row).
-    WITH mine AS MATERIALIZED (
-        SELECT o.outbox_id, o.kind, o.timeout, v_outcome_of -> o.outbox_id::text AS oc
-        FROM cronbox.outbox o
-        WHERE o.outbox_id = ANY (p_ids) AND o.lease_owner = p_owner
-    ),
-    notes AS (
-        DELETE FROM cronbox.outbox o
-        WHERE o.outbox_id = ANY (ARRAY(SELECT m.outbox_id FROM mine m WHERE m.kind <> 'run'))
-          AND o.lease_owner = p_owner
-    ),
-    -- The delivery is done: the relay's lease on the message ends, and the row is never sent
-    -- again (delivered_at). A dispatched run gets the run's lease (its timeout); a run a fast
-    -- worker started before this ack is running already and keeps the lease start_run gave it.
-    delivered AS (
+    v_walks := CASE WHEN p_bucket IS NULL THEN cronbox.bucket_walks('cronbox.outbox') ELSE ARRAY[ARRAY[p_bucket]] END;
+    FOR i IN 1 .. array_length(v_walks, 1) LOOP
+        v_set := ARRAY(SELECT unnest(v_walks[i:i]));
+        -- The rows still leased to p_owner (a lease that ran out and was taken by another relay
+        -- is that relay's to ack), read without a lock (finish_runs takes the jobs' locks before
+        -- the rows', as every finisher does): a notification's row is deleted; a run's row stays
+        -- the run until its final report: delivered in place (HOT: state, lease), or finished
+        -- below with the worker's answer (finish_runs deletes the row and inserts its history row).
+        SELECT count(*)::integer,
+               array_agg(s.outbox_id ORDER BY s.outbox_id) FILTER (WHERE s.kind <> 'run'),
+               array_agg(s.outbox_id ORDER BY s.outbox_id) FILTER (WHERE s.kind = 'run' AND s.oc IS NULL),
+               array_agg(s.run_lease ORDER BY s.outbox_id) FILTER (WHERE s.kind = 'run' AND s.oc IS NULL),
+               array_cat(v_ok, array_agg(s.outbox_id ORDER BY s.outbox_id)
+                   FILTER (WHERE s.kind = 'run' AND s.oc ->> 'state' = 'succeeded')),
+               array_cat(v_ok_results, array_agg(nullif(s.oc -> 'result', 'null') ORDER BY s.outbox_id)
+                   FILTER (WHERE s.kind = 'run' AND s.oc ->> 'state' = 'succeeded')),
+               array_cat(v_failed, array_agg(s.outbox_id ORDER BY s.outbox_id)
+                   FILTER (WHERE s.kind = 'run' AND s.oc ->> 'state' = 'failed')),
+               array_cat(v_errors, array_agg(coalesce(s.oc ->> 'error', 'failed (no error given)') ORDER BY s.outbox_id)
+                   FILTER (WHERE s.kind = 'run' AND s.oc ->> 'state' = 'failed')),
+               array_cat(v_retryable, array_agg(CASE WHEN jsonb_typeof(s.oc -> 'retryable') = 'boolean'
+                                                     THEN (s.oc ->> 'retryable')::boolean ELSE true END ORDER BY s.outbox_id)
+                   FILTER (WHERE s.kind = 'run' AND s.oc ->> 'state' = 'failed'))
+          INTO v_n, v_notes, v_runs, v_leases, v_ok, v_ok_results, v_failed, v_errors, v_retryable
+        FROM (
+            SELECT o.outbox_id, o.kind, v_outcome_of -> o.outbox_id::text AS oc,
+                   -- a dispatched run's lease from this ack: its timeout (Citus computes no
+                   -- timestamptz + interval of a row's column inside an UPDATE)
+                   p_now + o.timeout AS run_lease
+            FROM cronbox.outbox o
+            WHERE o.bucket = ANY (v_set) AND o.outbox_id = ANY (p_ids) AND o.lease_owner = p_owner
+        ) s;
+        v_acked := v_acked + v_n;
+        CONTINUE WHEN v_notes IS NULL AND v_runs IS NULL;
+        -- The delivery is done: a notification's row is deleted; a run's row stays, the relay's
+        -- lease on the message ends and it is never sent again (delivered_at). A dispatched run
+        -- gets the run's lease (its timeout); a run a fast worker started before this ack is
+        -- running already and keeps the lease start_run gave it. Rows found by key; their values
+        -- by a join on the key with the arrays (no subscript: docs/citus.md).
+        WITH notes AS (
+            DELETE FROM cronbox.outbox o
+            WHERE o.bucket = ANY (v_set) AND o.outbox_id = ANY (v_notes)
+              AND o.lease_owner = p_owner
+        )
         UPDATE cronbox.outbox o SET
             state = CASE WHEN o.state = 'dispatched' THEN 'delivered' ELSE o.state END,
             delivered_at = p_now,
-            run_lease_until = CASE WHEN o.state = 'dispatched' THEN p_now + o.timeout
-                                   ELSE o.run_lease_until END,
+            run_lease_until = CASE WHEN o.state = 'dispatched' THEN u.run_lease ELSE o.run_lease_until END,
             lease_until = NULL,
             lease_owner = NULL
-        WHERE o.outbox_id = ANY (ARRAY(SELECT m.outbox_id FROM mine m WHERE m.kind = 'run' AND m.oc IS NULL))
-          AND o.lease_owner = p_owner  -- re-checked if a report came first
-    )
-    SELECT count(*)::integer,
-           array_agg(s.outbox_id ORDER BY s.outbox_id) FILTER (WHERE s.kind = 'run' AND s.oc ->> 'state' = 'succeeded'),
-           array_agg(nullif(s.oc -> 'result', 'null') ORDER BY s.outbox_id) FILTER (WHERE s.kind = 'run' AND s.oc ->> 'state' = 'succeeded'),
-           array_agg(s.outbox_id ORDER BY s.outbox_id) FILTER (WHERE s.kind = 'run' AND s.oc ->> 'state' = 'failed'),
-           array_agg(coalesce(s.oc ->> 'error', 'failed (no error given)') ORDER BY s.outbox_id)
-               FILTER (WHERE s.kind = 'run' AND s.oc ->> 'state' = 'failed'),
-           array_agg(CASE WHEN jsonb_typeof(s.oc -> 'retryable') = 'boolean' THEN (s.oc ->> 'retryable')::boolean
-                          ELSE true END ORDER BY s.outbox_id)
-               FILTER (WHERE s.kind = 'run' AND s.oc ->> 'state' = 'failed')
-      INTO v_acked, v_ok, v_ok_results, v_failed, v_errors, v_retryable
-    FROM mine s;
+        FROM unnest(v_runs, v_leases) AS u(outbox_id, run_lease)
+        WHERE o.bucket = ANY (v_set) AND o.outbox_id = ANY (v_runs) AND o.outbox_id = u.outbox_id
+          AND o.lease_owner = p_owner;  -- re-checked if a report came first
+    END LOOP;
 
     -- Outcomes with the worker-side semantics, set-based: one call per kind, not per run.
     IF v_ok IS NOT NULL THEN
@@ -115,8 +149,8 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION cronbox.ack_outbox_at(text, bigint[], jsonb, timestamp with time zone) IS
-'Internal (no cronbox role may execute it): the body of cronbox.ack_outbox(text, bigint[], jsonb) with the time as p_now; tests use it to fix the clock. Relay: for the outbox rows still leased to p_owner, deletes notifications and marks runs delivered in place (lease = run timeout); optional p_outcomes (JSON array of {outbox_id, state, result, error, retryable}) completes or fails those runs in the same transaction. Returns the count acked.';
+COMMENT ON FUNCTION cronbox.ack_outbox_at(text, bigint[], jsonb, integer, timestamp with time zone) IS
+'Internal (no cronbox role may execute it): the body of cronbox.ack_outbox(text, bigint[], jsonb, integer) with the time as p_now; tests use it to fix the clock. Relay: for the outbox rows of bucket p_bucket (NULL: every bucket) still leased to p_owner, deletes notifications and marks runs delivered in place (lease = run timeout); optional p_outcomes (JSON array of {outbox_id, state, result, error, retryable}) completes or fails those runs in the same transaction. Returns the count acked.';
 
-ALTER FUNCTION cronbox.ack_outbox_at(text, bigint[], jsonb, timestamp with time zone) OWNER TO cronbox_owner;
-REVOKE ALL ON FUNCTION cronbox.ack_outbox_at(text, bigint[], jsonb, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
+ALTER FUNCTION cronbox.ack_outbox_at(text, bigint[], jsonb, integer, timestamp with time zone) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.ack_outbox_at(text, bigint[], jsonb, integer, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
