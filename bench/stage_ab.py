@@ -18,6 +18,7 @@ steadier than either figure; `bench.sqlcost` is the figure of record for one ver
 from __future__ import annotations
 
 import argparse
+import re
 import shutil
 import statistics
 import subprocess
@@ -123,6 +124,15 @@ def main(argv: list[str] | None = None) -> int:
         for d in dsns.values():
             migrate(d)
         conns = {name: psycopg.connect(d, autocommit=True) for name, d in dsns.items()}
+        # This tree's functions of those files go first (every overload of each name): a
+        # signature this tree changed would otherwise stay beside REV's, and a call matching
+        # both (one by its defaults) would be ambiguous.
+        names = sorted({m.lower() for text in files.values()
+                        for m in re.findall(r"CREATE OR REPLACE FUNCTION cronbox\.(\w+)\(", text)})
+        for (proc,) in conns["old"].execute(
+                "SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc p"
+                " WHERE p.pronamespace = 'cronbox'::regnamespace AND p.proname = ANY (%s)", (names,)).fetchall():
+            conns["old"].execute(f"DROP FUNCTION {proc}")
         for text in files.values():
             conns["old"].execute(text)
         per_run: dict[str, dict[str, list[float]]] = {v: {s: [] for s in STAGES[args.flow]} for v in conns}
