@@ -39,6 +39,8 @@ ALTER FUNCTION cronbox.claim_outbox_at(text, integer, interval, text[], text[], 
     SET plan_cache_mode = force_custom_plan;
 ALTER FUNCTION cronbox.ack_outbox_at(text, bigint[], jsonb, integer, timestamptz)
     SET plan_cache_mode = force_custom_plan;
+ALTER FUNCTION cronbox.claim_runs_at(text, text, integer, timestamptz)
+    SET plan_cache_mode = force_custom_plan;
 """
 
 # The relay's functions, each registered for delegation on its bucket argument (the layer will).
@@ -185,3 +187,29 @@ def test_citus_the_relay_s_ack_nack_and_release_are_one_task_on_the_bucket_s_nod
         got = rows_of(other)
         assert got[other_runs[0]] == ("delivered", True, None)
         assert all(r[2] is None for r in got.values())
+
+
+def test_citus_the_pull_claim_takes_a_queue_s_runs_bucket_by_bucket_one_task_each(citus_clone):
+    """cronbox.claim_runs (a pull worker asks for a queue, not a bucket) on an outbox distributed
+    by bucket: it visits the buckets in turn, every statement one task on one bucket's shard,
+    until it has n runs; the runs of every bucket are taken, each once, running on the worker
+    under the run's lease."""
+    with db.connect(citus_clone) as conn:
+        conn.execute(DISTRIBUTE_OUTBOX)
+        buckets = [r[0] for r in conn.execute("SELECT bucket FROM cronbox.bucket ORDER BY bucket_index")]
+        mine = [buckets[0], buckets[len(buckets) // 2], buckets[-1]]
+        conn.execute("INSERT INTO cronbox.outbox (bucket, queue, kind, run_id, state, job_name, fire_at, attempt,"
+                     " timeout, available_at, dispatched_at)"
+                     " SELECT b, 'pq', 'run', n, 'dispatched', 'j', now(), 1, '1 minute', now() - interval '1 minute', now()"
+                     " FROM unnest(%s::integer[]) b, generate_series(1, 2) n", (mine,))
+        conn.execute("SET citus.multi_task_query_log_level = error")  # a statement over several shards fails
+        claim = "SELECT run_id, job, deadline - now() FROM cronbox.claim_runs_at('pq', 'w1', %s)"
+        first = conn.execute(claim, (4,)).fetchall()
+        rest = conn.execute(claim, (4,)).fetchall()
+        assert len(first) == 4 and len(rest) == 2 and conn.execute(claim, (4,)).fetchall() == []
+        assert {r[1] for r in first + rest} == {"j"} and {r[2].total_seconds() for r in first + rest} == {60.0}
+        conn.execute("RESET citus.multi_task_query_log_level")
+        got = conn.execute("SELECT bucket, count(*) FILTER (WHERE state = 'running' AND worker = 'w1'"
+                           " AND run_lease_until IS NOT NULL) FROM cronbox.outbox GROUP BY bucket").fetchall()
+        assert sorted(got) == sorted((b, 2) for b in mine)
+        assert len({r[0] for r in first + rest}) == 6

@@ -18,9 +18,9 @@
 -- the outbox is distributed by bucket); NULL visits every bucket (cronbox.bucket_walks: one
 -- statement per bucket only where Citus distributes the outbox, one for all anywhere else;
 -- plain PostgreSQL has one bucket, 0). An id in another bucket than p_bucket is not acked.
--- Two statements per set: the rows read (the run's lease end computed there), then the writes
--- by key, their values joined from arrays (Citus runs no STABLE function of a row's columns in
--- an UPDATE: timestamptz + interval; docs/citus.md).
+-- Two statements per set: the rows read, then the writes by key, the run's lease end computed
+-- in UTC (timestamp + interval, IMMUTABLE: Citus runs no STABLE function of a row's columns in
+-- an UPDATE, and timestamptz + interval is one; docs/citus.md).
 CREATE OR REPLACE FUNCTION cronbox.ack_outbox_at(
     p_owner text,
     p_ids bigint[],
@@ -44,7 +44,6 @@ DECLARE
     v_n integer;
     v_notes bigint[];
     v_runs bigint[];
-    v_leases timestamptz[];
     v_outcome_of jsonb;
     v_ok bigint[];
     v_ok_results jsonb[];
@@ -90,7 +89,6 @@ BEGIN
         SELECT count(*)::integer,
                array_agg(s.outbox_id ORDER BY s.outbox_id) FILTER (WHERE s.kind <> 'run'),
                array_agg(s.outbox_id ORDER BY s.outbox_id) FILTER (WHERE s.kind = 'run' AND s.oc IS NULL),
-               array_agg(s.run_lease ORDER BY s.outbox_id) FILTER (WHERE s.kind = 'run' AND s.oc IS NULL),
                array_cat(v_ok, array_agg(s.outbox_id ORDER BY s.outbox_id)
                    FILTER (WHERE s.kind = 'run' AND s.oc ->> 'state' = 'succeeded')),
                array_cat(v_ok_results, array_agg(nullif(s.oc -> 'result', 'null') ORDER BY s.outbox_id)
@@ -102,12 +100,9 @@ BEGIN
                array_cat(v_retryable, array_agg(CASE WHEN jsonb_typeof(s.oc -> 'retryable') = 'boolean'
                                                      THEN (s.oc ->> 'retryable')::boolean ELSE true END ORDER BY s.outbox_id)
                    FILTER (WHERE s.kind = 'run' AND s.oc ->> 'state' = 'failed'))
-          INTO v_n, v_notes, v_runs, v_leases, v_ok, v_ok_results, v_failed, v_errors, v_retryable
+          INTO v_n, v_notes, v_runs, v_ok, v_ok_results, v_failed, v_errors, v_retryable
         FROM (
-            SELECT o.outbox_id, o.kind, v_outcome_of -> o.outbox_id::text AS oc,
-                   -- a dispatched run's lease from this ack: its timeout (Citus computes no
-                   -- timestamptz + interval of a row's column inside an UPDATE)
-                   p_now + o.timeout AS run_lease
+            SELECT o.outbox_id, o.kind, v_outcome_of -> o.outbox_id::text AS oc
             FROM cronbox.outbox o
             WHERE o.bucket = ANY (v_set) AND o.outbox_id = ANY (p_ids) AND o.lease_owner = p_owner
         ) s;
@@ -116,8 +111,7 @@ BEGIN
         -- The delivery is done: a notification's row is deleted; a run's row stays, the relay's
         -- lease on the message ends and it is never sent again (delivered_at). A dispatched run
         -- gets the run's lease (its timeout); a run a fast worker started before this ack is
-        -- running already and keeps the lease start_run gave it. Rows found by key; their values
-        -- by a join on the key with the arrays (no subscript: docs/citus.md).
+        -- running already and keeps the lease start_run gave it. Rows found by key.
         WITH notes AS (
             DELETE FROM cronbox.outbox o
             WHERE o.bucket = ANY (v_set) AND o.outbox_id = ANY (v_notes)
@@ -126,11 +120,12 @@ BEGIN
         UPDATE cronbox.outbox o SET
             state = CASE WHEN o.state = 'dispatched' THEN 'delivered' ELSE o.state END,
             delivered_at = p_now,
-            run_lease_until = CASE WHEN o.state = 'dispatched' THEN u.run_lease ELSE o.run_lease_until END,
+            run_lease_until = CASE WHEN o.state = 'dispatched'
+                                   THEN ((p_now AT TIME ZONE 'UTC') + o.timeout) AT TIME ZONE 'UTC'
+                                   ELSE o.run_lease_until END,
             lease_until = NULL,
             lease_owner = NULL
-        FROM unnest(v_runs, v_leases) AS u(outbox_id, run_lease)
-        WHERE o.bucket = ANY (v_set) AND o.outbox_id = ANY (v_runs) AND o.outbox_id = u.outbox_id
+        WHERE o.bucket = ANY (v_set) AND o.outbox_id = ANY (v_runs)
           AND o.lease_owner = p_owner;  -- re-checked if a report came first
     END LOOP;
 

@@ -54,7 +54,6 @@ DECLARE
     v_taken integer := 0;
     v_n integer;
     v_ids bigint[];
-    v_until timestamptz[];
 BEGIN
     IF p_bucket < 0 THEN  -- before any write: buckets are 0 or more (docs/sql.md, bounds)
         RAISE EXCEPTION 'p_bucket: must be NULL or a bucket (0 or more), got %', p_bucket
@@ -69,9 +68,8 @@ BEGIN
     FOR i IN 0 .. array_length(v_walks, 1) - 1 LOOP
         EXIT WHEN v_taken >= p_limit;
         v_set := ARRAY(SELECT unnest(v_walks[(v_start + i) % array_length(v_walks, 1) + 1 : (v_start + i) % array_length(v_walks, 1) + 1]));
-        SELECT coalesce(array_agg(p.outbox_id ORDER BY p.outbox_id), '{}'),
-               array_agg(greatest(p.available_at, p_now) + p_lease ORDER BY p.outbox_id)
-          INTO v_ids, v_until
+        SELECT coalesce(array_agg(p.outbox_id ORDER BY p.outbox_id), '{}')
+          INTO v_ids
         FROM (
             WITH RECURSIVE
             -- The queues with rows in the outbox, one index probe each.
@@ -119,23 +117,22 @@ BEGIN
             )
             SELECT picked.outbox_id, picked.available_at FROM picked) p;
         CONTINUE WHEN cardinality(v_ids) = 0;
-        -- The rows taken, by key, with their lease ends computed by the walk: a statement of
-        -- its own, as Citus routes no data-modifying CTE beside a recursive one to a single
-        -- shard, and runs no STABLE function of a row's columns (timestamptz + interval) in an
-        -- UPDATE; each row's value comes from the arrays by a join on the key (Citus 13.2
-        -- crashes on an array subscripted by a column in an UPDATE's SET: docs/citus.md). The
+        -- The rows taken, by key: a statement of its own, as Citus routes no data-modifying CTE
+        -- beside a recursive one to a single shard. The lease end is computed in UTC (timestamp
+        -- + interval and AT TIME ZONE are IMMUTABLE; timestamptz + interval is STABLE, which
+        -- Citus runs on no row's column in an UPDATE: docs/citus.md), so no join with arrays
+        -- is needed (a nested loop over an array per row taken was quadratic in the batch). The
         -- rows are found by key (= ANY), never by a walk joined to the claim: the plan is kept
         -- for the session, and one made while the statistics said the outbox was empty (VACUUM
         -- after a drain) walked the whole outbox once per row taken.
         RETURN QUERY
         WITH leased AS (
             UPDATE cronbox.outbox o SET
-                lease_until = u.lease_until,
+                -- from the row's due time (available_at: a claim leaves it alone) or now
+                lease_until = ((greatest(o.available_at, p_now) AT TIME ZONE 'UTC') + p_lease) AT TIME ZONE 'UTC',
                 lease_owner = p_owner,
                 attempts = o.attempts + 1
-            FROM unnest(v_ids, v_until) AS u(outbox_id, lease_until)
-            -- available_at is the row's own (a claim leaves it alone)
-            WHERE o.bucket = ANY (v_set) AND o.outbox_id = ANY (v_ids) AND o.outbox_id = u.outbox_id
+            WHERE o.bucket = ANY (v_set) AND o.outbox_id = ANY (v_ids)
             RETURNING o.outbox_id, o.run_id, o.queue, o.kind, o.message, o.job_name, o.payload, o.fire_at,
                       o.attempt, o.timeout, o.attempts, o.available_at, o.bucket
         )

@@ -6,6 +6,14 @@
 -- available run messages of the queue, oldest first, FOR UPDATE SKIP LOCKED on
 -- outbox_queue_idx (claimers get disjoint runs), and marks those runs (their outbox rows: a run
 -- is its outbox row until its final report) running on worker with a lease of the job's timeout. Returns the messages, deadline included.
+-- By bucket (docs/citus.md, "A queue spans buckets"): every statement reads and writes a set of
+-- buckets (`bucket = ANY (v_set)`), visited as cronbox.bucket_walks says: where the outbox is
+-- distributed by bucket one bucket per statement (one shard), in turn from a random one until
+-- n runs are taken; anywhere else all of them in one statement (plain PostgreSQL: bucket 0).
+-- Two statements per set: the walk (FOR UPDATE SKIP LOCKED), then the update by key, the run's
+-- lease end computed in UTC (IMMUTABLE), the message built outside the update (Citus runs no
+-- STABLE function of a row's columns in an UPDATE, nothing mutable in its RETURNING:
+-- docs/citus.md).
 CREATE OR REPLACE FUNCTION cronbox.claim_runs_at(
     queue text,
     worker text,
@@ -24,6 +32,13 @@ SET jit = off
 SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off  -- a plan kept from an empty table: docs/architecture.md, SQL conventions
 AS $$
+DECLARE
+    v_walks integer[];
+    v_set integer[];
+    v_start integer;
+    v_taken integer := 0;
+    v_n integer;
+    v_ids bigint[];
 BEGIN
     PERFORM cronbox.assert_worker(claim_runs_at.worker);
     IF claim_runs_at.n IS NULL OR claim_runs_at.n NOT BETWEEN 1 AND 1000 THEN
@@ -43,42 +58,58 @@ BEGIN
     IF claim_runs_at.n IS NULL OR claim_runs_at.n < 1 THEN
         RAISE EXCEPTION 'n: must be at least 1, got %', claim_runs_at.n USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    -- The run's outbox row stays the run: running on this worker, under the run's lease (its
-    -- timeout), in place (HOT: no indexed column changes); the message is built from the row.
-    RETURN QUERY
-    WITH picked AS (
-        SELECT o.outbox_id
-        FROM cronbox.outbox o
-        WHERE o.kind = 'run' AND o.queue = claim_runs_at.queue AND o.available_at <= p_now
-          AND (o.lease_until IS NULL OR o.lease_until <= p_now)
-          -- a run delivered or running holds its own lease (its timeout): never taken again
-          AND o.state IS DISTINCT FROM 'delivered' AND o.state IS DISTINCT FROM 'running'
-        ORDER BY o.available_at
-        LIMIT claim_runs_at.n
-        FOR UPDATE SKIP LOCKED
-    ),
-    started AS (
-        -- By key, never a join to picked: the plan is kept for the session, and one made while
-        -- the statistics said the outbox was empty (VACUUM after a drain) walked the whole
-        -- outbox once per row taken (a pull bench stalled a minute per claim on it).
-        UPDATE cronbox.outbox o SET
-            state = 'running', delivered_at = p_now, started_at = p_now,
-            worker = claim_runs_at.worker,
-            run_lease_until = p_now + o.timeout,
-            lease_until = NULL,
-            lease_owner = NULL
-        WHERE o.outbox_id = ANY (ARRAY(SELECT picked.outbox_id FROM picked))
-        RETURNING o.outbox_id AS run_id, o.run_lease_until AS lease_until,
-                  coalesce(o.message,
-                           cronbox.run_message(o.outbox_id, o.job_name, o.queue, o.payload, o.fire_at, o.attempt))
-                      AS message
-    )
-    SELECT s.run_id, s.message ->> 'job', s.message -> 'payload',
-           (s.message ->> 'fire_at')::timestamptz, (s.message ->> 'attempt')::integer,
-           s.lease_until, s.message ->> 'idempotency_key',
-           s.message || jsonb_build_object('deadline', s.lease_until)
-    FROM started s
-    ORDER BY s.run_id;
+    v_walks := cronbox.bucket_walks('cronbox.outbox');
+    v_start := floor(random() * array_length(v_walks, 1))::integer;
+    FOR i IN 0 .. array_length(v_walks, 1) - 1 LOOP
+        EXIT WHEN v_taken >= claim_runs_at.n;
+        v_set := ARRAY(SELECT unnest(v_walks[(v_start + i) % array_length(v_walks, 1) + 1 : (v_start + i) % array_length(v_walks, 1) + 1]));
+        SELECT coalesce(array_agg(p.outbox_id ORDER BY p.outbox_id), '{}')
+          INTO v_ids
+        FROM (
+            SELECT o.outbox_id
+            FROM cronbox.outbox o
+            WHERE o.bucket = ANY (v_set) AND o.kind = 'run' AND o.queue = claim_runs_at.queue
+              AND o.available_at <= p_now
+              AND (o.lease_until IS NULL OR o.lease_until <= p_now)
+              -- a run delivered or running holds its own lease (its timeout): never taken again
+              AND o.state IS DISTINCT FROM 'delivered' AND o.state IS DISTINCT FROM 'running'
+            ORDER BY o.available_at
+            LIMIT claim_runs_at.n - v_taken
+            FOR UPDATE SKIP LOCKED
+        ) p;
+        CONTINUE WHEN cardinality(v_ids) = 0;
+        -- The run's outbox row stays the run: running on this worker, under the run's lease (its
+        -- timeout), in place (HOT: no indexed column changes). By key, never a join to the walk:
+        -- the plan is kept for the session, and one made while the statistics said the outbox
+        -- was empty (VACUUM after a drain) walked the whole outbox once per row taken (a pull
+        -- bench stalled a minute per claim on it).
+        RETURN QUERY
+        WITH started AS (
+            UPDATE cronbox.outbox o SET
+                state = 'running', delivered_at = p_now, started_at = p_now,
+                worker = claim_runs_at.worker,
+                -- in UTC: IMMUTABLE, where timestamptz + interval is STABLE (docs/citus.md)
+                run_lease_until = ((p_now AT TIME ZONE 'UTC') + o.timeout) AT TIME ZONE 'UTC',
+                lease_until = NULL,
+                lease_owner = NULL
+            WHERE o.bucket = ANY (v_set) AND o.outbox_id = ANY (v_ids)
+            RETURNING o.outbox_id, o.run_lease_until, o.message, o.job_name, o.queue, o.payload, o.fire_at, o.attempt
+        ),
+        built AS (
+            SELECT s.outbox_id AS run_id, s.run_lease_until AS lease_until,
+                   coalesce(s.message, cronbox.run_message(s.outbox_id, s.job_name, s.queue, s.payload,
+                                                           s.fire_at, s.attempt)) AS message
+            FROM started s
+        )
+        SELECT b.run_id, b.message ->> 'job', b.message -> 'payload',
+               (b.message ->> 'fire_at')::timestamptz, (b.message ->> 'attempt')::integer,
+               b.lease_until, b.message ->> 'idempotency_key',
+               b.message || jsonb_build_object('deadline', b.lease_until)
+        FROM built b
+        ORDER BY b.run_id;
+        GET DIAGNOSTICS v_n = ROW_COUNT;
+        v_taken := v_taken + v_n;
+    END LOOP;
 END
 $$;
 

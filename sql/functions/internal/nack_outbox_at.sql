@@ -10,9 +10,9 @@
 -- By bucket (docs/citus.md): p_bucket names the bucket of the rows and every statement reads
 -- and writes only its rows (`bucket = ANY (v_set)`: one shard where the outbox is distributed);
 -- NULL visits every bucket (cronbox.bucket_walks; plain PostgreSQL has one, 0). The rows are
--- read with their backoff computed (Citus runs no STABLE or volatile function of a row's
--- columns in an UPDATE), the retried ones updated by key with those values joined from
--- arrays; only when some are given up, a third statement moves them to the dead letters.
+-- read, the retried ones updated by key (their jitter drawn beforehand, their times computed in
+-- UTC: Citus runs no STABLE or volatile function of a row's columns in an UPDATE); only when
+-- some are given up, a third statement moves them to the dead letters.
 -- The result type changed (dead_ids added): CREATE OR REPLACE cannot change it, so drop first
 -- (same transaction as the re-create; grants.sql re-grants after every re-apply).
 CREATE OR REPLACE FUNCTION cronbox.nack_outbox_at(
@@ -36,8 +36,6 @@ DECLARE
     v_walks integer[];
     v_set integer[];
     v_retry bigint[];
-    v_retry_at timestamptz[];
-    v_retry_errors text[];
     v_give_up bigint[];
     v_n integer;
     v_retried integer := 0;
@@ -69,8 +67,11 @@ BEGIN
     -- here, no join: the outbox's statistics swing (after a drain they say it is empty), and a
     -- join planned on them walked the whole outbox once per row, or sorted the id array again
     -- on every probe.
+    -- Each row's jitter is drawn here, so the update that applies it calls nothing volatile
+    -- (Citus runs no volatile function in an UPDATE: docs/citus.md).
     SELECT jsonb_object_agg(f.outbox_id::text, jsonb_build_object(
-               'error', f.error, 'retryable', f.retryable, 'retry_after', f.retry_after))
+               'error', f.error, 'retryable', f.retryable, 'retry_after', f.retry_after,
+               'jitter', 0.5 + random() * 0.5))
       INTO v_report_of
     FROM unnest(p_ids, p_errors, p_retryable, p_retry_after) AS f(outbox_id, error, retryable, retry_after)
     WHERE f.outbox_id IS NOT NULL;
@@ -78,36 +79,33 @@ BEGIN
     v_walks := CASE WHEN p_bucket IS NULL THEN cronbox.bucket_walks('cronbox.outbox') ELSE ARRAY[ARRAY[p_bucket]] END;
     FOR i IN 1 .. array_length(v_walks, 1) LOOP
         v_set := ARRAY(SELECT unnest(v_walks[i:i]));
-        -- The rows still leased to p_owner, each retried one with its next available time
-        -- (exponential backoff with equal jitter, at least Retry-After) computed here.
+        -- The rows still leased to p_owner: retried, or given up (not retryable, or out of attempts).
         SELECT array_agg(m.outbox_id ORDER BY m.outbox_id) FILTER (WHERE NOT m.give_up),
-               array_agg(m.retry_at ORDER BY m.outbox_id) FILTER (WHERE NOT m.give_up),
-               array_agg(m.error ORDER BY m.outbox_id) FILTER (WHERE NOT m.give_up),
                array_agg(m.outbox_id ORDER BY m.outbox_id) FILTER (WHERE m.give_up)
-          INTO v_retry, v_retry_at, v_retry_errors, v_give_up
+          INTO v_retry, v_give_up
         FROM (
             SELECT o.outbox_id,
                    ((v_report_of -> o.outbox_id::text ->> 'retryable')::boolean IS FALSE
-                    OR o.attempts >= p_max_attempts) AS give_up,
-                   p_now + greatest(
-                       least(p_backoff * power(2, least(o.attempts - 1, 30)), p_backoff_max) * (0.5 + random() * 0.5),
-                       CASE WHEN v_report_of -> o.outbox_id::text ->> 'retry_after' IS NOT NULL  -- greatest skips NULLs
-                            THEN make_interval(secs => least((v_report_of -> o.outbox_id::text ->> 'retry_after')::float8, 86400)) END)
-                       AS retry_at,
-                   v_report_of -> o.outbox_id::text ->> 'error' AS error
+                    OR o.attempts >= p_max_attempts) AS give_up
             FROM cronbox.outbox o
             WHERE o.bucket = ANY (v_set) AND o.outbox_id = ANY (p_ids) AND o.lease_owner = p_owner
         ) m;
 
         IF v_retry IS NOT NULL THEN
+            -- Exponential backoff from p_backoff per attempt, capped at p_backoff_max, equal
+            -- jitter, at least Retry-After; computed in UTC (timestamp + interval is IMMUTABLE,
+            -- timestamptz + interval STABLE: docs/citus.md).
             UPDATE cronbox.outbox o SET
-                available_at = u.retry_at,
+                available_at = ((p_now AT TIME ZONE 'UTC') + greatest(
+                    least(p_backoff * power(2, least(o.attempts - 1, 30)), p_backoff_max)
+                        * (v_report_of -> o.outbox_id::text ->> 'jitter')::float8,
+                    CASE WHEN v_report_of -> o.outbox_id::text ->> 'retry_after' IS NOT NULL  -- greatest skips NULLs
+                         THEN make_interval(secs => least((v_report_of -> o.outbox_id::text ->> 'retry_after')::float8, 86400)) END))
+                    AT TIME ZONE 'UTC',
                 lease_owner = NULL,
                 lease_until = NULL,
-                last_error = u.error
-            FROM unnest(v_retry, v_retry_at, v_retry_errors) AS u(outbox_id, retry_at, error)
-            WHERE o.bucket = ANY (v_set) AND o.outbox_id = ANY (v_retry) AND o.outbox_id = u.outbox_id
-              AND o.lease_owner = p_owner;
+                last_error = v_report_of -> o.outbox_id::text ->> 'error'
+            WHERE o.bucket = ANY (v_set) AND o.outbox_id = ANY (v_retry) AND o.lease_owner = p_owner;
             GET DIAGNOSTICS v_n = ROW_COUNT;
             v_retried := v_retried + v_n;
         END IF;
