@@ -10,9 +10,9 @@
 -- buckets (`bucket = ANY (v_set)`), visited as cronbox.bucket_walks says: where the outbox is
 -- distributed by bucket one bucket per statement (one shard), in turn from a random one until
 -- n runs are taken; anywhere else all of them in one statement (plain PostgreSQL: bucket 0).
--- Two statements per set: the walk (FOR UPDATE SKIP LOCKED), then the update by key, the run's
--- lease end computed in UTC (IMMUTABLE), the message built outside the update (Citus runs no
--- STABLE function of a row's columns in an UPDATE, nothing mutable in its RETURNING:
+-- One statement per set, as before: the walk (FOR UPDATE SKIP LOCKED) and the update by key,
+-- the run's lease end computed in UTC (IMMUTABLE), the message built outside the update (Citus
+-- runs no STABLE function of a row's columns in an UPDATE, nothing mutable in its RETURNING:
 -- docs/citus.md).
 CREATE OR REPLACE FUNCTION cronbox.claim_runs_at(
     queue text,
@@ -38,7 +38,6 @@ DECLARE
     v_start integer;
     v_taken integer := 0;
     v_n integer;
-    v_ids bigint[];
 BEGIN
     PERFORM cronbox.assert_worker(claim_runs_at.worker);
     IF claim_runs_at.n IS NULL OR claim_runs_at.n NOT BETWEEN 1 AND 1000 THEN
@@ -63,9 +62,13 @@ BEGIN
     FOR i IN 0 .. array_length(v_walks, 1) - 1 LOOP
         EXIT WHEN v_taken >= claim_runs_at.n;
         v_set := ARRAY(SELECT unnest(v_walks[(v_start + i) % array_length(v_walks, 1) + 1 : (v_start + i) % array_length(v_walks, 1) + 1]));
-        SELECT coalesce(array_agg(p.outbox_id ORDER BY p.outbox_id), '{}')
-          INTO v_ids
-        FROM (
+        -- The run's outbox row stays the run: running on this worker, under the run's lease (its
+        -- timeout), in place (HOT: no indexed column changes). By key, never a join to picked:
+        -- the plan is kept for the session, and one made while the statistics said the outbox
+        -- was empty (VACUUM after a drain) walked the whole outbox once per row taken (a pull
+        -- bench stalled a minute per claim on it).
+        RETURN QUERY
+        WITH picked AS (
             SELECT o.outbox_id
             FROM cronbox.outbox o
             WHERE o.bucket = ANY (v_set) AND o.kind = 'run' AND o.queue = claim_runs_at.queue
@@ -76,15 +79,8 @@ BEGIN
             ORDER BY o.available_at
             LIMIT claim_runs_at.n - v_taken
             FOR UPDATE SKIP LOCKED
-        ) p;
-        CONTINUE WHEN cardinality(v_ids) = 0;
-        -- The run's outbox row stays the run: running on this worker, under the run's lease (its
-        -- timeout), in place (HOT: no indexed column changes). By key, never a join to the walk:
-        -- the plan is kept for the session, and one made while the statistics said the outbox
-        -- was empty (VACUUM after a drain) walked the whole outbox once per row taken (a pull
-        -- bench stalled a minute per claim on it).
-        RETURN QUERY
-        WITH started AS (
+        ),
+        started AS (
             UPDATE cronbox.outbox o SET
                 state = 'running', delivered_at = p_now, started_at = p_now,
                 worker = claim_runs_at.worker,
@@ -92,10 +88,11 @@ BEGIN
                 run_lease_until = ((p_now AT TIME ZONE 'UTC') + o.timeout) AT TIME ZONE 'UTC',
                 lease_until = NULL,
                 lease_owner = NULL
-            WHERE o.bucket = ANY (v_set) AND o.outbox_id = ANY (v_ids)
+            WHERE o.bucket = ANY (v_set) AND o.outbox_id = ANY (ARRAY(SELECT picked.outbox_id FROM picked))
             RETURNING o.outbox_id, o.run_lease_until, o.message, o.job_name, o.queue, o.payload, o.fire_at, o.attempt
         ),
-        built AS (
+        -- built once per run (not inlined into each of the five columns that read it)
+        built AS MATERIALIZED (
             SELECT s.outbox_id AS run_id, s.run_lease_until AS lease_until,
                    coalesce(s.message, cronbox.run_message(s.outbox_id, s.job_name, s.queue, s.payload,
                                                            s.fire_at, s.attempt)) AS message
