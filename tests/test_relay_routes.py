@@ -137,3 +137,21 @@ def test_a_settled_batch_counts_each_row_once_by_queue_sink_and_outcome():
     assert value("cronbox_delivery_latency_seconds_count", sink="http") - lat_before == 3
     assert value("cronbox_delivery_latency_seconds_sum", sink="http") - sum_before == 3.5
     assert value("cronbox_send_duration_seconds_count", sink="http") - send_before == 1
+
+
+def test_a_report_names_its_rows_bucket_only_when_they_share_one():
+    """The settling calls get the bucket of a batch whose rows share one (the claim returns each
+    row's), and none (every bucket) for rows of several or rows without one."""
+    from relay.sinks import Report, Row
+
+    def row(i: int, bucket: int | None) -> Row:
+        return Row(i, "q", f"k{i}", "{}", None, 0.0, bucket=bucket)
+
+    same = [row(1, 5), row(2, 5)]
+    assert Report(same).bucket == 5
+    assert Report([row(1, 0)]).bucket == 0  # plain PostgreSQL's one bucket is named too
+    assert Report([*same, row(3, 7)]).bucket is None
+    assert Report([row(1, None)]).bucket is None and Report().bucket is None
+    grown = Report(same)
+    grown.of([*same, row(3, 7)])  # a departure's rows grew with a later claim
+    assert grown.bucket is None
