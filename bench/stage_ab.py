@@ -129,9 +129,10 @@ def main(argv: list[str] | None = None) -> int:
         # both (one by its defaults) would be ambiguous.
         names = sorted({m.lower() for text in files.values()
                         for m in re.findall(r"CREATE OR REPLACE FUNCTION cronbox\.(\w+)\(", text)})
-        for (proc,) in conns["old"].execute(
-                "SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc p"
-                " WHERE p.pronamespace = 'cronbox'::regnamespace AND p.proname = ANY (%s)", (names,)).fetchall():
+        procs = conns["old"].execute(
+            "SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc p"
+            " WHERE p.pronamespace = 'cronbox'::regnamespace AND p.proname = ANY (%s)", (names,)).fetchall() if names else []
+        for (proc,) in procs:
             conns["old"].execute(f"DROP FUNCTION {proc}")
         for text in files.values():
             conns["old"].execute(text)
