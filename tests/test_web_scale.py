@@ -82,8 +82,8 @@ def test_the_tally_reads_finished_pending_runs_by_key_whatever_the_statistics_sa
     job_id = job(conn, "busy", queue="q-busy")
     conn.execute("SELECT cronbox.ensure_run_partitions(1)")
     # seen unfinished (in flight) by a tally, the day's statistics taken then; then they finish
-    conn.execute("INSERT INTO cronbox.run_tally_pending (run_id, job_id) "
-                 "SELECT cronbox.run_id_at(now() - interval '1 hour') + g, %s FROM generate_series(1, 40000) g",
+    conn.execute("INSERT INTO cronbox.run_tally_pending (run_id, job_id, queue) "
+                 "SELECT cronbox.run_id_at(now() - interval '1 hour') + g, %s, 'q-busy' FROM generate_series(1, 40000) g",
                  (job_id,))
     conn.execute("ANALYZE cronbox.run")
     conn.execute("ANALYZE cronbox.run_tally_pending")
@@ -98,7 +98,7 @@ def test_the_tally_reads_finished_pending_runs_by_key_whatever_the_statistics_sa
     assert seq == []
     # each probe of the burst's partition names its index's first column: a partition analysed
     # while it held no live row costs every index the same, and a probe by run_id planned on
-    # (job_id, run_id) scans that whole index per run (PostgreSQL 15). (Another day's partition
+    # (job_id, run_id) or (queue, run_id) scans that whole index per run (PostgreSQL 15). (Another day's partition
     # that is still empty, today's in the hour after midnight, may take any index: no run is
     # probed there.)
     burst = conn.execute("SELECT c.relname FROM cronbox.run r JOIN pg_class c ON c.oid = r.tableoid "
@@ -134,8 +134,8 @@ def test_a_tally_looks_at_a_batch_of_the_runs_in_flight_in_turn_however_many_the
         SELECT %(base)s + g, %(base)s + g, 'q-flight', 'run', %(job)s, 'in-flight', now(), 'running', now(), now(),
                now() + interval '5 minutes', 1, 'schedule'
         FROM generate_series(1, 2500) g""", {"base": base, "job": job_id})
-    conn.execute("INSERT INTO cronbox.run_tally_pending (run_id, job_id) SELECT %s + g, %s FROM generate_series(1, 2500) g",
-                 (base, job_id))
+    conn.execute("INSERT INTO cronbox.run_tally_pending (run_id, job_id, queue) "
+                 "SELECT %s + g, %s, 'q-flight' FROM generate_series(1, 2500) g", (base, job_id))
     # every fifth of them finishes
     end_quietly(conn, [base + g for g in range(5, 2501, 5)], "succeeded")
     plans = plans_of(conn, TALLY, (1000,), analyze=True)

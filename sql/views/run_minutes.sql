@@ -18,7 +18,7 @@ FROM (
     UNION ALL
     SELECT date_trunc('minute', r.finished_at), r.queue,
            (r.state = 'succeeded')::integer, (r.state <> 'succeeded')::integer
-    FROM cronbox.run_tally_pending p JOIN cronbox.run r ON r.run_id = p.run_id AND r.job_id = p.job_id
+    FROM cronbox.run_tally_pending p JOIN cronbox.run r ON r.run_id = p.run_id AND r.job_id = p.job_id AND r.queue = p.queue
     WHERE r.state IN ('succeeded', 'failed', 'lost') AND r.finished_at IS NOT NULL
 ) x
 GROUP BY x.minute, x.queue;

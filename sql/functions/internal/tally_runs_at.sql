@@ -57,22 +57,23 @@ BEGIN
         DELETE FROM cronbox.run_tally_pending p
         WHERE p.run_id = ANY (v_pending)
           AND NOT EXISTS (SELECT 1 FROM still WHERE still.run_id = p.run_id)
-        RETURNING p.run_id, p.job_id
+        RETURNING p.run_id, p.job_id, p.queue
     )
     INSERT INTO cronbox.run_minute AS m (minute, queue, owner, succeeded, failed)
     SELECT c.minute, c.queue, coalesce(j.owner, ''), sum(c.succeeded), sum(c.failed)
     FROM (SELECT date_trunc('minute', r.finished_at) AS minute, r.queue, r.job_id,
                  count(*) FILTER (WHERE r.state = 'succeeded') AS succeeded,
                  count(*) FILTER (WHERE r.state <> 'succeeded') AS failed
-          -- A probe per run by both of its keys, whatever the statistics say: a hash join
-          -- chosen for a large estimate read every run partition (all of history), and a
-          -- partition analysed while it held no live row costs every index the same, so a
-          -- probe by run_id alone could be planned on run_job_history_idx (job_id, run_id):
-          -- a scan of that whole index per run (migration 0400).
+          -- A probe per run naming the first column of every index holding run_id, whatever
+          -- the statistics say: a hash join chosen for a large estimate read every run
+          -- partition (all of history), and a partition analysed while it held no live row
+          -- costs every index the same, so a probe by run_id alone could be planned on
+          -- run_job_history_idx (job_id, run_id) or run_queue_history_idx (queue, run_id):
+          -- a scan of a whole index per run (migrations 0400, 0420).
           FROM done d
           CROSS JOIN LATERAL (
               SELECT r.finished_at, r.queue, r.job_id, r.state FROM cronbox.run r
-              WHERE r.run_id = d.run_id AND r.job_id = d.job_id
+              WHERE r.run_id = d.run_id AND r.job_id = d.job_id AND r.queue = d.queue
                 AND r.state IN ('succeeded', 'failed', 'lost') AND r.finished_at IS NOT NULL
               LIMIT 1) r
           GROUP BY 1, 2, 3) c
@@ -100,10 +101,10 @@ BEGIN
             -- written only when it is final is not in history yet. One range of the outbox's
             -- primary key (cronbox.unfinished_runs(), a function not inlined, read every run
             -- in flight and filtered them: 1.4 s a call with 300,000 in flight).
-            INSERT INTO cronbox.run_tally_pending (run_id, job_id)
-            SELECT f.run_id, f.job_id FROM fresh f WHERE f.state IN ('dispatched', 'delivered', 'running')
+            INSERT INTO cronbox.run_tally_pending (run_id, job_id, queue)
+            SELECT f.run_id, f.job_id, f.queue FROM fresh f WHERE f.state IN ('dispatched', 'delivered', 'running')
             UNION
-            SELECT o.outbox_id, o.job_id FROM cronbox.outbox o
+            SELECT o.outbox_id, o.job_id, o.queue FROM cronbox.outbox o
             WHERE o.kind = 'run' AND o.outbox_id >= v_from AND o.outbox_id < v_to
             ON CONFLICT DO NOTHING
         )
