@@ -38,13 +38,11 @@ DECLARE
     v_fin cronbox.finished_run[];
     v_result_of jsonb;
     v_error_of jsonb;
-    v_done bigint[];
     v_late bigint[];
     v_missing bigint[];       -- ids not in flight: read from history (late, never ran, unknown)
     v_ids bigint[];
     v_states text[];
     v_verdicts text[];
-    v_updated bigint[];
     v_woken integer := 0;
     v_n integer;
     v_paused_ids bigint[];
@@ -177,13 +175,7 @@ BEGIN
     FROM found f
     WHERE (SELECT count(*) FROM locked) >= 0;
 
-    -- 2. The runs: those in flight (their outbox rows, read under the jobs' locks: every
-    --    finisher of a run holds its job's lock, so only start_run, heartbeat, claims and acks
-    --    can change a row meanwhile, and the final DELETE re-checks what they could change:
-    --    for 'lost', the lease still expired). The reports (result, error) are looked up by
-    --    run id (the first report of an id wins). The ids not in flight are read from history
-    --    in a statement of its own, run only then: a late report (the run is final), a fire
-    --    that never ran, or an unknown id.
+    -- 2. The reports (result, error), looked up by run id (the first report of an id wins).
     IF cardinality(p_run_ids) = 1 THEN
         v_result_of := CASE WHEN p_results[1] IS NOT NULL THEN jsonb_build_object(p_run_ids[1]::text, p_results[1]) END;
         v_error_of := CASE WHEN p_errors[1] IS NOT NULL THEN jsonb_build_object(p_run_ids[1]::text, p_errors[1]) END;
@@ -198,79 +190,29 @@ BEGIN
               WHERE u.id IS NOT NULL
               ORDER BY u.id, u.ord) x;
     END IF;
+    -- 2b. The runs that end here, in one statement under the jobs' locks (every finisher of a
+    -- run holds its job's lock, so only start_run, heartbeat, claims and acks can have changed a
+    -- row since step 1; docs/architecture.md, "History written once"): each outbox row deleted (for 'lost', only while its lease is still expired: a heartbeat may
+    -- have renewed it since the reaper looked) and its history row inserted final, so a crash
+    -- leaves the run either in flight or finished, never neither nor both. Rows by key; the
+    -- INSERT routes each row to its partition (the day of its run id) without naming the others
+    -- in its plan. What the steps below need is read from the deleted rows themselves.
     IF v_jobs IS NOT NULL THEN
-        WITH inflight AS MATERIALIZED (
-            SELECT o.outbox_id AS run_id, o.job_id, o.job_name, o.queue, o.attempt, o.fire_at, o.payload,
-                   o.state, o.cancel_requested, o.run_lease_until
-            FROM cronbox.outbox o
-            WHERE o.outbox_id = ANY (p_run_ids) AND o.kind = 'run'
-        ),
-        classified AS (
-            SELECT l.*, v_error_of ->> l.run_id::text AS error,
-                   CASE WHEN p_outcome = 'lost' AND NOT (l.state IN ('delivered', 'running')
-                                                         AND l.run_lease_until < p_now)
-                        THEN 'ignored' ELSE 'finished' END AS verdict,
-                   CASE WHEN p_outcome = 'succeeded' THEN 'succeeded'
-                        WHEN l.cancel_requested THEN 'cancelled'
-                        ELSE p_outcome END AS new_state
-            FROM inflight l
-        )
-        SELECT array_agg(ROW(c.run_id, c.job_id, c.job_name, c.queue, c.new_state, c.attempt,
-                             c.fire_at, c.payload, c.error,
-                             p_outcome IN ('failed', 'lost') AND NOT c.cancel_requested
-                                 AND (p_outcome = 'lost' OR p_retryable))::cronbox.finished_run
-                         ORDER BY c.run_id)
-                   FILTER (WHERE c.verdict = 'finished'),
-               array_agg(c.run_id ORDER BY c.run_id) FILTER (WHERE c.verdict = 'finished'),
-               array_agg(c.run_id),
-               array_agg(CASE WHEN c.verdict = 'finished' THEN c.new_state ELSE c.state END),
-               array_agg(c.verdict),
-               -- whether step 5 has slots to free (its locks are taken there, in their order)
-               (SELECT EXISTS (SELECT 1 FROM cronbox.queue_limit q
-                               WHERE q.queue = ANY (ARRAY(SELECT DISTINCT l.queue FROM inflight l))))
-          INTO v_fin, v_done, v_ids, v_states, v_verdicts, v_limited
-        FROM classified c;
-    END IF;
-    IF cardinality(v_ids) IS DISTINCT FROM cardinality(p_run_ids) THEN
-        v_missing := ARRAY(SELECT DISTINCT u.id FROM unnest(p_run_ids) AS u(id)
-                           WHERE NOT (u.id = ANY (coalesce(v_ids, '{}'))) ORDER BY u.id);
-        IF cardinality(v_missing) > 0 THEN
-            -- By key, the bounds as values: one partition for one run.
-            SELECT coalesce(v_ids, '{}') || array_agg(r.run_id),
-                   coalesce(v_states, '{}') || array_agg(r.state),
-                   coalesce(v_verdicts, '{}') || array_agg(
-                       CASE WHEN r.state IN ('succeeded', 'failed', 'lost', 'cancelled') THEN
-                                CASE WHEN p_outcome IN ('succeeded', 'failed') THEN 'late' ELSE 'ignored' END
-                            ELSE 'not_reportable' END),
-                   array_agg(r.run_id ORDER BY r.run_id)
-                       FILTER (WHERE r.state IN ('succeeded', 'failed', 'lost', 'cancelled')
-                                 AND p_outcome IN ('succeeded', 'failed'))
-              INTO v_ids, v_states, v_verdicts, v_late
-            FROM cronbox.run r
-            WHERE r.run_id = ANY (v_missing) AND r.run_id BETWEEN v_missing[1] AND v_missing[cardinality(v_missing)];
-        END IF;
-    END IF;
-
-    -- The runs that end here: each outbox row deleted and its history row inserted final, in
-    -- one statement (docs/architecture.md, "History written once"): a crash leaves the run
-    -- either in flight or finished, never neither nor both. Rows by key; the INSERT routes each
-    -- row to its partition (the day of its run id) without naming the others in its plan.
-    IF v_done IS NOT NULL THEN
         WITH gone AS (
             DELETE FROM cronbox.outbox o
-            WHERE o.outbox_id = ANY (v_done) AND o.kind = 'run'
+            WHERE o.outbox_id = ANY (p_run_ids) AND o.kind = 'run'
               AND (p_outcome <> 'lost' OR (o.state IN ('delivered', 'running') AND o.run_lease_until < p_now))
-            RETURNING o.*
+            RETURNING o.*,
+                      CASE WHEN p_outcome = 'succeeded' THEN 'succeeded'
+                           WHEN o.cancel_requested THEN 'cancelled'
+                           ELSE p_outcome END AS new_state
         ),
         finished AS (
             INSERT INTO cronbox.run AS h (run_id, job_id, job_name, queue, fire_at, due_at, state, attempt,
                                      origin, retry_of, payload, priority, dispatched_at, delivered_at,
                                      started_at, finished_at, lease_until, worker, cancel_requested,
                                      result, error, needs, bucket)
-            SELECT g.outbox_id, g.job_id, g.job_name, g.queue, g.fire_at, g.due_at,
-                   CASE WHEN p_outcome = 'succeeded' THEN 'succeeded'
-                        WHEN g.cancel_requested THEN 'cancelled'
-                        ELSE p_outcome END,
+            SELECT g.outbox_id, g.job_id, g.job_name, g.queue, g.fire_at, g.due_at, g.new_state,
                    g.attempt, g.origin, g.retry_of, g.payload, g.priority, g.dispatched_at,
                    -- a report straight from dispatched (the relay's ack with the worker's answer,
                    -- or a worker faster than the ack) was delivered by then; a run started
@@ -285,21 +227,53 @@ BEGIN
                                  THEN 'cancelled' END),
                    g.needs, g.bucket
             FROM gone g
-            RETURNING h.run_id, h.needs
         )
         -- needs: given back below exactly once, by the transition that ended the run
-        SELECT array_agg(f.run_id), array_agg(f.needs) FILTER (WHERE f.needs IS NOT NULL)
-          INTO v_updated, v_needs
-        FROM finished f;
-        IF cardinality(v_updated) IS DISTINCT FROM cardinality(v_done) THEN
-            -- Changed since read (a heartbeat renewed an expiring lease): not finished here.
-            v_fin := ARRAY(SELECT f FROM unnest(v_fin) f WHERE f.run_id = ANY (coalesce(v_updated, '{}')));
-            v_verdicts := ARRAY(SELECT CASE WHEN x.verdict = 'finished' AND NOT (x.id = ANY (coalesce(v_updated, '{}')))
-                                            THEN 'ignored' ELSE x.verdict END
-                                FROM unnest(v_ids, v_verdicts) WITH ORDINALITY AS x(id, verdict, n) ORDER BY x.n);
-            IF cardinality(v_fin) = 0 THEN
-                v_fin := NULL;
-            END IF;
+        SELECT array_agg(ROW(g.outbox_id, g.job_id, g.job_name, g.queue, g.new_state, g.attempt,
+                             g.fire_at, g.payload, v_error_of ->> g.outbox_id::text,
+                             p_outcome IN ('failed', 'lost') AND NOT g.cancel_requested
+                                 AND (p_outcome = 'lost' OR p_retryable))::cronbox.finished_run
+                         ORDER BY g.outbox_id),
+               array_agg(g.outbox_id ORDER BY g.outbox_id),
+               array_agg(g.new_state ORDER BY g.outbox_id),
+               array_agg('finished'::text),
+               array_agg(g.needs) FILTER (WHERE g.needs IS NOT NULL),
+               -- whether step 5 has slots to free (its locks are taken there, in their order)
+               (SELECT EXISTS (SELECT 1 FROM cronbox.queue_limit q
+                               WHERE q.queue = ANY (ARRAY(SELECT DISTINCT x.queue FROM gone x))))
+          INTO v_fin, v_ids, v_states, v_verdicts, v_needs, v_limited
+        FROM gone g;
+    END IF;
+    -- The ids not ended here: only then read again. For 'lost', a run still in flight (its lease
+    -- renewed, or never leased) is ignored; the others are read from history in a statement
+    -- of their own: a late report (the run is final), a fire that never ran, or an unknown id.
+    IF cardinality(v_ids) IS DISTINCT FROM cardinality(p_run_ids) THEN
+        v_missing := ARRAY(SELECT DISTINCT u.id FROM unnest(p_run_ids) AS u(id)
+                           WHERE NOT (u.id = ANY (coalesce(v_ids, '{}'))) ORDER BY u.id);
+        IF p_outcome = 'lost' AND cardinality(v_missing) > 0 THEN
+            SELECT coalesce(v_ids, '{}') || array_agg(o.outbox_id),
+                   coalesce(v_states, '{}') || array_agg(o.state),
+                   coalesce(v_verdicts, '{}') || array_agg('ignored'::text)
+              INTO v_ids, v_states, v_verdicts
+            FROM cronbox.outbox o
+            WHERE o.outbox_id = ANY (v_missing) AND o.kind = 'run';
+            v_missing := ARRAY(SELECT u.id FROM unnest(v_missing) AS u(id)
+                               WHERE NOT (u.id = ANY (coalesce(v_ids, '{}'))) ORDER BY u.id);
+        END IF;
+        IF cardinality(v_missing) > 0 THEN
+            -- By key, the bounds as values: one partition for one run.
+            SELECT coalesce(v_ids, '{}') || array_agg(r.run_id),
+                   coalesce(v_states, '{}') || array_agg(r.state),
+                   coalesce(v_verdicts, '{}') || array_agg(
+                       CASE WHEN r.state IN ('succeeded', 'failed', 'lost', 'cancelled') THEN
+                                CASE WHEN p_outcome IN ('succeeded', 'failed') THEN 'late' ELSE 'ignored' END
+                            ELSE 'not_reportable' END),
+                   array_agg(r.run_id ORDER BY r.run_id)
+                       FILTER (WHERE r.state IN ('succeeded', 'failed', 'lost', 'cancelled')
+                                 AND p_outcome IN ('succeeded', 'failed'))
+              INTO v_ids, v_states, v_verdicts, v_late
+            FROM cronbox.run r
+            WHERE r.run_id = ANY (v_missing) AND r.run_id BETWEEN v_missing[1] AND v_missing[cardinality(v_missing)];
         END IF;
     END IF;
     IF v_late IS NOT NULL THEN
