@@ -6,6 +6,7 @@ DROP FUNCTION IF EXISTS cronbox.ack_outbox(text,bigint[],jsonb,timestamp with ti
 DROP FUNCTION IF EXISTS cronbox.ack_outbox(text,bigint[],jsonb);
 DROP FUNCTION IF EXISTS cronbox.ack_outbox_at(text,bigint[],jsonb,timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.add_dependency(text,text,interval,interval,timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.bucket_walks(regclass);
 DROP FUNCTION IF EXISTS cronbox.cancel(bigint,timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.claim_outbox(text, integer, interval, text[], text[], timestamptz);
 DROP FUNCTION IF EXISTS cronbox.claim_outbox(text,integer,interval,text[],text[],timestamp with time zone,interval);

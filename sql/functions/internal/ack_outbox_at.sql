@@ -52,10 +52,6 @@ DECLARE
     v_retryable boolean[];
     v_max_result integer;
 BEGIN
-    IF p_bucket < 0 THEN  -- before any write: buckets are 0 or more (docs/sql.md, bounds)
-        RAISE EXCEPTION 'p_bucket: must be NULL or a bucket (0 or more), got %', p_bucket
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
     -- The worker's answers, by outbox id (no join: a join's row estimates through a DELETE
     -- ... RETURNING and a JSON function are guesses, and a nested loop over them is quadratic).
     IF p_outcomes IS NOT NULL THEN
@@ -78,7 +74,7 @@ BEGIN
         WHERE oc ->> 'outbox_id' IS NOT NULL AND oc ->> 'state' IN ('succeeded', 'failed');
     END IF;
 
-    v_walks := CASE WHEN p_bucket IS NULL THEN cronbox.bucket_walks('cronbox.outbox') ELSE ARRAY[ARRAY[p_bucket]] END;
+    v_walks := cronbox.bucket_walks('cronbox.outbox', p_bucket);
     FOR i IN 1 .. array_length(v_walks, 1) LOOP
         v_set := ARRAY(SELECT unnest(v_walks[i:i]));
         -- The rows still leased to p_owner (a lease that ran out and was taken by another relay

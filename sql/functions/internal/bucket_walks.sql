@@ -1,4 +1,4 @@
--- cronbox.bucket_walks(p_table): how a walk over every bucket of a hot table goes, one statement
+-- cronbox.bucket_walks(p_table, p_bucket): how a walk over every bucket of a hot table goes, one statement
 -- per row of the 2-D result, each statement filtering `bucket = ANY (that row)`. On a table
 -- Citus distributes by bucket (a shard per bucket), one row per bucket, in bucket-index order:
 -- each statement is one task on one shard. Anywhere else one row with every bucket: one
@@ -6,12 +6,22 @@
 -- migrated with --citus whose hot tables are still the coordinator's own: the B bucket values,
 -- 0 among them, as every bucket value is the smallest non-negative integer hashing into its
 -- shard), so no walk over an index that does not lead with the bucket is repeated per bucket.
-CREATE OR REPLACE FUNCTION cronbox.bucket_walks(p_table regclass) RETURNS integer[]
+-- p_bucket: a caller's bucket; when given, the one set {{p_bucket}} (a negative one is refused
+-- with 22023 naming it: buckets are 0 or more, docs/sql.md), so every per-bucket function
+-- checks and walks the same way.
+CREATE OR REPLACE FUNCTION cronbox.bucket_walks(p_table regclass, p_bucket integer DEFAULT NULL) RETURNS integer[]
 LANGUAGE plpgsql STABLE
 SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    IF p_bucket < 0 THEN
+        RAISE EXCEPTION 'p_bucket: must be NULL or a bucket (0 or more), got %', p_bucket
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+    IF p_bucket IS NOT NULL THEN
+        RETURN ARRAY[ARRAY[p_bucket]];
+    END IF;
     IF to_regclass('cronbox.bucket') IS NULL THEN
         RETURN ARRAY[ARRAY[0]];
     END IF;
@@ -22,8 +32,8 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION cronbox.bucket_walks(regclass) IS
-'Internal: the bucket sets a walk over every bucket of p_table visits, one statement each (2-D, a row per set): one bucket per row where Citus distributes the table by bucket, one row of every bucket elsewhere ({{0}} on plain PostgreSQL).';
+COMMENT ON FUNCTION cronbox.bucket_walks(regclass, integer) IS
+'Internal: the bucket sets a walk over every bucket of p_table visits, one statement each (2-D, a row per set): one bucket per row where Citus distributes the table by bucket, one row of every bucket elsewhere ({{0}} on plain PostgreSQL); {{p_bucket}} when a bucket is given (negative: 22023).';
 
-ALTER FUNCTION cronbox.bucket_walks(regclass) OWNER TO cronbox_owner;
-REVOKE ALL ON FUNCTION cronbox.bucket_walks(regclass) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
+ALTER FUNCTION cronbox.bucket_walks(regclass, integer) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.bucket_walks(regclass, integer) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

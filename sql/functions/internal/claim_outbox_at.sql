@@ -55,15 +55,11 @@ DECLARE
     v_n integer;
     v_ids bigint[];
 BEGIN
-    IF p_bucket < 0 THEN  -- before any write: buckets are 0 or more (docs/sql.md, bounds)
-        RAISE EXCEPTION 'p_bucket: must be NULL or a bucket (0 or more), got %', p_bucket
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
     -- One bucket per statement where the outbox is distributed by bucket (on Citus, one shard:
     -- docs/citus.md): p_bucket, or every bucket in turn from a random one until p_limit rows
     -- are taken; where it is not (plain PostgreSQL, one bucket), every bucket in one statement,
     -- as before (cronbox.bucket_walks).
-    v_walks := CASE WHEN p_bucket IS NULL THEN cronbox.bucket_walks('cronbox.outbox') ELSE ARRAY[ARRAY[p_bucket]] END;
+    v_walks := cronbox.bucket_walks('cronbox.outbox', p_bucket);
     v_start := floor(random() * array_length(v_walks, 1))::integer;
     FOR i IN 0 .. array_length(v_walks, 1) - 1 LOOP
         EXIT WHEN v_taken >= p_limit;

@@ -57,10 +57,6 @@ BEGIN
         RAISE EXCEPTION 'p_errors: expected one error per id (%), got %', cardinality(p_ids), cardinality(p_errors)
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_bucket < 0 THEN
-        RAISE EXCEPTION 'p_bucket: must be NULL or a bucket (0 or more), got %', p_bucket
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
 
     -- The report of each row, by outbox id (unnest pads the shorter optional arrays with NULL
     -- = retryable, no Retry-After). The rows are reached by key and their reports looked up
@@ -76,7 +72,7 @@ BEGIN
     FROM unnest(p_ids, p_errors, p_retryable, p_retry_after) AS f(outbox_id, error, retryable, retry_after)
     WHERE f.outbox_id IS NOT NULL;
 
-    v_walks := CASE WHEN p_bucket IS NULL THEN cronbox.bucket_walks('cronbox.outbox') ELSE ARRAY[ARRAY[p_bucket]] END;
+    v_walks := cronbox.bucket_walks('cronbox.outbox', p_bucket);
     FOR i IN 1 .. array_length(v_walks, 1) LOOP
         v_set := ARRAY(SELECT unnest(v_walks[i:i]));
         -- The rows still leased to p_owner: retried, or given up (not retryable, or out of attempts).

@@ -28,11 +28,7 @@ DECLARE
     v_n integer;
     v_released integer := 0;
 BEGIN
-    IF p_bucket < 0 THEN
-        RAISE EXCEPTION 'p_bucket: must be NULL or a bucket (0 or more), got %', p_bucket
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
-    v_walks := CASE WHEN p_bucket IS NULL THEN cronbox.bucket_walks('cronbox.outbox') ELSE ARRAY[ARRAY[p_bucket]] END;
+    v_walks := cronbox.bucket_walks('cronbox.outbox', p_bucket);
     FOR i IN 1 .. array_length(v_walks, 1) LOOP
         v_set := ARRAY(SELECT unnest(v_walks[i:i]));
         IF p_ids IS NULL THEN

@@ -27,13 +27,9 @@ BEGIN
         RAISE EXCEPTION 'p_lease: must be the relay''s lease, positive and at most 1 day, got %', p_lease
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    IF p_bucket < 0 THEN
-        RAISE EXCEPTION 'p_bucket: must be NULL or a bucket (0 or more), got %', p_bucket
-            USING ERRCODE = 'invalid_parameter_value';
-    END IF;
     -- Only the rows of bucket p_bucket, one shard where Citus distributes the outbox (NULL:
     -- every bucket, cronbox.bucket_walks; plain PostgreSQL has one, 0).
-    v_walks := CASE WHEN p_bucket IS NULL THEN cronbox.bucket_walks('cronbox.outbox') ELSE ARRAY[ARRAY[p_bucket]] END;
+    v_walks := cronbox.bucket_walks('cronbox.outbox', p_bucket);
     FOR i IN 1 .. array_length(v_walks, 1) LOOP
         v_set := ARRAY(SELECT unnest(v_walks[i:i]));
         UPDATE cronbox.outbox o SET
