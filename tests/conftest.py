@@ -125,6 +125,13 @@ class CitusServer(Server):
         return with_db(self.admin_dsn, name)
 
     def drop_db(self, name: str) -> None:
+        # closed to new connections on every node first: a Citus maintenance daemon connecting
+        # again between DROP DATABASE's end of the other sessions and its check failed the drop
+        # ("is being accessed by other users")
+        for dsn in self.node_dsns:
+            with db.connect(dsn) as conn:
+                if conn.execute("SELECT 1 FROM pg_catalog.pg_database WHERE datname = %s", (name,)).fetchone():
+                    conn.execute(sql.SQL("ALTER DATABASE {} ALLOW_CONNECTIONS false").format(sql.Identifier(name)))
         for dsn in reversed(self.node_dsns):
             with db.connect(dsn) as conn:
                 conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
