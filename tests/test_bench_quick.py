@@ -186,7 +186,6 @@ def test_scale_quick_saturates_and_times_dispatch_at_each_future_size(benches):
     assert r["ok"] == (not r["problems"])
 
 
-@pytest.mark.slow
 def test_soak_quick_samples_rate_table_sizes_and_rss_every_interval(benches):
     rc, r = benches["soak"].result()
     assert rc == 0, r
@@ -200,7 +199,6 @@ def test_soak_quick_samples_rate_table_sizes_and_rss_every_interval(benches):
     assert "throughput_steady" in r["verdicts"] and "cronbox.outbox_bounded" in r["verdicts"]
 
 
-@pytest.mark.slow
 def test_sqlcost_quick_reports_each_stages_time_wal_rows_and_index_entries(benches):
     rc, r = benches["sqlcost"].result()
     assert rc == 0, r
@@ -248,7 +246,6 @@ def test_sqlcost_quick_reports_each_stages_time_wal_rows_and_index_entries(bench
         assert rep["total"]["btree_entries_per_run"] >= 3  # run pkey, outbox pkey, outbox claim index
 
 
-@pytest.mark.slow
 def test_rawlimit_quick_repeats_the_raw_pipeline_and_checks_for_stalls(benches):
     rc, r = benches["rawlimit"].result()
     assert r["complete"] is True and r["reps"] == 2 and len(r["runs_per_s"]) == 2
@@ -257,7 +254,6 @@ def test_rawlimit_quick_repeats_the_raw_pipeline_and_checks_for_stalls(benches):
     assert (rc == 0) == (not r["stalled_repetitions"])
 
 
-@pytest.mark.slow
 def test_peers_quick_runs_pgqueuer_and_cronbox_on_one_cluster_and_reports_ratios(benches):
     if "peers" not in benches:
         pytest.skip("PgQueuer is not installed (pip install -e '.[bench]')")
@@ -279,7 +275,6 @@ def test_peers_quick_runs_pgqueuer_and_cronbox_on_one_cluster_and_reports_ratios
     assert r["median_cpu_us_per_job"]["cronbox_push"]["total"] == rep["cronbox_push"]["cpu_us_per_job"]["total"]
 
 
-@pytest.mark.slow
 def test_worker_kit_quick_drains_with_both_workers_and_reports_the_ratio(benches):
     rc, r = benches["worker_kit"].result()
     assert rc == 0, r
@@ -291,7 +286,6 @@ def test_worker_kit_quick_drains_with_both_workers_and_reports_the_ratio(benches
     assert r["kit_over_hand"]["median"] == pytest.approx(rep["kit"]["runs_per_s"] / rep["hand"]["runs_per_s"], abs=0.001)
 
 
-@pytest.mark.slow
 def test_ahead_ab_quick_dispatches_every_job_once_per_version(benches):
     rc, r = benches["ahead_ab"].result()
     assert rc == 0, r
@@ -299,7 +293,6 @@ def test_ahead_ab_quick_dispatches_every_job_once_per_version(benches):
     assert all(x["call_ms_median"] > 0 and x["runs_per_s"] > 0 for x in r["rounds"])
 
 
-@pytest.mark.slow
 def test_stage_ab_quick_runs_every_stage_of_both_versions(benches):
     rc, r = benches["stage_ab"].result()
     assert rc == 0, r
@@ -310,7 +303,6 @@ def test_stage_ab_quick_runs_every_stage_of_both_versions(benches):
         assert set(r["cpu_us_per_run"][version]) == {"dispatch", "claim_runs", "complete", "total"}
 
 
-@pytest.mark.slow
 def test_web_quick_serves_every_list_page_at_its_size(benches):
     rc, r = benches["web"].result()
     assert rc == 0, r
@@ -332,7 +324,6 @@ def test_web_bench_refuses_to_report_when_its_setup_did_not_hold(fresh_dsn):
     assert "setup did not hold, nothing measured: schedules: asked 2,000, the database holds 0" in out.stderr
 
 
-@pytest.mark.slow
 def test_report_cpu_quick_measures_single_reports_in_both_databases(benches):
     rc, r = benches["report_cpu"].result()
     assert rc == 0, r
