@@ -56,12 +56,41 @@ def test_no_security_definer_function_lacks_a_pinned_search_path(conn):
         WHERE p.pronamespace = 'cronbox'::regnamespace AND p.prosecdef
           AND NOT coalesce('search_path=pg_catalog, pg_temp' = ANY (p.proconfig), false)""").fetchall()
     assert rows == []
-    # ... and none runs as a role that row-level security would not hold for
+    # ... and none runs as a role that row-level security would not hold for; the report
+    # functions run as cronbox_runner, which its own policy lets through (they apply the owner
+    # rule themselves: tests/test_runs_owner_rule.py), and no other function does
     owners = conn.execute("""
         SELECT DISTINCT r.rolname, r.rolsuper OR r.rolbypassrls
         FROM pg_catalog.pg_proc p JOIN pg_catalog.pg_roles r ON r.oid = p.proowner
-        WHERE p.pronamespace = 'cronbox'::regnamespace AND p.prosecdef""").fetchall()
-    assert owners == [("cronbox_owner", False)]
+        WHERE p.pronamespace = 'cronbox'::regnamespace AND p.prosecdef ORDER BY 1""").fetchall()
+    assert owners == [("cronbox_owner", False), ("cronbox_runner", False)]
+    runner = {r[0] for r in conn.execute("""
+        SELECT proname FROM pg_catalog.pg_proc
+        WHERE pronamespace = 'cronbox'::regnamespace AND proowner = 'cronbox_runner'::regrole""")}
+    assert runner == {"complete_run", "complete_runs", "fail_run", "fail_runs",
+                      "complete_run_at", "complete_runs_at", "fail_run_at", "fail_runs_at"}
+
+
+def test_the_runner_is_let_through_by_every_table_under_row_security_and_by_nothing_else(conn):
+    """Each table under row security has the runner's USING (true) policy (a table without it
+    would start its policies' plans in every report again), and the runner is no login, no
+    superuser, not BYPASSRLS, and not the tables' owner (FORCEd row security holds for it)."""
+    missing = conn.execute("""
+        SELECT c.oid::regclass::text FROM pg_catalog.pg_class c
+        WHERE c.relnamespace = 'cronbox'::regnamespace AND c.relkind IN ('r', 'p') AND c.relrowsecurity
+          AND NOT c.relispartition
+          AND NOT EXISTS (SELECT 1 FROM pg_catalog.pg_policy p WHERE p.polrelid = c.oid AND p.polpermissive
+                          AND p.polroles = ARRAY['cronbox_runner'::regrole::oid] AND p.polcmd = '*'
+                          AND pg_catalog.pg_get_expr(p.polqual, p.polrelid) = 'true'
+                          AND pg_catalog.pg_get_expr(p.polwithcheck, p.polrelid) = 'true')""").fetchall()
+    assert missing == []
+    assert conn.execute("""SELECT rolcanlogin, rolsuper, rolbypassrls FROM pg_catalog.pg_roles
+                           WHERE rolname = 'cronbox_runner'""").fetchone() == (False, False, False)
+    assert not conn.execute("""SELECT count(*) FROM pg_catalog.pg_policy p
+                               WHERE p.polroles @> ARRAY['cronbox_runner'::regrole::oid]
+                                 AND pg_catalog.pg_get_expr(p.polqual, p.polrelid) <> 'true'""").fetchone()[0]
+    for role in ROLES:
+        assert not conn.execute("SELECT pg_has_role(%s, 'cronbox_runner', 'MEMBER')", (role,)).fetchone()[0], role
 
 
 def test_the_write_functions_are_security_definer(conn):

@@ -27,7 +27,7 @@ BEGIN
             cronbox.max_result_bytes(), octet_length(complete_run_at.result::text) USING ERRCODE = 'invalid_parameter_value';
     END IF;
     SELECT f.state, f.verdict INTO v_state, v_verdict
-    FROM cronbox.finish_runs(ARRAY[complete_run_at.run_id], 'succeeded',
+    FROM cronbox.finish_visible_runs(ARRAY[complete_run_at.run_id], 'succeeded',
                              ARRAY[complete_run_at.result], NULL, true, p_now) f;
     IF v_verdict = 'not_found' THEN
         RAISE EXCEPTION 'run_id: no run %', complete_run_at.run_id USING ERRCODE = 'no_data_found';
@@ -42,5 +42,5 @@ $$;
 COMMENT ON FUNCTION cronbox.complete_run_at(bigint, jsonb, timestamp with time zone) IS
 'Internal (no cronbox role may execute it): the body of cronbox.complete_run(bigint, jsonb) with the time as p_now; tests use it to fix the clock. Worker: marks a run succeeded with an optional result. A late report for a run already final (e.g. lost and retried) is recorded in late_report and never overwrites it. Returns the run''s state.';
 
-ALTER FUNCTION cronbox.complete_run_at(bigint, jsonb, timestamp with time zone) OWNER TO cronbox_owner;
+ALTER FUNCTION cronbox.complete_run_at(bigint, jsonb, timestamp with time zone) OWNER TO cronbox_runner;
 REVOKE ALL ON FUNCTION cronbox.complete_run_at(bigint, jsonb, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

@@ -25,12 +25,12 @@ BEGIN
     END IF;
     RETURN QUERY
     SELECT f.run_id, f.state, f.verdict
-    FROM cronbox.finish_runs(complete_runs_at.run_ids, 'succeeded', complete_runs_at.results, NULL, true, p_now) f;
+    FROM cronbox.finish_visible_runs(complete_runs_at.run_ids, 'succeeded', complete_runs_at.results, NULL, true, p_now) f;
 END
 $$;
 
 COMMENT ON FUNCTION cronbox.complete_runs_at(bigint[], jsonb[], timestamp with time zone) IS
 'Internal (no cronbox role may execute it): the body of cronbox.complete_runs(bigint[], jsonb[]) with the time as p_now; tests use it to fix the clock. Worker/relay: marks a batch of runs succeeded (results parallel to run_ids) in one set-based call. Returns per run its state and verdict (finished, late, not_reportable, not_found).';
 
-ALTER FUNCTION cronbox.complete_runs_at(bigint[], jsonb[], timestamp with time zone) OWNER TO cronbox_owner;
+ALTER FUNCTION cronbox.complete_runs_at(bigint[], jsonb[], timestamp with time zone) OWNER TO cronbox_runner;
 REVOKE ALL ON FUNCTION cronbox.complete_runs_at(bigint[], jsonb[], timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

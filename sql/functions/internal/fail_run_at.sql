@@ -27,7 +27,7 @@ BEGIN
         RAISE EXCEPTION 'retryable: must be true or false' USING ERRCODE = 'null_value_not_allowed';
     END IF;
     SELECT f.state, f.verdict INTO v_state, v_verdict
-    FROM cronbox.finish_runs(ARRAY[fail_run_at.run_id], 'failed', NULL,
+    FROM cronbox.finish_visible_runs(ARRAY[fail_run_at.run_id], 'failed', NULL,
                              ARRAY[coalesce(fail_run_at.error, 'failed (no error text)')],
                              fail_run_at.retryable, p_now) f;
     IF v_verdict = 'not_found' THEN
@@ -43,5 +43,5 @@ $$;
 COMMENT ON FUNCTION cronbox.fail_run_at(bigint, text, boolean, timestamp with time zone) IS
 'Internal (no cronbox role may execute it): the body of cronbox.fail_run(bigint, text, boolean) with the time as p_now; tests use it to fix the clock. Worker: marks a run failed with an error text; retried (as a new attempt) while attempts remain unless retryable => false, then the job''s on_error applies. A late report for a final run is recorded in late_report only. Returns the run''s state.';
 
-ALTER FUNCTION cronbox.fail_run_at(bigint, text, boolean, timestamp with time zone) OWNER TO cronbox_owner;
+ALTER FUNCTION cronbox.fail_run_at(bigint, text, boolean, timestamp with time zone) OWNER TO cronbox_runner;
 REVOKE ALL ON FUNCTION cronbox.fail_run_at(bigint, text, boolean, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

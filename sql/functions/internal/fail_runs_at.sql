@@ -30,7 +30,7 @@ BEGIN
     END IF;
     RETURN QUERY
     SELECT f.run_id, f.state, f.verdict
-    FROM cronbox.finish_runs(fail_runs_at.run_ids, 'failed', NULL, fail_runs_at.errors,
+    FROM cronbox.finish_visible_runs(fail_runs_at.run_ids, 'failed', NULL, fail_runs_at.errors,
                              fail_runs_at.retryable, p_now) f;
 END
 $$;
@@ -38,5 +38,5 @@ $$;
 COMMENT ON FUNCTION cronbox.fail_runs_at(bigint[], text[], boolean, timestamp with time zone) IS
 'Internal (no cronbox role may execute it): the body of cronbox.fail_runs(bigint[], text[], boolean) with the time as p_now; tests use it to fix the clock. Worker/relay: marks a batch of runs failed (errors parallel to run_ids), with retries and on_error as fail_run. Returns per run its state and verdict.';
 
-ALTER FUNCTION cronbox.fail_runs_at(bigint[], text[], boolean, timestamp with time zone) OWNER TO cronbox_owner;
+ALTER FUNCTION cronbox.fail_runs_at(bigint[], text[], boolean, timestamp with time zone) OWNER TO cronbox_runner;
 REVOKE ALL ON FUNCTION cronbox.fail_runs_at(bigint[], text[], boolean, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

@@ -23,6 +23,6 @@ $$;
 COMMENT ON FUNCTION cronbox.complete_run(bigint, jsonb) IS
 'Worker: marks a run succeeded with an optional result. A late report for a run already final (e.g. lost and retried) is recorded in late_report and never overwrites it. Returns the run''s state.';
 
-ALTER FUNCTION cronbox.complete_run(bigint, jsonb) OWNER TO cronbox_owner;
+ALTER FUNCTION cronbox.complete_run(bigint, jsonb) OWNER TO cronbox_runner;
 REVOKE ALL ON FUNCTION cronbox.complete_run(bigint, jsonb) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
 GRANT EXECUTE ON FUNCTION cronbox.complete_run(bigint, jsonb) TO cronbox_worker;

@@ -20,6 +20,6 @@ $$;
 COMMENT ON FUNCTION cronbox.complete_runs(bigint[], jsonb[]) IS
 'Worker/relay: marks a batch of runs succeeded (results parallel to run_ids) in one set-based call. Returns per run its state and verdict (finished, late, not_reportable, not_found).';
 
-ALTER FUNCTION cronbox.complete_runs(bigint[], jsonb[]) OWNER TO cronbox_owner;
+ALTER FUNCTION cronbox.complete_runs(bigint[], jsonb[]) OWNER TO cronbox_runner;
 REVOKE ALL ON FUNCTION cronbox.complete_runs(bigint[], jsonb[]) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
 GRANT EXECUTE ON FUNCTION cronbox.complete_runs(bigint[], jsonb[]) TO cronbox_worker;

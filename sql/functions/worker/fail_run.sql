@@ -24,6 +24,6 @@ $$;
 COMMENT ON FUNCTION cronbox.fail_run(bigint, text, boolean) IS
 'Worker: marks a run failed with an error text; retried (as a new attempt) while attempts remain unless retryable => false, then the job''s on_error applies. A late report for a final run is recorded in late_report only. Returns the run''s state.';
 
-ALTER FUNCTION cronbox.fail_run(bigint, text, boolean) OWNER TO cronbox_owner;
+ALTER FUNCTION cronbox.fail_run(bigint, text, boolean) OWNER TO cronbox_runner;
 REVOKE ALL ON FUNCTION cronbox.fail_run(bigint, text, boolean) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
 GRANT EXECUTE ON FUNCTION cronbox.fail_run(bigint, text, boolean) TO cronbox_worker;

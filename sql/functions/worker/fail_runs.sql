@@ -20,6 +20,6 @@ $$;
 COMMENT ON FUNCTION cronbox.fail_runs(bigint[], text[], boolean) IS
 'Worker/relay: marks a batch of runs failed (errors parallel to run_ids), with retries and on_error as fail_run. Returns per run its state and verdict.';
 
-ALTER FUNCTION cronbox.fail_runs(bigint[], text[], boolean) OWNER TO cronbox_owner;
+ALTER FUNCTION cronbox.fail_runs(bigint[], text[], boolean) OWNER TO cronbox_runner;
 REVOKE ALL ON FUNCTION cronbox.fail_runs(bigint[], text[], boolean) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
 GRANT EXECUTE ON FUNCTION cronbox.fail_runs(bigint[], text[], boolean) TO cronbox_worker;
