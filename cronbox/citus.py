@@ -44,6 +44,8 @@ REFERENCE_TABLES = ("time_zone", "queue_grant")
 # table's copies on the worker nodes over connections made as the current user, which inside
 # such a function is this NOLOGIN role: it must be allowed to log in there (only there).
 OWNER_ROLE = "cronbox_owner"
+# The role the report functions run as (migration 0440): the same holds for it.
+RUNNER_ROLE = "cronbox_runner"
 
 # The bucket count: a power of two (a run id has 10 bits for the bucket index), 32 unless
 # `--buckets` says otherwise when the buckets are made; it never changes afterwards.
@@ -129,13 +131,14 @@ def reference_tables(conn: psycopg.Connection) -> set[str]:
 
 
 def owner_logs_in_on_workers(conn: psycopg.Connection) -> None:
-    """Let the owner role log in on every worker node (not on the coordinator), each node's own
+    """Let the owner role and the report functions' role log in on every worker node (not on the coordinator), each node's own
     ALTER ROLE: Citus would otherwise propagate it to every node, the coordinator included, and
     a node added later gets the coordinator's NOLOGIN with the other roles (run `cronbox migrate
     --citus` again after citus_add_node). Who may connect as it stays the workers' pg_hba.conf's
     (docs/citus.md, "Set up")."""
-    on_each_worker(conn, f"let {OWNER_ROLE} log in on the worker nodes",
-                   f"SET citus.enable_alter_role_propagation TO off; ALTER ROLE {OWNER_ROLE} LOGIN")
+    for role in (OWNER_ROLE, RUNNER_ROLE):
+        on_each_worker(conn, f"let {role} log in on the worker nodes",
+                       f"SET citus.enable_alter_role_propagation TO off; ALTER ROLE {role} LOGIN")
 
 
 def on_each_worker(conn: psycopg.Connection, what: str, command: str) -> None:
