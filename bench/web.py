@@ -105,13 +105,14 @@ def fill_history(conn: psycopg.Connection, *, runs: int, hours: float, jobs: lis
         conn.execute("""
             WITH t AS (SELECT now() - make_interval(secs => %(span)s / 1000.0) AS t0)
             INSERT INTO cronbox.run (run_id, job_id, job_name, queue, fire_at, due_at, state, attempt, origin,
-                                     dispatched_at, delivered_at, started_at, finished_at, worker, error)
+                                     dispatched_at, delivered_at, started_at, finished_at, worker, error, trouble)
             SELECT cronbox.run_id_at(x.at) + (g.i %% 1024), b.job_id, b.name, b.queue, x.at, x.at, s.state, 1,
                    'schedule', x.at, x.at, x.at,
                    CASE WHEN s.state IN ('skipped', 'missed') THEN x.at
                         ELSE x.at + make_interval(secs => 0.05 + (hashint4(g.i::int) & 4095) / 400.0) END,
                    CASE WHEN s.state NOT IN ('skipped', 'missed') THEN 'worker-' || (g.i %% 8) END,
-                   CASE WHEN s.state = 'failed' THEN 'HTTP 500: upstream timed out after 30 s' END
+                   CASE WHEN s.state = 'failed' THEN 'HTTP 500: upstream timed out after 30 s' END,
+                   cronbox.run_trouble(s.state)
             FROM generate_series(%(first)s::bigint, %(last)s::bigint) AS g(i) CROSS JOIN t
             CROSS JOIN LATERAL (SELECT t.t0 + make_interval(secs => g.i * (%(span)s::float8 / %(n)s) / 1000.0) AS at) x
             CROSS JOIN LATERAL (SELECT CASE WHEN h < 920 THEN 'succeeded' WHEN h < 960 THEN 'failed'

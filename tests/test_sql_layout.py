@@ -205,3 +205,17 @@ def test_the_functions_without_a_pinned_search_path_are_those_the_operations_gui
     words = ("zero one two three four five six seven eight nine ten eleven twelve").split()
     assert f" {words[len(unpinned)]} internal" in paragraph, (sorted(unpinned), paragraph)
     assert all(f"`{name}`" in paragraph for name in unpinned), (sorted(unpinned), paragraph)
+
+
+def test_every_insert_into_history_writes_its_trouble_column():
+    """`cronbox.run.trouble` is a plain column (migration 0441): each statement that inserts a
+    history row writes it with cronbox.run_trouble(state), so the console's trouble index sees
+    every failed, lost, cancelled, skipped and missed run."""
+    import re
+    inserts = []
+    for path in sorted(sql_root().joinpath("functions").rglob("*.sql")):
+        for m in re.finditer(r"INSERT INTO cronbox\.run\b(?! *\.)(?:\s+AS\s+\w+)?\s*\(([^)]*)\)", path.read_text()):
+            inserts.append((path.name, m.group(1)))
+    assert len(inserts) >= 5
+    missing = [name for name, columns in inserts if not re.search(r"\btrouble\b", columns)]
+    assert missing == []

@@ -309,11 +309,9 @@ BEGIN
     new_run AS (
         INSERT INTO cronbox.run (run_id, job_id, job_name, queue, fire_at, due_at, state, attempt,
                                  origin, retry_of, payload, priority, dispatched_at,
-                                 finished_at, error, missed_fires, missed_last_at, needs, bucket)
+                                 finished_at, error, missed_fires, missed_last_at, needs, bucket, trouble)
         SELECT fire.run_id, fire.job_id, fire.name, fire.queue, fire.fire_at, fire.due_at,
-               CASE fire.act WHEN 'fail_dependency' THEN 'failed'
-                             WHEN 'fail_unavailable' THEN 'failed'
-                             WHEN 'miss' THEN 'missed' ELSE 'skipped' END,
+               s.state,
                fire.attempt, fire.origin, fire.retry_of, fire.message_payload, fire.priority,
                NULL, p_now,
                CASE fire.act
@@ -332,8 +330,11 @@ BEGIN
                END,
                CASE WHEN fire.act = 'miss' THEN 1 END,
                CASE WHEN fire.act = 'miss' THEN fire.fire_at END,
-               NULL, fire.bucket
+               NULL, fire.bucket, cronbox.run_trouble(s.state)
         FROM fire
+        CROSS JOIN LATERAL (SELECT CASE fire.act WHEN 'fail_dependency' THEN 'failed'
+                                                 WHEN 'fail_unavailable' THEN 'failed'
+                                                 WHEN 'miss' THEN 'missed' ELSE 'skipped' END AS state) s
         WHERE fire.act <> 'run'
     ),
     new_message AS (

@@ -108,13 +108,13 @@ BEGIN
                 INSERT INTO cronbox.run (run_id, job_id, job_name, queue, fire_at, due_at, state, attempt,
                                          origin, retry_of, payload, priority, dispatched_at, delivered_at,
                                          started_at, finished_at, lease_until, worker, cancel_requested,
-                                         result, error, needs, bucket)
+                                         result, error, needs, bucket, trouble)
                 SELECT g.outbox_id, g.job_id, g.job_name, g.queue, g.fire_at, g.due_at, g.state, g.attempt,
                        g.origin, g.retry_of, g.payload, g.priority, g.dispatched_at,
                        coalesce(g.delivered_at, g.started_at, p_now), g.started_at, p_now, NULL, g.worker,
                        g.cancel_requested, p_results[1],
                        CASE WHEN g.state = 'cancelled' THEN coalesce(p_errors[1], 'cancelled') END,
-                       NULL, g.bucket
+                       NULL, g.bucket, cronbox.run_trouble(g.state)
                 FROM gone g
             ),
             change AS (
@@ -211,7 +211,7 @@ BEGIN
             INSERT INTO cronbox.run AS h (run_id, job_id, job_name, queue, fire_at, due_at, state, attempt,
                                      origin, retry_of, payload, priority, dispatched_at, delivered_at,
                                      started_at, finished_at, lease_until, worker, cancel_requested,
-                                     result, error, needs, bucket)
+                                     result, error, needs, bucket, trouble)
             SELECT g.outbox_id, g.job_id, g.job_name, g.queue, g.fire_at, g.due_at, g.new_state,
                    g.attempt, g.origin, g.retry_of, g.payload, g.priority, g.dispatched_at,
                    -- a report straight from dispatched (the relay's ack with the worker's answer,
@@ -225,7 +225,7 @@ BEGIN
                             CASE WHEN p_outcome = 'cancelled'
                                       OR (p_outcome <> 'succeeded' AND g.cancel_requested)
                                  THEN 'cancelled' END),
-                   g.needs, g.bucket
+                   g.needs, g.bucket, cronbox.run_trouble(g.new_state)
             FROM gone g
         )
         -- needs: given back below exactly once, by the transition that ended the run

@@ -56,12 +56,12 @@ BEGIN
         END IF;
         IF v_run IS NULL THEN
             INSERT INTO cronbox.run (run_id, job_id, job_name, queue, fire_at, due_at, state,
-                                     priority, finished_at, error, missed_fires, missed_last_at, bucket)
+                                     priority, finished_at, error, missed_fires, missed_last_at, bucket, trouble)
             SELECT cronbox.new_run_id(), j.job_id, j.name, j.queue, v_s.first_at, v_s.first_at, 'skipped',
                    j.priority, p_now,
                    format('excluded by calendar %s: %s fire%s from %s to %s not run', quote_literal(v_s.cal),
                           v_s.n, CASE WHEN v_s.n = 1 THEN '' ELSE 's' END, v_s.first_at, v_s.last_at),
-                   v_s.n, v_s.last_at, j.bucket
+                   v_s.n, v_s.last_at, j.bucket, cronbox.run_trouble('skipped')
             FROM cronbox.job j WHERE j.job_id = v_s.job_id
             RETURNING run_id INTO v_run;
         END IF;

@@ -95,14 +95,14 @@ BEGIN
     v_futures := coalesce(cardinality(v_stored), 0);
 
     INSERT INTO cronbox.run (run_id, job_id, job_name, queue, fire_at, due_at, state,
-                             priority, finished_at, error, missed_fires, missed_last_at, bucket)
+                             priority, finished_at, error, missed_fires, missed_last_at, bucket, trouble)
     SELECT cronbox.new_run_id(), f.job_id, j.name, j.queue, f.fire_at, f.fire_at,
            'missed', j.priority, p_now,
            format('missed: %s%s fire%s from %s to %s dropped by catch-up policy %s',
                   CASE WHEN f.exact IS false THEN 'at least ' ELSE '' END, coalesce(f.n, 1),
                   CASE WHEN coalesce(f.n, 1) = 1 THEN '' ELSE 's' END,
                   f.fire_at, coalesce(f.last, f.fire_at), j.catchup),
-           coalesce(f.n, 1), coalesce(f.last, f.fire_at), j.bucket
+           coalesce(f.n, 1), coalesce(f.last, f.fire_at), j.bucket, cronbox.run_trouble('missed')
     FROM unnest(p_fire_job, p_fire_at, p_missed, p_gap_last, p_gap_count, p_gap_exact)
          AS f(job_id, fire_at, missed, last, n, exact)
     CROSS JOIN LATERAL (SELECT j.name, j.queue, j.priority, j.catchup, j.bucket FROM cronbox.job j
