@@ -12,16 +12,24 @@ less with the load than the elapsed time does (cache and frequency effects remai
 
     python -m bench.report_cpu --base HEAD~1
     python -m bench.report_cpu --base 7070da5 --rounds 6 -n 2000
+
+When the migrations differ from `--base`, the second database is migrated by that revision's
+own sql/ tree instead (its migrations, functions and grants, extracted with `git archive`):
+tables and functions both as they were.
 """
 
 from __future__ import annotations
 
 import argparse
+import io
+import subprocess
 import statistics
+import tarfile
+import tempfile
 from pathlib import Path
 
-from bench.common import CLK_TCK, Database, base_report, emit, log, parse_args
-from bench.stage_ab import load, old_files
+from bench.common import CLK_TCK, REPO, Database, base_report, emit, log, parse_args
+from bench.stage_ab import git, load, old_files
 from cronbox import db
 from cronbox.migrate import migrate
 
@@ -71,17 +79,25 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(p, argv)
     args.runs = args.runs or (200 if args.quick else 2000)
     args.rounds = args.rounds or (2 if args.quick else 4)
-    old = sorted(old_files(args.base).items())
-    with Database(args, "report-cpu") as database:
+    same_tables = not git("diff", "--name-only", args.base, "--", "sql/migrations").strip()
+    old = sorted(old_files(args.base).items()) if same_tables else []
+    with Database(args, "report-cpu") as database, tempfile.TemporaryDirectory() as tree:
         out = base_report("report_cpu", args, database, argv)
         with db.connect(database.dsn) as conn:
             conn.execute("CREATE DATABASE base")
         base_dsn = database.dsn.replace("/bench", "/base")
-        migrate(base_dsn)
-        with db.connect(base_dsn) as conn:
-            for _, text in old:
-                conn.execute(text)
-        log(f"base {args.base}: {len(old)} function files as they were: {', '.join(n for n, _ in old)}")
+        if same_tables:
+            migrate(base_dsn)
+            with db.connect(base_dsn) as conn:
+                for _, text in old:
+                    conn.execute(text)
+            log(f"base {args.base}: {len(old)} function files as they were: {', '.join(n for n, _ in old)}")
+        else:
+            archive = subprocess.run(["git", "archive", args.base, "sql"], cwd=REPO, capture_output=True, check=True)
+            with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+                tar.extractall(tree)
+            migrate(base_dsn, Path(tree) / "sql")
+            log(f"base {args.base}: migrated by its own sql/ (the migrations differ)")
         cpu: dict[str, list[float]] = {"this": [], "base": []}
         for rnd in range(args.rounds):
             order = [("this", database.dsn), ("base", base_dsn)]

@@ -26,9 +26,15 @@ BEGIN
         RAISE EXCEPTION 'result: must be at most % bytes as JSON text (cronbox.max_result_bytes), got %',
             cronbox.max_result_bytes(), octet_length(complete_run_at.result::text) USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    SELECT f.state, f.verdict INTO v_state, v_verdict
-    FROM cronbox.finish_visible_runs(ARRAY[complete_run_at.run_id], 'succeeded',
-                             ARRAY[complete_run_at.result], NULL, true, p_now) f;
+    -- the owner rule (cronbox.caller_hidden_runs: NULL for every worker, at once): another
+    -- owner's run is an unknown run to a limited caller
+    IF cronbox.caller_hidden_runs(ARRAY[complete_run_at.run_id]) <> '{}' THEN
+        v_verdict := 'not_found';
+    ELSE
+        SELECT f.state, f.verdict INTO v_state, v_verdict
+        FROM cronbox.finish_runs(ARRAY[complete_run_at.run_id], 'succeeded',
+                                 ARRAY[complete_run_at.result], NULL, true, p_now) f;
+    END IF;
     IF v_verdict = 'not_found' THEN
         RAISE EXCEPTION 'run_id: no run %', complete_run_at.run_id USING ERRCODE = 'no_data_found';
     ELSIF v_verdict = 'not_reportable' THEN

@@ -26,10 +26,16 @@ BEGIN
     IF fail_run_at.retryable IS NULL THEN
         RAISE EXCEPTION 'retryable: must be true or false' USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    SELECT f.state, f.verdict INTO v_state, v_verdict
-    FROM cronbox.finish_visible_runs(ARRAY[fail_run_at.run_id], 'failed', NULL,
-                             ARRAY[coalesce(fail_run_at.error, 'failed (no error text)')],
-                             fail_run_at.retryable, p_now) f;
+    -- the owner rule (cronbox.caller_hidden_runs: NULL for every worker, at once): another
+    -- owner's run is an unknown run to a limited caller
+    IF cronbox.caller_hidden_runs(ARRAY[fail_run_at.run_id]) <> '{}' THEN
+        v_verdict := 'not_found';
+    ELSE
+        SELECT f.state, f.verdict INTO v_state, v_verdict
+        FROM cronbox.finish_runs(ARRAY[fail_run_at.run_id], 'failed', NULL,
+                                 ARRAY[coalesce(fail_run_at.error, 'failed (no error text)')],
+                                 fail_run_at.retryable, p_now) f;
+    END IF;
     IF v_verdict = 'not_found' THEN
         RAISE EXCEPTION 'run_id: no run %', fail_run_at.run_id USING ERRCODE = 'no_data_found';
     ELSIF v_verdict = 'not_reportable' THEN

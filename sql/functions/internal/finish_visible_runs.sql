@@ -1,6 +1,6 @@
 -- cronbox.finish_visible_runs(run_ids, outcome, results, errors, retryable, p_now):
--- cronbox.finish_runs for the report functions that run as cronbox_runner (complete_run(s),
--- fail_run(s)), with the owner rule the row-security policies no longer apply to them: the
+-- cronbox.finish_runs for the batch report functions that run as cronbox_runner
+-- (complete_runs, fail_runs; complete_run and fail_run check their one run themselves), with the owner rule the row-security policies no longer apply to them: the
 -- runs the caller may not see (cronbox.caller_hidden_runs) are answered 'not_found' and left
 -- alone, the others are finished; rows in the order of run_ids. For every cronbox_worker and
 -- cronbox_process member (nothing hidden) it is finish_runs, one call.
