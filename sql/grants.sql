@@ -25,7 +25,7 @@ DECLARE
 BEGIN
     -- 1. One owner for everything, so SECURITY DEFINER functions and views run as a role that
     --    is neither superuser nor BYPASSRLS: row-level security (FORCEd) holds inside them.
-    --    The report functions (complete_run(s), fail_run(s), their bodies) run as
+    --    The report functions (complete_run(s), fail_run(s), start_run, heartbeat, their bodies) run as
     --    cronbox_runner, which a policy of its own lets through: they apply the owner rule
     --    themselves (docs/architecture.md, "Row security on the report path").
     IF (SELECT n.nspowner::regrole::text FROM pg_catalog.pg_namespace n WHERE n.nspname = 'cronbox')

@@ -67,8 +67,9 @@ def test_no_security_definer_function_lacks_a_pinned_search_path(conn):
     runner = {r[0] for r in conn.execute("""
         SELECT proname FROM pg_catalog.pg_proc
         WHERE pronamespace = 'cronbox'::regnamespace AND proowner = 'cronbox_runner'::regrole""")}
-    assert runner == {"complete_run", "complete_runs", "fail_run", "fail_runs",
-                      "complete_run_at", "complete_runs_at", "fail_run_at", "fail_runs_at"}
+    assert runner == {"complete_run", "complete_runs", "fail_run", "fail_runs", "start_run", "heartbeat",
+                      "complete_run_at", "complete_runs_at", "fail_run_at", "fail_runs_at", "start_run_at",
+                      "heartbeat_at"}
 
 
 def test_the_runner_is_let_through_by_every_table_under_row_security_and_by_nothing_else(conn):

@@ -1,4 +1,5 @@
-"""The owner rule on the report path: complete_run, complete_runs, fail_run and fail_runs run as
+"""The owner rule on the report path: complete_run, complete_runs, fail_run, fail_runs, start_run
+and heartbeat run as
 cronbox_runner, a role the row-security policies let through (docs/architecture.md, "Row
 security on the report path"), and apply the rule themselves. Every cronbox_worker and
 cronbox_process member reports on every run, as before; a caller limited to its own schedules
@@ -22,6 +23,8 @@ from .roles import logins  # noqa: F401  (fixture)
 WRAPPERS = {
     "complete_one": ("run bigint", "text", "SELECT cronbox.complete_run(run)"),
     "fail_one": ("run bigint", "text", "SELECT cronbox.fail_run(run, 'boom', false)"),
+    "start_one": ("run bigint", "timestamptz", "SELECT cronbox.start_run(run, 'w1')"),
+    "beat_one": ("run bigint", "text", "SELECT cronbox.heartbeat(run, 'w1')"),
     "complete_many": ("runs bigint[]", "TABLE (run_id bigint, state text, verdict text)",
                       "SELECT * FROM cronbox.complete_runs(runs)"),
     "fail_many": ("runs bigint[]", "TABLE (run_id bigint, state text, verdict text)",
@@ -66,12 +69,15 @@ def lent(fresh_dsn, logins):  # noqa: F811
 def test_a_limited_caller_reports_its_own_runs_and_no_other_owners(fresh_dsn, logins, lent):  # noqa: F811
     mine, theirs = lent["alice"], lent["bob"]
     with logins.connect(fresh_dsn, "alice") as alice:
-        for fn, run in (("complete_one", theirs[0]), ("fail_one", theirs[1]),
-                        ("complete_one", theirs[-1]), ("fail_one", theirs[-1])):  # in flight, then final
+        for fn, run in (("complete_one", theirs[0]), ("fail_one", theirs[1]), ("start_one", theirs[2]),
+                        ("beat_one", theirs[3]), ("complete_one", theirs[-1]), ("fail_one", theirs[-1]),
+                        ("start_one", theirs[-1]), ("beat_one", theirs[-1])):  # in flight, then final
             with pytest.raises(psycopg.errors.NoDataFound) as err:
                 alice.execute(f"SELECT lend.{fn}(%s)", (run,))
             assert err.value.diag.message_primary == f"run_id: no run {run}"
             alice.rollback()
+        assert alice.execute("SELECT lend.start_one(%s)", (mine[0],)).fetchone()[0] is not None
+        assert alice.execute("SELECT lend.beat_one(%s)", (mine[0],)).fetchone()[0] == "continue"
         assert alice.execute("SELECT lend.complete_one(%s)", (mine[0],)).fetchone()[0] == "succeeded"
         assert alice.execute("SELECT lend.fail_one(%s)", (mine[1],)).fetchone()[0] == "failed"
         # a batch: another owner's runs are not_found, in place; the caller's own are finished

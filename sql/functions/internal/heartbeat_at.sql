@@ -24,6 +24,11 @@ BEGIN
         RAISE EXCEPTION 'run_id: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
     PERFORM cronbox.assert_worker(heartbeat_at.worker);
+    -- the owner rule (cronbox.caller_hidden_runs: NULL for every worker, at once): another
+    -- owner's run is an unknown run to a limited caller
+    IF cronbox.caller_hidden_runs(ARRAY[heartbeat_at.run_id]) <> '{}' THEN
+        RAISE EXCEPTION 'run_id: no run %', heartbeat_at.run_id USING ERRCODE = 'no_data_found';
+    END IF;
     UPDATE cronbox.outbox o SET
         run_lease_until = p_now + coalesce((SELECT j.timeout FROM cronbox.job j WHERE j.job_id = o.job_id),
                                        interval '5 minutes')
@@ -47,5 +52,5 @@ $$;
 COMMENT ON FUNCTION cronbox.heartbeat_at(bigint, text, timestamp with time zone) IS
 'Internal (no cronbox role may execute it): the body of cronbox.heartbeat(bigint, text) with the time as p_now; tests use it to fix the clock. Worker: extends the run''s lease by the job''s timeout and returns ''continue''; returns ''cancel'' when cancellation was requested or the run is no longer this worker''s (lost, finished, superseded). Raises P0002 for an unknown run.';
 
-ALTER FUNCTION cronbox.heartbeat_at(bigint, text, timestamp with time zone) OWNER TO cronbox_owner;
+ALTER FUNCTION cronbox.heartbeat_at(bigint, text, timestamp with time zone) OWNER TO cronbox_runner;
 REVOKE ALL ON FUNCTION cronbox.heartbeat_at(bigint, text, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

@@ -27,6 +27,11 @@ BEGIN
     IF start_run_at.worker IS NULL OR start_run_at.worker = '' THEN
         RAISE EXCEPTION 'worker: must name the worker' USING ERRCODE = 'null_value_not_allowed';
     END IF;
+    -- the owner rule (cronbox.caller_hidden_runs: NULL for every worker, at once): another
+    -- owner's run is an unknown run to a limited caller
+    IF cronbox.caller_hidden_runs(ARRAY[start_run_at.run_id]) <> '{}' THEN
+        RAISE EXCEPTION 'run_id: no run %', start_run_at.run_id USING ERRCODE = 'no_data_found';
+    END IF;
     -- The run in flight is its outbox row (by key); a run not there is final, or unknown.
     SELECT * INTO v_run FROM cronbox.outbox o
     WHERE o.outbox_id = start_run_at.run_id AND o.kind = 'run' FOR UPDATE;
@@ -68,5 +73,5 @@ $$;
 COMMENT ON FUNCTION cronbox.start_run_at(bigint, text, timestamp with time zone) IS
 'Internal (no cronbox role may execute it): the body of cronbox.start_run(bigint, text) with the time as p_now; tests use it to fix the clock. Worker (optional): marks a dispatched or delivered run running on worker and renews its lease (the job''s timeout); returns the deadline. Idempotent for the same worker; raises 55000 for a finished run or one asked to cancel.';
 
-ALTER FUNCTION cronbox.start_run_at(bigint, text, timestamp with time zone) OWNER TO cronbox_owner;
+ALTER FUNCTION cronbox.start_run_at(bigint, text, timestamp with time zone) OWNER TO cronbox_runner;
 REVOKE ALL ON FUNCTION cronbox.start_run_at(bigint, text, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

@@ -21,6 +21,6 @@ $$;
 COMMENT ON FUNCTION cronbox.heartbeat(bigint, text) IS
 'Worker: extends the run''s lease by the job''s timeout and returns ''continue''; returns ''cancel'' when cancellation was requested or the run is no longer this worker''s (lost, finished, superseded). Raises P0002 for an unknown run.';
 
-ALTER FUNCTION cronbox.heartbeat(bigint, text) OWNER TO cronbox_owner;
+ALTER FUNCTION cronbox.heartbeat(bigint, text) OWNER TO cronbox_runner;
 REVOKE ALL ON FUNCTION cronbox.heartbeat(bigint, text) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
 GRANT EXECUTE ON FUNCTION cronbox.heartbeat(bigint, text) TO cronbox_worker;

@@ -20,6 +20,6 @@ $$;
 COMMENT ON FUNCTION cronbox.start_run(bigint, text) IS
 'Worker (optional): marks a dispatched or delivered run running on worker and renews its lease (the job''s timeout); returns the deadline. Idempotent for the same worker; raises 55000 for a finished run or one asked to cancel.';
 
-ALTER FUNCTION cronbox.start_run(bigint, text) OWNER TO cronbox_owner;
+ALTER FUNCTION cronbox.start_run(bigint, text) OWNER TO cronbox_runner;
 REVOKE ALL ON FUNCTION cronbox.start_run(bigint, text) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
 GRANT EXECUTE ON FUNCTION cronbox.start_run(bigint, text) TO cronbox_worker;
