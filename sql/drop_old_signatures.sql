@@ -110,3 +110,12 @@ DROP FUNCTION IF EXISTS cronbox.schedule_at(text, text, interval, timestamp with
 -- release_pool_units gained p_in_use (the recount is made by reconcile_pools).
 DROP FUNCTION IF EXISTS cronbox.release_pool_units(text[], bigint[], timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.sync_schedule_names();
+
+-- dispatch and early dispatch take p_bucket, their shared write and the lanes a bucket set
+-- (they walk bucket by bucket: docs/citus.md).
+DROP FUNCTION IF EXISTS cronbox.dispatch(integer, bigint[], interval);
+DROP FUNCTION IF EXISTS cronbox.dispatch_at(integer, bigint[], interval, timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.dispatch_ahead(integer, interval);
+DROP FUNCTION IF EXISTS cronbox.dispatch_ahead_at(integer, interval, timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.dispatch_locked(bigint[], bigint[], interval, timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.ready_lanes();

@@ -213,3 +213,100 @@ def test_citus_the_pull_claim_takes_a_queue_s_runs_bucket_by_bucket_one_task_eac
                            " AND run_lease_until IS NOT NULL) FROM cronbox.outbox GROUP BY bucket").fetchall()
         assert sorted(got) == sorted((b, 2) for b in mine)
         assert len({r[0] for r in first + rest}) == 6
+
+
+# The jobs, their futures and statistics, as the Citus layer will distribute them: keys with
+# the bucket first, no foreign key between them and the coordinator's local tables (Citus
+# refuses one from a distributed table to a local one), row security by function calls without
+# subqueries (the test runs as a superuser: it does not look at policies), colocated with the
+# buckets; the dependencies and queue limits early dispatch reads as reference tables; the
+# walks planned with their bucket bound (as the claim above).
+DISTRIBUTE_JOBS = """
+SET LOCAL citus.multi_shard_modify_mode TO 'sequential';
+DO $$
+DECLARE
+    c record;
+    v_tables regclass[] := ARRAY['cronbox.job', 'cronbox.job_future', 'cronbox.job_stat',
+                                 'cronbox.job_dependency', 'cronbox.queue_limit']::regclass[];
+BEGIN
+    FOR c IN SELECT conrelid::regclass AS t, conname FROM pg_catalog.pg_constraint
+             WHERE contype = 'f' AND (conrelid = ANY (v_tables) OR confrelid = ANY (v_tables)) LOOP
+        EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I', c.t, c.conname);
+    END LOOP;
+    FOR c IN SELECT conrelid::regclass AS t, conname FROM pg_catalog.pg_constraint
+             WHERE contype IN ('p', 'u') AND conrelid = ANY (v_tables[1:3]) LOOP
+        EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I', c.t, c.conname);
+    END LOOP;
+    FOR c IN SELECT polrelid::regclass AS t, polname FROM pg_catalog.pg_policy WHERE polrelid = ANY (v_tables) LOOP
+        EXECUTE format('DROP POLICY %I ON %s', c.polname, c.t);
+    END LOOP;
+    FOR i IN 1 .. cardinality(v_tables) LOOP
+        EXECUTE format('CREATE POLICY everyone ON %s USING (cronbox.caller_reads_all()) WITH CHECK (true)', v_tables[i]);
+    END LOOP;
+END
+$$;
+ALTER TABLE cronbox.job ADD PRIMARY KEY (bucket, job_id);
+ALTER TABLE cronbox.job ADD UNIQUE (bucket, name);
+ALTER TABLE cronbox.job_future ADD PRIMARY KEY (bucket, future_id);
+ALTER TABLE cronbox.job_future ADD CONSTRAINT job_future_fire_unique UNIQUE (bucket, job_id, fire_at, attempt, origin);
+ALTER TABLE cronbox.job_stat ADD PRIMARY KEY (bucket, job_id);
+SELECT pg_catalog.create_distributed_table('cronbox.job', 'bucket', colocate_with => 'cronbox.bucket_shard');
+SELECT pg_catalog.create_distributed_table('cronbox.job_future', 'bucket', colocate_with => 'cronbox.bucket_shard');
+SELECT pg_catalog.create_distributed_table('cronbox.job_stat', 'bucket', colocate_with => 'cronbox.bucket_shard');
+SELECT pg_catalog.create_reference_table('cronbox.job_dependency');
+SELECT pg_catalog.create_reference_table('cronbox.queue_limit');
+ALTER FUNCTION cronbox.dispatch_at(integer, bigint[], interval, integer, timestamptz)
+    SET plan_cache_mode = force_custom_plan;
+ALTER FUNCTION cronbox.dispatch_ahead_at(integer, interval, integer, timestamptz)
+    SET plan_cache_mode = force_custom_plan;
+ALTER FUNCTION cronbox.ready_lanes(integer[]) SET plan_cache_mode = force_custom_plan;
+"""
+
+
+def test_citus_dispatch_and_early_dispatch_walk_due_futures_bucket_by_bucket_one_task_each(citus_clone):
+    """cronbox.dispatch and cronbox.dispatch_ahead on job futures and job statistics distributed
+    by bucket, every job locked elsewhere (a report or a saturation pass holds it): with a
+    bucket, every statement of their walk (the lanes with due work, the futures walked with
+    their jobs' locks, the next due time) is one task (a statement over several shards fails)
+    and reads only that bucket; without one, they visit the buckets in turn within the batch.
+    The fires are passed over, not lost: early dispatch reports them busy, the futures stay
+    ready, and the next due time is the bucket's own (or the earliest of all)."""
+    with db.connect(citus_clone) as conn, db.connect(citus_clone) as other:
+        # jobs in three buckets, each with a fire due and one due within the next ten minutes
+        names: dict[int, list[str]] = {}
+        for n in range(500):
+            name = f"job{n}"
+            bucket = conn.execute("SELECT cronbox.bucket_of(%s)", (name,)).fetchone()[0]
+            if len(names) < 3 or bucket in names:
+                names.setdefault(bucket, []).append(name)
+            if len(names) == 3 and all(len(v) >= 2 for v in names.values()):
+                break
+        buckets = sorted(names)
+        for i, bucket in enumerate(buckets):
+            for name in names[bucket][:2]:
+                conn.execute("SELECT cronbox.schedule(%s, '0 0 1 1 *', overlap => 'allow')", (name,))
+        conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority, origin, bucket, queue)"
+                     " SELECT j.job_id, t, t, j.priority, 'schedule', j.bucket, j.queue FROM cronbox.job j,"
+                     " unnest(ARRAY[now() - interval '1 minute' - j.job_id * interval '1 second',"
+                     "              now() + interval '5 minutes']) t")
+        conn.execute(DISTRIBUTE_JOBS)
+        due = dict(conn.execute("SELECT bucket, min(due_at) FROM cronbox.job_future GROUP BY bucket").fetchall())
+        assert sorted(due) == buckets
+        other.execute("BEGIN")
+        for bucket in buckets:  # one bucket per statement (as every lock on a distributed table)
+            other.execute("SELECT job_id FROM cronbox.job_stat WHERE bucket = %s FOR NO KEY UPDATE", (bucket,))
+        conn.execute("SET citus.multi_task_query_log_level = error")  # a statement over several shards fails
+
+        dispatch = "SELECT dispatched, skipped, failed, held, next_due FROM cronbox.dispatch(100, p_bucket => %s)"
+        for bucket in buckets:
+            assert conn.execute(dispatch, (bucket,)).fetchone() == (0, 0, 0, 0, due[bucket])
+        assert conn.execute("SELECT dispatched, next_due FROM cronbox.dispatch(100)").fetchone() == (0, min(due.values()))
+        ahead = "SELECT dispatched, busy FROM cronbox.dispatch_ahead(%s, '10 minutes', p_bucket => %s)"
+        assert conn.execute(ahead, (100, buckets[1])).fetchone() == (0, 2)
+        assert conn.execute(ahead, (1, buckets[1])).fetchone() == (0, 1)
+        # every bucket in turn, within the batch
+        assert conn.execute("SELECT dispatched, busy FROM cronbox.dispatch_ahead(3, '10 minutes')").fetchone() == (0, 3)
+        assert conn.execute("SELECT dispatched, busy FROM cronbox.dispatch_ahead(100, '10 minutes')").fetchone() == (0, 6)
+        conn.execute("RESET citus.multi_task_query_log_level")
+        assert conn.execute("SELECT count(*), count(*) FILTER (WHERE hold IS NULL) FROM cronbox.job_future").fetchone() == (12, 12)
+        other.execute("ROLLBACK")

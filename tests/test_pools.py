@@ -205,7 +205,7 @@ def test_jobs_without_needs_ignore_pools_and_never_go_early_with_needs(conn):
     job(conn, "pooled", overlap="allow", needs=Jsonb({"gpu": 1}))
     future(conn, "plain", 10)
     future(conn, "pooled", 10)
-    out = conn.execute("SELECT * FROM cronbox.dispatch_ahead_at(100, '1 minute', %s)", (at(0),)).fetchone()
+    out = conn.execute("SELECT * FROM cronbox.dispatch_ahead_at(100, '1 minute', p_now => %s)", (at(0),)).fetchone()
     assert out[0] == 1 and states(conn, "plain") == ["dispatched"] and states(conn, "pooled") == []
 
 

@@ -93,7 +93,7 @@ def test_due_ahead_counts_ready_fires_per_second_from_now(fresh_dsn):
 def test_a_fire_dispatched_long_ahead_is_not_claimed_by_a_relay_until_its_own_lead(conn):
     job(conn, "far", overlap="allow")
     future(conn, "far", 60)
-    assert conn.execute("SELECT dispatched FROM cronbox.dispatch_ahead_at(100, '1 minute', %s)",
+    assert conn.execute("SELECT dispatched FROM cronbox.dispatch_ahead_at(100, '1 minute', p_now => %s)",
                         (at(5),)).fetchone()[0] == 1
     claim = ("SELECT count(*) FROM cronbox.claim_outbox_at('r1', 100, '30 seconds', p_now => %s, "
              "p_ahead => '500 milliseconds')")
@@ -106,7 +106,7 @@ def test_a_fire_dispatched_long_ahead_is_not_claimed_by_a_relay_until_its_own_le
 def test_a_pause_withdraws_a_fire_dispatched_a_minute_ahead(conn):
     job(conn, "far", overlap="allow")
     future(conn, "far", 60)
-    conn.execute("SELECT dispatched FROM cronbox.dispatch_ahead_at(100, '1 minute', %s)", (at(5),))
+    conn.execute("SELECT dispatched FROM cronbox.dispatch_ahead_at(100, '1 minute', p_now => %s)", (at(5),))
     conn.execute("SELECT cronbox.pause_at('far', p_now => %s)", (at(30),))
     [run] = runs(conn, "far")
     assert run["state"] == "cancelled" and "before its fire time" in run["error"]

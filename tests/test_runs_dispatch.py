@@ -101,6 +101,24 @@ def test_queues_with_due_work_share_a_batch_evenly(conn):
     assert dispatch(conn, 2, limit=30)["dispatched"] == 24
 
 
+def test_dispatch_and_early_dispatch_take_a_bucket_and_refuse_a_negative_one(conn):
+    """p_bucket (a poller's leased bucket, or Citus delegating the call): plain PostgreSQL keeps
+    every job in bucket 0, so bucket 0 is the whole batch and any other bucket is empty; a
+    negative bucket is refused with 22023 naming it, nothing written."""
+    due_burst(conn, "bucketed", 3, queue="b")
+    for call in ("SELECT * FROM cronbox.dispatch(10, p_bucket => -1)",
+                 "SELECT * FROM cronbox.dispatch_ahead(10, '1 minute', p_bucket => -1)"):
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="^p_bucket: must be NULL or a bucket"):
+            with conn.transaction():
+                conn.execute(call)
+    got = conn.execute("SELECT dispatched, next_due FROM cronbox.dispatch_at(10, p_now => %s, p_bucket => 7)",
+                       (at(1),)).fetchone()
+    assert got == (0, None)  # nothing in that bucket, nothing due there
+    assert conn.execute("SELECT dispatched FROM cronbox.dispatch_at(10, p_now => %s, p_bucket => 0)",
+                        (at(1),)).fetchone()[0] == 3
+    assert len(active(conn, "bucketed")) == 3
+
+
 def test_priority_order_holds_within_each_queues_share(conn):
     job(conn, "bulk-low", queue="bulk", priority=9, overlap="allow")
     due_burst(conn, "bulk-high", 50, queue="bulk")

@@ -23,7 +23,7 @@ LEAD = timedelta(seconds=1)
 
 
 def ahead(conn, now: float, lead: timedelta = LEAD, limit: int = 1000) -> int:
-    return conn.execute("SELECT dispatched FROM cronbox.dispatch_ahead_at(%s, %s, %s)",
+    return conn.execute("SELECT dispatched FROM cronbox.dispatch_ahead_at(%s, %s, p_now => %s)",
                         (limit, lead, at(now))).fetchone()[0]
 
 
@@ -200,9 +200,9 @@ def test_an_eligible_fire_whose_job_is_locked_elsewhere_is_reported_busy(fresh_d
         with saturating.transaction():
             # the job's lock as a saturation pass holds it (cronbox.claim_saturation)
             saturating.execute("SELECT cronbox.lock_job_id(job_id) FROM cronbox.job WHERE name = 'tick'")
-            assert poller.execute("SELECT dispatched, busy FROM cronbox.dispatch_ahead_at(10, '1 second', %s)",
+            assert poller.execute("SELECT dispatched, busy FROM cronbox.dispatch_ahead_at(10, '1 second', p_now => %s)",
                                   (at(9.5),)).fetchone() == (0, 1)
-        assert poller.execute("SELECT dispatched, busy FROM cronbox.dispatch_ahead_at(10, '1 second', %s)",
+        assert poller.execute("SELECT dispatched, busy FROM cronbox.dispatch_ahead_at(10, '1 second', p_now => %s)",
                               (at(9.5),)).fetchone() == (1, 0)
 
 

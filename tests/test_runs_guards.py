@@ -343,7 +343,7 @@ def test_a_saturation_pass_planned_while_the_jobs_looked_empty_reads_only_its_jo
 # The poller's dispatch of due fires and early dispatch of fires due within the lead, 100 each.
 DISPATCHES_OF_100 = [
     ("SELECT dispatched FROM cronbox.dispatch_at(100, p_now => %s)", 0),
-    ("SELECT dispatched FROM cronbox.dispatch_ahead_at(100, '10 seconds', %s)", 5),
+    ("SELECT dispatched FROM cronbox.dispatch_ahead_at(100, '10 seconds', p_now => %s)", 5),
 ]
 
 

@@ -22,6 +22,7 @@
 CREATE OR REPLACE FUNCTION cronbox.dispatch_ahead_at(
     p_limit integer,
     p_lead interval,
+    p_bucket integer DEFAULT NULL,
     p_now timestamptz DEFAULT now()
 ) RETURNS TABLE (dispatched integer, busy integer, next_due timestamptz)
 LANGUAGE plpgsql
@@ -41,6 +42,12 @@ DECLARE
     v_lane_prio integer[];
     v_queues integer;       -- queues with fires within the lead
     v_share integer;        -- the most futures one queue takes in this walk
+    v_walks integer[];      -- the bucket sets walked (cronbox.bucket_walks), a statement series each
+    v_set integer[];
+    v_start integer;
+    v_left integer;         -- what the batch has left for this set
+    v_total_dispatched integer := 0;
+    v_total_picked integer := 0;
 BEGIN
     IF p_limit IS NULL OR p_limit < 1 THEN
         RAISE EXCEPTION 'p_limit: must be at least 1, got %', p_limit USING ERRCODE = 'invalid_parameter_value';
@@ -51,118 +58,128 @@ BEGIN
     IF p_lead < interval '0' OR p_lead > interval '1 hour' THEN
         RAISE EXCEPTION 'p_lead: must be between 0 and 1 hour, got %', p_lead USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    -- By bucket, as dispatch (docs/citus.md, "A queue spans buckets"): every statement reads
+    -- and writes one set of buckets (cronbox.bucket_walks): one bucket per set where job_future
+    -- is distributed by bucket, in turn from a random one; elsewhere one set, one pass.
+    v_walks := cronbox.bucket_walks('cronbox.job_future', p_bucket);
+    v_start := CASE WHEN array_length(v_walks, 1) > 1 THEN floor(random() * array_length(v_walks, 1))::integer ELSE 0 END;
+    FOR w IN 0 .. array_length(v_walks, 1) - 1 LOOP
+        EXIT WHEN v_total_picked >= p_limit;
+        v_set := ARRAY(SELECT unnest(v_walks[(v_start + w) % array_length(v_walks, 1) + 1 : (v_start + w) % array_length(v_walks, 1) + 1]));
+        v_left := p_limit - v_total_picked;
 
-    -- 1. Eligible ready futures due within the lead, shared between the queues that have some
-    --    as dispatch shares its batch (docs/architecture.md, "Fair dispatch"): each queue's
-    --    lanes (priority by priority, due order) up to its share, queues in an order drawn afresh
-    --    per call; a second walk gives what queues with fewer fires left to the others. Then
-    --    their jobs' locks, skipping a job busy elsewhere (retried soon). The job's eligibility
-    --    is a scalar sub-SELECT per future, never a join: each walk stays on job_future_lane_idx
-    --    in due order and stops at its share, whatever the row estimates (a join let the planner
-    --    start from cronbox.job and sort every future of a burst inside the lead: ~1 s per call
-    --    for 200,000 of them, bench.scale --burst). The queue and dependency checks are in its
-    --    select list, where a sub-SELECT stays a probe by key (in WHERE, NOT EXISTS becomes an
-    --    anti-join, and a merge anti-join walks every future in job order and sorts them).
-    SELECT array_agg(l.queue ORDER BY l.turn, l.priority), array_agg(l.priority ORDER BY l.turn, l.priority),
-           count(DISTINCT l.queue)
-      INTO v_lane_queue, v_lane_prio, v_queues
-    FROM (SELECT r.queue, r.priority, md5(r.queue || p_now::text) AS turn
-          FROM cronbox.ready_lanes() r WHERE r.due_at <= p_now + p_lead) l;
-    IF v_queues = 0 THEN
-        RETURN QUERY SELECT 0, 0, cronbox.next_due();
-        RETURN;
-    END IF;
-    v_share := ceil(p_limit::numeric / v_queues)::integer;
-    v_taken := '{}';
-    v_futures := '{}';
-    v_jobs := '{}';
-    FOR v_round IN 1..2 LOOP
-        WITH
-        lane AS (SELECT u.queue, u.n FROM unnest(v_lane_queue) WITH ORDINALITY AS u(queue, n)),
-        turn AS (SELECT lane.queue, min(lane.n)::integer AS lo, max(lane.n)::integer AS hi
-                 FROM lane GROUP BY lane.queue),
-        picked AS MATERIALIZED (
-            SELECT x.*
-            FROM (SELECT turn.lo, turn.hi FROM turn ORDER BY turn.lo) q
-            CROSS JOIN LATERAL (
-                SELECT y.future_id, y.job_id
-                FROM generate_series(q.lo, q.hi) AS i
+        -- 1. Eligible ready futures due within the lead, shared between the queues that have some
+        --    as dispatch shares its batch (docs/architecture.md, "Fair dispatch"): each queue's
+        --    lanes (priority by priority, due order) up to its share, queues in an order drawn afresh
+        --    per call; a second walk gives what queues with fewer fires left to the others. Then
+        --    their jobs' locks, skipping a job busy elsewhere (retried soon). The job's eligibility
+        --    is a scalar sub-SELECT per future, never a join: each walk stays on job_future_lane_idx
+        --    in due order and stops at its share, whatever the row estimates (a join let the planner
+        --    start from cronbox.job and sort every future of a burst inside the lead: ~1 s per call
+        --    for 200,000 of them, bench.scale --burst). The queue and dependency checks are in its
+        --    select list, where a sub-SELECT stays a probe by key (in WHERE, NOT EXISTS becomes an
+        --    anti-join, and a merge anti-join walks every future in job order and sorts them).
+        SELECT array_agg(l.queue ORDER BY l.turn, l.priority), array_agg(l.priority ORDER BY l.turn, l.priority),
+               count(DISTINCT l.queue)
+          INTO v_lane_queue, v_lane_prio, v_queues
+        FROM (SELECT r.queue, r.priority, md5(r.queue || p_now::text) AS turn
+              FROM cronbox.ready_lanes(v_set) r WHERE r.due_at <= p_now + p_lead) l;
+        CONTINUE WHEN v_queues = 0;
+        v_share := ceil(v_left::numeric / v_queues)::integer;
+        v_taken := '{}';
+        v_futures := '{}';
+        v_jobs := '{}';
+        FOR v_round IN 1..2 LOOP
+            WITH
+            lane AS (SELECT u.queue, u.n FROM unnest(v_lane_queue) WITH ORDINALITY AS u(queue, n)),
+            turn AS (SELECT lane.queue, min(lane.n)::integer AS lo, max(lane.n)::integer AS hi
+                     FROM lane GROUP BY lane.queue),
+            picked AS MATERIALIZED (
+                SELECT x.*
+                FROM (SELECT turn.lo, turn.hi FROM turn ORDER BY turn.lo) q
                 CROSS JOIN LATERAL (
-                    SELECT f.future_id, f.job_id
-                    FROM cronbox.job_future f
-                    -- one range of job_future_lane_idx, written as a range of its whole key
-                    WHERE f.hold IS NULL
-                      AND (f.queue, f.priority, f.due_at) > (v_lane_queue[i], v_lane_prio[i], p_now)
-                      AND (f.queue, f.priority, f.due_at) <= (v_lane_queue[i], v_lane_prio[i], p_now + p_lead)
-                      AND f.origin = 'schedule'
-                      AND (v_round = 1 OR f.future_id <> ALL (v_taken))  -- taken in the first walk
-                      AND (SELECT j.overlap = 'allow' AND NOT j.paused AND j.needs IS NULL
-                                  AND NOT EXISTS (SELECT 1 FROM cronbox.queue_limit q WHERE q.queue = j.queue)
-                                  AND NOT EXISTS (SELECT 1 FROM cronbox.job_dependency d WHERE d.job_id = j.job_id)
-                           FROM cronbox.job j WHERE j.job_id = f.job_id)
-                    ORDER BY f.queue, f.priority, f.due_at
+                    SELECT y.future_id, y.job_id
+                    FROM generate_series(q.lo, q.hi) AS i
+                    CROSS JOIN LATERAL (
+                        SELECT f.future_id, f.job_id
+                        FROM cronbox.job_future f
+                        -- one range of job_future_lane_idx, written as a range of its whole key
+                        WHERE f.hold IS NULL AND f.bucket = ANY (v_set)
+                          AND (f.queue, f.priority, f.due_at) > (v_lane_queue[i], v_lane_prio[i], p_now)
+                          AND (f.queue, f.priority, f.due_at) <= (v_lane_queue[i], v_lane_prio[i], p_now + p_lead)
+                          AND f.origin = 'schedule'
+                          AND (v_round = 1 OR f.future_id <> ALL (v_taken))  -- taken in the first walk
+                          AND (SELECT j.overlap = 'allow' AND NOT j.paused AND j.needs IS NULL
+                                      AND NOT EXISTS (SELECT 1 FROM cronbox.queue_limit q WHERE q.queue = j.queue)
+                                      AND NOT EXISTS (SELECT 1 FROM cronbox.job_dependency d WHERE d.job_id = j.job_id)
+                               FROM cronbox.job j WHERE j.bucket = ANY (v_set) AND j.job_id = f.job_id)
+                        ORDER BY f.queue, f.priority, f.due_at
+                        LIMIT v_share
+                        FOR UPDATE OF f SKIP LOCKED
+                    ) y
                     LIMIT v_share
-                    FOR UPDATE OF f SKIP LOCKED
-                ) y
-                LIMIT v_share
-            ) x
-            LIMIT p_limit - cardinality(v_taken)
-        ),
-        -- The jobs' locks (their job_stat rows: cronbox.lock_job_id) in one statement, as
-        -- dispatch takes them, skipping those held elsewhere (a call per job cost ~60 us each:
-        -- half of a 1,000-run call in a burst).
-        locked AS MATERIALIZED (
-            SELECT s.job_id
-            FROM cronbox.job_stat s
-            WHERE s.job_id = ANY (ARRAY(SELECT picked.job_id FROM picked))  -- by key: SQL conventions
-            FOR NO KEY UPDATE OF s SKIP LOCKED
-        )
-        SELECT v_taken || coalesce(array_agg(p.future_id), '{}'),
-               v_futures || coalesce(array_agg(p.future_id) FILTER (WHERE p.job_id IN (SELECT locked.job_id FROM locked)), '{}'),
-               v_jobs || coalesce(array_agg(DISTINCT p.job_id) FILTER (WHERE p.job_id IN (SELECT locked.job_id FROM locked)), '{}'),
-               count(*)::integer
-          INTO v_taken, v_futures, v_jobs, v_picked
-        FROM picked p;
-        -- one queue, or the batch is full, or no queue took its whole share: nothing to give
-        EXIT WHEN v_queues = 1 OR cardinality(v_taken) >= p_limit OR v_picked < v_share;
-        v_share := p_limit - cardinality(v_taken);
+                ) x
+                LIMIT v_left - cardinality(v_taken)
+            ),
+            -- The jobs' locks (their job_stat rows: cronbox.lock_job_id) in one statement, as
+            -- dispatch takes them, skipping those held elsewhere (a call per job cost ~60 us each:
+            -- half of a 1,000-run call in a burst).
+            locked AS MATERIALIZED (
+                SELECT s.job_id
+                FROM cronbox.job_stat s
+                WHERE s.bucket = ANY (v_set)
+                  AND s.job_id = ANY (ARRAY(SELECT picked.job_id FROM picked))  -- by key: SQL conventions
+                FOR NO KEY UPDATE OF s SKIP LOCKED
+            )
+            SELECT v_taken || coalesce(array_agg(p.future_id), '{}'),
+                   v_futures || coalesce(array_agg(p.future_id) FILTER (WHERE p.job_id IN (SELECT locked.job_id FROM locked)), '{}'),
+                   v_jobs || coalesce(array_agg(DISTINCT p.job_id) FILTER (WHERE p.job_id IN (SELECT locked.job_id FROM locked)), '{}'),
+                   count(*)::integer
+              INTO v_taken, v_futures, v_jobs, v_picked
+            FROM picked p;
+            -- one queue, or the batch is full, or no queue took its whole share: nothing to give
+            EXIT WHEN v_queues = 1 OR cardinality(v_taken) >= v_left OR v_picked < v_share;
+            v_share := v_left - cardinality(v_taken);
+        END LOOP;
+        v_picked := cardinality(v_taken);
+        IF cardinality(v_futures) = 0 THEN
+            v_futures := NULL;
+            v_jobs := NULL;
+        ELSIF v_queues > 1 THEN
+            v_jobs := ARRAY(SELECT DISTINCT j FROM unnest(v_jobs) AS j);
+        END IF;
+
+        -- 2. Still eligible, read under the locks (a pause or an update that committed before them
+        --    is seen here; one after them waits for this transaction).
+        IF v_jobs IS NOT NULL THEN
+            SELECT array_agg(j.job_id) INTO v_jobs
+            FROM cronbox.job j
+            WHERE j.bucket = ANY (v_set) AND j.job_id = ANY (v_jobs) AND j.overlap = 'allow' AND NOT j.paused AND j.needs IS NULL
+              AND NOT EXISTS (SELECT 1 FROM cronbox.job_dependency d WHERE d.job_id = j.job_id);
+            SELECT array_agg(f.future_id) INTO v_futures
+            FROM cronbox.job_future f
+            WHERE f.bucket = ANY (v_set) AND f.future_id = ANY (v_futures) AND f.job_id = ANY (v_jobs);
+        END IF;
+
+        -- 3. The same write as dispatch (cronbox.dispatch_locked): every eligible fire is a run,
+        --    dispatched as of its due time and available to the relays then.
+        v_dispatched := 0;
+        IF v_futures IS NOT NULL THEN
+            SELECT d.dispatched INTO v_dispatched
+            FROM cronbox.dispatch_locked(v_futures, v_jobs, NULL, p_now, v_set) d;
+            PERFORM cronbox.record_finished(v_jobs, p_now);  -- as dispatch: a last fire decided
+        END IF;
+        v_total_dispatched := v_total_dispatched + v_dispatched;
+        v_total_picked := v_total_picked + v_picked;
     END LOOP;
-    v_picked := cardinality(v_taken);
-    IF cardinality(v_futures) = 0 THEN
-        v_futures := NULL;
-        v_jobs := NULL;
-    ELSIF v_queues > 1 THEN
-        v_jobs := ARRAY(SELECT DISTINCT j FROM unnest(v_jobs) AS j);
-    END IF;
-
-    -- 2. Still eligible, read under the locks (a pause or an update that committed before them
-    --    is seen here; one after them waits for this transaction).
-    IF v_jobs IS NOT NULL THEN
-        SELECT array_agg(j.job_id) INTO v_jobs
-        FROM cronbox.job j
-        WHERE j.job_id = ANY (v_jobs) AND j.overlap = 'allow' AND NOT j.paused AND j.needs IS NULL
-          AND NOT EXISTS (SELECT 1 FROM cronbox.job_dependency d WHERE d.job_id = j.job_id);
-        SELECT array_agg(f.future_id) INTO v_futures
-        FROM cronbox.job_future f
-        WHERE f.future_id = ANY (v_futures) AND f.job_id = ANY (v_jobs);
-    END IF;
-
-    -- 3. The same write as dispatch (cronbox.dispatch_locked): every eligible fire is a run,
-    --    dispatched as of its due time and available to the relays then.
-    v_dispatched := 0;
-    IF v_futures IS NOT NULL THEN
-        SELECT d.dispatched INTO v_dispatched
-        FROM cronbox.dispatch_locked(v_futures, v_jobs, NULL, p_now) d;
-        PERFORM cronbox.record_finished(v_jobs, p_now);  -- as dispatch: a last fire decided
-    END IF;
     -- busy: eligible fires whose job was locked elsewhere (a saturation pass, a worker's report):
     -- worth another try soon, before they are due.
-    RETURN QUERY SELECT v_dispatched, v_picked - v_dispatched, cronbox.next_due();
+    RETURN QUERY SELECT v_total_dispatched, v_total_picked - v_total_dispatched, cronbox.next_due_in(v_walks, p_bucket);
 END
 $$;
 
-COMMENT ON FUNCTION cronbox.dispatch_ahead_at(integer, interval, timestamp with time zone) IS
+COMMENT ON FUNCTION cronbox.dispatch_ahead_at(integer, interval, integer, timestamp with time zone) IS
 'Internal (no cronbox role may execute it): the body of cronbox.dispatch_ahead(integer, interval) with the time as p_now; tests use it to fix the clock. Poller (CRONBOX_DISPATCH_LEAD): writes run + outbox rows, available at their due time, for up to p_limit scheduled fires due within p_lead of jobs whose decision cannot change before then (overlap allow, unpaused, no dependency, no queue limit, no pool needs). Returns the count, the eligible fires skipped because their job was locked elsewhere (busy), and the next due time.';
 
-ALTER FUNCTION cronbox.dispatch_ahead_at(integer, interval, timestamp with time zone) OWNER TO cronbox_owner;
-REVOKE ALL ON FUNCTION cronbox.dispatch_ahead_at(integer, interval, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
+ALTER FUNCTION cronbox.dispatch_ahead_at(integer, interval, integer, timestamp with time zone) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.dispatch_ahead_at(integer, interval, integer, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

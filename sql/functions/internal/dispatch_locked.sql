@@ -9,11 +9,14 @@
 -- (dispatched as of the later of its due time and p_now: early runs are dispatched as of their
 -- due time), skipped/missed/failed run rows (history, final at once),
 -- holds, the job's statistics, queue slots, pool units. Then NOTIFY cronbox_outbox. Returns the counts.
+-- p_buckets: the bucket set the caller walked (cronbox.bucket_walks): its reads and writes of the
+-- futures name it, so on a job_future distributed by bucket each is one shard's; NULL: any.
 CREATE OR REPLACE FUNCTION cronbox.dispatch_locked(
     p_futures bigint[],
     p_jobs bigint[],
     p_grace interval,
-    p_now timestamptz
+    p_now timestamptz,
+    p_buckets integer[] DEFAULT NULL
 ) RETURNS TABLE (dispatched integer, skipped integer, failed integer, held integer)
 LANGUAGE plpgsql
 SECURITY INVOKER
@@ -40,7 +43,8 @@ BEGIN
     -- (the futures by key first, their overlap checked after: docs/architecture.md, SQL conventions 4)
     v_refold := ARRAY(
         WITH keyed AS MATERIALIZED (
-            SELECT f.job_id, f.overlap FROM cronbox.job_future f WHERE f.future_id = ANY (p_futures))
+            SELECT f.job_id, f.overlap FROM cronbox.job_future f
+            WHERE (p_buckets IS NULL OR f.bucket = ANY (p_buckets)) AND f.future_id = ANY (p_futures))
         SELECT DISTINCT k.job_id FROM keyed k WHERE k.overlap IS NOT NULL AND k.overlap <> 'allow');
     IF cardinality(v_refold) > 0 THEN
         PERFORM cronbox.fold_job_stats_of(v_refold);
@@ -54,7 +58,7 @@ BEGIN
         SELECT f.future_id, f.job_id, f.fire_at, f.due_at, f.priority, f.attempt, f.origin,
                f.payload, f.retry_of, f.overlap AS future_overlap, f.hold, f.held_since, f.bucket
         FROM cronbox.job_future f
-        WHERE f.future_id = ANY (p_futures)
+        WHERE (p_buckets IS NULL OR f.bucket = ANY (p_buckets)) AND f.future_id = ANY (p_futures)
     ),
     picked AS MATERIALIZED (SELECT k.* FROM keyed k WHERE k.hold IS NULL),
     -- The names after-jobs list (upstreams: a success of theirs fires the after-job), read once
@@ -74,7 +78,7 @@ BEGIN
                fo.folded AND NOT (j.job_id = ANY (v_refold)) AS folded
         FROM cronbox.job j
         CROSS JOIN LATERAL (SELECT s.active_runs, s.last_fire_at FROM cronbox.job_stat s
-                            WHERE s.job_id = j.job_id LIMIT 1) s
+                            WHERE (p_buckets IS NULL OR s.bucket = ANY (p_buckets)) AND s.job_id = j.job_id LIMIT 1) s
         -- the names as a column of the one-row CTE, not a sub-select argument: a function
         -- with a sub-select among its arguments is never inlined, and ran as a SQL function
         -- call (its statement started) per job
@@ -264,7 +268,8 @@ BEGIN
     -- = ANY (ARRAY(...)): primary-key probes whatever the CTE row estimates say.
     gone AS (
         DELETE FROM cronbox.job_future f
-        WHERE f.future_id = ANY (ARRAY(SELECT fire.future_id FROM fire))
+        WHERE (p_buckets IS NULL OR f.bucket = ANY (p_buckets))
+          AND f.future_id = ANY (ARRAY(SELECT fire.future_id FROM fire))
     ),
     -- The writes to rows of other tables reach them by key (= ANY) and look their values up
     -- in one JSON value (holds) or in arrays by binary search (job statistics) built once per
@@ -289,7 +294,7 @@ BEGIN
             -- the backstop: re-examined then whatever happens (a dependency at its timeout)
             hold_until = least(p_now + interval '30 seconds', (h.of -> f.future_id::text ->> 2)::timestamptz)
         FROM holds h
-        WHERE f.future_id = ANY (h.ids)
+        WHERE (p_buckets IS NULL OR f.bucket = ANY (p_buckets)) AND f.future_id = ANY (h.ids)
     ),
     -- on_unavailable = 'retry': the fire is put back, due again after the job's retry delay,
     -- doubling with the time it has waited (capped at retry_max_delay).
@@ -302,7 +307,7 @@ BEGIN
         FROM (SELECT array_agg(o.future_id) AS ids,
                      jsonb_object_agg(o.future_id::text, jsonb_build_array(o.retry_delay, o.retry_max_delay)) AS of
               FROM outcome o WHERE o.act = 'retry_pool') x
-        WHERE f.future_id = ANY (x.ids)
+        WHERE (p_buckets IS NULL OR f.bucket = ANY (p_buckets)) AND f.future_id = ANY (x.ids)
     ),
     -- Fires that never run are history at once, final; a run is its outbox row until its
     -- final report (docs/architecture.md, "One row in flight").
@@ -424,7 +429,7 @@ BEGIN
             consecutive_failures = s.consecutive_failures + c.n_failed[width_bucket(s.job_id, c.ids)],
             missed_count = s.missed_count + c.n_missed[width_bucket(s.job_id, c.ids)]
         FROM counts c
-        WHERE s.job_id = ANY (c.ids)
+        WHERE (p_buckets IS NULL OR s.bucket = ANY (p_buckets)) AND s.job_id = ANY (c.ids)
     ),
     queue_counts AS (
         UPDATE cronbox.queue_limit q SET running = q.running + c.n, updated_at = p_now
@@ -490,8 +495,8 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION cronbox.dispatch_locked(bigint[], bigint[], interval, timestamp with time zone) IS
+COMMENT ON FUNCTION cronbox.dispatch_locked(bigint[], bigint[], interval, timestamp with time zone, integer[]) IS
 'Internal: the write shared by dispatch and early dispatch. For futures and jobs the caller locked, decides (paused, dependency gate, overlap, catch-up with p_grace, queue limit) and writes each run''s outbox row (the run in flight, dispatched as of the later of the due time and p_now), skipped/missed/failed runs, holds, job statistics and queue slots in one statement. Returns the counts.';
 
-ALTER FUNCTION cronbox.dispatch_locked(bigint[], bigint[], interval, timestamp with time zone) OWNER TO cronbox_owner;
-REVOKE ALL ON FUNCTION cronbox.dispatch_locked(bigint[], bigint[], interval, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
+ALTER FUNCTION cronbox.dispatch_locked(bigint[], bigint[], interval, timestamp with time zone, integer[]) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.dispatch_locked(bigint[], bigint[], interval, timestamp with time zone, integer[]) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

@@ -11,10 +11,14 @@
 -- p_grace: a scheduled fire due more than p_grace ago with a newer fire of its job in the same
 -- batch was missed (the poller was down or behind): recorded 'missed' unless catchup = 'all',
 -- never 'overlap: skipped'. NULL: no such check.
+-- p_bucket: only that bucket's futures (a poller leasing buckets, or Citus delegating the call to
+-- the node holding it: docs/citus.md); NULL: every bucket, one bucket after another where
+-- job_future is distributed (cronbox.bucket_walks).
 CREATE OR REPLACE FUNCTION cronbox.dispatch(
     p_limit integer DEFAULT 1000,
     p_jobs bigint[] DEFAULT NULL,
-    p_grace interval DEFAULT NULL
+    p_grace interval DEFAULT NULL,
+    p_bucket integer DEFAULT NULL
 ) RETURNS TABLE(dispatched integer, skipped integer, failed integer, held integer, next_due timestamp with time zone)
 LANGUAGE sql VOLATILE
 SECURITY DEFINER
@@ -22,12 +26,12 @@ SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
     SELECT * FROM cronbox.dispatch_at(cronbox.checked_limit('p_limit', $1, 100000), $2,
-        cronbox.checked_interval('p_grace', $3, interval '0', interval '366 days', true), now())
+        cronbox.checked_interval('p_grace', $3, interval '0', interval '366 days', true), $4, now())
 $$;
 
-COMMENT ON FUNCTION cronbox.dispatch(integer, bigint[], interval) IS
-'Poller: decides for up to p_limit due ready futures, shared between the queues with due work (lower priority first within a queue; paused -> held; dependency gate; overlap policy; queue limit) and writes run + outbox rows, skipped/failed runs or holds, in one statement (SKIP LOCKED; safe with many pollers). p_jobs restricts it to those jobs; with p_grace, late scheduled fires superseded by a newer due fire of their job are recorded missed (catch-up), not skipped. Returns the counts and the next due time.';
+COMMENT ON FUNCTION cronbox.dispatch(integer, bigint[], interval, integer) IS
+'Poller: decides for up to p_limit due ready futures, shared between the queues with due work (lower priority first within a queue; paused -> held; dependency gate; overlap policy; queue limit) and writes run + outbox rows, skipped/failed runs or holds, in one statement (SKIP LOCKED; safe with many pollers). p_jobs restricts it to those jobs; with p_grace, late scheduled fires superseded by a newer due fire of their job are recorded missed (catch-up), not skipped. With p_bucket, only that bucket''s futures (NULL: every bucket, in turn where job_future is distributed). Returns the counts and the next due time.';
 
-ALTER FUNCTION cronbox.dispatch(integer, bigint[], interval) OWNER TO cronbox_owner;
-REVOKE ALL ON FUNCTION cronbox.dispatch(integer, bigint[], interval) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
-GRANT EXECUTE ON FUNCTION cronbox.dispatch(integer, bigint[], interval) TO cronbox_process;
+ALTER FUNCTION cronbox.dispatch(integer, bigint[], interval, integer) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.dispatch(integer, bigint[], interval, integer) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
+GRANT EXECUTE ON FUNCTION cronbox.dispatch(integer, bigint[], interval, integer) TO cronbox_process;

@@ -16,19 +16,20 @@
 -- Thin wrapper: the body is cronbox.dispatch_ahead_at (internal/dispatch_ahead_at.sql), called with now().
 CREATE OR REPLACE FUNCTION cronbox.dispatch_ahead(
     p_limit integer,
-    p_lead interval
+    p_lead interval,
+    p_bucket integer DEFAULT NULL
 ) RETURNS TABLE(dispatched integer, busy integer, next_due timestamp with time zone)
 LANGUAGE sql VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
-    SELECT * FROM cronbox.dispatch_ahead_at(cronbox.checked_limit('p_limit', $1, 100000), $2, now())
+    SELECT * FROM cronbox.dispatch_ahead_at(cronbox.checked_limit('p_limit', $1, 100000), $2, $3, now())
 $$;
 
-COMMENT ON FUNCTION cronbox.dispatch_ahead(integer, interval) IS
-'Poller (CRONBOX_DISPATCH_LEAD): writes run + outbox rows, available at their due time, for up to p_limit scheduled fires due within p_lead of jobs whose decision cannot change before then (overlap allow, unpaused, no dependency, no queue limit). Returns the count, the eligible fires skipped because their job was locked elsewhere (busy), and the next due time.';
+COMMENT ON FUNCTION cronbox.dispatch_ahead(integer, interval, integer) IS
+'Poller (CRONBOX_DISPATCH_LEAD): writes run + outbox rows, available at their due time, for up to p_limit scheduled fires due within p_lead of jobs whose decision cannot change before then (overlap allow, unpaused, no dependency, no queue limit). Returns the count, the eligible fires skipped because their job was locked elsewhere (busy), and the next due time. With p_bucket, only that bucket''s futures (NULL: every bucket, in turn where job_future is distributed).';
 
-ALTER FUNCTION cronbox.dispatch_ahead(integer, interval) OWNER TO cronbox_owner;
-REVOKE ALL ON FUNCTION cronbox.dispatch_ahead(integer, interval) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
-GRANT EXECUTE ON FUNCTION cronbox.dispatch_ahead(integer, interval) TO cronbox_process;
+ALTER FUNCTION cronbox.dispatch_ahead(integer, interval, integer) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.dispatch_ahead(integer, interval, integer) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
+GRANT EXECUTE ON FUNCTION cronbox.dispatch_ahead(integer, interval, integer) TO cronbox_process;
