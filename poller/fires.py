@@ -109,22 +109,26 @@ class CronFires:
         near = self.sched.stretch(low, before)  # a short range: read from the shared walk
         if near is not None:
             return near[-n] if len(near) >= n else None
-        hours, minutes, seconds = self.sched._times
-        per_day = len(hours) * len(minutes) * len(seconds)
-        reach = timedelta(days=1.25 * n / per_day)
-        found: deque[datetime] = deque(maxlen=n)
+        reach = timedelta(days=1.25 * n / self.sched.per_day)
         while True:
             start = before - reach if before - low > reach else None
-            found.clear()
-            for fire in self.iterate(low - _TINY if start is None else start):
-                if fire >= before:
-                    break
-                found.append(fire)
+            if start is None:
+                found = self._last(low - _TINY, before, n)
+                return found[0] if len(found) == n else None
+            # (a stretch that does not depend on the floor: the jobs of a pass share it)
+            found = self.sched.memoised(("prev", start, before, n), lambda: self._last(start, before, n))
             if len(found) == n:
                 return found[0]
-            if start is None:
-                return None
             reach *= 2
+
+    def _last(self, after: datetime, before: datetime, n: int) -> tuple[datetime, ...]:
+        """The last n (or fewer) fires in (after, before), oldest first."""
+        found: deque[datetime] = deque(maxlen=n)
+        for fire in self.iterate(after):
+            if fire >= before:
+                break
+            found.append(fire)
+        return tuple(found)
 
     def span(self, after: datetime | None, before: datetime, cap: int) -> tuple[int, datetime | None, bool]:
         """(count, last) of the fires in (after, before): the two ends and the days with a DST

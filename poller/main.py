@@ -215,7 +215,7 @@ async def saturate(pool, ps: PollerSettings, backlog: Backlog | None = None, siz
     async with pool.connection() as conn:
         p = await saturate_pass(conn, batch=asked, horizon=ps.horizon, grace=ps.misfire_grace,
                                 budget=ps.saturate_slice, catch_up=not (backlog and backlog.busy), scale=scale,
-                                late_scale=late_scale)
+                                late_scale=late_scale, hold=ps.saturate_hold)
     sizer.observe(p, asked)
     poller_metrics.observe_saturation(p.futures)
     if p.claimed:

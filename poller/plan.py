@@ -29,7 +29,9 @@ from typing import Any, NamedTuple
 from poller.fires import CronFires, source
 from poller.quarantine import describe
 
-MAX_FIRES_PER_JOB = 1000  # futures per job per pass; a longer run continues in the next pass
+MAX_FIRES_PER_JOB = 1000  # futures per job per pass (times the pass's scale, at least
+                          # MIN_FIRES_PER_JOB); a longer run continues in the next pass
+MIN_FIRES_PER_JOB = 50
 CATCHUP_MAX = 1000        # catchup => 'all' replays at most this many late fires per gap
 CRON_COUNT_MAX = 10000    # late cron fires walked to count a gap; beyond, the count is "at least"
 FIRES_PER_PASS = 10000    # fires computed per pass before the rest of the batch waits for the next
@@ -213,6 +215,9 @@ def plan_jobs(jobs: Sequence[dict[str, Any]], now: datetime, horizon: timedelta,
     fires = late = handled = deferred = computed = 0
     late_scale = scale if late_scale is None else late_scale
     max_fires, max_late = max(1, int(FIRES_PER_PASS * scale)), max(1, int(LATE_PER_PASS * late_scale))
+    # one job's share shrinks with the pass too: the job a pass always computes (at least one)
+    # is what a pass sized down to one job stores and holds its lock for
+    per_job = max(MIN_FIRES_PER_JOB, int(MAX_FIRES_PER_JOB * min(scale, 1.0)))
     for job in jobs:
         if handled + deferred and (fires >= max_fires or late >= max_late
                                    or (deadline is not None and time.monotonic() > deadline)):
@@ -227,7 +232,7 @@ def plan_jobs(jobs: Sequence[dict[str, Any]], now: datetime, horizon: timedelta,
         if hit is None:
             computed += 1
             try:
-                o = outcome(job, now, horizon, grace)
+                o = outcome(job, now, horizon, grace, per_job)
                 hit = (o, _catch_up(o.fires, now - grace))
             except Exception as exc:  # whatever the row holds, the others go on
                 hit = exc

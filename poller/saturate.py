@@ -7,7 +7,8 @@ the clock) up to now + horizon, and `cronbox.store_fires` writes them set-based,
 statement per table for the whole pass.
 
 A pass is time-sliced: the fires are computed in a worker thread (the event loop, and with it
-dispatch, keeps running), job after job until the pass's budget of time or fires is spent;
+dispatch, keeps running), job after job until the pass's budget of time (counted from the
+claim) or fires is spent;
 the jobs not reached are left as they were and their locks end with the pass, so the next
 pass takes them. No pass holds its jobs' locks much longer than the budget, and a long
 catch-up advances over several passes (at most MAX_FIRES_PER_JOB futures per job per pass).
@@ -35,7 +36,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from poller import store
-from poller.plan import Plan, plan_jobs
+from poller.plan import Plan, Planned, plan_jobs
 from poller.quarantine import CONNECTION_ERRORS, describe, isolate, quarantine
 
 log = logging.getLogger("cronbox.poller")
@@ -98,20 +99,29 @@ async def saturate_once(conn: psycopg.AsyncConnection, *, batch: int, horizon: t
 
 async def saturate_pass(conn: psycopg.AsyncConnection, *, batch: int, horizon: timedelta,
                         grace: timedelta, now: datetime | None = None, budget: float | None = None,
-                        catch_up: bool = True, scale: float = 1.0, late_scale: float | None = None) -> Pass:
-    """One saturation pass in one transaction; with `budget` (seconds), computed in a worker
-    thread and cut when the budget is spent (the jobs not reached wait for the next pass);
-    without `catch_up`, jobs with fires already due are left for a later pass; `scale` and
-    `late_scale` size the pass's caps on fires and catch-up fires (poller.plan.plan_jobs). The Pass says how long it held its locks."""
+                        catch_up: bool = True, scale: float = 1.0, late_scale: float | None = None,
+                        hold: float | None = None) -> Pass:
+    """One saturation pass; with `budget` (seconds, counted from the claim), computed in a
+    worker thread and cut when the budget is spent (the jobs not reached wait for the next
+    pass); with `hold` too, a computation still running `hold` seconds after the claim gives
+    the jobs' locks up (nothing written) and goes on without them; its jobs are then locked
+    again (cronbox.relock_saturation) and those whose row did not change are stored. Without
+    `catch_up`, jobs with fires already due are left for a later pass; `scale` and
+    `late_scale` size the pass's caps on fires and catch-up fires (poller.plan.plan_jobs).
+    The Pass says how long it took, claim to last commit."""
     t0 = time.monotonic()
-    p = await _pass(conn, batch, horizon, grace, now, budget, catch_up, scale, late_scale)
+    p = await _pass(conn, batch, horizon, grace, now, budget, catch_up, scale, late_scale, t0, hold)
     p.seconds = time.monotonic() - t0
     return p
 
 
+_CLOCK_COLUMNS = ("now", "catchup_from")  # what claim_saturation adds from the clock
+
+
 async def _pass(conn: psycopg.AsyncConnection, batch: int, horizon: timedelta, grace: timedelta,
                 now: datetime | None, budget: float | None, catch_up: bool, scale: float,
-                late_scale: float | None) -> Pass:
+                late_scale: float | None, t0: float, hold: float | None) -> Pass:
+    computing: asyncio.Future[Planned] | None = None
     async with conn.transaction():
         cur = conn.cursor(row_factory=dict_row)
         await store.claim_saturation(cur, batch, horizon, now)
@@ -123,28 +133,70 @@ async def _pass(conn: psycopg.AsyncConnection, batch: int, horizon: timedelta, g
             db_now = jobs[0]["now"]
         else:
             db_now = await store.database_now(conn, now)
-        planned = (plan_jobs(jobs, db_now, horizon, grace, None) if budget is None else
-                   await asyncio.to_thread(plan_jobs, jobs, db_now, horizon, grace, budget, catch_up, scale,
-                                                   late_scale))
-        bad += planned.bad
+        if budget is None:
+            planned = plan_jobs(jobs, db_now, horizon, grace, None)
+        else:
+            # the budget counts from the claim: the locks are held from there (a claim slowed
+            # by a loaded machine leaves less time to compute)
+            computing = asyncio.ensure_future(asyncio.to_thread(
+                plan_jobs, jobs, db_now, horizon, grace, budget - (time.monotonic() - t0), catch_up, scale,
+                late_scale))
+            # (the budget is checked between jobs: one job's computation, the first of a new
+            # expression or a year of catch-up on a loaded machine, may outlast it)
+            wait = None if hold is None else max(0.0, t0 + hold - time.monotonic())
+            done, _ = await asyncio.wait({computing}, timeout=wait)
+            if done:
+                planned, computing = computing.result(), None
+        if computing is None:
+            return await _store(conn, planned, bad, claimed, len(jobs), db_now, now)
+    # the claim's transaction ended with nothing written (its locks released); computing goes on
+    return await _relocked(conn, computing, jobs, bad, claimed, db_now, now)
 
-        async def write(batch_parts: Sequence[Plan]) -> tuple[int, int]:
-            p = Plan.merge(batch_parts) if len(batch_parts) != 1 else batch_parts[0]
-            gaps = p.gaps  # without a gap, the per-fire gap arrays are NULL (no per-fire NULLs sent)
-            args = [p.fire_job, p.fire_at, p.missed, p.job, p.frontier, p.next_fire, p.finished, None,
-                    p.gap_last if gaps else None, p.gap_count if gaps else None, p.gap_exact if gaps else None]
-            return await store.store_fires(conn, args, None if now is None else db_now)
 
+async def _relocked(conn: psycopg.AsyncConnection, computing: asyncio.Future[Planned], jobs: list[dict[str, Any]],
+                    bad: list[tuple[int, str]], claimed: int, db_now: datetime, now: datetime | None) -> Pass:
+    """The end of a pass whose computation outlasted its hold (the claim's transaction has
+    ended, having written nothing): the computed jobs are locked again and stored where their
+    row is as it was computed from."""
+    planned = await computing
+    async with conn.transaction():
+        was = {job["job_id"]: job for job in jobs}
+        ids = [*planned.plan.job, *(job_id for job_id, _ in planned.bad)]
+        unchanged = {row["job_id"] for row in await store.relock_saturation(conn, ids)
+                     if all(row[k] == v for k, v in was[row["job_id"]].items() if k not in _CLOCK_COLUMNS)}
+        kept = [part for part in planned.plan.split() if part.job[0] in unchanged]
+        planned = dataclasses.replace(
+            planned, plan=Plan.merge(kept), bad=[b for b in planned.bad if b[0] in unchanged],
+            handled=len(kept) + sum(b[0] in unchanged for b in planned.bad))
+        return await _store(conn, planned, bad, claimed, len(jobs), db_now, now)
+
+
+async def _store(conn: psycopg.AsyncConnection, planned: Planned, bad: list[tuple[int, str]], claimed: int,
+                 read: int, db_now: datetime, now: datetime | None) -> Pass:
+    """Store a computed pass in the caller's transaction (its jobs locked); quarantine the jobs
+    that could not be read, computed or stored."""
+    bad = bad + planned.bad
+
+    async def write(batch_parts: Sequence[Plan]) -> tuple[int, int]:
+        p = Plan.merge(batch_parts) if len(batch_parts) != 1 else batch_parts[0]
+        gaps = p.gaps  # without a gap, the per-fire gap arrays are NULL (no per-fire NULLs sent)
+        args = [p.fire_job, p.fire_at, p.missed, p.job, p.frontier, p.next_fire, p.finished, None,
+                p.gap_last if gaps else None, p.gap_count if gaps else None, p.gap_exact if gaps else None]
+        return await store.store_fires(conn, args, None if now is None else db_now)
+
+    stored: list[tuple[int, int]] = []
+    failed: list[tuple[Plan, str]] = []
+    if planned.plan.job:
         try:  # the fast path: the whole batch in one statement per table (in a savepoint)
             async with conn.transaction():
-                stored, failed = [await write([planned.plan])], []
+                stored = [await write([planned.plan])]
         except CONNECTION_ERRORS:
             raise
         except Exception as exc:
             stored, failed = await isolate(conn, planned.plan.split(), write, exc)
-        bad += [(part.job[0], f"cannot store fires: {error}") for part, error in failed]
-        for job_id, error in bad:
-            await quarantine(conn, job_id, error, "saturation")
-        # the rows that could not be read were handled too (quarantined)
-        return Pass(claimed, planned.handled + claimed - len(jobs), sum(s[0] for s in stored),
-                    sum(s[1] for s in stored), planned.deferred, planned.computed)
+    bad += [(part.job[0], f"cannot store fires: {error}") for part, error in failed]
+    for job_id, error in bad:
+        await quarantine(conn, job_id, error, "saturation")
+    # the rows that could not be read were handled too (quarantined)
+    return Pass(claimed, planned.handled + claimed - read, sum(s[0] for s in stored),
+                sum(s[1] for s in stored), planned.deferred, planned.computed)

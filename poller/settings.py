@@ -27,7 +27,9 @@ class PollerSettings(Settings):
     saturate_hold: float = setting("CRONBOX_SATURATE_HOLD", "500ms", duration(seconds=True, maximum="10s"),
                                    "the time a saturation transaction aims to hold its jobs' locks (claim to "
                                    "commit): a pass that took longer makes the next ones smaller (fewer jobs and "
-                                   "fires), quick full passes grow them back up to CRONBOX_SATURATE_BATCH")
+                                   "fires), quick full passes grow them back up to CRONBOX_SATURATE_BATCH; a "
+                                   "computation still running this long after the claim gives the locks up and "
+                                   "stores its jobs after taking them again (those unchanged meanwhile)")
     saturate_workers: int = setting("CRONBOX_SATURATE_WORKERS", "2", integer(1, 16),
                                     "saturation transactions in flight at once, each on its own connection "
                                     "(one computes while another writes)")

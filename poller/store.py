@@ -13,6 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
+from psycopg.rows import dict_row
 
 # The sleep until the next due time, computed where the timestamps are and clamped to a day:
 # a future due at 'infinity' (written before inputs were bounded) must not break the tick.
@@ -64,6 +65,14 @@ async def claim_saturation(cur: psycopg.AsyncCursor[Any], limit: int, horizon: t
         await cur.execute("SELECT * FROM cronbox.claim_saturation(%s, %s)", (limit, horizon))
     else:
         await cur.execute("SELECT * FROM cronbox.claim_saturation_at(%s, %s, %s)", (limit, horizon, now))
+
+
+async def relock_saturation(conn: psycopg.AsyncConnection, jobs: Sequence[int]) -> list[dict[str, Any]]:
+    """Lock again (SKIP LOCKED) jobs a pass computed without their locks: their rows as
+    claim_saturation returned them (without its clock columns), for those taken."""
+    cur = conn.cursor(row_factory=dict_row)
+    await cur.execute("SELECT * FROM cronbox.relock_saturation(%s::bigint[])", (list(jobs),))
+    return await cur.fetchall()
 
 
 _STORE_TYPES = ("bigint[]", "timestamptz[]", "boolean[]", "bigint[]", "timestamptz[]", "timestamptz[]",
