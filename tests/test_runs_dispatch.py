@@ -62,8 +62,8 @@ def due_burst(conn, name: str, n: int, *, queue: str, due: float = 0) -> None:
     """Job `name` (overlap allow) in `queue` with n fires, one a second up to at(due)."""
     job(conn, name, queue=queue, overlap="allow")
     conn.execute(
-        "INSERT INTO cronbox.job_future (job_id, fire_at, due_at, queue) "
-        "SELECT j.job_id, %s - make_interval(secs => g), %s - make_interval(secs => g), j.queue "
+        "INSERT INTO cronbox.job_future (job_id, fire_at, due_at, queue, bucket) "
+        "SELECT j.job_id, %s - make_interval(secs => g), %s - make_interval(secs => g), j.queue, j.bucket "
         "FROM cronbox.job j, generate_series(0, %s - 1) g WHERE j.name = %s", (at(due), at(due), n, name))
 
 
@@ -102,20 +102,22 @@ def test_queues_with_due_work_share_a_batch_evenly(conn):
 
 
 def test_dispatch_and_early_dispatch_take_a_bucket_and_refuse_a_negative_one(conn):
-    """p_bucket (a poller's leased bucket, or Citus delegating the call): plain PostgreSQL keeps
-    every job in bucket 0, so bucket 0 is the whole batch and any other bucket is empty; a
-    negative bucket is refused with 22023 naming it, nothing written."""
+    """p_bucket (a poller's leased bucket, or Citus delegating the call): only the futures of the
+    jobs in that bucket (plain PostgreSQL keeps every job in bucket 0; a database migrated with
+    --citus, the bucket of the job's name); another bucket has nothing due; a negative bucket is
+    refused with 22023 naming it, nothing written."""
     due_burst(conn, "bucketed", 3, queue="b")
+    bucket = conn.execute("SELECT bucket FROM cronbox.job WHERE name = 'bucketed'").fetchone()[0]
     for call in ("SELECT * FROM cronbox.dispatch(10, p_bucket => -1)",
                  "SELECT * FROM cronbox.dispatch_ahead(10, '1 minute', p_bucket => -1)"):
         with pytest.raises(psycopg.errors.InvalidParameterValue, match="^p_bucket: must be NULL or a bucket"):
             with conn.transaction():
                 conn.execute(call)
-    got = conn.execute("SELECT dispatched, next_due FROM cronbox.dispatch_at(10, p_now => %s, p_bucket => 7)",
-                       (at(1),)).fetchone()
+    got = conn.execute("SELECT dispatched, next_due FROM cronbox.dispatch_at(10, p_now => %s, p_bucket => %s)",
+                       (at(1), bucket + 1)).fetchone()
     assert got == (0, None)  # nothing in that bucket, nothing due there
-    assert conn.execute("SELECT dispatched FROM cronbox.dispatch_at(10, p_now => %s, p_bucket => 0)",
-                        (at(1),)).fetchone()[0] == 3
+    assert conn.execute("SELECT dispatched FROM cronbox.dispatch_at(10, p_now => %s, p_bucket => %s)",
+                        (at(1), bucket)).fetchone()[0] == 3
     assert len(active(conn, "bucketed")) == 3
 
 
