@@ -120,7 +120,7 @@ def test_healthz_turns_unhealthy_while_a_loop_keeps_failing_and_names_it(fresh_d
     with Proc("poller", fresh_dsn, tmp_path, CRONBOX_METRICS_PORT=str(port)) as poller:
         wait_until(lambda: _healthz(port)[0] == 200, what="healthy")
         with db.connect(fresh_dsn) as conn:  # a broken schema: dispatch fails whatever the jobs
-            conn.execute("ALTER FUNCTION cronbox.dispatch(integer, bigint[], interval) "
+            conn.execute("ALTER FUNCTION cronbox.dispatch(integer, bigint[], interval, integer) "
                          "RENAME TO dispatch_gone")
         status, text = wait_until(lambda: (h := _healthz(port))[0] == 503 and h, timeout=30,
                                   what="unhealthy")
