@@ -77,14 +77,16 @@ FUNCTIONS = [
                          ("heartbeat_every", "interval"), ("info", "jsonb")], WORKER),
     ("heartbeat_worker", [("process_id", "bigint"), ("info", "jsonb")], WORKER),
     ("deregister_worker", [("process_id", "bigint")], WORKER),
-    ("dispatch", [("p_limit", "integer"), ("p_jobs", "bigint[]"), ("p_grace", "interval")], PROCESS),
+    ("dispatch", [("p_limit", "integer"), ("p_jobs", "bigint[]"), ("p_grace", "interval"), ("p_bucket", "integer")],
+     PROCESS),
     ("due_jobs", [("p_limit", "integer")], PROCESS),
     ("touch_process", [("p_process_id", "bigint"), ("p_info", "jsonb")], PROCESS),
     ("reap_lost", [("p_limit", "integer")], PROCESS),
     ("release_holds", [("p_limit", "integer")], PROCESS),
     ("resume_paused", [("p_limit", "integer")], PROCESS),
     ("claim_backfills", [("p_limit", "integer")], PROCESS),
-    ("dispatch_ahead", [("p_limit", "integer"), ("p_lead", "interval")], PROCESS),
+    ("dispatch_ahead", [("p_limit", "integer"), ("p_lead", "interval"), ("p_bucket", "integer")], PROCESS),
+    ("relock_saturation", [("p_job", "bigint[]")], PROCESS),
     ("due_ahead", [("p_within", "interval"), ("p_limit", "integer")], PROCESS),
     ("claim_saturation", [("p_limit", "integer"), ("p_horizon", "interval")], PROCESS),
     ("claim_outbox", [("p_owner", "text"), ("p_limit", "integer"), ("p_lease", "interval"),
@@ -116,7 +118,7 @@ REQUIRED = {"cancel": 1, "claim_runs": 2, "complete_run": 1, "complete_runs": 1,
             "search_schedules": 1, "run_id_time": 1, "backfill": 3, "next_fires": 1, "create_calendar": 1, "drop_calendar": 1,
             "grant_queue": 2, "revoke_queue": 2, "set_quota": 1, "set_pool": 2,
             "rerun": 1, "delete_dead_letter": 1, "register_worker": 4, "heartbeat_worker": 1,
-            "deregister_worker": 1}
+            "deregister_worker": 1, "relock_saturation": 1}
 
 STRINGS = st.one_of(
     st.sampled_from(["", " ", "ok", "a b;c", "x'; DROP TABLE cronbox.job; --", "cronbox.notifications",
