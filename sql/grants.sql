@@ -25,9 +25,11 @@ DECLARE
 BEGIN
     -- 1. One owner for everything, so SECURITY DEFINER functions and views run as a role that
     --    is neither superuser nor BYPASSRLS: row-level security (FORCEd) holds inside them.
-    --    The report functions (complete_run(s), fail_run(s), start_run, heartbeat, their bodies) run as
-    --    cronbox_runner, which a policy of its own lets through: they apply the owner rule
-    --    themselves (docs/architecture.md, "Row security on the report path").
+    --    The report functions (complete_run(s), fail_run(s), start_run, heartbeat, their bodies)
+    --    and the batch paths (dispatch, claim_outbox, ack_outbox, claim_runs, their bodies,
+    --    fold_job_stats) run as cronbox_runner, which a policy of its own lets through: they
+    --    apply the owner rule themselves (docs/architecture.md, "Row security on the report
+    --    path", "Row security on the batch paths").
     IF (SELECT n.nspowner::regrole::text FROM pg_catalog.pg_namespace n WHERE n.nspname = 'cronbox')
        <> 'cronbox_owner' THEN
         ALTER SCHEMA cronbox OWNER TO cronbox_owner;
@@ -53,7 +55,7 @@ BEGIN
         SELECT p.oid::regprocedure AS sig, p.prokind
         FROM pg_catalog.pg_proc p
         WHERE p.pronamespace = 'cronbox'::regnamespace
-          -- the report functions run as cronbox_runner (migration 0440): their files say so
+          -- the report functions and the batch paths run as cronbox_runner (migration 0440): their files say so
           AND p.proowner NOT IN ('cronbox_owner'::regrole, 'cronbox_runner'::regrole)
     LOOP
         EXECUTE format('ALTER %s %s OWNER TO cronbox_owner',

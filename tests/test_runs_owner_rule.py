@@ -29,6 +29,16 @@ WRAPPERS = {
                       "SELECT * FROM cronbox.complete_runs(runs)"),
     "fail_many": ("runs bigint[]", "TABLE (run_id bigint, state text, verdict text)",
                   "SELECT * FROM cronbox.fail_runs(runs, array_fill('boom'::text, ARRAY[cardinality(runs)]), false)"),
+    "claim_many": ("q text", "SETOF bigint", "SELECT run_id FROM cronbox.claim_runs(q, 'w9', 100)"),
+}
+
+# Process functions a process login owns and lends to alice: they run as cronbox_runner too and
+# refuse a caller that may not act on every schedule.
+PROCESS_WRAPPERS = {
+    "dispatch_some": "SELECT dispatched FROM cronbox.dispatch(10)",
+    "claim_some": "SELECT count(*)::integer FROM cronbox.claim_outbox('alice-relay', 10)",
+    "ack_none": "SELECT cronbox.ack_outbox('alice-relay', '{}'::bigint[], NULL)::integer",
+    "fold_some": "SELECT cronbox.fold_job_stats(10)",
 }
 
 
@@ -62,6 +72,15 @@ def lent(fresh_dsn, logins):  # noqa: F811
             w.execute(f"CREATE FUNCTION lend.{name}({args}) RETURNS {returns} LANGUAGE sql SECURITY DEFINER "
                       f"SET search_path = pg_catalog, pg_temp AS $$ {body} $$")
             w.execute(sql.SQL("GRANT EXECUTE ON FUNCTION lend.{} TO {}").format(
+                sql.Identifier(name), sql.Identifier(logins.name("alice"))))
+    with db.connect(fresh_dsn) as su:
+        su.execute(sql.SQL("GRANT CREATE ON SCHEMA lend TO {}").format(sql.Identifier(logins.name("process"))))
+        su.execute(sql.SQL("GRANT USAGE ON SCHEMA lend TO {}").format(sql.Identifier(logins.name("process"))))
+    with logins.connect(fresh_dsn, "process") as p:
+        for name, body in PROCESS_WRAPPERS.items():
+            p.execute(f"CREATE FUNCTION lend.{name}() RETURNS integer LANGUAGE sql SECURITY DEFINER "
+                      f"SET search_path = pg_catalog, pg_temp AS $$ {body} $$")
+            p.execute(sql.SQL("GRANT EXECUTE ON FUNCTION lend.{} TO {}").format(
                 sql.Identifier(name), sql.Identifier(logins.name("alice"))))
     return runs
 
@@ -101,3 +120,37 @@ def test_a_worker_reports_every_owners_runs_through_the_same_wrappers(fresh_dsn,
         assert w.execute("SELECT lend.complete_one(%s)", (lent["bob"][0],)).fetchone()[0] == "succeeded"
         assert w.execute("SELECT * FROM lend.fail_many(%s)", ([lent["alice"][0], lent["bob"][1]],)).fetchall() == [
             (lent["alice"][0], "failed", "finished"), (lent["bob"][1], "failed", "finished")]
+
+
+def test_a_limited_caller_pulls_only_its_own_runs(fresh_dsn, logins, lent):  # noqa: F811
+    """claim_runs runs as cronbox_runner and applies the owner rule to its walk: through a lent
+    wrapper alice takes her runs in flight and none of bob's, as the policies let her."""
+    mine, theirs = lent["alice"], lent["bob"]
+    with logins.connect(fresh_dsn, "alice") as alice:
+        got = [r[0] for r in alice.execute("SELECT * FROM lend.claim_many('default')")]
+    assert sorted(got) == sorted(mine[:-1])
+    with db.connect(fresh_dsn) as su:
+        assert [_state(su, r) for r in mine] == ["running"] * 4 + ["succeeded"]
+        assert [_state(su, r) for r in theirs] == ["dispatched"] * 4 + ["succeeded"]
+    with logins.connect(fresh_dsn, "worker") as w:
+        assert sorted(r[0] for r in w.execute("SELECT * FROM lend.claim_many('default')")) == sorted(theirs[:-1])
+
+
+def test_a_limited_caller_cannot_run_the_process_functions_through_a_lent_wrapper(fresh_dsn, logins, lent):  # noqa: F811
+    """Dispatch, the relay's claim and ack and the fold run as cronbox_runner for the processes
+    (all-seeing); a caller limited to its own schedules is refused, nothing written."""
+    with db.connect(fresh_dsn) as su:
+        su.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
+                   "SELECT job_id, now() - interval '1 hour', now() - interval '1 hour' FROM cronbox.job")
+        before = su.execute("SELECT count(*) FROM cronbox.job_future").fetchone()[0]
+    with logins.connect(fresh_dsn, "alice") as alice:
+        for name in PROCESS_WRAPPERS:
+            with pytest.raises(psycopg.errors.InsufficientPrivilege) as err:
+                alice.execute(f"SELECT lend.{name}()")
+            assert "only a caller that may act on every schedule" in err.value.diag.message_primary
+            alice.rollback()
+    with db.connect(fresh_dsn) as su:
+        assert su.execute("SELECT count(*) FROM cronbox.job_future").fetchone()[0] == before
+        assert su.execute("SELECT count(*) FROM cronbox.outbox WHERE lease_owner = 'alice-relay'").fetchone()[0] == 0
+    with logins.connect(fresh_dsn, "process") as p:
+        assert p.execute("SELECT lend.dispatch_some()").fetchone()[0] == 2

@@ -52,6 +52,12 @@ DECLARE
     v_retryable boolean[];
     v_max_result integer;
 BEGIN
+    -- Runs as cronbox_runner, whom row security lets through (docs/architecture.md, "Row security
+    -- on the batch paths"): only an all-seeing caller may, as only such roles may call it.
+    IF NOT cronbox.caller_writes_all() THEN
+        RAISE EXCEPTION 'ack_outbox: only a caller that may act on every schedule may call it'
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
     -- The worker's answers, by outbox id (no join: a join's row estimates through a DELETE
     -- ... RETURNING and a JSON function are guesses, and a nested loop over them is quadratic).
     IF p_outcomes IS NOT NULL THEN
@@ -143,5 +149,5 @@ $$;
 COMMENT ON FUNCTION cronbox.ack_outbox_at(text, bigint[], jsonb, integer, timestamp with time zone) IS
 'Internal (no cronbox role may execute it): the body of cronbox.ack_outbox(text, bigint[], jsonb, integer) with the time as p_now; tests use it to fix the clock. Relay: for the outbox rows of bucket p_bucket (NULL: every bucket) still leased to p_owner, deletes notifications and marks runs delivered in place (lease = run timeout); optional p_outcomes (JSON array of {outbox_id, state, result, error, retryable}) completes or fails those runs in the same transaction. Returns the count acked.';
 
-ALTER FUNCTION cronbox.ack_outbox_at(text, bigint[], jsonb, integer, timestamp with time zone) OWNER TO cronbox_owner;
+ALTER FUNCTION cronbox.ack_outbox_at(text, bigint[], jsonb, integer, timestamp with time zone) OWNER TO cronbox_runner;
 REVOKE ALL ON FUNCTION cronbox.ack_outbox_at(text, bigint[], jsonb, integer, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

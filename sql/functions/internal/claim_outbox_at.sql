@@ -55,6 +55,12 @@ DECLARE
     v_n integer;
     v_ids bigint[];
 BEGIN
+    -- Runs as cronbox_runner, whom row security lets through (docs/architecture.md, "Row security
+    -- on the batch paths"): only an all-seeing caller may, as only such roles may call it.
+    IF NOT cronbox.caller_writes_all() THEN
+        RAISE EXCEPTION 'claim_outbox: only a caller that may act on every schedule may call it'
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
     -- One bucket per statement where the outbox is distributed by bucket (on Citus, one shard:
     -- docs/citus.md): p_bucket, or every bucket in turn from a random one until p_limit rows
     -- are taken; where it is not (plain PostgreSQL, one bucket), every bucket in one statement,
@@ -151,5 +157,5 @@ $$;
 COMMENT ON FUNCTION cronbox.claim_outbox_at(text, integer, interval, text[], text[], interval, integer, timestamp with time zone) IS
 'Internal (no cronbox role may execute it): the body of cronbox.claim_outbox(text, integer, interval, text[], text[], interval, integer) with the time as p_now; tests use it to fix the clock. Relay: leases up to p_limit outbox rows available by now + p_ahead (SKIP LOCKED; queue by queue on outbox_queue_idx, a left-out queue costs one probe) for p_lease from their available time, only queues in p_queues (NULL = all) and not in p_exclude, from bucket p_bucket (NULL = every bucket in turn, one statement each), and returns the messages, deadline included, when each is due, and its bucket. Unacked rows come back when the lease ends: at least once.';
 
-ALTER FUNCTION cronbox.claim_outbox_at(text, integer, interval, text[], text[], interval, integer, timestamp with time zone) OWNER TO cronbox_owner;
+ALTER FUNCTION cronbox.claim_outbox_at(text, integer, interval, text[], text[], interval, integer, timestamp with time zone) OWNER TO cronbox_runner;
 REVOKE ALL ON FUNCTION cronbox.claim_outbox_at(text, integer, interval, text[], text[], interval, integer, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

@@ -38,7 +38,16 @@ DECLARE
     v_start integer;
     v_taken integer := 0;
     v_n integer;
+    v_own bigint[];         -- a limited caller's jobs (NULL: every job)
 BEGIN
+    -- Runs as cronbox_runner, whom row security lets through (docs/architecture.md, "Row security
+    -- on the batch paths"): the owner rule is applied here, once per call. Every worker and
+    -- process member takes any run; a caller limited to its own schedules (one reaching this
+    -- through another role's SECURITY DEFINER function) only runs of the jobs it owns, as the
+    -- policies let it.
+    IF NOT cronbox.caller_writes_all() THEN
+        v_own := ARRAY(SELECT j.job_id FROM cronbox.job j WHERE j.owner = cronbox.caller());
+    END IF;
     PERFORM cronbox.assert_worker(claim_runs_at.worker);
     IF claim_runs_at.n IS NULL OR claim_runs_at.n NOT BETWEEN 1 AND 1000 THEN
         RAISE EXCEPTION 'n: must be between 1 and 1000, got %', coalesce(claim_runs_at.n::text, 'NULL')
@@ -76,6 +85,7 @@ BEGIN
               AND (o.lease_until IS NULL OR o.lease_until <= p_now)
               -- a run delivered or running holds its own lease (its timeout): never taken again
               AND o.state IS DISTINCT FROM 'delivered' AND o.state IS DISTINCT FROM 'running'
+              AND (v_own IS NULL OR o.job_id = ANY (v_own))
             ORDER BY o.available_at
             LIMIT claim_runs_at.n - v_taken
             FOR UPDATE SKIP LOCKED
@@ -113,5 +123,5 @@ $$;
 COMMENT ON FUNCTION cronbox.claim_runs_at(text, text, integer, timestamp with time zone) IS
 'Internal (no cronbox role may execute it): the body of cronbox.claim_runs(text, text, integer) with the time as p_now; tests use it to fix the clock. Pull-mode worker: claims up to n available runs of a queue (SKIP LOCKED: claimers get disjoint runs), marks them running on worker with a lease of the job''s timeout, returns the messages with their deadline.';
 
-ALTER FUNCTION cronbox.claim_runs_at(text, text, integer, timestamp with time zone) OWNER TO cronbox_owner;
+ALTER FUNCTION cronbox.claim_runs_at(text, text, integer, timestamp with time zone) OWNER TO cronbox_runner;
 REVOKE ALL ON FUNCTION cronbox.claim_runs_at(text, text, integer, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

@@ -49,6 +49,12 @@ DECLARE
     v_held integer := 0;
     d record;
 BEGIN
+    -- Runs as cronbox_runner, whom row security lets through (docs/architecture.md, "Row security
+    -- on the batch paths"): only an all-seeing caller may, as only such roles may call it.
+    IF NOT cronbox.caller_writes_all() THEN
+        RAISE EXCEPTION 'dispatch: only a caller that may act on every schedule may call it'
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
     IF p_limit IS NULL OR p_limit < 1 THEN
         RAISE EXCEPTION 'p_limit: must be at least 1, got %', p_limit USING ERRCODE = 'invalid_parameter_value';
     END IF;
@@ -154,5 +160,5 @@ $$;
 COMMENT ON FUNCTION cronbox.dispatch_at(integer, bigint[], interval, integer, timestamp with time zone) IS
 'Internal (no cronbox role may execute it): the body of cronbox.dispatch(integer, bigint[], interval, integer) with the time as p_now; tests use it to fix the clock. Poller: decides for up to p_limit due ready futures, shared between the queues with due work (lower priority first within a queue; paused -> held; dependency gate; overlap policy; queue limit) and writes run + outbox rows, skipped/failed runs or holds, in one statement (SKIP LOCKED; safe with many pollers). p_jobs restricts it to those jobs; with p_grace, late scheduled fires superseded by a newer due fire of their job are recorded missed (catch-up), not skipped. Returns the counts and the next due time.';
 
-ALTER FUNCTION cronbox.dispatch_at(integer, bigint[], interval, integer, timestamp with time zone) OWNER TO cronbox_owner;
+ALTER FUNCTION cronbox.dispatch_at(integer, bigint[], interval, integer, timestamp with time zone) OWNER TO cronbox_runner;
 REVOKE ALL ON FUNCTION cronbox.dispatch_at(integer, bigint[], interval, integer, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

@@ -9,6 +9,10 @@ CREATE OR REPLACE FUNCTION cronbox.ready_lanes(p_buckets integer[] DEFAULT NULL)
 LANGUAGE plpgsql STABLE
 SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
+-- Each probe is served in its order by job_future_lane_idx: a generic plan made while job_future
+-- looked empty (no policy filter on it since dispatch runs as cronbox_runner) walked
+-- job_future_ready_idx instead, filtering the pair and sorting, and read every future per probe.
+SET enable_sort = off
 AS $$
 BEGIN
     RETURN QUERY

@@ -26,6 +26,6 @@ $$;
 COMMENT ON FUNCTION cronbox.ack_outbox(text, bigint[], jsonb, integer) IS
 'Relay: deletes delivered outbox rows still leased to p_owner and marks their runs delivered (lease = run timeout); optional p_outcomes (JSON array of {outbox_id, state, result, error, retryable}) completes or fails those runs in the same transaction. Only the rows of bucket p_bucket (NULL: every bucket). Returns the count acked.';
 
-ALTER FUNCTION cronbox.ack_outbox(text, bigint[], jsonb, integer) OWNER TO cronbox_owner;
+ALTER FUNCTION cronbox.ack_outbox(text, bigint[], jsonb, integer) OWNER TO cronbox_runner;
 REVOKE ALL ON FUNCTION cronbox.ack_outbox(text, bigint[], jsonb, integer) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
 GRANT EXECUTE ON FUNCTION cronbox.ack_outbox(text, bigint[], jsonb, integer) TO cronbox_process;

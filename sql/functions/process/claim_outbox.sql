@@ -36,6 +36,6 @@ $$;
 COMMENT ON FUNCTION cronbox.claim_outbox(text, integer, interval, text[], text[], interval, integer) IS
 'Relay: leases up to p_limit outbox rows available by now + p_ahead (SKIP LOCKED; queue by queue on outbox_queue_idx, a left-out queue costs one probe) for p_lease from their available time, only queues in p_queues (NULL = all) and not in p_exclude, from bucket p_bucket (NULL = every bucket in turn), and returns the messages, deadline included, when each is due, and its bucket. Unacked rows come back when the lease ends: at least once.';
 
-ALTER FUNCTION cronbox.claim_outbox(text, integer, interval, text[], text[], interval, integer) OWNER TO cronbox_owner;
+ALTER FUNCTION cronbox.claim_outbox(text, integer, interval, text[], text[], interval, integer) OWNER TO cronbox_runner;
 REVOKE ALL ON FUNCTION cronbox.claim_outbox(text, integer, interval, text[], text[], interval, integer) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
 GRANT EXECUTE ON FUNCTION cronbox.claim_outbox(text, integer, interval, text[], text[], interval, integer) TO cronbox_process;

@@ -32,6 +32,6 @@ $$;
 COMMENT ON FUNCTION cronbox.dispatch(integer, bigint[], interval, integer) IS
 'Poller: decides for up to p_limit due ready futures, shared between the queues with due work (lower priority first within a queue; paused -> held; dependency gate; overlap policy; queue limit) and writes run + outbox rows, skipped/failed runs or holds, in one statement (SKIP LOCKED; safe with many pollers). p_jobs restricts it to those jobs; with p_grace, late scheduled fires superseded by a newer due fire of their job are recorded missed (catch-up), not skipped. With p_bucket, only that bucket''s futures (NULL: every bucket, in turn where job_future is distributed). Returns the counts and the next due time.';
 
-ALTER FUNCTION cronbox.dispatch(integer, bigint[], interval, integer) OWNER TO cronbox_owner;
+ALTER FUNCTION cronbox.dispatch(integer, bigint[], interval, integer) OWNER TO cronbox_runner;
 REVOKE ALL ON FUNCTION cronbox.dispatch(integer, bigint[], interval, integer) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
 GRANT EXECUTE ON FUNCTION cronbox.dispatch(integer, bigint[], interval, integer) TO cronbox_process;

@@ -25,6 +25,12 @@ DECLARE
     v_wait text;
     v_folded integer;
 BEGIN
+    -- Runs as cronbox_runner, whom row security lets through (docs/architecture.md, "Row security
+    -- on the batch paths"): only an all-seeing caller may, as only such roles may call it.
+    IF NOT cronbox.caller_writes_all() THEN
+        RAISE EXCEPTION 'fold_job_stats: only a caller that may act on every schedule may call it'
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
     PERFORM cronbox.checked_limit('p_limit', p_limit, 1000000);
     IF NOT pg_try_advisory_xact_lock(hashtext('cronbox.fold_job_stats')) THEN
         RETURN 0;
@@ -81,6 +87,6 @@ $$;
 COMMENT ON FUNCTION cronbox.fold_job_stats(integer) IS
 'Poller (every second): folds the oldest p_limit rows of job statistics changes (cronbox.job_stat_change) into cronbox.job_stat under the jobs'' locks and deletes them; one folder at a time (another call returns 0). Returns the number of change rows folded.';
 
-ALTER FUNCTION cronbox.fold_job_stats(integer) OWNER TO cronbox_owner;
+ALTER FUNCTION cronbox.fold_job_stats(integer) OWNER TO cronbox_runner;
 REVOKE ALL ON FUNCTION cronbox.fold_job_stats(integer) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
 GRANT EXECUTE ON FUNCTION cronbox.fold_job_stats(integer) TO cronbox_process;

@@ -23,6 +23,6 @@ $$;
 COMMENT ON FUNCTION cronbox.claim_runs(text, text, integer) IS
 'Pull-mode worker: claims up to n available runs of a queue (SKIP LOCKED: claimers get disjoint runs), marks them running on worker with a lease of the job''s timeout, returns the messages with their deadline.';
 
-ALTER FUNCTION cronbox.claim_runs(text, text, integer) OWNER TO cronbox_owner;
+ALTER FUNCTION cronbox.claim_runs(text, text, integer) OWNER TO cronbox_runner;
 REVOKE ALL ON FUNCTION cronbox.claim_runs(text, text, integer) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
 GRANT EXECUTE ON FUNCTION cronbox.claim_runs(text, text, integer) TO cronbox_worker;
