@@ -119,3 +119,5 @@ DROP FUNCTION IF EXISTS cronbox.dispatch_ahead(integer, interval);
 DROP FUNCTION IF EXISTS cronbox.dispatch_ahead_at(integer, interval, timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.dispatch_locked(bigint[], bigint[], interval, timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.ready_lanes();
+-- record_finished reads its jobs in the caller's bucket set (docs/citus.md).
+DROP FUNCTION IF EXISTS cronbox.record_finished(bigint[], timestamp with time zone);

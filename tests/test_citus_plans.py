@@ -215,7 +215,7 @@ def test_citus_the_pull_claim_takes_a_queue_s_runs_bucket_by_bucket_one_task_eac
         assert len({r[0] for r in first + rest}) == 6
 
 
-# The jobs, their futures and statistics, as the Citus layer will distribute them: keys with
+# The jobs, their futures, statistics and saturation state, as the Citus layer will distribute them: keys with
 # the bucket first, no foreign key between them and the coordinator's local tables (Citus
 # refuses one from a distributed table to a local one), row security by function calls without
 # subqueries (the test runs as a superuser: it does not look at policies), colocated with the
@@ -226,7 +226,7 @@ SET LOCAL citus.multi_shard_modify_mode TO 'sequential';
 DO $$
 DECLARE
     c record;
-    v_tables regclass[] := ARRAY['cronbox.job', 'cronbox.job_future', 'cronbox.job_stat',
+    v_tables regclass[] := ARRAY['cronbox.job', 'cronbox.job_future', 'cronbox.job_stat', 'cronbox.job_fire',
                                  'cronbox.job_dependency', 'cronbox.queue_limit']::regclass[];
 BEGIN
     FOR c IN SELECT conrelid::regclass AS t, conname FROM pg_catalog.pg_constraint
@@ -234,7 +234,7 @@ BEGIN
         EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I', c.t, c.conname);
     END LOOP;
     FOR c IN SELECT conrelid::regclass AS t, conname FROM pg_catalog.pg_constraint
-             WHERE contype IN ('p', 'u') AND conrelid = ANY (v_tables[1:3]) LOOP
+             WHERE contype IN ('p', 'u') AND conrelid = ANY (v_tables[1:4]) LOOP
         EXECUTE format('ALTER TABLE %s DROP CONSTRAINT %I', c.t, c.conname);
     END LOOP;
     FOR c IN SELECT polrelid::regclass AS t, polname FROM pg_catalog.pg_policy WHERE polrelid = ANY (v_tables) LOOP
@@ -250,9 +250,11 @@ ALTER TABLE cronbox.job ADD UNIQUE (bucket, name);
 ALTER TABLE cronbox.job_future ADD PRIMARY KEY (bucket, future_id);
 ALTER TABLE cronbox.job_future ADD CONSTRAINT job_future_fire_unique UNIQUE (bucket, job_id, fire_at, attempt, origin);
 ALTER TABLE cronbox.job_stat ADD PRIMARY KEY (bucket, job_id);
+ALTER TABLE cronbox.job_fire ADD PRIMARY KEY (bucket, job_id);
 SELECT pg_catalog.create_distributed_table('cronbox.job', 'bucket', colocate_with => 'cronbox.bucket_shard');
 SELECT pg_catalog.create_distributed_table('cronbox.job_future', 'bucket', colocate_with => 'cronbox.bucket_shard');
 SELECT pg_catalog.create_distributed_table('cronbox.job_stat', 'bucket', colocate_with => 'cronbox.bucket_shard');
+SELECT pg_catalog.create_distributed_table('cronbox.job_fire', 'bucket', colocate_with => 'cronbox.bucket_shard');
 SELECT pg_catalog.create_reference_table('cronbox.job_dependency');
 SELECT pg_catalog.create_reference_table('cronbox.queue_limit');
 ALTER FUNCTION cronbox.dispatch_at(integer, bigint[], interval, integer, timestamptz)
@@ -260,6 +262,9 @@ ALTER FUNCTION cronbox.dispatch_at(integer, bigint[], interval, integer, timesta
 ALTER FUNCTION cronbox.dispatch_ahead_at(integer, interval, integer, timestamptz)
     SET plan_cache_mode = force_custom_plan;
 ALTER FUNCTION cronbox.ready_lanes(integer[]) SET plan_cache_mode = force_custom_plan;
+ALTER FUNCTION cronbox.dispatch_locked(bigint[], bigint[], interval, timestamptz, integer[])
+    SET plan_cache_mode = force_custom_plan;
+ALTER FUNCTION cronbox.record_finished(bigint[], timestamptz, integer[]) SET plan_cache_mode = force_custom_plan;
 """
 
 
@@ -310,3 +315,84 @@ def test_citus_dispatch_and_early_dispatch_walk_due_futures_bucket_by_bucket_one
         conn.execute("RESET citus.multi_task_query_log_level")
         assert conn.execute("SELECT count(*), count(*) FILTER (WHERE hold IS NULL) FROM cronbox.job_future").fetchone() == (12, 12)
         other.execute("ROLLBACK")
+
+
+def test_citus_dispatch_decides_and_writes_a_bucket_s_fires_one_task_per_statement(citus_clone):
+    """cronbox.dispatch's write (cronbox.dispatch_locked) on jobs, job futures, statistics and
+    saturation state distributed by bucket, with the dependencies and queue limits as reference
+    tables and runs, outbox and the statistics to fold the coordinator's own: every statement
+    of a real dispatch is one task (a statement over several shards fails), bucket by bucket
+    and in a walk over all of them. The decisions are those of one primary: runs dispatched
+    with their outbox rows, an overlap skip written to history, a queue limit holding the run
+    over its slots, a fire gated by an upstream in another bucket held until that upstream's
+    success (read in its own bucket) and then run, the statistics of a job an after-job in
+    another bucket lists written in place while a plain job's are left to the fold, and a
+    one-off job's last fire logged finished."""
+    with db.connect(citus_clone) as conn:
+        by_bucket: dict[int, list[str]] = {}
+        for n in range(2000):
+            name = f"g{n}/job"
+            by_bucket.setdefault(conn.execute("SELECT cronbox.bucket_of(%s)", (name,)).fetchone()[0], []).append(name)
+            if len(by_bucket) >= 3 and sum(len(v) >= 3 for v in by_bucket.values()) >= 3:
+                break
+        a, b, c = [k for k, v in by_bucket.items() if len(v) >= 3][:3]
+        plain, skipper, down = by_bucket[a][:3]
+        limited1, limited2, listed = by_bucket[b][:3]
+        up, after_job, once = by_bucket[c][:3]
+        yearly = "'0 0 1 1 *'"
+        conn.execute(f"SELECT cronbox.schedule(%s, {yearly}, overlap => 'allow')", (plain,))
+        conn.execute(f"SELECT cronbox.schedule(%s, {yearly}, overlap => 'skip')", (skipper,))
+        conn.execute(f"SELECT cronbox.schedule(%s, {yearly}, overlap => 'allow')", (down,))
+        conn.execute(f"SELECT cronbox.schedule(%s, {yearly}, overlap => 'allow', queue => 'lq')", (limited1,))
+        conn.execute(f"SELECT cronbox.schedule(%s, {yearly}, overlap => 'allow', queue => 'lq')", (limited2,))
+        conn.execute(f"SELECT cronbox.schedule(%s, {yearly}, overlap => 'allow')", (listed,))
+        conn.execute(f"SELECT cronbox.schedule(%s, {yearly}, overlap => 'allow')", (up,))
+        conn.execute("SELECT cronbox.schedule(%s, after => ARRAY[%s])", (after_job, listed))
+        conn.execute(f"SELECT cronbox.schedule(%s, {yearly}, overlap => 'allow')", (once,))
+        conn.execute("SELECT cronbox.add_dependency(%s, %s)", (down, up))
+        conn.execute("SELECT cronbox.set_queue_limit('lq', 1)")
+        conn.execute("UPDATE cronbox.job SET finished_at = now() WHERE name = %s", (once,))
+        # one fire due for each job, two for the skipping one (one runs, one is skipped)
+        conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority, origin, bucket, queue)"
+                     " SELECT j.job_id, t, t, j.priority, 'schedule', j.bucket, j.queue"
+                     " FROM cronbox.job j CROSS JOIN LATERAL unnest(CASE WHEN j.name = %s"
+                     "   THEN ARRAY[now() - interval '2 minutes', now() - interval '1 minute']"
+                     "   ELSE ARRAY[now() - interval '1 minute'] END) t"
+                     " WHERE j.name <> %s", (skipper, after_job))
+        conn.execute("DELETE FROM cronbox.job_future WHERE origin = 'schedule' AND due_at > now()")
+        conn.execute(DISTRIBUTE_JOBS)
+        # the change log's read policy without its subquery on jobs (as the layer will replace it)
+        conn.execute("DROP POLICY job_change_read ON cronbox.job_change")
+        conn.execute("CREATE POLICY job_change_read ON cronbox.job_change FOR SELECT USING (cronbox.caller_reads_all())")
+        conn.execute("SET citus.multi_task_query_log_level = error")  # a statement over several shards fails
+
+        dispatch = "SELECT dispatched, skipped, failed, held FROM cronbox.dispatch(100, p_bucket => %s)"
+        assert conn.execute(dispatch, (a,)).fetchone() == (2, 1, 0, 1)  # plain, skipper; skipped; down held
+        assert conn.execute(dispatch, (b,)).fetchone() == (2, 0, 0, 1)  # one of lq, listed; the other lq held
+        assert conn.execute("SELECT dispatched, skipped, failed, held FROM cronbox.dispatch(100)").fetchone() == (2, 0, 0, 0)
+        # the upstream's success, in its own bucket: the gated fire runs at its next look
+        conn.execute("UPDATE cronbox.job_stat SET last_success_at = now() WHERE bucket = %s"
+                     " AND job_id = (SELECT job_id FROM cronbox.job WHERE bucket = %s AND name = %s)", (c, c, up))
+        conn.execute("UPDATE cronbox.job_future SET hold = NULL, hold_queue = NULL WHERE bucket = %s AND hold = 'dependency'", (a,))
+        assert conn.execute(dispatch, (a,)).fetchone() == (1, 0, 0, 0)
+        conn.execute("RESET citus.multi_task_query_log_level")
+
+        runs = dict(conn.execute("SELECT job_name, count(*) FROM cronbox.outbox WHERE kind = 'run' GROUP BY job_name").fetchall())
+        assert runs == {plain: 1, skipper: 1, down: 1, listed: 1, up: 1, once: 1, limited1: 1} or \
+               runs == {plain: 1, skipper: 1, down: 1, listed: 1, up: 1, once: 1, limited2: 1}, runs
+        assert conn.execute("SELECT job_name, state FROM cronbox.run").fetchall() == [(skipper, "skipped")]
+        held = conn.execute("SELECT j.name, f.hold, f.hold_queue, f.hold_until > now() FROM cronbox.job_future f"
+                            " JOIN cronbox.job j ON j.bucket = f.bucket AND j.job_id = f.job_id"
+                            " WHERE f.bucket = %s", (b,)).fetchall()
+        assert len(held) == 1 and held[0][0] in (limited1, limited2) and held[0][1:] == ("queue_limit", "lq", True), held
+        assert conn.execute("SELECT running FROM cronbox.queue_limit WHERE queue = 'lq'").fetchone()[0] == 1
+        # statistics: the listed job's (an after-job reads its success) in place, the plain job's to the fold
+        stats = dict(conn.execute("SELECT j.name, s.active_runs FROM cronbox.job_stat s JOIN cronbox.job j"
+                                  " ON j.bucket = s.bucket AND j.job_id = s.job_id WHERE j.name IN (%s, %s, %s)",
+                                  (listed, plain, skipper)).fetchall())
+        assert stats == {listed: 1, plain: 0, skipper: 1}, stats
+        folded = conn.execute("SELECT array_agg(j.name ORDER BY j.name) FROM cronbox.job_stat_change c"
+                              " CROSS JOIN LATERAL unnest(c.job_ids) AS i(job_id) JOIN cronbox.job j ON j.job_id = i.job_id"
+                              ).fetchone()[0]
+        assert plain in folded and listed not in folded and skipper not in folded, folded
+        assert conn.execute("SELECT job_name FROM cronbox.job_change WHERE action = 'finished'").fetchall() == [(once,)]

@@ -167,7 +167,7 @@ BEGIN
         IF v_futures IS NOT NULL THEN
             SELECT d.dispatched INTO v_dispatched
             FROM cronbox.dispatch_locked(v_futures, v_jobs, NULL, p_now, v_set) d;
-            PERFORM cronbox.record_finished(v_jobs, p_now);  -- as dispatch: a last fire decided
+            PERFORM cronbox.record_finished(v_jobs, p_now, v_set);  -- as dispatch: a last fire decided
         END IF;
         v_total_dispatched := v_total_dispatched + v_dispatched;
         v_total_picked := v_total_picked + v_picked;

@@ -151,7 +151,7 @@ BEGIN
         v_held := v_held + d.held;
         -- 4. A job whose last scheduled fire was just decided has finished: the change log says so
         --    now, not when saturation found nothing left to schedule (cronbox.record_finished).
-        PERFORM cronbox.record_finished(v_jobs, p_now);
+        PERFORM cronbox.record_finished(v_jobs, p_now, v_set);
     END LOOP;
     RETURN QUERY SELECT v_dispatched, v_skipped, v_failed, v_held, cronbox.next_due_in(v_walks, p_bucket);
 END

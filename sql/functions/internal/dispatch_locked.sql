@@ -1,16 +1,20 @@
--- cronbox.dispatch_locked(p_futures, p_jobs, p_grace, p_now): the one write of dispatch, shared
--- by cronbox.dispatch_at (due futures) and cronbox.dispatch_ahead_at (early dispatch). The
--- caller has locked the futures (FOR UPDATE) and their jobs (the job's lock: job_stat rows) and
--- calls this in a new statement, so its snapshot, taken under the locks, reads the jobs'
--- definitions, statistics and futures as they are now (a future held meanwhile is left alone). Decides
--- per future (paused -> held; dependency gate; overlap; catch-up with p_grace; queue limit;
--- resource pools: the job's needs against the pools' free units, else on_unavailable)
--- and writes in one statement: a run's outbox row, which is the run until its final report
--- (dispatched as of the later of its due time and p_now: early runs are dispatched as of their
--- due time), skipped/missed/failed run rows (history, final at once),
--- holds, the job's statistics, queue slots, pool units. Then NOTIFY cronbox_outbox. Returns the counts.
--- p_buckets: the bucket set the caller walked (cronbox.bucket_walks): its reads and writes of the
--- futures name it, so on a job_future distributed by bucket each is one shard's; NULL: any.
+-- cronbox.dispatch_locked(p_futures, p_jobs, p_grace, p_now, p_buckets): the one write of
+-- dispatch, shared by cronbox.dispatch_at (due futures), cronbox.dispatch_ahead_at (early
+-- dispatch), trigger and rerun. The caller has locked the futures (FOR UPDATE) and their jobs (the
+-- job's lock: job_stat rows) and calls this in a new statement, so its snapshot, taken under the
+-- locks, reads the jobs' definitions, statistics and futures as they are now (a future held
+-- meanwhile is left alone). Decides per future (paused -> held; dependency gate; overlap;
+-- catch-up with p_grace; queue limit; resource pools: the job's needs against the pools' free
+-- units, else on_unavailable) and writes: a run's outbox row, which is the run until its final
+-- report (dispatched as of the later of its due time and p_now: early runs are dispatched as of
+-- their due time), skipped/missed/failed run rows (history, final at once), holds, the job's
+-- statistics, queue slots, pool units. Then NOTIFY cronbox_outbox. Returns the counts.
+-- p_buckets: the bucket set the caller walked (cronbox.bucket_walks), NULL: any. Every statement
+-- reads either that set's rows of the bucket's tables (job, job_future, job_stat: one shard's
+-- where they are distributed by bucket, with reference tables beside them) or the coordinator's
+-- own tables and the values read before, never both (docs/citus.md): the upstreams' names and
+-- successes and the after-jobs' lists are read bucket set by bucket set, the batch passed on as
+-- an array of cronbox.dispatch_fire.
 CREATE OR REPLACE FUNCTION cronbox.dispatch_locked(
     p_futures bigint[],
     p_jobs bigint[],
@@ -21,7 +25,7 @@ CREATE OR REPLACE FUNCTION cronbox.dispatch_locked(
 LANGUAGE plpgsql
 SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
--- Row estimates through CTEs are rough; JIT compiling this short statement costs more than it runs.
+-- Row estimates through CTEs are rough; JIT compiling these short statements costs more than they run.
 SET jit = off
 SET enable_seqscan = off  -- a plan kept from an empty table: docs/architecture.md, SQL conventions
 AS $$
@@ -36,6 +40,26 @@ DECLARE
     v_cancel bigint[];
     v_refold bigint[];        -- jobs whose statistics a backfilled fire's own overlap policy reads
     v_notes bigint[];         -- the notifications this call wrote
+    v_walks integer[];        -- bucket sets of cronbox.job, for the reads across buckets
+    v_set integer[];
+    v_upstreams bigint[];     -- upstreams gating the batch's jobs, not found yet
+    v_upstream jsonb := '{}'; -- upstream job_id -> [name, last success]
+    v_fires cronbox.dispatch_fire[];
+    v_candidates text[];      -- names of the batch's jobs whose statistics may be folded off the hot path
+    v_after text[] := '{}';   -- those of them an after-job lists (their statistics are read: not folded)
+    v_run_queues text[];
+    v_limit_queues text[];    -- the limited queues concerned, locked, and their free slots
+    v_limit_free integer[];
+    v_pool_wait jsonb;        -- pool -> [priority, due time] of the first fire waiting for it
+    v_gone bigint[];          -- the futures decided (run or history): deleted
+    v_hold_ids bigint[];
+    v_holds jsonb;            -- future -> [hold, hold_queue, hold_until in seconds from p_now]
+    v_postponed_ids bigint[];
+    v_postponed jsonb;        -- future -> its new due time in seconds from p_now
+    v_stat_ids bigint[];
+    v_stats jsonb;            -- job -> [runs, last fire in seconds from p_now, last run, its state, failures, missed]
+    v_queue_ids text[];
+    v_queue_n jsonb;          -- limited queue -> runs dispatched
 BEGIN
     -- A backfilled fire with an overlap policy of its own reads its job's active runs: a job
     -- whose statistics were folded off the hot path has them folded now, and written here in
@@ -50,6 +74,34 @@ BEGIN
         PERFORM cronbox.fold_job_stats_of(v_refold);
     END IF;
 
+    -- 1. The upstreams gating the batch's jobs (job_dependency, read whole where it is a
+    --    reference table), their names and last successes read in their own buckets: the
+    --    batch's bucket set first (a DAG named under one group shares its bucket), then the
+    --    others in turn until every one is found.
+    v_upstreams := ARRAY(SELECT DISTINCT d.upstream_id FROM cronbox.job_dependency d WHERE d.job_id = ANY (p_jobs));
+    IF cardinality(v_upstreams) > 0 THEN
+        v_walks := cronbox.bucket_walks('cronbox.job');
+        FOR w IN 0 .. array_length(v_walks, 1) LOOP
+            IF w = 0 THEN
+                CONTINUE WHEN p_buckets IS NULL;
+                v_set := p_buckets;
+            ELSE
+                v_set := ARRAY(SELECT unnest(v_walks[w:w]));
+                CONTINUE WHEN v_set <@ p_buckets;  -- read first
+            END IF;
+            SELECT v_upstream || coalesce(jsonb_object_agg(u.job_id::text, jsonb_build_array(u.name, s.last_success_at)), '{}')
+              INTO v_upstream
+            FROM cronbox.job u
+            LEFT JOIN LATERAL (SELECT s.last_success_at FROM cronbox.job_stat s
+                               WHERE s.bucket = ANY (v_set) AND s.job_id = u.job_id LIMIT 1) s ON true
+            WHERE u.bucket = ANY (v_set) AND u.job_id = ANY (v_upstreams);
+            v_upstreams := ARRAY(SELECT x FROM unnest(v_upstreams) AS x WHERE NOT v_upstream ? x::text);
+            EXIT WHEN cardinality(v_upstreams) = 0;
+        END LOOP;
+    END IF;
+
+    -- 2. The batch in its bucket set, and what its jobs decide of each fire: paused, the
+    --    dependency gate, catch-up, the overlap policy (each job's fires are in its bucket).
     WITH
     -- By primary key alone: with `hold IS NULL` beside it, a plan made while job_future looked
     -- empty walked the whole ready index (that partial index's predicate) filtering on the ids.
@@ -61,30 +113,19 @@ BEGIN
         WHERE (p_buckets IS NULL OR f.bucket = ANY (p_buckets)) AND f.future_id = ANY (p_futures)
     ),
     picked AS MATERIALIZED (SELECT k.* FROM keyed k WHERE k.hold IS NULL),
-    -- The names after-jobs list (upstreams: a success of theirs fires the after-job), read once
-    -- per call: such a job's statistics are written where they are read (cronbox.job_stat_folded).
-    upstream AS MATERIALIZED (
-        SELECT coalesce(array_agg(DISTINCT u.name), '{}') AS names
-        FROM cronbox.job a CROSS JOIN LATERAL unnest(a.after) AS u(name)
-        WHERE a.after IS NOT NULL
-    ),
     -- The jobs by key, each one's statistics by a probe (a join planned while job_stat looked
-    -- empty walked all of it once per job: docs/architecture.md, SQL conventions).
+    -- empty walked all of it once per job: docs/architecture.md, SQL conventions). folded: no
+    -- policy of its own reads its statistics; whether an after-job does is read in step 3.
     locked_job AS MATERIALIZED (
         SELECT j.job_id, j.name, j.queue, j.paused, j.overlap, j.timeout, s.active_runs,
                s.last_fire_at, j.payload, j.catchup, j.needs, j.on_unavailable, j.unavailable_timeout,
                j.retry_delay, j.retry_max_delay,
-               -- statistics no policy reads: left to the poller's fold (cronbox.job_stat_change)
                fo.folded AND NOT (j.job_id = ANY (v_refold)) AS folded
         FROM cronbox.job j
         CROSS JOIN LATERAL (SELECT s.active_runs, s.last_fire_at FROM cronbox.job_stat s
                             WHERE (p_buckets IS NULL OR s.bucket = ANY (p_buckets)) AND s.job_id = j.job_id LIMIT 1) s
-        -- the names as a column of the one-row CTE, not a sub-select argument: a function
-        -- with a sub-select among its arguments is never inlined, and ran as a SQL function
-        -- call (its statement started) per job
-        CROSS JOIN upstream u
-        CROSS JOIN LATERAL cronbox.job_stat_folded(j.job_id, j.overlap, j.every_mode, j.name, u.names) fo
-        WHERE j.job_id = ANY (p_jobs)
+        CROSS JOIN LATERAL cronbox.job_stat_folded(j.job_id, j.overlap, j.every_mode, j.name, '{}') fo
+        WHERE (p_buckets IS NULL OR j.bucket = ANY (p_buckets)) AND j.job_id = ANY (p_jobs)
     ),
     -- Paused job, then the dependency gate (upstreams without a recent enough success).
     gate AS MATERIALIZED (
@@ -103,12 +144,11 @@ BEGIN
             SELECT string_agg(u.name, ', ' ORDER BY u.name) AS waiting,
                    min(p.due_at + d.wait_timeout) AS timeout_at
             FROM cronbox.job_dependency d
-            CROSS JOIN LATERAL (
-                SELECT u.name, (SELECT s.last_success_at FROM cronbox.job_stat s
-                                WHERE s.job_id = u.job_id) AS last_success_at
-                FROM cronbox.job u WHERE u.job_id = d.upstream_id LIMIT 1) u
+            CROSS JOIN LATERAL (SELECT v_upstream -> d.upstream_id::text ->> 0 AS name,
+                                       (v_upstream -> d.upstream_id::text ->> 1)::timestamptz AS last_success_at) u
             WHERE d.job_id = p.job_id
               AND p.origin <> 'retry'  -- a retry's fire already passed the gate
+              AND u.name IS NOT NULL
               AND NOT coalesce(u.last_success_at, '-infinity')
                       > coalesce(p_now - d.within, j.last_fire_at, '-infinity')
         ) g ON true
@@ -148,19 +188,88 @@ BEGIN
                    -- buffer_one: the first waiting fire is buffered unless one already is
                    WHEN p.nth = CASE WHEN p.active_runs = 0 THEN 2 ELSE 1 END
                         AND NOT EXISTS (SELECT 1 FROM cronbox.job_future h
-                                        WHERE h.job_id = p.job_id AND h.hold = 'overlap')
+                                        WHERE (p_buckets IS NULL OR h.bucket = ANY (p_buckets))
+                                          AND h.job_id = p.job_id AND h.hold = 'overlap')
                        THEN 'hold_overlap'
                    ELSE 'skip'
                END AS wish
         FROM proceed p
+    )
+    SELECT array_agg(x.f) INTO v_fires
+    FROM (SELECT ROW(w.future_id, w.job_id, w.name, w.queue, w.fire_at, w.due_at, w.priority, w.attempt,
+                     w.origin, w.retry_of, w.message_payload, w.timeout, w.overlap, w.active_runs, w.catchup,
+                     w.needs, w.on_unavailable, w.unavailable_timeout, w.held_since, w.retry_delay,
+                     w.retry_max_delay, w.bucket, NULL, NULL, NULL, w.folded, w.wish)::cronbox.dispatch_fire AS f
+          FROM wish w
+          UNION ALL
+          SELECT ROW(g.future_id, g.job_id, g.name, g.queue, g.fire_at, g.due_at, g.priority, g.attempt,
+                     g.origin, g.retry_of, g.message_payload, g.timeout, g.overlap, g.active_runs, g.catchup,
+                     g.needs, g.on_unavailable, g.unavailable_timeout, g.held_since, g.retry_delay,
+                     g.retry_max_delay, g.bucket, g.waiting, g.timeout_at, g.pre, g.folded, NULL)::cronbox.dispatch_fire
+          FROM gate g
+          WHERE g.pre IS NOT NULL) x;
+    IF v_fires IS NULL THEN
+        RETURN QUERY SELECT 0, 0, 0, 0;  -- every future held or gone meanwhile
+        RETURN;
+    END IF;
+
+    -- 3. Statistics no policy reads are left to the poller's fold (cronbox.job_stat_change),
+    --    unless an after-job lists the job (a success of its fires the after-job, which reads
+    --    it: cronbox.job_stat_folded). The after-jobs' lists are read bucket set by bucket set.
+    v_candidates := ARRAY(SELECT DISTINCT f.name FROM unnest(v_fires) f WHERE f.folded);
+    IF cardinality(v_candidates) > 0 THEN
+        v_walks := coalesce(v_walks, cronbox.bucket_walks('cronbox.job'));
+        FOR w IN 1 .. array_length(v_walks, 1) LOOP
+            v_set := ARRAY(SELECT unnest(v_walks[w:w]));
+            v_after := v_after || ARRAY(
+                SELECT DISTINCT u.name
+                FROM cronbox.job a CROSS JOIN LATERAL unnest(a.after) AS u(name)
+                WHERE a.bucket = ANY (v_set) AND a.after IS NOT NULL AND u.name = ANY (v_candidates));
+        END LOOP;
+    END IF;
+
+    -- 4. The queue limits concerned, locked in a fixed order (before the pools: the order
+    --    every dispatch takes them in).
+    v_run_queues := ARRAY(SELECT DISTINCT f.queue FROM unnest(v_fires) f WHERE f.wish = 'run');
+    IF cardinality(v_run_queues) > 0 THEN
+        SELECT array_agg(q.queue ORDER BY q.queue), array_agg(q.free ORDER BY q.queue)
+          INTO v_limit_queues, v_limit_free
+        FROM (SELECT q.queue, q.max_running - q.running AS free
+              FROM cronbox.queue_limit q
+              WHERE q.queue = ANY (v_run_queues)
+              ORDER BY q.queue
+              FOR NO KEY UPDATE) q;
+        -- The first fire already waiting for each pool the runs may need, in (priority, due
+        -- time) order, in this bucket set (job_future_pool_held_idx): a fire never takes units
+        -- ahead of one that waits before it.
+        IF EXISTS (SELECT 1 FROM unnest(v_fires) f WHERE f.wish = 'run' AND f.needs IS NOT NULL) THEN
+            SELECT jsonb_object_agg(k.pool, jsonb_build_array(w.priority, w.due_at)) INTO v_pool_wait
+            FROM (SELECT DISTINCT e.key AS pool
+                  FROM unnest(v_fires) f CROSS JOIN LATERAL jsonb_each(f.needs) e
+                  WHERE f.wish = 'run' AND f.needs IS NOT NULL) k
+            CROSS JOIN LATERAL (SELECT h.priority, h.due_at FROM cronbox.job_future h
+                                WHERE (p_buckets IS NULL OR h.bucket = ANY (p_buckets))
+                                  AND h.hold = 'pool' AND h.hold_queue = k.pool
+                                ORDER BY h.priority, h.due_at LIMIT 1) w;
+        END IF;
+    END IF;
+
+    -- 5. The rest of the decision (queue limit, pools) and the writes outside the bucket's
+    --    tables: runs, outbox rows, statistics changes to fold, pool units.
+    WITH
+    fires AS MATERIALIZED (
+        SELECT f.future_id, f.job_id, f.name, f.queue, f.fire_at, f.due_at, f.priority, f.attempt,
+               f.origin, f.retry_of, f.message_payload, f.timeout, f.overlap, f.active_runs, f.catchup,
+               f.needs, f.on_unavailable, f.unavailable_timeout, f.held_since, f.retry_delay,
+               f.retry_max_delay, f.bucket, f.waiting, f.timeout_at, f.pre,
+               f.folded AND NOT f.name = ANY (v_after) AS folded, f.wish
+        FROM unnest(v_fires) f
     ),
-    -- Free slots of the limited queues concerned, locked in a fixed order.
+    wish AS (SELECT f.* FROM fires f WHERE f.pre IS NULL),
+    gate AS (SELECT f.* FROM fires f WHERE f.pre IS NOT NULL),
+    -- Free slots of the limited queues concerned (locked above).
     limited AS MATERIALIZED (
-        SELECT q.queue, q.max_running - q.running AS free
-        FROM cronbox.queue_limit q
-        WHERE q.queue IN (SELECT w.queue FROM wish w WHERE w.wish = 'run')
-        ORDER BY q.queue
-        FOR NO KEY UPDATE
+        SELECT l.queue, l.free FROM unnest(v_limit_queues, v_limit_free) AS l(queue, free)
     ),
     placed AS (
         SELECT w.*,
@@ -178,16 +287,14 @@ BEGIN
         FROM placed pl CROSS JOIN LATERAL jsonb_each(pl.needs) e
         WHERE pl.placed = 'run' AND pl.needs IS NOT NULL
     ),
-    -- Those pools, locked in name order (after the queue_limit rows: placed reads them), with
-    -- their free units and the first fire already waiting for them, in (priority, due time)
-    -- order (a fire never takes units ahead of one that waits before it: job_future_pool_held_idx).
+    -- Those pools, locked in name order (after the queue_limit rows), with their free units
+    -- and the first fire already waiting for them (step 4).
     pool_free AS MATERIALIZED (
         SELECT p.name, p.capacity, p.in_use, p.capacity - p.in_use AS free, w.priority AS waiting_priority,
                w.due_at AS waiting_due
         FROM cronbox.pool p
-        LEFT JOIN LATERAL (SELECT h.priority, h.due_at FROM cronbox.job_future h
-                           WHERE h.hold = 'pool' AND h.hold_queue = p.name
-                           ORDER BY h.priority, h.due_at LIMIT 1) w ON true
+        CROSS JOIN LATERAL (SELECT (v_pool_wait -> p.name ->> 0)::integer AS priority,
+                                   (v_pool_wait -> p.name ->> 1)::timestamptz AS due_at) w
         WHERE p.name = ANY (ARRAY(SELECT DISTINCT a.pool FROM pool_ask a))
         ORDER BY p.name
         FOR NO KEY UPDATE OF p
@@ -265,50 +372,6 @@ BEGIN
         FROM outcome o
         WHERE o.act IN ('run', 'skip', 'supersede', 'fail_dependency', 'fail_unavailable', 'miss')
     ),
-    -- = ANY (ARRAY(...)): primary-key probes whatever the CTE row estimates say.
-    gone AS (
-        DELETE FROM cronbox.job_future f
-        WHERE (p_buckets IS NULL OR f.bucket = ANY (p_buckets))
-          AND f.future_id = ANY (ARRAY(SELECT fire.future_id FROM fire))
-    ),
-    -- The writes to rows of other tables reach them by key (= ANY) and look their values up
-    -- in one JSON value (holds) or in arrays by binary search (job statistics) built once per
-    -- statement, never by a join to a CTE: with a generic plan such a join became a nested
-    -- loop whose every probe (job_id = c.job_id AND job_id = ANY (...)) sorted the id array
-    -- again, quadratic: ~40 % of a 1,000-run dispatch in perf.
-    holds AS MATERIALIZED (
-        SELECT array_agg(o.future_id) AS ids,
-               jsonb_object_agg(o.future_id::text, jsonb_build_array(
-                   CASE o.act WHEN 'hold_paused' THEN 'paused' WHEN 'hold_dependency' THEN 'dependency'
-                              WHEN 'hold_queue' THEN 'queue_limit' WHEN 'hold_pool' THEN 'pool' ELSE 'overlap' END,
-                   CASE WHEN o.act = 'hold_queue' THEN o.queue WHEN o.act = 'hold_pool' THEN o.pool END,
-                   o.timeout_at)) AS of
-        FROM outcome o
-        WHERE o.act LIKE 'hold\_%'
-    ),
-    held AS (
-        UPDATE cronbox.job_future f SET
-            hold = h.of -> f.future_id::text ->> 0,
-            hold_queue = h.of -> f.future_id::text ->> 1,
-            held_since = coalesce(f.held_since, p_now),
-            -- the backstop: re-examined then whatever happens (a dependency at its timeout)
-            hold_until = least(p_now + interval '30 seconds', (h.of -> f.future_id::text ->> 2)::timestamptz)
-        FROM holds h
-        WHERE (p_buckets IS NULL OR f.bucket = ANY (p_buckets)) AND f.future_id = ANY (h.ids)
-    ),
-    -- on_unavailable = 'retry': the fire is put back, due again after the job's retry delay,
-    -- doubling with the time it has waited (capped at retry_max_delay).
-    postponed AS (
-        UPDATE cronbox.job_future f SET
-            due_at = p_now + least(greatest((x.of -> f.future_id::text ->> 0)::interval,
-                                            p_now - coalesce(f.held_since, p_now)),
-                                   (x.of -> f.future_id::text ->> 1)::interval),
-            held_since = coalesce(f.held_since, p_now)
-        FROM (SELECT array_agg(o.future_id) AS ids,
-                     jsonb_object_agg(o.future_id::text, jsonb_build_array(o.retry_delay, o.retry_max_delay)) AS of
-              FROM outcome o WHERE o.act = 'retry_pool') x
-        WHERE (p_buckets IS NULL OR f.bucket = ANY (p_buckets)) AND f.future_id = ANY (x.ids)
-    ),
     -- Fires that never run are history at once, final; a run is its outbox row until its
     -- final report (docs/architecture.md, "One row in flight").
     new_run AS (
@@ -380,8 +443,7 @@ BEGIN
         WHERE fire.act = 'fail_unavailable'
         RETURNING outbox_id
     ),
-    -- Per job, the counts of this call, as arrays in job_id order: a job_stat row finds its
-    -- values at the position width_bucket (a binary search) gives its job_id.
+    -- Per job, the counts of this call.
     per_job AS MATERIALIZED (
         SELECT fire.job_id, bool_and(fire.folded) AS folded,
                count(*) FILTER (WHERE fire.act = 'miss') AS n_missed,
@@ -393,17 +455,6 @@ BEGIN
                           ORDER BY fire.run_id DESC)
                     FILTER (WHERE fire.act IN ('run', 'fail_dependency', 'fail_unavailable')))[1] AS last_state
         FROM fire GROUP BY fire.job_id
-    ),
-    counts AS MATERIALIZED (
-        SELECT array_agg(c.job_id ORDER BY c.job_id) AS ids,
-               array_agg(c.n_run ORDER BY c.job_id) AS n_run,
-               array_agg(c.last_fire ORDER BY c.job_id) AS last_fire,
-               array_agg(c.last_run ORDER BY c.job_id) AS last_run,
-               array_agg(c.last_state ORDER BY c.job_id) AS last_state,
-               array_agg(c.n_failed ORDER BY c.job_id) AS n_failed,
-               array_agg(c.n_missed ORDER BY c.job_id) AS n_missed
-        FROM per_job c
-        WHERE (c.n_run > 0 OR c.n_failed > 0 OR c.n_missed > 0) AND NOT c.folded
     ),
     -- The jobs whose statistics no policy reads: one row for all of them, folded into job_stat
     -- by the poller within a second (cronbox.fold_job_stats).
@@ -417,25 +468,6 @@ BEGIN
         WHERE (c.n_run > 0 OR c.n_failed > 0 OR c.n_missed > 0) AND c.folded
         HAVING count(*) > 0
     ),
-    -- The job's statistics row (narrow, HOT: cronbox.job_stat), not its definition row.
-    job_counts AS (
-        UPDATE cronbox.job_stat s SET
-            active_runs = s.active_runs + c.n_run[width_bucket(s.job_id, c.ids)],
-            last_fire_at = CASE WHEN c.n_run[width_bucket(s.job_id, c.ids)] > 0
-                                THEN greatest(s.last_fire_at, c.last_fire[width_bucket(s.job_id, c.ids)])
-                                ELSE s.last_fire_at END,
-            last_run_id = coalesce(c.last_run[width_bucket(s.job_id, c.ids)], s.last_run_id),
-            last_run_state = coalesce(c.last_state[width_bucket(s.job_id, c.ids)], s.last_run_state),
-            consecutive_failures = s.consecutive_failures + c.n_failed[width_bucket(s.job_id, c.ids)],
-            missed_count = s.missed_count + c.n_missed[width_bucket(s.job_id, c.ids)]
-        FROM counts c
-        WHERE (p_buckets IS NULL OR s.bucket = ANY (p_buckets)) AND s.job_id = ANY (c.ids)
-    ),
-    queue_counts AS (
-        UPDATE cronbox.queue_limit q SET running = q.running + c.n, updated_at = p_now
-        FROM (SELECT fire.queue, count(*) AS n FROM fire WHERE fire.act = 'run' GROUP BY fire.queue) c
-        WHERE q.queue = c.queue
-    ),
     -- The units the new runs hold (only runs of jobs with needs; the rows locked in pool_free).
     pool_counts AS (
         UPDATE cronbox.pool p SET in_use = p.in_use + c.n, updated_at = p_now
@@ -444,6 +476,44 @@ BEGIN
               WHERE fire.act = 'run' AND fire.needs IS NOT NULL
               GROUP BY e.key) c
         WHERE p.name = c.pool
+    ),
+    -- The writes to the bucket's rows (step 6) reach them by key (= ANY) and look their values
+    -- up in one JSON value by key (a binary search), built once here, never by a join: with a
+    -- generic plan a join to a CTE became a nested loop whose every probe sorted the id array
+    -- again, quadratic (~40 % of a 1,000-run dispatch in perf); on Citus an array subscripted
+    -- by a column in an UPDATE's SET crashes the node. Times as seconds from p_now: the update
+    -- then calls nothing but IMMUTABLE functions on a row's columns (docs/citus.md).
+    holds AS MATERIALIZED (
+        SELECT array_agg(o.future_id) AS ids,
+               jsonb_object_agg(o.future_id::text, jsonb_build_array(
+                   CASE o.act WHEN 'hold_paused' THEN 'paused' WHEN 'hold_dependency' THEN 'dependency'
+                              WHEN 'hold_queue' THEN 'queue_limit' WHEN 'hold_pool' THEN 'pool' ELSE 'overlap' END,
+                   CASE WHEN o.act = 'hold_queue' THEN o.queue WHEN o.act = 'hold_pool' THEN o.pool END,
+                   -- the backstop: re-examined then whatever happens (a dependency at its timeout)
+                   extract(epoch FROM least(p_now + interval '30 seconds', o.timeout_at) - p_now))) AS of
+        FROM outcome o
+        WHERE o.act LIKE 'hold\_%'
+    ),
+    -- on_unavailable = 'retry': the fire is put back, due again after the job's retry delay,
+    -- doubling with the time it has waited (capped at retry_max_delay).
+    postponed AS MATERIALIZED (
+        SELECT array_agg(o.future_id) AS ids,
+               jsonb_object_agg(o.future_id::text, extract(epoch FROM
+                   p_now + least(greatest(o.retry_delay, p_now - coalesce(o.held_since, p_now)), o.retry_max_delay)
+                   - p_now)) AS of
+        FROM outcome o WHERE o.act = 'retry_pool'
+    ),
+    counts AS MATERIALIZED (
+        SELECT array_agg(c.job_id) AS ids,
+               jsonb_object_agg(c.job_id::text, jsonb_build_array(
+                   c.n_run, extract(epoch FROM c.last_fire - p_now), c.last_run, c.last_state, c.n_failed, c.n_missed)) AS of
+        FROM per_job c
+        WHERE (c.n_run > 0 OR c.n_failed > 0 OR c.n_missed > 0) AND NOT c.folded
+    ),
+    queue_n AS MATERIALIZED (
+        SELECT array_agg(c.queue) AS ids, jsonb_object_agg(c.queue, c.n) AS of
+        FROM (SELECT fire.queue, count(*) AS n FROM fire
+              WHERE fire.act = 'run' AND fire.queue = ANY (v_limit_queues) GROUP BY fire.queue) c
     )
     SELECT count(*) FILTER (WHERE o.act = 'run'),
            count(*) FILTER (WHERE o.act IN ('skip', 'supersede', 'miss')),
@@ -453,9 +523,59 @@ BEGIN
             WHERE fire.act = 'run' AND fire.overlap = 'cancel_other' AND fire.active_runs > 0),
            (SELECT array_agg(fire.run_id) FROM fire
             WHERE fire.act = 'run' AND fire.overlap = 'cancel_other' AND fire.active_runs > 0),
-           (SELECT array_agg(n.outbox_id) FROM new_note n)
-      INTO v_dispatched, v_skipped, v_failed, v_held, v_cancel_jobs, v_new_runs, v_notes
+           (SELECT array_agg(n.outbox_id) FROM new_note n),
+           (SELECT array_agg(fire.future_id) FROM fire),
+           (SELECT h.ids FROM holds h), (SELECT h.of FROM holds h),
+           (SELECT p.ids FROM postponed p), (SELECT p.of FROM postponed p),
+           (SELECT c.ids FROM counts c), (SELECT c.of FROM counts c),
+           (SELECT q.ids FROM queue_n q), (SELECT q.of FROM queue_n q)
+      INTO v_dispatched, v_skipped, v_failed, v_held, v_cancel_jobs, v_new_runs, v_notes,
+           v_gone, v_hold_ids, v_holds, v_postponed_ids, v_postponed, v_stat_ids, v_stats,
+           v_queue_ids, v_queue_n
     FROM outcome o;
+
+    -- 6. The bucket's rows: the futures decided go (a run is its outbox row until its final
+    --    report, docs/architecture.md "One row in flight"), the others are held or put back,
+    --    and the statistics policies read are written (narrow, HOT: cronbox.job_stat).
+    WITH
+    gone AS (
+        DELETE FROM cronbox.job_future f
+        WHERE (p_buckets IS NULL OR f.bucket = ANY (p_buckets)) AND f.future_id = ANY (v_gone)
+    ),
+    held AS (
+        UPDATE cronbox.job_future f SET
+            hold = v_holds -> f.future_id::text ->> 0,
+            hold_queue = v_holds -> f.future_id::text ->> 1,
+            held_since = coalesce(f.held_since, p_now),
+            hold_until = ((p_now AT TIME ZONE 'UTC')
+                          + make_interval(secs => (v_holds -> f.future_id::text ->> 2)::float8)) AT TIME ZONE 'UTC'
+        WHERE (p_buckets IS NULL OR f.bucket = ANY (p_buckets)) AND f.future_id = ANY (v_hold_ids)
+    ),
+    postponed AS (
+        UPDATE cronbox.job_future f SET
+            due_at = ((p_now AT TIME ZONE 'UTC')
+                      + make_interval(secs => (v_postponed ->> f.future_id::text)::float8)) AT TIME ZONE 'UTC',
+            held_since = coalesce(f.held_since, p_now)
+        WHERE (p_buckets IS NULL OR f.bucket = ANY (p_buckets)) AND f.future_id = ANY (v_postponed_ids)
+    )
+    UPDATE cronbox.job_stat s SET
+        active_runs = s.active_runs + (v_stats -> s.job_id::text ->> 0)::integer,
+        last_fire_at = CASE WHEN (v_stats -> s.job_id::text ->> 0)::integer > 0
+                            THEN greatest(s.last_fire_at, ((p_now AT TIME ZONE 'UTC')
+                                 + make_interval(secs => (v_stats -> s.job_id::text ->> 1)::float8)) AT TIME ZONE 'UTC')
+                            ELSE s.last_fire_at END,
+        last_run_id = coalesce((v_stats -> s.job_id::text ->> 2)::bigint, s.last_run_id),
+        last_run_state = coalesce(v_stats -> s.job_id::text ->> 3, s.last_run_state),
+        consecutive_failures = s.consecutive_failures + (v_stats -> s.job_id::text ->> 4)::integer,
+        missed_count = s.missed_count + (v_stats -> s.job_id::text ->> 5)::integer
+    WHERE (p_buckets IS NULL OR s.bucket = ANY (p_buckets)) AND s.job_id = ANY (v_stat_ids);
+
+    -- 7. The limited queues' running counts (their rows locked in step 4).
+    IF v_queue_ids IS NOT NULL THEN
+        UPDATE cronbox.queue_limit q SET running = q.running + (v_queue_n ->> q.queue)::integer, updated_at = p_now
+        WHERE q.queue = ANY (v_queue_ids);
+    END IF;
+
     -- the jobs' own recipients of these notifications (job.notify)
     IF v_notes IS NOT NULL THEN
         PERFORM cronbox.notify_stakeholders(v_notes);
