@@ -1,7 +1,7 @@
 -- Internal: the body of cronbox.dispatch, with the time as its last parameter p_now. The public
 -- cronbox.dispatch passes now(); no cronbox role may execute this one (tests call it as the
 -- owner or a superuser to fix the clock).
--- cronbox.dispatch_at(p_limit, p_now): decides, in one statement, what happens to up to p_limit
+-- cronbox.dispatch_at(p_limit, p_now): decides, in one transaction, what happens to up to p_limit
 -- due ready futures, shared between the queues with due work (each up to its share, lower
 -- priority first, oldest first), and writes it: run + outbox row (dispatched), a
 -- skipped or failed run row, or a hold on the future. One transaction: a fire is dispatched
@@ -10,7 +10,7 @@
 -- cronbox.try_lock_job_id), then the future (FOR UPDATE SKIP LOCKED); a future whose job is busy
 -- elsewhere is passed over and not counted in p_limit. Then the queue_limit rows concerned.
 -- Any number of pollers may call it.
--- Two statements: pick and lock, then decide and write with a snapshot taken under the locks.
+-- Pick and lock, then decide and write (cronbox.dispatch_locked) with snapshots taken under the locks.
 -- The job's counters and last-run columns are in cronbox.job_stat (the job row is only read).
 -- p_jobs: only futures of these jobs (the poller isolating a job that makes a batch fail).
 -- p_grace: a scheduled fire due more than p_grace ago with a newer fire of its job in the same
@@ -158,7 +158,7 @@ END
 $$;
 
 COMMENT ON FUNCTION cronbox.dispatch_at(integer, bigint[], interval, integer, timestamp with time zone) IS
-'Internal (no cronbox role may execute it): the body of cronbox.dispatch(integer, bigint[], interval, integer) with the time as p_now; tests use it to fix the clock. Poller: decides for up to p_limit due ready futures, shared between the queues with due work (lower priority first within a queue; paused -> held; dependency gate; overlap policy; queue limit) and writes run + outbox rows, skipped/failed runs or holds, in one statement (SKIP LOCKED; safe with many pollers). p_jobs restricts it to those jobs; with p_grace, late scheduled fires superseded by a newer due fire of their job are recorded missed (catch-up), not skipped. Returns the counts and the next due time.';
+'Internal (no cronbox role may execute it): the body of cronbox.dispatch(integer, bigint[], interval, integer) with the time as p_now; tests use it to fix the clock. Poller: decides for up to p_limit due ready futures, shared between the queues with due work (lower priority first within a queue; paused -> held; dependency gate; overlap policy; queue limit) and writes run + outbox rows, skipped/failed runs or holds, in one transaction (SKIP LOCKED; safe with many pollers). p_jobs restricts it to those jobs; with p_grace, late scheduled fires superseded by a newer due fire of their job are recorded missed (catch-up), not skipped. Returns the counts and the next due time.';
 
 ALTER FUNCTION cronbox.dispatch_at(integer, bigint[], interval, integer, timestamp with time zone) OWNER TO cronbox_runner;
 REVOKE ALL ON FUNCTION cronbox.dispatch_at(integer, bigint[], interval, integer, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

@@ -616,7 +616,7 @@ END
 $$;
 
 COMMENT ON FUNCTION cronbox.dispatch_locked(bigint[], bigint[], interval, timestamp with time zone, integer[]) IS
-'Internal: the write shared by dispatch and early dispatch. For futures and jobs the caller locked, decides (paused, dependency gate, overlap, catch-up with p_grace, queue limit) and writes each run''s outbox row (the run in flight, dispatched as of the later of the due time and p_now), skipped/missed/failed runs, holds, job statistics and queue slots in one statement. Returns the counts.';
+'Internal: the write shared by dispatch, early dispatch, trigger and rerun. For futures and jobs the caller locked (in the bucket set p_buckets, NULL: any), decides (paused, dependency gate, overlap, catch-up with p_grace, queue limit, pools) and writes each run''s outbox row (the run in flight, dispatched as of the later of the due time and p_now), skipped/missed/failed runs, holds, job statistics, queue slots and pool units, in statements that each read either the bucket set''s rows or the coordinator''s own tables, never both (single-shard on Citus). Returns the counts.';
 
 ALTER FUNCTION cronbox.dispatch_locked(bigint[], bigint[], interval, timestamp with time zone, integer[]) OWNER TO cronbox_owner;
 REVOKE ALL ON FUNCTION cronbox.dispatch_locked(bigint[], bigint[], interval, timestamp with time zone, integer[]) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
