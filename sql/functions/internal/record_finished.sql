@@ -40,8 +40,9 @@ BEGIN
         INSERT INTO cronbox.job_change (job_id, job_name, action, reason, changed_by, changed_at)
         SELECT c.job_id, c.name, 'finished', c.reason, session_user, p_now
         FROM unnest(v_ids, v_names, v_reasons, v_since) AS c(job_id, name, reason, since)
-        WHERE NOT EXISTS (SELECT 1 FROM cronbox.job_change x
-                          WHERE x.job_id = c.job_id AND x.action = 'finished' AND x.changed_at >= c.since)
+        -- a probe per job (job_change_job_idx), never a join planned over the whole change log
+        WHERE (SELECT x.job_id FROM cronbox.job_change x
+               WHERE x.job_id = c.job_id AND x.action = 'finished' AND x.changed_at >= c.since LIMIT 1) IS NULL
         RETURNING 1
     )
     SELECT count(*)::integer INTO v_logged FROM logged;
