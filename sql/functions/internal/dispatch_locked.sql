@@ -47,7 +47,8 @@ DECLARE
     v_fires cronbox.dispatch_fire[];
     v_candidates text[];      -- names of the batch's jobs whose statistics may be folded off the hot path
     v_after text[] := '{}';   -- those of them an after-job lists (their statistics are read: not folded)
-    v_run_queues text[];
+    v_run_queues text[];      -- the queues that want runs
+    v_needs boolean;          -- whether a run that wants to go needs pools
     v_limit_queues text[];    -- the limited queues concerned, locked, and their free slots
     v_limit_free integer[];
     v_pool_wait jsonb;        -- pool -> [priority, due time] of the first fire waiting for it
@@ -195,17 +196,24 @@ BEGIN
                END AS wish
         FROM proceed p
     )
-    SELECT array_agg(x.f) INTO v_fires
+    -- (with what the next steps ask of the batch: the names whose statistics may be folded, the
+    -- queues that want runs, whether a run needs pools)
+    SELECT array_agg(x.f), array_agg(x.name) FILTER (WHERE x.folded),
+           array_agg(DISTINCT x.queue) FILTER (WHERE x.wish = 'run'),
+           coalesce(bool_or(x.wish = 'run' AND x.needs IS NOT NULL), false)
+      INTO v_fires, v_candidates, v_run_queues, v_needs
     FROM (SELECT ROW(w.future_id, w.job_id, w.name, w.queue, w.fire_at, w.due_at, w.priority, w.attempt,
                      w.origin, w.retry_of, w.message_payload, w.timeout, w.overlap, w.active_runs, w.catchup,
                      w.needs, w.on_unavailable, w.unavailable_timeout, w.held_since, w.retry_delay,
-                     w.retry_max_delay, w.bucket, NULL, NULL, NULL, w.folded, w.wish)::cronbox.dispatch_fire AS f
+                     w.retry_max_delay, w.bucket, NULL, NULL, NULL, w.folded, w.wish)::cronbox.dispatch_fire AS f,
+                 w.name, w.folded, w.queue, w.wish, w.needs
           FROM wish w
           UNION ALL
           SELECT ROW(g.future_id, g.job_id, g.name, g.queue, g.fire_at, g.due_at, g.priority, g.attempt,
                      g.origin, g.retry_of, g.message_payload, g.timeout, g.overlap, g.active_runs, g.catchup,
                      g.needs, g.on_unavailable, g.unavailable_timeout, g.held_since, g.retry_delay,
-                     g.retry_max_delay, g.bucket, g.waiting, g.timeout_at, g.pre, g.folded, NULL)::cronbox.dispatch_fire
+                     g.retry_max_delay, g.bucket, g.waiting, g.timeout_at, g.pre, g.folded, NULL)::cronbox.dispatch_fire,
+                 g.name, g.folded, g.queue, NULL, g.needs
           FROM gate g
           WHERE g.pre IS NOT NULL) x;
     IF v_fires IS NULL THEN
@@ -216,7 +224,6 @@ BEGIN
     -- 3. Statistics no policy reads are left to the poller's fold (cronbox.job_stat_change),
     --    unless an after-job lists the job (a success of its fires the after-job, which reads
     --    it: cronbox.job_stat_folded). The after-jobs' lists are read bucket set by bucket set.
-    v_candidates := ARRAY(SELECT DISTINCT f.name FROM unnest(v_fires) f WHERE f.folded);
     IF cardinality(v_candidates) > 0 THEN
         v_walks := coalesce(v_walks, cronbox.bucket_walks('cronbox.job'));
         FOR w IN 1 .. array_length(v_walks, 1) LOOP
@@ -230,7 +237,6 @@ BEGIN
 
     -- 4. The queue limits concerned, locked in a fixed order (before the pools: the order
     --    every dispatch takes them in).
-    v_run_queues := ARRAY(SELECT DISTINCT f.queue FROM unnest(v_fires) f WHERE f.wish = 'run');
     IF cardinality(v_run_queues) > 0 THEN
         SELECT array_agg(q.queue ORDER BY q.queue), array_agg(q.free ORDER BY q.queue)
           INTO v_limit_queues, v_limit_free
@@ -242,7 +248,7 @@ BEGIN
         -- The first fire already waiting for each pool the runs may need, in (priority, due
         -- time) order, in this bucket set (job_future_pool_held_idx): a fire never takes units
         -- ahead of one that waits before it.
-        IF EXISTS (SELECT 1 FROM unnest(v_fires) f WHERE f.wish = 'run' AND f.needs IS NOT NULL) THEN
+        IF v_needs THEN
             SELECT jsonb_object_agg(k.pool, jsonb_build_array(w.priority, w.due_at)) INTO v_pool_wait
             FROM (SELECT DISTINCT e.key AS pool
                   FROM unnest(v_fires) f CROSS JOIN LATERAL jsonb_each(f.needs) e
