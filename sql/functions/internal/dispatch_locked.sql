@@ -44,7 +44,8 @@ DECLARE
     v_set integer[];
     v_upstreams bigint[];     -- upstreams gating the batch's jobs, not found yet
     v_upstream jsonb := '{}'; -- upstream job_id -> [name, last success]
-    v_fires cronbox.dispatch_fire[];
+    v_fires cronbox.dispatch_fire[];  -- the fires the overlap policy decided (wish)
+    v_pre cronbox.dispatch_fire[];    -- the fires decided before it (paused, dependency: pre)
     v_candidates text[];      -- names of the batch's jobs whose statistics may be folded off the hot path
     v_after text[] := '{}';   -- those of them an after-job lists (their statistics are read: not folded)
     v_run_queues text[];      -- the queues that want runs
@@ -198,25 +199,26 @@ BEGIN
     )
     -- (with what the next steps ask of the batch: the names whose statistics may be folded, the
     -- queues that want runs, whether a run needs pools)
-    SELECT array_agg(x.f), array_agg(x.name) FILTER (WHERE x.folded),
+    SELECT array_agg(x.f) FILTER (WHERE x.pre IS NULL), array_agg(x.f) FILTER (WHERE x.pre IS NOT NULL),
+           array_agg(x.name) FILTER (WHERE x.folded),
            array_agg(DISTINCT x.queue) FILTER (WHERE x.wish = 'run'),
            coalesce(bool_or(x.wish = 'run' AND x.needs IS NOT NULL), false)
-      INTO v_fires, v_candidates, v_run_queues, v_needs
+      INTO v_fires, v_pre, v_candidates, v_run_queues, v_needs
     FROM (SELECT ROW(w.future_id, w.job_id, w.name, w.queue, w.fire_at, w.due_at, w.priority, w.attempt,
                      w.origin, w.retry_of, w.message_payload, w.timeout, w.overlap, w.active_runs, w.catchup,
                      w.needs, w.on_unavailable, w.unavailable_timeout, w.held_since, w.retry_delay,
                      w.retry_max_delay, w.bucket, NULL, NULL, NULL, w.folded, w.wish)::cronbox.dispatch_fire AS f,
-                 w.name, w.folded, w.queue, w.wish, w.needs
+                 w.name, w.folded, w.queue, w.wish, w.needs, NULL::text AS pre
           FROM wish w
           UNION ALL
           SELECT ROW(g.future_id, g.job_id, g.name, g.queue, g.fire_at, g.due_at, g.priority, g.attempt,
                      g.origin, g.retry_of, g.message_payload, g.timeout, g.overlap, g.active_runs, g.catchup,
                      g.needs, g.on_unavailable, g.unavailable_timeout, g.held_since, g.retry_delay,
                      g.retry_max_delay, g.bucket, g.waiting, g.timeout_at, g.pre, g.folded, NULL)::cronbox.dispatch_fire,
-                 g.name, g.folded, g.queue, NULL, g.needs
+                 g.name, g.folded, g.queue, NULL, g.needs, g.pre
           FROM gate g
           WHERE g.pre IS NOT NULL) x;
-    IF v_fires IS NULL THEN
+    IF v_fires IS NULL AND v_pre IS NULL THEN
         RETURN QUERY SELECT 0, 0, 0, 0;  -- every future held or gone meanwhile
         RETURN;
     END IF;
@@ -263,7 +265,8 @@ BEGIN
     -- 5. The rest of the decision (queue limit, pools) and the writes outside the bucket's
     --    tables: runs, outbox rows, statistics changes to fold, pool units.
     WITH
-    fires AS MATERIALIZED (
+    -- (each array read once, in its one place: no copy of the batch materialized)
+    wish AS (
         SELECT f.future_id, f.job_id, f.name, f.queue, f.fire_at, f.due_at, f.priority, f.attempt,
                f.origin, f.retry_of, f.message_payload, f.timeout, f.overlap, f.active_runs, f.catchup,
                f.needs, f.on_unavailable, f.unavailable_timeout, f.held_since, f.retry_delay,
@@ -271,8 +274,14 @@ BEGIN
                f.folded AND NOT f.name = ANY (v_after) AS folded, f.wish
         FROM unnest(v_fires) f
     ),
-    wish AS (SELECT f.* FROM fires f WHERE f.pre IS NULL),
-    gate AS (SELECT f.* FROM fires f WHERE f.pre IS NOT NULL),
+    gate AS (
+        SELECT f.future_id, f.job_id, f.name, f.queue, f.fire_at, f.due_at, f.priority, f.attempt,
+               f.origin, f.retry_of, f.message_payload, f.timeout, f.overlap, f.active_runs, f.catchup,
+               f.needs, f.on_unavailable, f.unavailable_timeout, f.held_since, f.retry_delay,
+               f.retry_max_delay, f.bucket, f.waiting, f.timeout_at, f.pre,
+               f.folded AND NOT f.name = ANY (v_after) AS folded, f.wish
+        FROM unnest(v_pre) f
+    ),
     -- Free slots of the limited queues concerned (locked above).
     limited AS MATERIALIZED (
         SELECT l.queue, l.free FROM unnest(v_limit_queues, v_limit_free) AS l(queue, free)
