@@ -71,7 +71,7 @@ BEGIN
     IF v_due > p_now THEN
         RETURN NULL;
     END IF;
-    PERFORM cronbox.dispatch_locked(ARRAY[v_future_id], ARRAY[v_job.job_id], NULL, p_now);
+    PERFORM cronbox.dispatch_locked(ARRAY[v_future_id], ARRAY[v_job.job_id], NULL, p_now, ARRAY[v_job.bucket]);
     -- The run dispatch wrote for it: the job's newest of origin rerun for this fire (none: held).
     -- (in flight: its outbox row; or final at once, e.g. skipped: history)
     SELECT x.run_id INTO v_run_id

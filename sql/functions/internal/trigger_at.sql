@@ -66,7 +66,7 @@ BEGIN
     -- Decided now (one path: the poller's dispatch write), in a new statement whose snapshot
     -- is taken with the job locked; it notifies the relays when a message was written.
     IF v_due <= p_now THEN
-        PERFORM cronbox.dispatch_locked(ARRAY[v_future_id], ARRAY[v_job.job_id], NULL, p_now);
+        PERFORM cronbox.dispatch_locked(ARRAY[v_future_id], ARRAY[v_job.job_id], NULL, p_now, ARRAY[v_job.bucket]);
     END IF;
     RETURN v_future_id;
 END
