@@ -321,13 +321,13 @@ def test_citus_dispatch_decides_and_writes_a_bucket_s_fires_one_task_per_stateme
     """cronbox.dispatch's write (cronbox.dispatch_locked) on jobs, job futures, statistics and
     saturation state distributed by bucket, with the dependencies and queue limits as reference
     tables and runs, outbox and the statistics to fold the coordinator's own: every statement
-    of a real dispatch is one task (a statement over several shards fails), bucket by bucket
-    and in a walk over all of them. The decisions are those of one primary: runs dispatched
-    with their outbox rows, an overlap skip written to history, a queue limit holding the run
-    over its slots, a fire gated by an upstream in another bucket held until that upstream's
-    success (read in its own bucket) and then run, the statistics of a job an after-job in
-    another bucket lists written in place while a plain job's are left to the fold, and a
-    one-off job's last fire logged finished."""
+    of a real dispatch is one task (a statement over several shards fails), bucket by bucket,
+    in a walk over all of them, and early dispatch's. The decisions are those of one primary:
+    runs dispatched with their outbox rows, an overlap skip written to history, a queue limit
+    holding the run over its slots, a fire gated by an upstream in another bucket held until
+    that upstream's success (read in its own bucket) and then run, the statistics of a job an
+    after-job in another bucket lists written in place while a plain job's are left to the
+    fold, and a one-off job's last fire logged finished."""
     with db.connect(citus_clone) as conn:
         by_bucket: dict[int, list[str]] = {}
         for n in range(2000):
@@ -360,6 +360,10 @@ def test_citus_dispatch_decides_and_writes_a_bucket_s_fires_one_task_per_stateme
                      "   ELSE ARRAY[now() - interval '1 minute'] END) t"
                      " WHERE j.name <> %s", (skipper, after_job))
         conn.execute("DELETE FROM cronbox.job_future WHERE origin = 'schedule' AND due_at > now()")
+        # and one due in five minutes for the plain job: early dispatch's to take
+        conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority, origin, bucket, queue)"
+                     " SELECT j.job_id, now() + interval '5 minutes', now() + interval '5 minutes', j.priority,"
+                     " 'schedule', j.bucket, j.queue FROM cronbox.job j WHERE j.name = %s", (plain,))
         conn.execute(DISTRIBUTE_JOBS)
         # the change log's read policy without its subquery on jobs (as the layer will replace it)
         conn.execute("DROP POLICY job_change_read ON cronbox.job_change")
@@ -375,11 +379,14 @@ def test_citus_dispatch_decides_and_writes_a_bucket_s_fires_one_task_per_stateme
                      " AND job_id = (SELECT job_id FROM cronbox.job WHERE bucket = %s AND name = %s)", (c, c, up))
         conn.execute("UPDATE cronbox.job_future SET hold = NULL, hold_queue = NULL WHERE bucket = %s AND hold = 'dependency'", (a,))
         assert conn.execute(dispatch, (a,)).fetchone() == (1, 0, 0, 0)
+        # early dispatch: the same write, for the plain job's fire due within the lead
+        assert conn.execute("SELECT dispatched, busy FROM cronbox.dispatch_ahead(100, '10 minutes', p_bucket => %s)",
+                            (a,)).fetchone() == (1, 0)
         conn.execute("RESET citus.multi_task_query_log_level")
 
         runs = dict(conn.execute("SELECT job_name, count(*) FROM cronbox.outbox WHERE kind = 'run' GROUP BY job_name").fetchall())
-        assert runs == {plain: 1, skipper: 1, down: 1, listed: 1, up: 1, once: 1, limited1: 1} or \
-               runs == {plain: 1, skipper: 1, down: 1, listed: 1, up: 1, once: 1, limited2: 1}, runs
+        assert runs == {plain: 2, skipper: 1, down: 1, listed: 1, up: 1, once: 1, limited1: 1} or \
+               runs == {plain: 2, skipper: 1, down: 1, listed: 1, up: 1, once: 1, limited2: 1}, runs
         assert conn.execute("SELECT job_name, state FROM cronbox.run").fetchall() == [(skipper, "skipped")]
         held = conn.execute("SELECT j.name, f.hold, f.hold_queue, f.hold_until > now() FROM cronbox.job_future f"
                             " JOIN cronbox.job j ON j.bucket = f.bucket AND j.job_id = f.job_id"
