@@ -1,6 +1,7 @@
--- cronbox.unschedule(name, reason): removes a job and its pending futures (ON DELETE
--- CASCADE); run history and the change log stay (they have no foreign key to the job).
--- Takes the job's row lock, so it waits for a poller's saturation pass on that job to commit.
+-- cronbox.unschedule(name, reason): removes a job and its pending futures (deleted by its
+-- body: job_future has no foreign key to the job, migration 0442); run history and the change
+-- log stay (they have no foreign key to the job).
+-- Takes the job's lock, so it waits for a poller's saturation pass on that job to commit.
 -- Returns false (and writes nothing) when no job has that name: safe to call twice.
 -- Thin wrapper: the body is cronbox.unschedule_at (internal/unschedule_at.sql), called with now();
 -- errors are re-raised from here so psql shows one CONTEXT line (docs/sql.md, "Errors").

@@ -1,9 +1,11 @@
 -- Internal: the body of cronbox.unschedule, with the time as its last parameter p_now. The public
 -- cronbox.unschedule passes now(); no cronbox role may execute this one (tests call it as the
 -- owner or a superuser to fix the clock).
--- cronbox.unschedule_at(name, reason, p_now): removes a job and its pending futures (ON DELETE
--- CASCADE); run history and the change log stay (they have no foreign key to the job).
--- Takes the job's row lock, so it waits for a poller's saturation pass on that job to commit.
+-- cronbox.unschedule_at(name, reason, p_now): removes a job and its pending futures (deleted
+-- here: job_future has no foreign key to the job, migration 0442; every writer of futures
+-- holds the job's lock, taken here first, so none is written for the job after this);
+-- run history and the change log stay (they have no foreign key to the job).
+-- Takes the job's lock, so it waits for a poller's saturation pass on that job to commit.
 -- Returns false (and writes nothing) when no job has that name: safe to call twice.
 CREATE OR REPLACE FUNCTION cronbox.unschedule_at(
     name   text,
@@ -31,6 +33,8 @@ BEGIN
     END IF;
     -- Fires already written by early dispatch and not yet claimed by a relay are cancelled.
     PERFORM cronbox.withdraw_early_runs(v_job_id, 'cancelled: unscheduled before its fire time', p_now);
+    -- its futures of every origin (schedule, manual, retry, backfill, rerun, dependency)
+    DELETE FROM cronbox.job_future f WHERE f.job_id = v_job_id;
     DELETE FROM cronbox.job j WHERE j.job_id = v_job_id RETURNING j.owner, j.fire_rate INTO v_owner, v_rate;
     -- its owner's schedule count and fire rate (owners with a quota), its name-search row
     UPDATE cronbox.owner_quota q SET schedules = greatest(q.schedules - 1, 0),

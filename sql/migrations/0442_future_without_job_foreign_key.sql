@@ -1,0 +1,12 @@
+-- 0442: cronbox.job_future loses its foreign key to cronbox.job. Every future written ran the
+-- key's check, `SELECT 1 FROM cronbox.job ... FOR KEY SHARE`: a row lock on the job row, so a
+-- WAL record and a dirtied job page per job per transaction, and a full-page image of that
+-- page after each checkpoint (a saturation pass from empty over a million schedules dirtied
+-- every page of cronbox.job for it: ~350 bytes of WAL per schedule, a third of the pass's;
+-- bench/results/2026-11-28-future-fk.md). The key guarded nothing the job's lock does not:
+-- every writer of a job's futures holds that lock (cronbox.lock_job_id: claim_saturation,
+-- claim_backfills, trigger, rerun, finish_runs) and reads the job after taking it, and the one
+-- statement that deletes jobs, cronbox.unschedule, takes it first and now deletes the job's
+-- futures itself, as the cascade did (tests/test_schedule_unschedule_futures.py: no future
+-- outlives its job).
+ALTER TABLE cronbox.job_future DROP CONSTRAINT IF EXISTS job_future_job_id_fkey;
