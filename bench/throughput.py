@@ -54,13 +54,17 @@ def run_cronbox(database: Database, args: argparse.Namespace, n: int, mode: str,
         wait_worker(port, fleet)
         fleet.cronbox("poller", database.dsn, env)
         fleet.cronbox("relay", database.dsn, env)
+        if profile:
+            # From before the jobs exist: their fires are one-off `allow` jobs, which the poller
+            # dispatches early (within its lead, before the due time), so a reset at the due
+            # time would leave dispatch out of the profile.
+            database.reset_statements()
         due = load(database, n, margin)
         while time.time() < due - 0.3:
             fleet.check_alive()
             time.sleep(0.05)
         spies: dict[str, tuple[subprocess.Popen[bytes], Path]] = {}
         if profile:
-            database.reset_statements()
             for name, proc in fleet.procs.items():
                 out = logdir / f"pyspy-{name}.txt"
                 sp = py_spy_record(proc.pid, 3600, out)
