@@ -14,9 +14,16 @@ LANGUAGE plpgsql VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+DECLARE
+    v_id bigint := complete_run.run_id;
 BEGIN
     -- PL/pgSQL, not SQL: a SQL function's statement is parsed and planned again on every call
-    RETURN cronbox.complete_run_at((cronbox.worker_run_ids(ARRAY[complete_run.run_id], 'run_id'))[1], complete_run.result, now());
+    -- a worker limited to queues (cronbox.worker_run_ids) only when some worker is: the
+    -- default has none, and the check is then this one probe, not a call with its SET clause
+    IF EXISTS (SELECT 1 FROM cronbox.queue_grant g WHERE g.kind = 'worker') THEN
+        v_id := (cronbox.worker_run_ids(ARRAY[v_id], 'run_id'))[1];
+    END IF;
+    RETURN cronbox.complete_run_at(v_id, complete_run.result, now());
 END
 $$;
 
