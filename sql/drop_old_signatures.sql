@@ -63,6 +63,7 @@ DROP FUNCTION IF EXISTS cronbox.release_outbox(text,bigint[],interval);
 DROP FUNCTION IF EXISTS cronbox.release_outbox_at(text,bigint[],interval,timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.remove_dependency(text,text,timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.resume(text,text,timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.run_message(bigint,text,text,jsonb,timestamp with time zone,integer);
 DROP FUNCTION IF EXISTS cronbox.schedule(text,text,interval,timestamp with time zone,jsonb,text,text,integer,text,text,integer,interval,interval,interval,text,interval,interval,timestamp with time zone,timestamp with time zone,text[],text,text,timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.set_queue_limit(text,integer,timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.start_run(bigint,text,timestamp with time zone);

@@ -138,14 +138,15 @@ BEGIN
             RETURNING o.outbox_id, o.run_id, o.queue, o.kind, o.message, o.job_name, o.payload, o.fire_at,
                       o.attempt, o.timeout, o.attempts, o.available_at, o.bucket
         )
-        -- a run's row carries no message: built from the row itself (the run in flight), outside
-        -- the update (Citus runs no STABLE function of a row's columns inside an UPDATE)
+        -- a run's row carries no message: built from the row itself (the run in flight), deadline
+        -- included (one object per run), outside the update (Citus runs no STABLE function of a
+        -- row's columns inside an UPDATE); a redriven run's row carries the message as sent
         SELECT l.outbox_id, l.run_id, l.queue, l.kind,
-               CASE WHEN l.kind = 'run'
-                    THEN coalesce(l.message, cronbox.run_message(l.outbox_id, l.job_name, l.queue, l.payload,
-                                                                 l.fire_at, l.attempt))
-                         || jsonb_build_object('deadline', greatest(l.available_at, p_now) + l.timeout)
-                    ELSE l.message END,
+               CASE WHEN l.kind <> 'run' THEN l.message
+                    WHEN l.message IS NULL
+                    THEN cronbox.run_message(l.outbox_id, l.job_name, l.queue, l.payload, l.fire_at, l.attempt,
+                                             greatest(l.available_at, p_now) + l.timeout)
+                    ELSE l.message || jsonb_build_object('deadline', greatest(l.available_at, p_now) + l.timeout) END,
                l.attempts, l.available_at, l.bucket
         FROM leased l;
         GET DIAGNOSTICS v_n = ROW_COUNT;

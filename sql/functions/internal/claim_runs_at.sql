@@ -100,20 +100,25 @@ BEGIN
                 lease_owner = NULL
             WHERE o.bucket = ANY (v_set) AND o.outbox_id = ANY (ARRAY(SELECT picked.outbox_id FROM picked))
             RETURNING o.outbox_id, o.run_lease_until, o.message, o.job_name, o.queue, o.payload, o.fire_at, o.attempt
-        ),
-        -- built once per run (not inlined into each of the five columns that read it)
-        built AS MATERIALIZED (
-            SELECT s.outbox_id AS run_id, s.run_lease_until AS lease_until,
-                   coalesce(s.message, cronbox.run_message(s.outbox_id, s.job_name, s.queue, s.payload,
-                                                           s.fire_at, s.attempt)) AS message
-            FROM started s
         )
-        SELECT b.run_id, b.message ->> 'job', b.message -> 'payload',
-               (b.message ->> 'fire_at')::timestamptz, (b.message ->> 'attempt')::integer,
-               b.lease_until, b.message ->> 'idempotency_key',
-               b.message || jsonb_build_object('deadline', b.lease_until)
-        FROM built b
-        ORDER BY b.run_id;
+        -- the message built once per run, deadline included (one object); the other columns
+        -- from the row itself, the values the message was built from, not read back out of it (a
+        -- text, a jsonb and a timestamptz parsed per run); a redriven run's row carries its
+        -- message as sent, which they come from as before
+        SELECT s.outbox_id,
+               CASE WHEN s.message IS NULL THEN s.job_name ELSE s.message ->> 'job' END,
+               CASE WHEN s.message IS NULL THEN s.payload ELSE s.message -> 'payload' END,
+               CASE WHEN s.message IS NULL THEN s.fire_at ELSE (s.message ->> 'fire_at')::timestamptz END,
+               CASE WHEN s.message IS NULL THEN s.attempt ELSE (s.message ->> 'attempt')::integer END,
+               s.run_lease_until,
+               CASE WHEN s.message IS NULL THEN textcat(textcat(s.outbox_id::text, ':'), s.attempt::text)
+                    ELSE s.message ->> 'idempotency_key' END,
+               CASE WHEN s.message IS NULL
+                    THEN cronbox.run_message(s.outbox_id, s.job_name, s.queue, s.payload, s.fire_at, s.attempt,
+                                             s.run_lease_until)
+                    ELSE s.message || jsonb_build_object('deadline', s.run_lease_until) END
+        FROM started s
+        ORDER BY s.outbox_id;
         GET DIAGNOSTICS v_n = ROW_COUNT;
         v_taken := v_taken + v_n;
     END LOOP;
