@@ -1,4 +1,4 @@
--- 0470: cronbox.job_stat_change's arrays are compressed with lz4, not pglz. Each dispatch or
+-- 0461: cronbox.job_stat_change's arrays are compressed with lz4, not pglz. Each dispatch or
 -- finishing call writes one row whose arrays hold one element per job of the call (a batch of
 -- 1,000 runs: ~50 kB), so each array is compressed and stored out of line; pglz took ~1 µs per
 -- job and row (a twentieth of the relay's ack per run in `perf`), lz4 about a sixth of that, at
