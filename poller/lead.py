@@ -11,7 +11,10 @@ runs, finish each second's fires before that second begins:
 
     lead = max(L, max{ s + 1 : (fires due in the first s + 1 seconds) / rate > s + 1 - L })
 
-capped by CRONBOX_DISPATCH_LEAD_MAX (at most half the horizon, so the futures exist). The relay
+capped by CRONBOX_DISPATCH_LEAD_MAX (at most half the horizon, so the futures exist). The
+profile is read by its own task on its own connection (profile_loop), never inside a dispatch
+tick: the read walks every ready future within the cap (60,000 with a thousand every-second
+schedules: 50-250 ms on the 2-core machine), and a fire coming due meanwhile waited for it. The relay
 still claims only within its own L and sends each message at its due time, and pause(),
 unschedule() and updates withdraw every early run no relay holds (cronbox.withdraw_early_runs),
 so a longer poller lead does not delay any change: a change still reaches every fire more than
@@ -20,8 +23,17 @@ L away.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from datetime import timedelta
+
+from cronbox.log import event
+from cronbox.proc import pause
+from poller import store
+from poller.quarantine import describe
+
+log = logging.getLogger("cronbox.poller")
 
 # Early runs written per second by one poller, before anything was measured: deliberately low
 # (measured on the 2-core bench machine: ~15,000-20,000/s), so a first burst starts early.
@@ -88,3 +100,20 @@ class LeadPlanner:
             if fires / rate > start + 1.0 - base:
                 need = max(need, start + 1.0)
         return timedelta(seconds=min(cap, max(base, need)))
+
+
+async def profile_loop(pool, planner: LeadPlanner, stop: asyncio.Event) -> None:
+    """Reads the fires coming due (cronbox.due_ahead) into `planner` every `refresh` seconds,
+    on a connection of its own, beside the dispatch loop (which only reads planner.lead()). A
+    failed read is logged and tried again at the next refresh; the lead meanwhile is sized from
+    the last profile (or is the base lead). Returns at once when the lead cannot grow."""
+    if not (planner.on and planner.cap > planner.base):
+        return
+    while not stop.is_set():
+        try:
+            async with pool.connection() as conn:
+                planner.observe_profile(await store.due_ahead(conn, planner.cap, planner.count_limit()))
+        except Exception as exc:  # the server away included: the next refresh tries again
+            event(log, "reading the fires ahead failed", level=logging.WARNING, error=describe(exc))
+        if await pause(stop, planner.refresh):
+            return

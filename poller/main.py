@@ -38,7 +38,7 @@ from cronbox.registry import keep_registered
 from poller import metrics as poller_metrics, store
 from poller.maintenance import maintenance_loop, reaper_loop
 from poller.health import LoopHealth
-from poller.lead import LeadPlanner
+from poller.lead import LeadPlanner, profile_loop
 from poller.quarantine import CONNECTION_ERRORS, describe, isolate, quarantine
 from poller.saturate import Pass, saturate_pass
 from poller.settings import PollerSettings
@@ -110,11 +110,13 @@ async def tick(pool, cfg: Config, ps: PollerSettings, limit: int, planner: LeadP
         early = busy = 0
         cut = False
         lead = planner.lead() if planner.on else None
-        if lead and decided < limit:
+        # A fire came due while dispatch's statement ran (a jittered fire, say: between whole
+        # seconds): no early call now, however small; the loop goes again at once and takes it.
+        # (One due before the statement began yet not taken is behind: its job is locked
+        # elsewhere, and early dispatch goes on meanwhile.)
+        due_now = wait is not None and not behind and float(wait) - (time.monotonic() - waited_from) <= 0
+        if lead and decided < limit and not due_now:
             try:
-                if planner.stale():
-                    planner.observe_profile(await store.due_ahead(conn, planner.cap, planner.count_limit()))
-                    lead = planner.lead()
                 # sized to end before the next fire comes due, which then is dispatch's at once
                 room = limit - decided
                 if wait is not None:
@@ -262,8 +264,18 @@ async def dispatch_loop(pool, cfg: Config, ps: PollerSettings, waker: Waker,
                         health: LoopHealth | None = None, backlog: Backlog | None = None) -> None:
     health = health or LoopHealth("dispatch", register=False)
     backlog = backlog or Backlog()
-    cap = ps.dispatch_tick_cap
     planner = lead_planner(cfg, ps)
+    # the fires coming due are read beside this loop, never inside a tick (poller/lead.py)
+    profile = asyncio.create_task(profile_loop(pool, planner, waker.stop), name="dispatch-profile")
+    try:
+        await _dispatching(pool, cfg, ps, waker, health, backlog, planner)
+    finally:
+        await cancel_quietly(profile)
+
+
+async def _dispatching(pool, cfg: Config, ps: PollerSettings, waker: Waker, health: LoopHealth,
+                       backlog: Backlog, planner: LeadPlanner) -> None:
+    cap = ps.dispatch_tick_cap
     # Batches sized by time as saturation passes are: a batch of a thousand catch-up runs took
     # seconds on a loaded machine, and a fire coming due meanwhile waited for it.
     sizer = PassSizer(DISPATCH_HOLD, ps.dispatch_batch, scale=1.0, cautious=False)
@@ -331,8 +343,9 @@ async def run(cfg: Config, waker: Waker, settings: PollerSettings | None = None)
     check_dispatch_lead(cfg.dispatch_lead, ps.horizon, "CRONBOX_HORIZON")
     name = identity("poller")
     event(log, "starting", process=name, **{**cfg.describe(), **ps.describe()})
-    # dispatch, each saturation worker, reaper, maintenance, metrics and the registry: one each
-    pool = await db.open_pool(cfg.dsn, min_size=2, max_size=5 + ps.saturate_workers, name="poller")
+    # dispatch, the fires-ahead profile, each saturation worker, reaper, maintenance, metrics and
+    # the registry: one each
+    pool = await db.open_pool(cfg.dsn, min_size=2, max_size=6 + ps.saturate_workers, name="poller")
     saturation = Waker()
     saturation.stop = waker.stop  # one stop for the process; a wake-up event per loop
     health = {n: LoopHealth(n) for n in ("dispatch", "saturation", "reaper", "maintenance")}
