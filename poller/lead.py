@@ -53,6 +53,7 @@ class LeadPlanner:
         self.rate = INITIAL_RATE
         self.profile: list[tuple[int, int]] = []
         self.read_at = float("-inf")  # monotonic time of the last profile
+        self.deferred = False  # the last tick made no early call: a fire had come due (poller.main.tick)
 
     @property
     def on(self) -> bool:

@@ -112,10 +112,15 @@ async def tick(pool, cfg: Config, ps: PollerSettings, limit: int, planner: LeadP
         lead = planner.lead() if planner.on else None
         # A fire came due while dispatch's statement ran (a jittered fire, say: between whole
         # seconds): no early call now, however small; the loop goes again at once and takes it.
+        # Not twice in a row: fires coming due faster than dispatch's statements run would
+        # otherwise keep early dispatch from its fires, which then all go at their due time.
         # (One due before the statement began yet not taken is behind: its job is locked
         # elsewhere, and early dispatch goes on meanwhile.)
         due_now = wait is not None and not behind and float(wait) - (time.monotonic() - waited_from) <= 0
-        if lead and decided < limit and not due_now:
+        deferred, planner.deferred = planner.deferred, False
+        if lead and decided < limit and due_now and not deferred:
+            planner.deferred = True
+        elif lead and decided < limit:
             try:
                 # sized to end before the next fire comes due, which then is dispatch's at once
                 room = limit - decided
