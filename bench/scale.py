@@ -220,11 +220,19 @@ def saturate_and_steady(database: Database, args: argparse.Namespace, logdir: An
         # the next boundary (database clock), so every window holds at least one burst.
         time.sleep(database.scalar(
             "SELECT ((59 - extract(epoch FROM now() - date_trunc('minute', now())) + 60) % 60)::float8"))
+        if args.profile:
+            database.set_statement_tracking("all")
+            database.reset_statements()
         c0, pg0 = sum(fleet.cpu().values()), postgres_cpu(database.postmaster)
         w0 = database.scalar("SELECT now()")
-        time.sleep(steady)
+        with WaitSampler(database, interval=0.2) as waits:
+            time.sleep(steady)
         fleet.check_alive()
         c1, pg1 = sum(fleet.cpu().values()), postgres_cpu(database.postmaster)
+        if args.profile:
+            out["steady_statements"] = database.top_statements(25)
+            database.set_statement_tracking("top")
+        out["steady_waits"] = waits.top(10)
         with database.connect() as conn:
             lags = [float(r[0]) for r in conn.execute(
                 "SELECT extract(epoch FROM dispatched_at - fire_at) * 1000 FROM cronbox.runs "
@@ -383,7 +391,8 @@ def main(argv: list[str] | None = None) -> int:
                                                    "(e.g. 1,2: the ratio in the same run); the steady window "
                                                    "runs with the last")
     p.add_argument("--profile", action="store_true",
-                   help="during saturation: py-spy on the pollers, pg_stat_statements (track=all), backend waits")
+                   help="during saturation: py-spy on the pollers, pg_stat_statements (track=all), backend waits; "
+                        "during the steady window: pg_stat_statements (track=all)")
     p.add_argument("--steady", type=float, help="seconds of steady state after saturation (default 60; quick 5)")
     p.add_argument("--mix", choices=sorted(MIXES), default="default",
                    help="the schedules: bench.scale's mix (~2,900 fires/s per million) or all '* * * * *' "
@@ -459,6 +468,11 @@ def summary(r: dict[str, Any]) -> list[str]:
              f"unsaturated jobs at end {st['unsaturated_jobs_at_end']}",
              f"  steady: {st['fires_decided_per_s']} fires/s decided (dispatched or skipped for overlap), "
              f"fire->decision p50 {st['fire_to_decision_ms']['p50']} ms p99 {st['fire_to_decision_ms']['p99']} ms"]
+    for w in r.get("steady_waits", {}).get("avg_backends", [])[:6]:
+        lines.append(f"  steady, busy backends: {w['avg']:6.2f} {w['wait']:<24} {w['statement']}")
+    for st_ in r.get("steady_statements", [])[:12]:
+        if "error" not in st_:
+            lines.append(f"  steady, statement: {st_['total_ms'] / 1000:7.1f} s {st_['calls']:>7} calls  {st_['query'][:90]}")
     for d in r["dispatch_cost"]:
         lines.append(f"  dispatch({d['batch']}) at {d['job_future_rows']} futures: median {d['dispatch_ms']['median']} ms "
                      f"({d['per_run_us']} us/run); buffers: "
