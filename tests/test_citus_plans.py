@@ -264,6 +264,8 @@ ALTER FUNCTION cronbox.dispatch_ahead_at(integer, interval, integer, timestamptz
 ALTER FUNCTION cronbox.ready_lanes(integer[]) SET plan_cache_mode = force_custom_plan;
 ALTER FUNCTION cronbox.dispatch_locked(bigint[], bigint[], interval, timestamptz, integer[])
     SET plan_cache_mode = force_custom_plan;
+ALTER FUNCTION cronbox.dispatch_plain(bigint[], interval, timestamptz, integer[])
+    SET plan_cache_mode = force_custom_plan;
 ALTER FUNCTION cronbox.record_finished(bigint[], timestamptz, integer[]) SET plan_cache_mode = force_custom_plan;
 """
 
