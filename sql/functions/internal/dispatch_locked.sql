@@ -43,7 +43,6 @@ DECLARE
     v_walks integer[];        -- bucket sets of cronbox.job, for the reads across buckets
     v_set integer[];
     v_upstreams bigint[];     -- upstreams gating the batch's jobs, not found yet
-    v_gated boolean;          -- whether any job of the batch is gated (add_dependency)
     v_upstream jsonb := '{}'; -- upstream job_id -> [name, last success]
     v_fires cronbox.dispatch_fire[];  -- the fires the overlap policy decided (wish)
     v_pre cronbox.dispatch_fire[];    -- the fires decided before it (paused, dependency: pre)
@@ -64,6 +63,14 @@ DECLARE
     v_queue_ids text[];
     v_queue_n jsonb;          -- limited queue -> runs dispatched
 BEGIN
+    -- The plain batch, the common case (no fire with an overlap policy of its own, no job
+    -- gated, paused, needing pools or in a limited queue, ...: cronbox.dispatch_plain), is
+    -- decided and written in three short statements; any other batch goes on below.
+    RETURN QUERY SELECT * FROM cronbox.dispatch_plain(p_futures, p_grace, p_now, p_buckets);
+    IF FOUND THEN
+        RETURN;
+    END IF;
+
     -- A backfilled fire with an overlap policy of its own reads its job's active runs: a job
     -- whose statistics were folded off the hot path has them folded now, and written here in
     -- this call (rare: backfill(..., overlap => ...) of an 'allow' job).
@@ -82,8 +89,7 @@ BEGIN
     --    batch's bucket set first (a DAG named under one group shares its bucket), then the
     --    others in turn until every one is found.
     v_upstreams := ARRAY(SELECT DISTINCT d.upstream_id FROM cronbox.job_dependency d WHERE d.job_id = ANY (p_jobs));
-    v_gated := cardinality(v_upstreams) > 0;
-    IF v_gated THEN
+    IF cardinality(v_upstreams) > 0 THEN
         v_walks := cronbox.bucket_walks('cronbox.job');
         FOR w IN 0 .. array_length(v_walks, 1) LOOP
             IF w = 0 THEN
@@ -102,16 +108,6 @@ BEGIN
             v_upstreams := ARRAY(SELECT x FROM unnest(v_upstreams) AS x WHERE NOT v_upstream ? x::text);
             EXIT WHEN cardinality(v_upstreams) = 0;
         END LOOP;
-    END IF;
-
-    -- The plain batch, the common case (no fire with an overlap policy of its own, no job
-    -- gated, none paused, needing pools or in a limited queue, ...: cronbox.dispatch_plain),
-    -- decided and written in three short statements; any other batch goes on below.
-    IF cardinality(v_refold) = 0 AND NOT v_gated THEN
-        RETURN QUERY SELECT * FROM cronbox.dispatch_plain(p_futures, p_grace, p_now, p_buckets);
-        IF FOUND THEN
-            RETURN;
-        END IF;
     END IF;
 
     -- 2. The batch in its bucket set, and what its jobs decide of each fire: paused, the

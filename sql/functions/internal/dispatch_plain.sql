@@ -1,10 +1,10 @@
 -- cronbox.dispatch_plain(p_futures, p_grace, p_now, p_buckets): dispatch's write for a plain
 -- batch, the common case, in three short statements; no row when the batch is not plain (the
 -- caller, cronbox.dispatch_locked, then takes its general path, which decides the same fires
--- the same way). Plain: no fire carrying an overlap policy of its own and no job gated by a
--- dependency (both checked by the caller first), and for every fire not held meanwhile: its
--- job not paused (or the fire a trigger() or rerun()), without pool needs, in a queue without
--- a limit, its overlap policy settled by the job alone: 'allow' or no run in flight (run),
+-- the same way). Plain, for every fire not held meanwhile: no overlap policy of its own but
+-- 'allow' (backfill), its job neither gated by a dependency nor paused (or the fire a
+-- trigger() or rerun()), without pool needs, in a queue without a limit, its overlap policy
+-- settled by the job alone: 'allow' or no run in flight (run),
 -- 'skip' with one (skipped); and one fire per job, or else every fire 'allow' and none late
 -- for the catch-up check (p_grace; early dispatch passes none). So no queue slot, pool unit,
 -- hold, notification or cancellation is written, and no fire is weighed against another of
@@ -55,8 +55,10 @@ BEGIN
         SELECT k.future_id, k.job_id, j.name, j.queue, k.fire_at, k.due_at, k.priority, k.attempt,
                k.origin, k.retry_of, coalesce(k.payload, j.payload) AS message_payload, j.timeout,
                coalesce(k.overlap, j.overlap) AS overlap, s.active_runs, k.bucket, fo.folded,
-               coalesce(NOT (j.paused AND k.origin NOT IN ('manual', 'rerun'))  -- trigger(), rerun() run anyway
+               coalesce((k.overlap IS NULL OR k.overlap = 'allow')  -- else its job's statistics are read, folded first
+                        AND NOT (j.paused AND k.origin NOT IN ('manual', 'rerun'))  -- trigger(), rerun() run anyway
                         AND j.needs IS NULL
+                        AND NOT EXISTS (SELECT 1 FROM cronbox.job_dependency d WHERE d.job_id = k.job_id)
                         AND NOT EXISTS (SELECT 1 FROM cronbox.queue_limit q WHERE q.queue = j.queue)
                         AND (coalesce(k.overlap, j.overlap) IN ('allow', 'skip') OR s.active_runs = 0), false) AS plain,
                -- with several fires of a job: catch-up (dispatch_locked's late_missed) might miss it
@@ -188,7 +190,7 @@ END
 $$;
 
 COMMENT ON FUNCTION cronbox.dispatch_plain(bigint[], interval, timestamp with time zone, integer[]) IS
-'Internal: dispatch''s write for a plain batch (none paused, gated, needing pools, in a limited queue or with an overlap policy of its own; each fire run, or skipped under overlap skip; one fire per job, or every fire allow and none late for p_grace), in three statements with no window over the batch; no row when the batch is not plain (cronbox.dispatch_locked then decides it in full). Called by dispatch_locked under the futures'' and jobs'' locks.';
+'Internal: dispatch''s write for a plain batch (no fire with an overlap policy of its own but allow; none paused, gated, needing pools, in a limited queue or with an overlap policy of its own; each fire run, or skipped under overlap skip; one fire per job, or every fire allow and none late for p_grace), in three statements with no window over the batch; no row when the batch is not plain (cronbox.dispatch_locked then decides it in full). Called by dispatch_locked under the futures'' and jobs'' locks.';
 
 ALTER FUNCTION cronbox.dispatch_plain(bigint[], interval, timestamp with time zone, integer[]) OWNER TO cronbox_owner;
 REVOKE ALL ON FUNCTION cronbox.dispatch_plain(bigint[], interval, timestamp with time zone, integer[]) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
