@@ -279,6 +279,10 @@ def saturate_and_steady(database: Database, args: argparse.Namespace, logdir: An
             "poller_cpu_s_per_s": round((c1 - c0) / steady, 3),
             "poller_cpu_ms_per_fire": round(1000 * (c1 - c0) / fires, 4) if fires else None,
             "postgres_cpu_ms_per_fire": round(1000 * (pg1 - pg0) / fires, 4) if fires and pg0 is not None else None,
+            # per fire decided (dispatched or skipped): a window whose burst is all skipped for
+            # overlap (its jobs' first runs dispatched during saturation) dispatches none
+            "postgres_cpu_ms_per_decision": (round(1000 * (pg1 - pg0) / len(decided), 4)
+                                             if decided and pg0 is not None else None),
             "fire_to_dispatch_ms": {"p50": pct(lags, 50), "p99": pct(lags, 99), "max": max(lags) if lags else None},
             "futures_overdue_at_end": behind,
             "unsaturated_jobs_at_end": left_unsaturated,
