@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from typing import Any
 
 import psycopg
 import pytest
@@ -432,3 +433,69 @@ def test_dispatch_opens_only_the_run_partitions_it_writes_however_much_history_i
     conn.execute(due)
     assert len(run_partitions_planned(conn, "SELECT * FROM cronbox.dispatch(100)")) <= 2
     assert conn.execute("SELECT count(*) FROM cronbox.runs WHERE state = 'dispatched'").fetchone()[0] == 20
+
+
+PLAIN_KINDS = {
+    "allow": {"overlap": "allow", "payload": psycopg.types.json.Jsonb({"k": 1}), "queue": "etl",
+              "timeout": "90 seconds", "priority": 3},
+    "skip-free": {"overlap": "skip"},           # no run in flight: runs
+    "skip-busy": {"overlap": "skip"},           # a run in flight: skipped
+    "buffer": {"overlap": "buffer_one"},        # no run in flight: runs
+    "cancel": {"overlap": "cancel_other"},      # no run in flight: runs
+    "upstream": {"overlap": "allow"},           # an after-job lists it: statistics written in place
+}
+
+
+@pytest.mark.parametrize("kinds, fires, counts", [
+    (PLAIN_KINDS, (0,), (5, 1)),
+    # several fires of a job: plain only when every fire is 'allow' (early dispatch's batches)
+    ({k: v for k, v in PLAIN_KINDS.items() if k in ("allow", "upstream")}, (0, 30, 60), (6, 0)),
+], ids=["one-fire-per-job", "allow-fires"])
+def test_a_plain_batch_is_decided_and_written_as_the_general_path_decides_and_writes_it(conn, kinds, fires, counts):
+    """cronbox.dispatch_plain (dispatch's short path for a plain batch) writes what the general
+    path of cronbox.dispatch_locked writes for the same fires: two identical sets of jobs, one
+    dispatched as a plain batch, the other with a paused job's fire in its batch (not plain:
+    dispatch_plain declines it, writing nothing), give the same outbox rows, skipped history
+    rows, futures left and job statistics."""
+    ids: dict[str, list[int]] = {"p": [], "g": []}
+    for group in ("p", "g"):
+        for kind, opts in kinds.items():
+            job(conn, f"{group}-{kind}", **opts)
+        conn.execute("SELECT cronbox.schedule_at(%s, after => ARRAY[%s], p_now => %s)",
+                     (f"{group}-after", f"{group}-upstream", at(-86400)))
+        if "skip-busy" in kinds:
+            future(conn, f"{group}-skip-busy", -60)
+    assert dispatch(conn, -60)["dispatched"] == (2 if "skip-busy" in kinds else 0)  # left in flight
+    job(conn, "paused")
+    conn.execute("SELECT cronbox.pause_at('paused', 'test', p_now => %s)", (at(-1),))
+    for group in ("p", "g"):
+        for kind in kinds:
+            for t in fires:
+                ids[group].append(future(conn, f"{group}-{kind}", t, due=0))
+    held = future(conn, "paused", 0)
+    jobs = {g: [r[0] for r in conn.execute("SELECT DISTINCT job_id FROM cronbox.job_future WHERE future_id = ANY (%s)",
+                                            (ids[g],))] for g in ids}
+    paused = conn.execute("SELECT job_id FROM cronbox.job WHERE name = 'paused'").fetchone()[0]
+    assert conn.execute("SELECT * FROM cronbox.dispatch_plain(%s, NULL, %s)",
+                        (ids["g"] + [held], at(0))).fetchall() == []  # not plain: nothing written
+    plain = conn.execute("SELECT * FROM cronbox.dispatch_plain(%s, NULL, %s)", (ids["p"], at(0))).fetchall()
+    general = conn.execute("SELECT * FROM cronbox.dispatch_locked(%s, %s, NULL, %s)",
+                           (ids["g"] + [held], jobs["g"] + [paused], at(0))).fetchall()
+    assert plain == [(*counts, 0, 0)] and general == [(*counts, 0, 1)]
+
+    def written(group: str) -> dict[str, Any]:
+        out = {}
+        for kind in (*kinds, "after"):
+            name = f"{group}-{kind}"
+            rows = conn.execute(
+                "SELECT queue, fire_at, due_at, attempt, origin, priority, payload, state, available_at, "
+                "dispatched_at, timeout, needs FROM cronbox.outbox WHERE job_name = %s ORDER BY fire_at", (name,)).fetchall()
+            history = [{k: v for k, v in r.items() if k not in ("run_id", "job", "job_id", "idempotency_key")}
+                       for r in runs(conn, name)]
+            stat = {k: v for k, v in jobrow(conn, name).items()
+                    if k in ("active_runs", "last_fire_at", "last_run_state", "consecutive_failures", "missed_count")}
+            out[kind] = (rows, history, [f["fire_at"] for f in futures(conn, name)], stat)
+        return out
+
+    assert written("p") == written("g")
+    assert [f["hold"] for f in futures(conn, "paused")] == ["paused"]
