@@ -8,7 +8,8 @@
 -- releases of held futures, after-jobs whose upstreams all succeeded. A report for a run
 -- already final is kept in cronbox.run_late_report and changes nothing. One report of one run
 -- that needs none of that but its change row (a success of a job no policy reads) takes two
--- statements (step 0).
+-- statements (step 0), and so does a batch of successes that need nothing else (step 0b: the
+-- relay's ack with its worker's answers, complete_runs).
 CREATE OR REPLACE FUNCTION cronbox.finish_runs(
     p_run_ids   bigint[],
     p_outcome   text,                    -- succeeded | failed | lost | cancelled
@@ -54,6 +55,9 @@ DECLARE
     v_failures boolean;       -- some of the runs that ended here failed or were lost
     v_all_folded boolean;     -- every job of these runs has its statistics folded (cronbox.job_stat_folded)
     v_limited boolean;        -- some of these runs' queues have a limit (cronbox.queue_limit)
+    v_asked bigint[] := p_run_ids;  -- the ids asked about (step 0b may leave steps 1-8 fewer)
+    v_queues text[];          -- step 0b: the queues of the runs in flight
+    v_fast bigint[];          -- step 0b: the runs it ended
 BEGIN
     IF p_outcome IS NULL OR p_outcome NOT IN ('succeeded', 'failed', 'lost', 'cancelled') THEN
         RAISE EXCEPTION 'outcome: must be succeeded, failed, lost or cancelled, got %', p_outcome
@@ -135,6 +139,108 @@ BEGIN
         END IF;
     END IF;
 
+    -- 2. The reports (result, error), looked up by run id (the first report of an id wins).
+    IF cardinality(p_run_ids) = 1 THEN
+        v_result_of := CASE WHEN p_results[1] IS NOT NULL THEN jsonb_build_object(p_run_ids[1]::text, p_results[1]) END;
+        v_error_of := CASE WHEN p_errors[1] IS NOT NULL THEN jsonb_build_object(p_run_ids[1]::text, p_errors[1]) END;
+    ELSIF p_results IS NOT NULL OR p_errors IS NOT NULL THEN
+        SELECT jsonb_object_agg(x.id::text, x.result) FILTER (WHERE x.result IS NOT NULL),
+               jsonb_object_agg(x.id::text, x.error) FILTER (WHERE x.error IS NOT NULL)
+          INTO v_result_of, v_error_of
+        -- the three arrays side by side (a subscript into an array of jsonb or text walks every
+        -- element before it: quadratic in the batch)
+        FROM (SELECT DISTINCT ON (u.id) u.id, u.result, u.error
+              FROM unnest(p_run_ids, p_results, p_errors) WITH ORDINALITY AS u(id, result, error, ord)
+              WHERE u.id IS NOT NULL
+              ORDER BY u.id, u.ord) x;
+    END IF;
+    -- 0b. A batch of successes that asks for nothing but history rows and one change row (the
+    --    relay's ack with its worker's answers, complete_runs): two statements, as step 0 for one
+    --    run, when every id is a run in flight (no duplicate, none unknown or final), holding no
+    --    pool units, of jobs whose statistics are folded (cronbox.job_stat_folded), in queues
+    --    without a limit, with no fire of these jobs held for overlap, while no job has an
+    --    `after` list (a database with after-jobs goes steps 1-8, which find those naming these
+    --    jobs). The first statement finds the runs by the outbox's key and takes their jobs'
+    --    locks in job_id order (no after-job to lock with them); the second, with
+    --    a snapshot taken under the locks, checks the jobs' policies again, deletes the outbox
+    --    rows and inserts their history rows and the change row, or does nothing when a check
+    --    fails. Anything else goes to steps 1-8 (the locks taken here are held already). A run
+    --    that another finisher ended between the read and the lock is not deleted here: the ids
+    --    this step did not end go on to steps 1-8, which tell a late report from an unknown id.
+    IF p_outcome = 'succeeded' AND cardinality(p_run_ids) > 1 THEN
+        WITH runs AS MATERIALIZED (
+            SELECT o.job_id, o.queue FROM cronbox.outbox o
+            WHERE o.outbox_id = ANY (p_run_ids) AND o.kind = 'run' AND o.needs IS NULL
+        ),
+        fit AS MATERIALIZED (
+            SELECT CASE WHEN count(*) = cardinality(p_run_ids) THEN array_agg(DISTINCT r.job_id) END AS jobs,
+                   array_agg(DISTINCT r.queue) AS queues
+            FROM runs r
+        ),
+        locked AS MATERIALIZED (
+            SELECT s.job_id FROM cronbox.job_stat s
+            WHERE s.job_id = ANY (ARRAY(SELECT u.id FROM fit f CROSS JOIN LATERAL unnest(f.jobs) AS u(id)))
+              -- no after-job at all (one probe of job_has_after_idx): looking for those naming
+              -- these jobs walks every after-job, which steps 1-8 would walk again
+              AND NOT EXISTS (SELECT 1 FROM cronbox.job a WHERE a.after IS NOT NULL)
+            ORDER BY s.job_id
+            FOR NO KEY UPDATE OF s
+        )
+        SELECT ARRAY(SELECT l.job_id FROM locked l), f.queues
+          INTO v_jobs, v_queues
+        FROM fit f;
+        IF cardinality(v_jobs) > 0 THEN
+            WITH fits AS MATERIALIZED (
+                SELECT NOT EXISTS (SELECT 1 FROM cronbox.queue_limit q WHERE q.queue = ANY (v_queues))
+                       AND NOT EXISTS (SELECT 1 FROM cronbox.job_future h
+                                       WHERE h.job_id = ANY (v_jobs) AND h.hold = 'overlap')
+                       AND NOT EXISTS (SELECT 1 FROM cronbox.job a WHERE a.after IS NOT NULL)
+                       AND NOT EXISTS (SELECT 1 FROM cronbox.job j
+                                       CROSS JOIN LATERAL cronbox.job_stat_folded(j.job_id, j.overlap, j.every_mode, j.name, NULL) f
+                                       WHERE j.job_id = ANY (v_jobs) AND NOT f.folded) AS ok
+            ),
+            gone AS (
+                DELETE FROM cronbox.outbox o
+                WHERE o.outbox_id = ANY (p_run_ids) AND o.kind = 'run' AND o.needs IS NULL
+                  AND o.job_id = ANY (v_jobs)
+                  AND (SELECT x.ok FROM fits x)
+                RETURNING o.outbox_id, o.job_id, o.job_name, o.queue, o.fire_at, o.due_at, o.attempt, o.origin,
+                          o.retry_of, o.payload, o.priority, o.dispatched_at, o.delivered_at, o.started_at,
+                          o.worker, o.cancel_requested, o.bucket
+            ),
+            finished AS (
+                INSERT INTO cronbox.run (run_id, job_id, job_name, queue, fire_at, due_at, state, attempt,
+                                         origin, retry_of, payload, priority, dispatched_at, delivered_at,
+                                         started_at, finished_at, lease_until, worker, cancel_requested,
+                                         result, error, needs, bucket, trouble)
+                SELECT g.outbox_id, g.job_id, g.job_name, g.queue, g.fire_at, g.due_at, 'succeeded', g.attempt,
+                       g.origin, g.retry_of, g.payload, g.priority, g.dispatched_at,
+                       coalesce(g.delivered_at, g.started_at, p_now), g.started_at, p_now, NULL, g.worker,
+                       g.cancel_requested, v_result_of -> g.outbox_id::text, v_error_of ->> g.outbox_id::text,
+                       NULL, g.bucket, cronbox.run_trouble('succeeded')
+                FROM gone g
+            ),
+            change AS (
+                INSERT INTO cronbox.job_stat_change (job_ids, active, last_fire, last_run, last_state,
+                                                     ok, failures, crashes, missed, success_at)
+                SELECT array_agg(c.job_id ORDER BY c.job_id), array_agg((-c.n)::integer ORDER BY c.job_id),
+                       array_agg(NULL::timestamptz), array_agg(c.last_run ORDER BY c.job_id),
+                       array_agg('succeeded'::text), array_agg(c.n::integer ORDER BY c.job_id),
+                       array_agg(0), array_agg(0), array_agg(0::bigint), p_now
+                FROM (SELECT g.job_id, count(*) AS n, max(g.outbox_id) AS last_run FROM gone g GROUP BY g.job_id) c
+                HAVING count(*) > 0
+            )
+            SELECT array_agg(g.outbox_id) INTO v_fast FROM gone g;
+            IF cardinality(v_fast) = cardinality(p_run_ids) THEN
+                RETURN QUERY SELECT u.id, 'succeeded'::text, 'finished'::text FROM unnest(p_run_ids) AS u(id);
+                RETURN;
+            ELSIF v_fast IS NOT NULL THEN  -- rare: some of the runs ended elsewhere before the locks
+                p_run_ids := ARRAY(SELECT u.id FROM unnest(p_run_ids) AS u(id) WHERE NOT u.id = ANY (v_fast));
+            END IF;
+        END IF;
+        v_jobs := NULL;
+    END IF;
+
     -- 1. The jobs concerned (of the runs in flight: their outbox rows, by key), read without
     --    locks, then locked in one fixed order (job_id): the job's lock is its job_stat row
     --    (cronbox.lock_job_id), updated below anyway; the job row is not locked. In the same
@@ -175,21 +281,6 @@ BEGIN
     FROM found f
     WHERE (SELECT count(*) FROM locked) >= 0;
 
-    -- 2. The reports (result, error), looked up by run id (the first report of an id wins).
-    IF cardinality(p_run_ids) = 1 THEN
-        v_result_of := CASE WHEN p_results[1] IS NOT NULL THEN jsonb_build_object(p_run_ids[1]::text, p_results[1]) END;
-        v_error_of := CASE WHEN p_errors[1] IS NOT NULL THEN jsonb_build_object(p_run_ids[1]::text, p_errors[1]) END;
-    ELSIF p_results IS NOT NULL OR p_errors IS NOT NULL THEN
-        SELECT jsonb_object_agg(x.id::text, x.result) FILTER (WHERE x.result IS NOT NULL),
-               jsonb_object_agg(x.id::text, x.error) FILTER (WHERE x.error IS NOT NULL)
-          INTO v_result_of, v_error_of
-        -- the three arrays side by side (a subscript into an array of jsonb or text walks every
-        -- element before it: quadratic in the batch)
-        FROM (SELECT DISTINCT ON (u.id) u.id, u.result, u.error
-              FROM unnest(p_run_ids, p_results, p_errors) WITH ORDINALITY AS u(id, result, error, ord)
-              WHERE u.id IS NOT NULL
-              ORDER BY u.id, u.ord) x;
-    END IF;
     -- 2b. The runs that end here, in one statement under the jobs' locks (every finisher of a
     -- run holds its job's lock, so only start_run, heartbeat, claims and acks can have changed a
     -- row since step 1; docs/architecture.md, "History written once"): each outbox row deleted (for 'lost', only while its lease is still expired: a heartbeat may
@@ -547,7 +638,12 @@ BEGIN
         PERFORM pg_notify('cronbox_outbox', '');
     END IF;
 
-    IF cardinality(p_run_ids) = 1 THEN  -- one run: assignments, no statement
+    IF v_fast IS NOT NULL THEN  -- step 0b ended some of them, steps 1-8 the others
+        v_ids := coalesce(v_ids, '{}') || v_fast;
+        v_states := coalesce(v_states, '{}') || array_fill('succeeded'::text, ARRAY[cardinality(v_fast)]);
+        v_verdicts := coalesce(v_verdicts, '{}') || array_fill('finished'::text, ARRAY[cardinality(v_fast)]);
+        p_run_ids := v_asked;
+    ELSIF cardinality(p_run_ids) = 1 THEN  -- one run: assignments, no statement
         run_id := p_run_ids[1];
         state := CASE WHEN v_ids[1] = p_run_ids[1] THEN v_states[1] END;
         verdict := CASE WHEN v_ids[1] = p_run_ids[1] THEN v_verdicts[1] ELSE 'not_found' END;
