@@ -35,7 +35,11 @@ BEGIN
     ),
     -- the changes not folded yet (the job's row by a probe, never a join)
     fresh AS MATERIALIZED (
-        SELECT e.*, max(e.change_id) FILTER (WHERE e.ok > 0) OVER (PARTITION BY e.job_id) AS reset_at
+        SELECT e.*, max(e.change_id) FILTER (WHERE e.ok > 0) OVER (PARTITION BY e.job_id) AS reset_at,
+               -- the state of the job's newest run (the newest change naming it): one sort of all
+               -- the entries, not one per job
+               first_value(e.last_state) OVER (PARTITION BY e.job_id
+                                               ORDER BY e.last_run DESC NULLS LAST, e.change_id DESC) AS newest_state
         FROM entry e
         CROSS JOIN LATERAL (SELECT s.folded_through FROM cronbox.job_stat s
                             WHERE s.job_id = e.job_id LIMIT 1) s
@@ -45,8 +49,8 @@ BEGIN
         SELECT f.job_id,
                sum(f.active)::integer AS active,
                max(f.last_fire) AS last_fire,
-               (array_agg(f.last_run ORDER BY f.last_run DESC NULLS LAST, f.change_id DESC))[1] AS last_run,
-               (array_agg(f.last_state ORDER BY f.last_run DESC NULLS LAST, f.change_id DESC))[1] AS last_state,
+               max(f.last_run) AS last_run,
+               min(f.newest_state) AS last_state,  -- the same in every row of the job
                max(f.success_at) FILTER (WHERE f.ok > 0) AS success_at,
                bool_or(f.ok > 0) AS reset,
                coalesce(sum(f.failures) FILTER (WHERE f.reset_at IS NULL OR f.change_id > f.reset_at), 0)::integer AS failures,
@@ -63,18 +67,22 @@ BEGIN
         -- run id -1), so that a subscript is an offset: in an array with a NULL, or of text, it
         -- walks the elements before it, and one update of 20,000 jobs walked 10^8 of them.
         -- The states (text) by job id in one JSON object (a binary search on its keys).
-        SELECT array_agg(p.job_id ORDER BY p.job_id) AS ids,
-               array_agg(coalesce(p.active, 0) ORDER BY p.job_id) AS active,
-               array_agg(coalesce(p.last_fire, '-infinity') ORDER BY p.job_id) AS last_fire,
-               array_agg(coalesce(p.last_run, -1) ORDER BY p.job_id) AS last_run,
+        -- In job_id order from one sort of the jobs: a sorted sub-select, which the planner never
+        -- pulls up, feeds one aggregate node that reads it in order, so every array is in that
+        -- order (PostgreSQL 15 sorts the input of each aggregate with its own ORDER BY again:
+        -- eleven sorts of the jobs where one does).
+        SELECT array_agg(p.job_id) AS ids,
+               array_agg(coalesce(p.active, 0)) AS active,
+               array_agg(coalesce(p.last_fire, '-infinity')) AS last_fire,
+               array_agg(coalesce(p.last_run, -1)) AS last_run,
                jsonb_object_agg(p.job_id::text, p.last_state) AS last_state,
-               array_agg(coalesce(p.success_at, '-infinity') ORDER BY p.job_id) AS success_at,
-               array_agg(coalesce(p.reset, false) ORDER BY p.job_id) AS reset,
-               array_agg(p.failures ORDER BY p.job_id) AS failures,
-               array_agg(p.crashes ORDER BY p.job_id) AS crashes,
-               array_agg(coalesce(p.missed, 0) ORDER BY p.job_id) AS missed,
-               array_agg(p.through ORDER BY p.job_id) AS through
-        FROM per_job p
+               array_agg(coalesce(p.success_at, '-infinity')) AS success_at,
+               array_agg(coalesce(p.reset, false)) AS reset,
+               array_agg(p.failures) AS failures,
+               array_agg(p.crashes) AS crashes,
+               array_agg(coalesce(p.missed, 0)) AS missed,
+               array_agg(p.through) AS through
+        FROM (SELECT * FROM per_job ORDER BY per_job.job_id) p
     ),
     done AS (
         UPDATE cronbox.job_stat s SET
