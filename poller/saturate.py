@@ -153,6 +153,14 @@ async def _pass(conn: psycopg.AsyncConnection, batch: int, horizon: timedelta, g
     return await _relocked(conn, computing, jobs, bad, claimed, db_now, now)
 
 
+def _by_bucket(ids: Sequence[int], jobs: dict[int, dict[str, Any]]) -> dict[int, list[int]]:
+    """The job ids grouped by their job's bucket (as the claim returned it), in order."""
+    out: dict[int, list[int]] = {}
+    for job_id in ids:
+        out.setdefault(jobs[job_id]["bucket"], []).append(job_id)
+    return out
+
+
 async def _relocked(conn: psycopg.AsyncConnection, computing: asyncio.Future[Planned], jobs: list[dict[str, Any]],
                     bad: list[tuple[int, str]], claimed: int, db_now: datetime, now: datetime | None) -> Pass:
     """The end of a pass whose computation outlasted its hold (the claim's transaction has
@@ -162,8 +170,10 @@ async def _relocked(conn: psycopg.AsyncConnection, computing: asyncio.Future[Pla
     async with conn.transaction():
         was = {job["job_id"]: job for job in jobs}
         ids = [*planned.plan.job, *(job_id for job_id, _ in planned.bad)]
-        unchanged = {row["job_id"] for row in await store.relock_saturation(conn, ids)
-                     if all(row[k] == v for k, v in was[row["job_id"]].items() if k not in _CLOCK_COLUMNS)}
+        unchanged: set[int] = set()
+        for bucket, of_bucket in _by_bucket(ids, was).items():  # one relock per bucket (docs/citus.md)
+            unchanged |= {row["job_id"] for row in await store.relock_saturation(conn, of_bucket, bucket)
+                          if all(row[k] == v for k, v in was[row["job_id"]].items() if k not in _CLOCK_COLUMNS)}
         kept = [part for part in planned.plan.split() if part.job[0] in unchanged]
         planned = dataclasses.replace(
             planned, plan=Plan.merge(kept), bad=[b for b in planned.bad if b[0] in unchanged],

@@ -15,7 +15,7 @@ from cronbox.config import Settings, duration, integer, setting
 
 @dataclasses.dataclass(frozen=True)
 class PollerSettings(Settings):
-    horizon: timedelta = setting("CRONBOX_HORIZON", "2m", duration(),
+    horizon: timedelta = setting("CRONBOX_HORIZON", "2m", duration(maximum="366d"),
                                  "how far ahead fires are materialised as futures")
     misfire_grace: timedelta = setting("CRONBOX_MISFIRE_GRACE", "30s", duration(),
                                        "a fire older than this when first seen goes to the catch-up policy")

@@ -64,14 +64,16 @@ async def claim_saturation(cur: psycopg.AsyncCursor[Any], limit: int, horizon: t
     if now is None:
         await cur.execute("SELECT * FROM cronbox.claim_saturation(%s, %s)", (limit, horizon))
     else:
-        await cur.execute("SELECT * FROM cronbox.claim_saturation_at(%s, %s, %s)", (limit, horizon, now))
+        await cur.execute("SELECT * FROM cronbox.claim_saturation_at(%s, %s, p_now => %s)", (limit, horizon, now))
 
 
-async def relock_saturation(conn: psycopg.AsyncConnection, jobs: Sequence[int]) -> list[dict[str, Any]]:
-    """Lock again (SKIP LOCKED) jobs a pass computed without their locks: their rows as
-    claim_saturation returned them (without its clock columns), for those taken."""
+async def relock_saturation(conn: psycopg.AsyncConnection, jobs: Sequence[int],
+                            bucket: int | None = None) -> list[dict[str, Any]]:
+    """Lock again (SKIP LOCKED) jobs a pass computed without their locks, in their `bucket`
+    (None: every bucket in turn): their rows as claim_saturation returned them (without its
+    clock columns), for those taken."""
     cur = conn.cursor(row_factory=dict_row)
-    await cur.execute("SELECT * FROM cronbox.relock_saturation(%s::bigint[])", (list(jobs),))
+    await cur.execute("SELECT * FROM cronbox.relock_saturation(%s::bigint[], %s)", (list(jobs), bucket))
     return await cur.fetchall()
 
 

@@ -122,3 +122,7 @@ DROP FUNCTION IF EXISTS cronbox.dispatch_locked(bigint[], bigint[], interval, ti
 DROP FUNCTION IF EXISTS cronbox.ready_lanes();
 -- record_finished reads its jobs in the caller's bucket set (docs/citus.md).
 DROP FUNCTION IF EXISTS cronbox.record_finished(bigint[], timestamp with time zone);
+-- saturation's claim and relock take p_bucket and return each job's bucket (docs/citus.md).
+DROP FUNCTION IF EXISTS cronbox.claim_saturation(integer, interval);
+DROP FUNCTION IF EXISTS cronbox.claim_saturation_at(integer, interval, timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.relock_saturation(bigint[]);

@@ -405,3 +405,74 @@ def test_citus_dispatch_decides_and_writes_a_bucket_s_fires_one_task_per_stateme
                               ).fetchone()[0]
         assert plain in folded and listed not in folded and skipper not in folded, folded
         assert conn.execute("SELECT job_name FROM cronbox.job_change WHERE action = 'finished'").fetchall() == [(once,)]
+
+
+# Saturation's functions on the distributed jobs (DISTRIBUTE_JOBS), planned with their bucket
+# bound, as dispatch's.
+SATURATION_PLANS = """
+ALTER FUNCTION cronbox.claim_saturation_at(integer, interval, integer, timestamptz)
+    SET plan_cache_mode = force_custom_plan;
+ALTER FUNCTION cronbox.relock_saturation(bigint[], integer) SET plan_cache_mode = force_custom_plan;
+"""
+
+
+def _names_in_buckets(conn: psycopg.Connection, buckets: int, per_bucket: int, pattern: str) -> dict[int, list[str]]:
+    """Job names (pattern.format(n)) falling into `buckets` buckets, `per_bucket` names each."""
+    found: dict[int, list[str]] = {}
+    for n in range(5000):
+        name = pattern.format(n)
+        b = conn.execute("SELECT cronbox.bucket_of(%s)", (name,)).fetchone()[0]
+        if len(found) < buckets or b in found:
+            found.setdefault(b, []).append(name)
+        if len(found) == buckets and all(len(v) >= per_bucket for v in found.values()):
+            break
+    return {b: v[:per_bucket] for b, v in found.items()}
+
+
+def test_citus_saturation_claims_and_relocks_bucket_by_bucket_one_task_each(citus_clone):
+    """cronbox.claim_saturation and cronbox.relock_saturation on jobs, statistics and saturation
+    state distributed by bucket: with a bucket, every statement (the four walks taking the jobs'
+    locks, the rows read under them) is one task and claims only that bucket's jobs, each row
+    with its bucket; without one, the claim visits the buckets in turn within its limit; a job
+    locked elsewhere is passed over; the relock takes back a bucket's jobs by id, one task per
+    statement, and leaves another bucket's ids alone."""
+    with db.connect(citus_clone) as conn, db.connect(citus_clone) as other:
+        names = _names_in_buckets(conn, 3, 2, "sat{}/job")
+        buckets = sorted(names)
+        for bucket in buckets:
+            for name in names[bucket]:
+                conn.execute("SELECT cronbox.schedule(%s, every => '1 minute')", (name,))
+        conn.execute(DISTRIBUTE_JOBS)
+        conn.execute(SATURATION_PLANS)
+        ids = dict(conn.execute("SELECT job_id, bucket FROM cronbox.job").fetchall())
+        conn.execute("SET citus.multi_task_query_log_level = error")  # a statement over several shards fails
+        claim = ("SELECT job_id, bucket FROM cronbox.claim_saturation_at(%s, '2 minutes', p_bucket => %s,"
+                 " p_now => now() + interval '1 second')")
+        conn.execute("BEGIN")
+        got = conn.execute(claim, (10, buckets[0])).fetchall()
+        assert len(got) == 2 and {g[1] for g in got} == {buckets[0]}, got
+        # another claimer: the first bucket's jobs are locked (passed over), the others taken
+        other.execute("SET citus.multi_task_query_log_level = error")
+        other.execute("BEGIN")
+        assert other.execute(claim, (10, buckets[0])).fetchall() == []
+        claim_all = claim.replace("p_bucket => %s", "p_bucket => NULL")
+        rest = other.execute(claim_all, (3,)).fetchall()
+        assert len(rest) == 3 and buckets[0] not in {r[1] for r in rest}, rest
+        other.execute("ROLLBACK")
+        other.execute("BEGIN")
+        rest = other.execute(claim_all, (10,)).fetchall()
+        assert sorted(r[1] for r in rest) == sorted([buckets[1]] * 2 + [buckets[2]] * 2), rest
+        other.execute("ROLLBACK")
+        conn.execute("ROLLBACK")
+        # the relock: a bucket's jobs by id, another bucket's ids left alone
+        relock = "SELECT job_id, bucket FROM cronbox.relock_saturation(%s, %s)"
+        conn.execute("BEGIN")
+        got = conn.execute(relock, (list(ids), buckets[1])).fetchall()
+        assert sorted(got) == sorted((j, b) for j, b in ids.items() if b == buckets[1]), got
+        other.execute("BEGIN")
+        assert other.execute(relock, (list(ids), buckets[1])).fetchall() == []  # held by conn
+        got = other.execute(relock, (list(ids), None)).fetchall()  # every bucket in turn
+        assert sorted(got) == sorted((j, b) for j, b in ids.items() if b != buckets[1]), got
+        other.execute("ROLLBACK")
+        conn.execute("ROLLBACK")
+

@@ -189,7 +189,7 @@ def test_the_saturation_state_moves_with_every_job_to_job_fire(pg, tmp_path: Pat
                 "FROM cronbox.job j JOIN cronbox.job_fire f USING (job_id)")}
             assert after == before and len(after) == 5
             assert [r[0] for r in conn.execute(
-                "SELECT name FROM cronbox.claim_saturation_at(100, '2 minutes', %s::timestamptz) c "
+                "SELECT name FROM cronbox.claim_saturation_at(100, '2 minutes', p_now => %s::timestamptz) c "
                 "JOIN cronbox.job USING (job_id) ORDER BY name", (t0,))] == ["due", "limited"]
             # the views keep their columns and show the moved state
             assert conn.execute("SELECT fires_made FROM cronbox.schedule_definitions WHERE name = 'limited'"

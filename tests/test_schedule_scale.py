@@ -52,7 +52,7 @@ def _claim_plan(conn: psycopg.Connection, horizon: str) -> tuple[int, dict[str, 
         conn.execute(f"SET LOCAL auto_explain.{setting} = '{value}'")
     notices: list[str] = []
     conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
-    n = len(conn.execute("SELECT * FROM cronbox.claim_saturation_at(500, %s, %s)", (horizon, T0)).fetchall())
+    n = len(conn.execute("SELECT * FROM cronbox.claim_saturation_at(500, %s, p_now => %s)", (horizon, T0)).fetchall())
     conn.execute("SET LOCAL auto_explain.log_min_duration = '-1'")
     plans = [json.loads(m[m.index("{"):])["Plan"] for m in notices if "{" in m]
     # the claim's walk (it takes each job's lock on job_stat as it goes); the rows are read by a
@@ -112,8 +112,8 @@ def test_two_claimers_at_once_get_disjoint_jobs(fresh_dsn):
         for i in range(20):
             setup.execute("SELECT cronbox.schedule_at(%s, every => '1 minute', p_now => %s)", (f"d{i}", T0))
     with db.connect(fresh_dsn, autocommit=False) as a, db.connect(fresh_dsn, autocommit=False) as b:
-        first = {r[0] for r in a.execute("SELECT job_id FROM cronbox.claim_saturation_at(12, '2 minutes', %s)", (T0,))}
-        second = {r[0] for r in b.execute("SELECT job_id FROM cronbox.claim_saturation_at(12, '2 minutes', %s)", (T0,))}
+        first = {r[0] for r in a.execute("SELECT job_id FROM cronbox.claim_saturation_at(12, '2 minutes', p_now => %s)", (T0,))}
+        second = {r[0] for r in b.execute("SELECT job_id FROM cronbox.claim_saturation_at(12, '2 minutes', p_now => %s)", (T0,))}
         assert len(first) == 12 and len(second) == 8
         assert not first & second
 
@@ -141,7 +141,7 @@ def test_a_refill_about_to_run_out_is_claimed_before_new_jobs_and_new_ones_befor
         conn.execute("SAVEPOINT claim")
         try:
             return [r[0] for r in conn.execute(
-                "SELECT j.name FROM cronbox.claim_saturation_at(%s, '2 minutes', %s) c "
+                "SELECT j.name FROM cronbox.claim_saturation_at(%s, '2 minutes', p_now => %s) c "
                 "JOIN cronbox.job j USING (job_id)", (limit, T0)).fetchall()]
         finally:
             conn.execute("ROLLBACK TO SAVEPOINT claim")
