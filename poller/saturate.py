@@ -148,7 +148,7 @@ async def _pass(conn: psycopg.AsyncConnection, batch: int, horizon: timedelta, g
             if done:
                 planned, computing = computing.result(), None
         if computing is None:
-            return await _store(conn, planned, bad, claimed, len(jobs), db_now, now)
+            return await _store(conn, planned, bad, claimed, len(jobs), db_now, now, _buckets(jobs))
     # the claim's transaction ended with nothing written (its locks released); computing goes on
     return await _relocked(conn, computing, jobs, bad, claimed, db_now, now)
 
@@ -178,26 +178,44 @@ async def _relocked(conn: psycopg.AsyncConnection, computing: asyncio.Future[Pla
         planned = dataclasses.replace(
             planned, plan=Plan.merge(kept), bad=[b for b in planned.bad if b[0] in unchanged],
             handled=len(kept) + sum(b[0] in unchanged for b in planned.bad))
-        return await _store(conn, planned, bad, claimed, len(jobs), db_now, now)
+        return await _store(conn, planned, bad, claimed, len(jobs), db_now, now, _buckets(jobs))
+
+
+def _buckets(jobs: list[dict[str, Any]]) -> dict[int, int]:
+    """Each claimed job's bucket."""
+    return {job["job_id"]: job["bucket"] for job in jobs}
 
 
 async def _store(conn: psycopg.AsyncConnection, planned: Planned, bad: list[tuple[int, str]], claimed: int,
-                 read: int, db_now: datetime, now: datetime | None) -> Pass:
-    """Store a computed pass in the caller's transaction (its jobs locked); quarantine the jobs
-    that could not be read, computed or stored."""
+                 read: int, db_now: datetime, now: datetime | None, buckets: dict[int, int]) -> Pass:
+    """Store a computed pass in the caller's transaction (its jobs locked), one call per bucket
+    (docs/citus.md: on Citus each is then one shard's; plain PostgreSQL has one bucket);
+    quarantine the jobs that could not be read, computed or stored."""
     bad = bad + planned.bad
 
-    async def write(batch_parts: Sequence[Plan]) -> tuple[int, int]:
-        p = Plan.merge(batch_parts) if len(batch_parts) != 1 else batch_parts[0]
+    first = buckets[planned.plan.job[0]] if planned.plan.job else None
+
+    async def write_bucket(p: Plan, bucket: int | None) -> tuple[int, int]:
         gaps = p.gaps  # without a gap, the per-fire gap arrays are NULL (no per-fire NULLs sent)
         args = [p.fire_job, p.fire_at, p.missed, p.job, p.frontier, p.next_fire, p.finished, None,
                 p.gap_last if gaps else None, p.gap_count if gaps else None, p.gap_exact if gaps else None]
-        return await store.store_fires(conn, args, None if now is None else db_now)
+        return await store.store_fires(conn, args, None if now is None else db_now, bucket)
+
+    async def write(batch_parts: Sequence[Plan]) -> tuple[int, int]:
+        p = Plan.merge(batch_parts) if len(batch_parts) != 1 else batch_parts[0]
+        of_pass = {buckets[job_id] for job_id in p.job}
+        if len(of_pass) <= 1:  # plain PostgreSQL: always (one bucket); none: isolate's control run
+            return await write_bucket(p, next(iter(of_pass), first))
+        parts: dict[int, list[Plan]] = {}
+        for part in p.split():
+            parts.setdefault(buckets[part.job[0]], []).append(part)
+        done = [await write_bucket(Plan.merge(of_bucket), bucket) for bucket, of_bucket in parts.items()]
+        return sum(d[0] for d in done), sum(d[1] for d in done)
 
     stored: list[tuple[int, int]] = []
     failed: list[tuple[Plan, str]] = []
     if planned.plan.job:
-        try:  # the fast path: the whole batch in one statement per table (in a savepoint)
+        try:  # the fast path: the whole batch in one statement per table and bucket (in a savepoint)
             async with conn.transaction():
                 stored = [await write([planned.plan])]
         except CONNECTION_ERRORS:

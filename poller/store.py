@@ -81,15 +81,18 @@ _STORE_TYPES = ("bigint[]", "timestamptz[]", "boolean[]", "bigint[]", "timestamp
                 "boolean[]", "text[]", "timestamptz[]", "bigint[]", "boolean[]")
 
 
-async def store_fires(conn: psycopg.AsyncConnection, args: list[Any], now: datetime | None = None) -> tuple[int, int]:
-    """Write a saturation plan (the parallel arrays of poller.plan.Plan): (futures, missed).
-    The arrays travel in binary (a timestamp array as text costs the poller ~20 us per element)."""
+async def store_fires(conn: psycopg.AsyncConnection, args: list[Any], now: datetime | None = None,
+                      bucket: int | None = None) -> tuple[int, int]:
+    """Write a saturation plan (the parallel arrays of poller.plan.Plan) of jobs in `bucket`
+    (None: any): (futures, missed). The arrays travel in binary (a timestamp array as text
+    costs the poller ~20 us per element)."""
     params = ", ".join(f"%b::{t}" for t in _STORE_TYPES[:len(args)])
+    args = [*args, bucket]
     if now is None:
-        query = "SELECT futures, missed FROM cronbox.store_fires(" + params + ")"
+        query = "SELECT futures, missed FROM cronbox.store_fires(" + params + ", p_bucket => %s::integer)"
     else:  # tests: the internal body with the chosen clock
         args = [*args, now]
-        query = "SELECT futures, missed FROM cronbox.store_fires_at(" + params + ", %s)"
+        query = "SELECT futures, missed FROM cronbox.store_fires_at(" + params + ", p_bucket => %s::integer, p_now => %s)"
     row = await (await conn.execute(query, args)).fetchone()
     return row[0], row[1]
 

@@ -126,3 +126,7 @@ DROP FUNCTION IF EXISTS cronbox.record_finished(bigint[], timestamp with time zo
 DROP FUNCTION IF EXISTS cronbox.claim_saturation(integer, interval);
 DROP FUNCTION IF EXISTS cronbox.claim_saturation_at(integer, interval, timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.relock_saturation(bigint[]);
+-- saturation's store takes p_bucket (its statements per bucket), record_excluded the bucket set.
+DROP FUNCTION IF EXISTS cronbox.store_fires(bigint[], timestamp with time zone[], boolean[], bigint[], timestamp with time zone[], timestamp with time zone[], boolean[], text[], timestamp with time zone[], bigint[], boolean[]);
+DROP FUNCTION IF EXISTS cronbox.store_fires_at(bigint[], timestamp with time zone[], boolean[], bigint[], timestamp with time zone[], timestamp with time zone[], boolean[], text[], timestamp with time zone[], bigint[], boolean[], timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.record_excluded(bigint[], timestamp with time zone[], boolean[], text[], timestamp with time zone);

@@ -10,6 +10,8 @@ half-distributed database, which is why `--citus` does not distribute these tabl
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import psycopg
 import pytest
 
@@ -414,6 +416,12 @@ ALTER FUNCTION cronbox.claim_saturation_at(integer, interval, integer, timestamp
     SET plan_cache_mode = force_custom_plan;
 ALTER FUNCTION cronbox.relock_saturation(bigint[], integer) SET plan_cache_mode = force_custom_plan;
 """
+STORE_PLANS = """
+ALTER FUNCTION cronbox.store_fires_at(bigint[], timestamptz[], boolean[], bigint[], timestamptz[], timestamptz[],
+    boolean[], text[], timestamptz[], bigint[], boolean[], integer, timestamptz) SET plan_cache_mode = force_custom_plan;
+ALTER FUNCTION cronbox.record_excluded(bigint[], timestamptz[], boolean[], text[], timestamptz, integer[])
+    SET plan_cache_mode = force_custom_plan;
+"""
 
 
 def _names_in_buckets(conn: psycopg.Connection, buckets: int, per_bucket: int, pattern: str) -> dict[int, list[str]]:
@@ -476,3 +484,65 @@ def test_citus_saturation_claims_and_relocks_bucket_by_bucket_one_task_each(citu
         other.execute("ROLLBACK")
         conn.execute("ROLLBACK")
 
+
+async def test_citus_a_saturation_pass_stores_each_bucket_s_fires_one_task_per_statement(citus_clone):
+    """A real saturation pass (poller.saturate) on jobs, statistics, saturation state and futures
+    distributed by bucket, the history and change log the coordinator's own, with Citus refusing
+    any statement of more than one task: the claim walks bucket by bucket, the store is called
+    per bucket and every statement of it is one task (or none, on the coordinator's own tables).
+    The decisions are those of one primary: futures in both buckets, a catch-up gap recorded as
+    one missed row and counted, fires an exclusion calendar drops recorded skipped with the job's
+    open stretch, a job reaching max_runs finished, no job quarantined."""
+    from poller.saturate import saturate_pass
+
+    with db.connect(citus_clone) as conn:
+        groups = _names_in_buckets(conn, 2, 1, "s{}")
+        (a, [ga]), (b, [gb]) = sorted(groups.items())
+        conn.execute("SELECT cronbox.create_calendar('freeze', ranges => ARRAY[daterange(current_date - 1, current_date + 2)])")
+        conn.execute("SELECT cronbox.schedule(%s, every => '1 minute')", (f"{ga}/every",))
+        conn.execute("SELECT cronbox.schedule(%s, '* * * * *', starts_at => now() - interval '1 day', catchup => 'latest')",
+                     (f"{ga}/late",))
+        conn.execute("SELECT cronbox.schedule(%s, every => '10 seconds', max_runs => 1)", (f"{ga}/once",))
+        conn.execute("SELECT cronbox.schedule(%s, every => '10 seconds', exclude => 'freeze')", (f"{gb}/frozen",))
+        conn.execute("SELECT cronbox.schedule(%s, every => '30 seconds')", (f"{gb}/plain",))
+        conn.execute(DISTRIBUTE_JOBS)
+        conn.execute(SATURATION_PLANS)
+        conn.execute(STORE_PLANS)
+        # the calendar links' policies without their subqueries on jobs (as the layer will replace them)
+        conn.execute("DROP POLICY job_calendar_read ON cronbox.job_calendar")
+        conn.execute("DROP POLICY job_calendar_write ON cronbox.job_calendar")
+        conn.execute("CREATE POLICY job_calendar_read ON cronbox.job_calendar FOR SELECT USING (cronbox.caller_reads_all())")
+        conn.execute("CREATE POLICY job_calendar_write ON cronbox.job_calendar FOR ALL USING (cronbox.caller_writes_all())"
+                     " WITH CHECK (cronbox.caller_writes_all())")
+        # and the history's (a stretch of excluded fires is extended in place)
+        conn.execute("DROP POLICY run_read ON cronbox.run")
+        conn.execute("DROP POLICY run_update ON cronbox.run")
+        conn.execute("CREATE POLICY run_read ON cronbox.run FOR SELECT USING (cronbox.caller_reads_all())")
+        conn.execute("CREATE POLICY run_update ON cronbox.run FOR UPDATE USING (cronbox.caller_writes_all())")
+
+    aconn = await psycopg.AsyncConnection.connect(citus_clone, autocommit=True)
+    try:
+        await aconn.execute("SET citus.multi_task_query_log_level = error")  # a statement over several shards fails
+        p = await saturate_pass(aconn, batch=100, horizon=timedelta(minutes=2), grace=timedelta(seconds=30))
+        assert (p.claimed, p.planned, p.missed) == (5, 5, 1), p
+        # a later pass: the frozen job's stretch of excluded fires extended in place
+        later = (await (await aconn.execute("SELECT now() + interval '90 seconds'")).fetchone())[0]
+        p2 = await saturate_pass(aconn, batch=100, horizon=timedelta(minutes=2), grace=timedelta(seconds=30), now=later)
+        assert p2.claimed >= 1 and p2.missed == 0, p2
+    finally:
+        await aconn.close()
+
+    with db.connect(citus_clone) as conn:
+        assert conn.execute("SELECT count(*) FROM cronbox.job WHERE paused").fetchone()[0] == 0  # none quarantined
+        futures = dict(conn.execute("SELECT bucket, count(*) FROM cronbox.job_future GROUP BY bucket").fetchall())
+        assert set(futures) == {a, b} and sum(futures.values()) == p.futures + p2.futures, futures
+        assert conn.execute("SELECT missed_fires > 12 FROM cronbox.run WHERE state = 'skipped'").fetchone()[0]
+        runs = conn.execute("SELECT job_name, state, bucket, missed_fires > 0 FROM cronbox.run ORDER BY job_name").fetchall()
+        assert runs == [(f"{gb}/frozen", "skipped", b, True), (f"{ga}/late", "missed", a, True)], runs
+        jobs = {r[0]: r[1:] for r in conn.execute(
+            "SELECT j.name, j.finished_at IS NOT NULL, j.excluded_run_id IS NOT NULL, f.fires_made, f.frontier IS NOT NULL,"
+            " s.missed_count FROM cronbox.job j JOIN cronbox.job_fire f ON f.bucket = j.bucket AND f.job_id = j.job_id"
+            " JOIN cronbox.job_stat s ON s.bucket = j.bucket AND s.job_id = j.job_id")}
+        assert jobs[f"{ga}/once"][:3] == (True, False, 1), jobs
+        assert jobs[f"{gb}/frozen"][:3] == (False, True, 0), jobs
+        assert jobs[f"{ga}/late"][4] > 0 and all(j[3] for j in jobs.values()), jobs

@@ -147,7 +147,7 @@ def test_futures_written_by_the_api_and_the_poller_carry_their_jobs_queue(conn):
     [run] = runs(conn, "flaky")
     fail(conn, run["run_id"], 1)  # a retry: a new future
     jid = conn.execute("SELECT job_id FROM cronbox.job WHERE name = 'flaky'").fetchone()[0]
-    conn.execute("SELECT cronbox.store_fires_at(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+    conn.execute("SELECT cronbox.store_fires_at(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, p_now => %s)",
                  ([jid], [at(3600)], [False], [jid], [at(3600)], [at(7200)], [False], [None], None, None, None, at(2)))
     stored = futures(conn, "flaky")
     assert {f["origin"] for f in stored} == {"retry", "schedule"}

@@ -329,7 +329,7 @@ def test_a_saturation_pass_planned_while_the_jobs_looked_empty_reads_only_its_jo
     def store(k: int) -> str:
         jobs, fire, nxt = ids[100 * k:100 * (k + 1)], [at(60)] * 100, [at(120)] * 100
         none = [None] * 100
-        return ("SELECT futures FROM cronbox.store_fires_at(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+        return ("SELECT futures FROM cronbox.store_fires_at(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, p_now => %s)",
                 (jobs, fire, [False] * 100, jobs, fire, nxt, [False] * 100, none, none, none, none, at(0)))
 
     for k in range(8):  # past PostgreSQL's five custom plans

@@ -6,6 +6,8 @@
 -- in job_stat.missed_count),
 -- advances each job's frontier and next_fire, marks jobs with no fire left finished, and
 -- pauses jobs whose fires could not be computed. Jobs must be locked by claim_saturation.
+-- p_bucket: the jobs' bucket, as the claim returned it (the poller stores a pass bucket by
+-- bucket: on Citus each statement is then one shard's); NULL: every bucket (docs/citus.md).
 -- Thin wrapper: the body is cronbox.store_fires_at (internal/store_fires_at.sql), called with now().
 CREATE OR REPLACE FUNCTION cronbox.store_fires(
     p_fire_job bigint[],
@@ -18,19 +20,20 @@ CREATE OR REPLACE FUNCTION cronbox.store_fires(
     p_error text[],
     p_gap_last timestamp with time zone[] DEFAULT NULL,
     p_gap_count bigint[] DEFAULT NULL,
-    p_gap_exact boolean[] DEFAULT NULL
+    p_gap_exact boolean[] DEFAULT NULL,
+    p_bucket integer DEFAULT NULL
 ) RETURNS TABLE(futures integer, missed integer)
 LANGUAGE sql VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
-    SELECT * FROM cronbox.store_fires_at($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, now())
+    SELECT * FROM cronbox.store_fires_at($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, now())
 $$;
 
-COMMENT ON FUNCTION cronbox.store_fires(bigint[], timestamp with time zone[], boolean[], bigint[], timestamp with time zone[], timestamp with time zone[], boolean[], text[], timestamp with time zone[], bigint[], boolean[]) IS
-'Poller: stores a saturation pass computed from cronbox.claim_saturation: futures (idempotent, jitter applied to due_at), dropped fires as one missed history row per gap (first, last, count), each job''s new frontier and next fire, finished jobs, and pauses jobs whose fires cannot be computed.';
+COMMENT ON FUNCTION cronbox.store_fires(bigint[], timestamp with time zone[], boolean[], bigint[], timestamp with time zone[], timestamp with time zone[], boolean[], text[], timestamp with time zone[], bigint[], boolean[], integer) IS
+'Poller: stores a saturation pass computed from cronbox.claim_saturation: futures (idempotent, jitter applied to due_at), dropped fires as one missed history row per gap (first, last, count), each job''s new frontier and next fire, finished jobs, and pauses jobs whose fires cannot be computed. p_bucket: the jobs'' bucket (NULL: every bucket).';
 
-ALTER FUNCTION cronbox.store_fires(bigint[], timestamp with time zone[], boolean[], bigint[], timestamp with time zone[], timestamp with time zone[], boolean[], text[], timestamp with time zone[], bigint[], boolean[]) OWNER TO cronbox_owner;
-REVOKE ALL ON FUNCTION cronbox.store_fires(bigint[], timestamp with time zone[], boolean[], bigint[], timestamp with time zone[], timestamp with time zone[], boolean[], text[], timestamp with time zone[], bigint[], boolean[]) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
-GRANT EXECUTE ON FUNCTION cronbox.store_fires(bigint[], timestamp with time zone[], boolean[], bigint[], timestamp with time zone[], timestamp with time zone[], boolean[], text[], timestamp with time zone[], bigint[], boolean[]) TO cronbox_process;
+ALTER FUNCTION cronbox.store_fires(bigint[], timestamp with time zone[], boolean[], bigint[], timestamp with time zone[], timestamp with time zone[], boolean[], text[], timestamp with time zone[], bigint[], boolean[], integer) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.store_fires(bigint[], timestamp with time zone[], boolean[], bigint[], timestamp with time zone[], timestamp with time zone[], boolean[], text[], timestamp with time zone[], bigint[], boolean[], integer) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
+GRANT EXECUTE ON FUNCTION cronbox.store_fires(bigint[], timestamp with time zone[], boolean[], bigint[], timestamp with time zone[], timestamp with time zone[], boolean[], text[], timestamp with time zone[], bigint[], boolean[], integer) TO cronbox_process;
