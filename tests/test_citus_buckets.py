@@ -53,6 +53,8 @@ def test_migrate_refuses_a_bad_bucket_count_before_writing_anything(pg: Server):
 
 
 def test_plain_postgresql_has_no_citus_layer(conn):
+    if conn.execute("SELECT 1 FROM pg_catalog.pg_extension WHERE extname = 'citus'").fetchone():
+        pytest.skip("a Citus session's database is migrated with --citus: the layer is there by design")
     assert conn.execute("SELECT to_regclass('cronbox.bucket'), to_regclass('cronbox.bucket_lease'),"
                         " to_regclass('cronbox.citus_version'), to_regprocedure('cronbox.bucket_of(text)'),"
                         " to_regprocedure('cronbox.new_run_id(integer)')").fetchone() == (None,) * 5
