@@ -6,8 +6,8 @@ has run out without a renewal (a database it cannot reach). Times come from the 
 renewal returns how long the lease is valid from the database's clock, and that duration is
 counted down on this process's monotonic clock, never compared with its wall clock.
 
-The poller's and relay's loops do not call this yet: their statements are not per bucket yet
-(docs/citus.md says what waits for what). `keep_leased` is the side task they will run.
+The relay's loop runs `keep_leased` as a side task and claims only from `held()` (relay/main.py);
+the poller's does not yet (docs/citus.md says what waits for what).
 """
 
 from __future__ import annotations
@@ -52,6 +52,7 @@ class BucketLeases:
         self.lease = lease
         self.last: Lease | None = None
         self._until = 0.0  # monotonic deadline of the last granted lease
+        self.changed = asyncio.Event()  # set when a renewal changes the buckets held (the loop clears it)
 
     @property
     def renew_every(self) -> float:
@@ -69,6 +70,7 @@ class BucketLeases:
         before = self.last.buckets if self.last else ()
         self.last, self._until = lease, started + lease.valid_for
         if lease.buckets != before:
+            self.changed.set()
             event(log, "bucket leases changed", kind=self.kind, owner=self.owner, held=len(lease.buckets),
                   share=lease.share, members=lease.members,
                   taken=len(set(lease.buckets) - set(before)), given_up=len(set(before) - set(lease.buckets)))

@@ -8,6 +8,13 @@ connections, timeouts and circuit breaker, so one slow queue never delays anothe
 wakes on NOTIFY cronbox_outbox and polls as a backstop (and after every reconnect of the
 listener). SIGTERM: stop claiming, finish in-flight sends, hand back unfinished leases,
 deregister, exit 0.
+
+On a database with the Citus layer (`cronbox migrate --citus`), the relays share the buckets
+with no leader (cronbox/buckets.py, docs/citus.md "No leader"): each renews its lease on its
+share (side task `keep_leased`, every third of CRONBOX_RELAY_BUCKET_LEASE), claims from the
+buckets it holds only, one claim per bucket in turn, settles each bucket's rows with their bucket,
+and releases its buckets on SIGTERM. On plain PostgreSQL none of this happens: one claim over
+every bucket, as before.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from collections import defaultdict
 import psycopg
 
 from cronbox import db, metrics
+from cronbox.buckets import BucketLeases, keep_leased
 from cronbox.config import Config, check_dispatch_lead, listen_target
 from cronbox.log import event
 from cronbox.proc import Supervisor, Waker, identity, listen, pause
@@ -54,8 +62,10 @@ class Relay:
     lane (then it is left out of the claims until its lane has room again)."""
 
     def __init__(self, cfg: Config, s: RelaySettings, routes: Routes, pool, owner: str, waker: Waker,
-                 tasks: Supervisor):
+                 tasks: Supervisor, leases: BucketLeases | None = None):
         self.cfg, self.s, self.routes, self.pool = cfg, s, routes, pool
+        self.leases = leases           # on Citus: the buckets this relay holds (None: every bucket)
+        self.turn = 0                  # which held bucket the next claim starts from
         self.owner, self.waker, self.tasks = owner, waker, tasks
         self.lanes: dict[str, Lane] = {}
         self.freed: set[str] = set()   # lanes that got room back since the last claim
@@ -77,10 +87,7 @@ class Relay:
     async def claim(self, limit: int, include: list[str] | None, exclude: list[str] | None) -> list[Row]:
         """One claim, retried while PostgreSQL is away, abandoned on stop (the final release
         sweep hands back anything a cancelled claim may have leased)."""
-        claim = asyncio.ensure_future(retrying(
-            lambda: store.claim_outbox(self.pool, self.owner, limit, self.s.lease,
-                                       include, exclude, self.cfg.dispatch_lead),
-            budget=3600, what="relay claim"))
+        claim = asyncio.ensure_future(self.claim_buckets(limit, include, exclude))
         stop = asyncio.ensure_future(self.waker.stop.wait())
         try:
             await asyncio.wait({claim, stop}, return_when=asyncio.FIRST_COMPLETED)
@@ -91,6 +98,28 @@ class Relay:
                 with contextlib.suppress(asyncio.CancelledError):
                     await claim
         return [] if claim.cancelled() else claim.result()
+
+    async def claim_buckets(self, limit: int, include: list[str] | None, exclude: list[str] | None) -> list[Row]:
+        """Without bucket leases (plain PostgreSQL), one claim over every bucket. With them, one
+        claim per bucket held (one shard each on Citus), starting one bucket further at each
+        call so no bucket always goes first, until `limit` rows; none while it holds no bucket."""
+        def one(n: int, bucket: int | None):
+            return retrying(lambda: store.claim_outbox(self.pool, self.owner, n, self.s.lease, include, exclude,
+                                                       self.cfg.dispatch_lead, bucket),
+                            budget=3600, what="relay claim")
+        if self.leases is None:
+            return await one(limit, None)
+        held = self.leases.held()
+        rows: list[Row] = []
+        if not held:
+            return rows
+        start = self.turn % len(held)
+        self.turn += 1
+        for bucket in held[start:] + held[:start]:
+            rows += await one(limit - len(rows), bucket)
+            if len(rows) >= limit or self.waker.stop.is_set():
+                break
+        return rows
 
     def hand_out(self, rows: list[Row], probe: bool = False) -> None:
         """Split claimed rows per queue; each queue's share goes to its lane as one task."""
@@ -117,6 +146,10 @@ class Relay:
         if any(q not in self.routes.by_queue for q in OWN_ROUTE_QUEUES):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.routes_checked.wait(), NAMED_EVERY)
+        if self.leases is not None:  # the first renewal, before the first claim (one third of a lease at most)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.leases.changed.wait(), self.leases.renew_every)
+            self.leases.changed.clear()
         batch, poll = self.s.batch, self.cfg.poll_interval.total_seconds()
         general, last_general = True, 0.0
         while not self.waker.stop.is_set():
@@ -174,17 +207,23 @@ class Relay:
     async def nap(self, seconds: float) -> bool:
         """Sleep until a NOTIFY, a lane frees room, stop, or the time passes. Returns False when
         only freed room ended it (then only the freed lanes need a claim), else True."""
-        if self.waker.wake.is_set():
+        changed = self.leases.changed if self.leases is not None else None
+        if self.waker.wake.is_set() or (changed is not None and changed.is_set()):
             self.waker.wake.clear()
+            if changed is not None:
+                changed.clear()
             return True
-        waits = [asyncio.ensure_future(e.wait()) for e in (self.waker.stop, self.waker.wake, self.room)]
+        events = (self.waker.stop, self.waker.wake, self.room) + ((changed,) if changed is not None else ())
+        waits = [asyncio.ensure_future(e.wait()) for e in events]
         try:
             done, _ = await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
         finally:
             for w in waits:
                 w.cancel()
-        woken = self.waker.wake.is_set() or not done
+        woken = self.waker.wake.is_set() or not done or (changed is not None and changed.is_set())
         self.waker.wake.clear()
+        if changed is not None:
+            changed.clear()  # buckets taken or given up: a general claim over those now held
         return woken
 
     def sink_of(self, queue: str) -> str | None:
@@ -265,11 +304,19 @@ class Relay:
         await self.settle(report, None)
 
     async def settle(self, report: Report, lane: Lane | None) -> set[int]:
-        """Ack what was delivered, nack what failed, hand back what was never sent; returns
-        the dead-lettered outbox ids. A value refused (by the database, or one that cannot be
-        written; connection errors are retried within) never stops the process: the ack is made
-        again with the workers' outcomes replaced by failures naming the reason, and what still
-        fails is left to the lease, whose claims are bounded (settle_worn)."""
+        """Ack what was delivered, nack what failed, hand back what was never sent, bucket by
+        bucket (each call names the bucket of its rows); returns the dead-lettered outbox ids."""
+        dead: set[int] = set()
+        for part in report.by_bucket():
+            dead |= await self.settle_bucket(part, lane)
+        return dead
+
+    async def settle_bucket(self, report: Report, lane: Lane | None) -> set[int]:
+        """Settle one bucket's rows (on plain PostgreSQL, the one bucket 0). A value refused (by
+        the database, or one that cannot be written; connection errors are retried within)
+        never stops the process: the ack is made again with the workers' outcomes replaced by
+        failures naming the reason, and what still fails is left to the lease, whose claims are
+        bounded (settle_worn)."""
         try:
             return await self._settle(report, lane)
         except Exception as exc:  # connection errors were retried within: a value refused
@@ -351,8 +398,12 @@ async def run(cfg: Config, waker: Waker, settings: RelaySettings | None = None) 
     try:
         await check_routes(pool, routes)
         max_result = await db.retrying(lambda: store.max_result_bytes(pool), budget=60, what="max_result_bytes")
+        leased = await db.retrying(lambda: store.leases_buckets(pool), budget=60, what="bucket leases")
+        leases = BucketLeases("relay", owner, s.bucket_lease) if leased else None
         async with Supervisor(waker, owner) as tasks:
-            relay = Relay(cfg, s, routes, pool, owner, waker, tasks)
+            relay = Relay(cfg, s, routes, pool, owner, waker, tasks, leases)
+            if leases is not None:
+                tasks.spawn(keep_leased(pool, leases, waker.stop), name="bucket-leases")
             relay.max_result = max_result
             metrics.register_health_check("relay_breakers", relay.health)
             if listen_target(cfg.dsn, cfg.listen_dsn):

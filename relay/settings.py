@@ -43,9 +43,14 @@ class RelaySettings(Settings):
                                    "first probe interval of an open breaker (doubles per failed probe)")
     breaker_probe_max: float = setting("CRONBOX_RELAY_BREAKER_PROBE_MAX", "1m", duration(seconds=True, maximum="1h"),
                                        "cap on the probe interval")
+    bucket_lease: float = setting("CRONBOX_RELAY_BUCKET_LEASE", "10s", duration(seconds=True, maximum="1h"),
+                                  "on Citus: how long the relay's buckets stay its own without a renewal (renewed "
+                                  "every third); a killed relay's go to the others within 1 1/3 of it")
     check_every: float = 30.0       # how often to look for queues with no route (not configurable)
 
     def check(self) -> None:
+        if self.bucket_lease < 1.0:
+            raise ConfigError(f"CRONBOX_RELAY_BUCKET_LEASE: must be at least 1s, got {self.bucket_lease:g}s")
         if self.backoff_max < self.backoff:
             raise ConfigError(f"CRONBOX_RELAY_BACKOFF_MAX: must be at least CRONBOX_RELAY_BACKOFF ({self.backoff:g}s)")
         if self.breaker_probe_max < self.breaker_probe:

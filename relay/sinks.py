@@ -74,13 +74,14 @@ class Report:
     """What happened to one claimed batch: acked ids, outcomes, and failures (parallel lists)."""
 
     __slots__ = ("ok", "outcomes", "failed", "errors", "retryable", "retry_after", "unsent", "deferred", "defer_s",
-                 "bucket")
+                 "bucket", "row_buckets")
 
     def __init__(self, rows: Sequence[Row] = ()) -> None:
         # The rows' bucket when they share one (always on plain PostgreSQL: 0), named to the
         # settling calls so each is one bucket's statements (one shard on Citus: docs/citus.md);
-        # None (every bucket) for rows of several.
+        # None for rows of several: `by_bucket` then splits the report, one per bucket.
         self.bucket: int | None = None
+        self.row_buckets: dict[int, int | None] = {}  # outbox id -> bucket, when the rows span several
         self.of(rows)
         self.ok: list[int] = []
         self.outcomes: list[dict[str, Any]] = []
@@ -96,6 +97,37 @@ class Report:
         """Set the bucket from the rows this report settles."""
         buckets = {r.bucket for r in rows}
         self.bucket = buckets.pop() if len(buckets) == 1 else None
+        self.row_buckets = {r.outbox_id: r.bucket for r in rows} if len(buckets) > 1 else {}
+
+    def by_bucket(self) -> list[Report]:
+        """This report as one per bucket of its rows (itself when they share one), so each
+        settling call names one bucket: one shard's statements on Citus (docs/citus.md)."""
+        if not self.row_buckets:
+            return [self]
+        parts: dict[int | None, Report] = {}
+
+        def part(outbox_id: int) -> Report:
+            bucket = self.row_buckets.get(outbox_id)
+            if bucket not in parts:
+                parts[bucket] = Report()
+                parts[bucket].bucket, parts[bucket].defer_s = bucket, self.defer_s
+            return parts[bucket]
+
+        for oid in self.ok:
+            part(oid).ok.append(oid)
+        for oc in self.outcomes:
+            part(oc["outbox_id"]).outcomes.append(oc)
+        for oid, error, retryable, after in zip(self.failed, self.errors, self.retryable, self.retry_after):
+            p = part(oid)
+            p.failed.append(oid)
+            p.errors.append(error)
+            p.retryable.append(retryable)
+            p.retry_after.append(after)
+        for oid in self.unsent:
+            part(oid).unsent.append(oid)
+        for oid in self.deferred:
+            part(oid).deferred.append(oid)
+        return list(parts.values())
 
     def defer(self, ids: Sequence[int], retry_after: float | None) -> None:
         self.deferred.extend(ids)

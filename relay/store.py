@@ -18,15 +18,16 @@ _CLAIM = (
     "extract(epoch FROM available_at - statement_timestamp())::float8, "
     "extract(epoch FROM clock_timestamp() - statement_timestamp())::float8, "
     "extract(epoch FROM statement_timestamp())::float8, attempts, bucket "
-    "FROM cronbox.claim_outbox(%s, %s, %s, %s, %s, p_ahead => %s)"
+    "FROM cronbox.claim_outbox(%s, %s, %s, %s, %s, p_ahead => %s, p_bucket => %s)"
 )
 _CLOCK = "SELECT extract(epoch FROM clock_timestamp())::float8"
 
 
 async def claim_outbox(pool, owner: str, limit: int, lease: timedelta,
                        include: list[str] | None, exclude: list[str] | None,
-                       ahead: timedelta = timedelta(0)) -> list[Row]:
-    """Claim a batch; with `ahead`, also rows due within it. Each row carries the monotonic
+                       ahead: timedelta = timedelta(0), bucket: int | None = None) -> list[Row]:
+    """Claim a batch, from `bucket` only when given (NULL: every bucket); with `ahead`, also
+    rows due within it. Each row carries the monotonic
     time (this process's clock) before which it must not be sent, 0.0 if due, and its due time
     on the database's clock (epoch seconds, 0.0 if due).
 
@@ -39,7 +40,7 @@ async def claim_outbox(pool, owner: str, limit: int, lease: timedelta,
     ahead, a bare `clock_timestamp()` round trip right after (writes nothing, commits nothing:
     a fraction of a millisecond), so rows go out within about that of their due time."""
     async with pool.connection() as conn:
-        cur = await conn.execute(_CLAIM, (owner, limit, lease, include, exclude, ahead))
+        cur = await conn.execute(_CLAIM, (owner, limit, lease, include, exclude, ahead, bucket))
         raw = await cur.fetchall()
         received = time.monotonic()
         if not raw or max(r[5] for r in raw) <= 0:
@@ -90,6 +91,15 @@ async def release_outbox(pool, owner: str, ids: list[int] | None = None, lease: 
                                  (owner, ids, lease, bucket))
         row = await cur.fetchone()
     return int(row[0]) if row else 0
+
+
+async def leases_buckets(pool) -> bool:
+    """Whether the database has the Citus layer's bucket leases (`cronbox migrate --citus`):
+    then the relay claims only from the buckets it holds (docs/citus.md, "No leader")."""
+    async with pool.connection() as conn:
+        cur = await conn.execute("SELECT to_regprocedure('cronbox.lease_buckets(text, text, interval)') IS NOT NULL")
+        row = await cur.fetchone()
+    return bool(row and row[0])
 
 
 async def max_result_bytes(pool) -> int:

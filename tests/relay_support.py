@@ -15,7 +15,8 @@ from aiohttp import web
 
 def enqueue(conn: psycopg.Connection, n: int, *, queue: str = "default", job: str | None = None,
             timeout: str = "5 minutes") -> list[int]:
-    """n runs of one job dispatched into the outbox by cronbox.dispatch; returns their run ids."""
+    """n runs of one job dispatched into the outbox by cronbox.dispatch, in the job's bucket;
+    returns their run ids."""
     job = job or f"relay-{queue}"
     row = conn.execute("SELECT job_id FROM cronbox.job WHERE name = %s", (job,)).fetchone()
     if row is None:
@@ -25,9 +26,9 @@ def enqueue(conn: psycopg.Connection, n: int, *, queue: str = "default", job: st
     job_id = row[0]
     done = conn.execute("SELECT count(*) FROM cronbox.runs WHERE job_id = %s", (job_id,)).fetchone()[0]
     conn.execute(
-        "INSERT INTO cronbox.job_future (job_id, fire_at, due_at, origin) "
-        "SELECT %s, timestamptz '2020-01-01 00:00Z' + (%s + g) * interval '1 second', now() - interval '1 second', 'manual' "
-        "FROM generate_series(1, %s) g", (job_id, done, n))
+        "INSERT INTO cronbox.job_future (job_id, fire_at, due_at, origin, bucket) "
+        "SELECT j.job_id, timestamptz '2020-01-01 00:00Z' + (%s + g) * interval '1 second', now() - interval '1 second', "
+        "'manual', j.bucket FROM cronbox.job j, generate_series(1, %s) g WHERE j.job_id = %s", (done, n, job_id))
     conn.execute("SELECT cronbox.dispatch(%s)", (n + 1000,))
     rows = conn.execute(
         "SELECT run_id FROM cronbox.runs WHERE job_id = %s AND fire_at > timestamptz '2020-01-01 00:00Z' + %s * interval '1 second' "
