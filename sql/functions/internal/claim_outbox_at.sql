@@ -100,13 +100,19 @@ BEGIN
                   AND (p_exclude IS NULL OR queues.q <> ALL (p_exclude))
             ),
             -- Queue by queue, oldest first row first; rows are locked only as far as the claim needs.
+            -- Each queue's walk starts at its first claimable row, not at the queue's start: the
+            -- rows before it (in flight under a live lease, acked and dead) were just passed by
+            -- the probe above, and walking them again cost as much as the probe (a relay's
+            -- batches in flight are thousands of rows). A row before it that became claimable
+            -- since the statement began is taken by the next claim.
             picked AS (
                 SELECT x.outbox_id, x.available_at
-                FROM (SELECT heads.q FROM heads ORDER BY heads.head, heads.q) hq
+                FROM (SELECT heads.q, heads.head FROM heads ORDER BY heads.head, heads.q) hq
                 CROSS JOIN LATERAL (
                     SELECT o.outbox_id, o.available_at
                     FROM cronbox.outbox o
-                    WHERE o.bucket = ANY (v_set) AND o.queue = hq.q AND o.available_at <= p_now + p_ahead
+                    WHERE o.bucket = ANY (v_set) AND o.queue = hq.q
+                      AND o.available_at >= hq.head AND o.available_at <= p_now + p_ahead
                       AND (o.lease_until IS NULL OR o.lease_until <= p_now)
                       -- a run whose delivery was acked (or pulled) is never sent again; one a worker
                       -- started before any relay's ack is (at least once: the kit drops the duplicate)
