@@ -54,6 +54,10 @@ class LeadPlanner:
         self.profile: list[tuple[int, int]] = []
         self.read_at = float("-inf")  # monotonic time of the last profile
         self.deferred = False  # the last tick made no early call: a fire had come due (poller.main.tick)
+        # Where the next early-dispatch call resumes its walk (cronbox.dispatch_ahead's walked_to,
+        # walked_id, None: the whole lead): the fires it cannot take early (a 'skip' job's, the
+        # default) are then read once on their way through the lead, not by every call.
+        self.walked: store.Walked | None = None
 
     @property
     def on(self) -> bool:

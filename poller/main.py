@@ -126,7 +126,7 @@ async def tick(pool, cfg: Config, ps: PollerSettings, limit: int, planner: LeadP
                 room = limit - decided
                 if wait is not None:
                     room = min(room, planner.runs_within(float(wait) - (time.monotonic() - waited_from)))
-                early, busy, wait, behind = await store.dispatch_ahead(conn, room, lead)
+                early, busy, wait, behind, planner.walked = await store.dispatch_ahead(conn, room, lead, planner.walked)
                 waited_from = time.monotonic()
                 cut = early >= room < limit - decided
             except CONNECTION_ERRORS:

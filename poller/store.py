@@ -23,7 +23,8 @@ _WAIT = ("CASE WHEN next_due IS NULL THEN NULL ELSE extract(epoch FROM least(gre
 # locked elsewhere (try again soon). One that came due while the statement ran is taken at once.
 _DUE = _WAIT + ", coalesce(next_due <= now(), false)"
 _DISPATCH = "SELECT dispatched, skipped, failed, held, " + _DUE + " FROM cronbox.dispatch(%s, %s, %s)"
-_DISPATCH_AHEAD = "SELECT dispatched, busy, " + _DUE + " FROM cronbox.dispatch_ahead(%s, %s)"
+_DISPATCH_AHEAD = ("SELECT dispatched, busy, " + _DUE + ", walked_to, walked_id "
+                   "FROM cronbox.dispatch_ahead(%s, %s, p_walked_to => %s, p_walked_id => %s)")
 
 # dispatched, skipped, failed, held, seconds to next due, next due left behind (its job busy)
 Dispatched = tuple[int, int, int, int, "float | None", bool]
@@ -36,12 +37,18 @@ async def dispatch(conn: psycopg.AsyncConnection, limit: int, jobs: Sequence[int
     return await cur.fetchone()
 
 
-async def dispatch_ahead(conn: psycopg.AsyncConnection, limit: int,
-                         lead: timedelta) -> tuple[int, int, float | None, bool]:
-    """Early dispatch of fires due within `lead`: (dispatched, busy, seconds to next due, next due
-    left behind)."""
-    cur = await conn.execute(_DISPATCH_AHEAD, (limit, lead))
-    return await cur.fetchone()
+# Where early dispatch's walk may resume: (walked_to, walked_id) as the last call returned them.
+Walked = tuple[datetime, int]
+
+
+async def dispatch_ahead(conn: psycopg.AsyncConnection, limit: int, lead: timedelta,
+                         walked: Walked | None = None) -> tuple[int, int, float | None, bool, Walked | None]:
+    """Early dispatch of fires due within `lead`, resuming the walk at `walked` (None: the whole
+    lead): (dispatched, busy, seconds to next due, next due left behind, where the next call may
+    resume: None unless this one examined everything within the lead)."""
+    cur = await conn.execute(_DISPATCH_AHEAD, (limit, lead, *(walked or (None, None))))
+    dispatched, busy, wait, behind, walked_to, walked_id = await cur.fetchone()
+    return dispatched, busy, wait, behind, (None if walked_to is None else (walked_to, walked_id))
 
 
 async def due_ahead(conn: psycopg.AsyncConnection, within: timedelta, limit: int) -> list[tuple[int, int]]:

@@ -130,3 +130,6 @@ DROP FUNCTION IF EXISTS cronbox.relock_saturation(bigint[]);
 DROP FUNCTION IF EXISTS cronbox.store_fires(bigint[], timestamp with time zone[], boolean[], bigint[], timestamp with time zone[], timestamp with time zone[], boolean[], text[], timestamp with time zone[], bigint[], boolean[]);
 DROP FUNCTION IF EXISTS cronbox.store_fires_at(bigint[], timestamp with time zone[], boolean[], bigint[], timestamp with time zone[], timestamp with time zone[], boolean[], text[], timestamp with time zone[], bigint[], boolean[], timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.record_excluded(bigint[], timestamp with time zone[], boolean[], text[], timestamp with time zone);
+-- early dispatch resumes its walk (p_walked_to, p_walked_id; walked_to, walked_id returned).
+DROP FUNCTION IF EXISTS cronbox.dispatch_ahead(integer, interval, integer);
+DROP FUNCTION IF EXISTS cronbox.dispatch_ahead_at(integer, interval, integer, timestamp with time zone);

@@ -250,3 +250,103 @@ def one(dsn: str, sql: str) -> object:
     with db.connect(dsn) as conn:
         return conn.execute(sql).fetchone()[0]
 
+
+
+# The walk resumes (p_walked_to, p_walked_id): docs/architecture.md, "Early dispatch's walk".
+
+def walk(conn, now: float, walked=None, lead: timedelta = timedelta(seconds=5), limit: int = 1000):
+    """One early-dispatch call resuming at `walked`: (dispatched, busy, (walked_to, walked_id))."""
+    to, wid = walked or (None, None)
+    d, busy, walked_to, walked_id = conn.execute(
+        "SELECT dispatched, busy, walked_to, walked_id FROM cronbox.dispatch_ahead_at("
+        "%s, %s, p_walked_to => %s, p_walked_id => %s, p_now => %s)", (limit, lead, to, wid, at(now))).fetchone()
+    return d, busy, (None if walked_to is None else (walked_to, walked_id))
+
+
+def test_a_walk_of_the_whole_lead_resumes_where_it_stopped_and_reads_a_skip_jobs_fires_once(conn):
+    from .test_runs_guards import job_future_rows_read
+    job(conn, "skipper", overlap="skip")  # the default policy: never taken early
+    for k in range(300):
+        future(conn, "skipper", 1 + k / 100)  # due within the next 5 seconds
+    last = conn.execute("SELECT max(future_id) FROM cronbox.job_future").fetchone()[0]
+    dispatched, busy, walked = walk(conn, 0)
+    assert (dispatched, busy, walked) == (0, 0, (at(5), last))
+    sql = ("SELECT * FROM cronbox.dispatch_ahead_at(1000, '5 seconds', p_walked_to => %s, p_walked_id => %s, "
+           "p_now => %s)")
+    # the old walk read every one of them again; the resumed one reads only past at(5)
+    assert job_future_rows_read(conn, sql, (None, None, at(0.5))) >= 300
+    assert job_future_rows_read(conn, sql, (*walked, at(0.5))) < 10
+    # and moves on with the lead: what comes into it is read, once
+    future(conn, "skipper", 5.2)
+    assert walk(conn, 0.5, walked) == (0, 0, (at(5.5), last + 1))
+    assert len(futures(conn, "skipper")) == 301
+
+
+def test_a_fire_written_into_the_walked_part_of_the_lead_is_still_taken_early(conn):
+    job(conn, "skipper", overlap="skip")
+    job(conn, "newcomer", overlap="allow")
+    future(conn, "skipper", 3)
+    _, _, walked = walk(conn, 0)
+    future(conn, "newcomer", 2)  # a new schedule's first fire, inside what was walked
+    assert walk(conn, 0.5, walked)[0] == 1
+    [run] = runs(conn, "newcomer")
+    assert (run["state"], run["dispatched_at"]) == ("dispatched", at(2))
+    assert len(futures(conn, "skipper")) == 1
+
+
+def test_a_fire_made_eligible_in_the_walked_part_of_the_lead_goes_at_its_due_time(conn):
+    # The price of resuming: a job changed to 'allow' without new futures (the update itself
+    # recomputes them: new ids) is not taken early in the part already walked; dispatch takes it
+    # at its due time, as it would without early dispatch.
+    job(conn, "changed", overlap="skip")
+    future(conn, "changed", 2)
+    _, _, walked = walk(conn, 0)
+    conn.execute("UPDATE cronbox.job SET overlap = 'allow' WHERE name = 'changed'")
+    assert walk(conn, 0.5, walked)[0] == 0
+    assert walk(conn, 0.5)[0] == 1  # a whole walk takes it
+    assert dispatch(conn, 2)["dispatched"] == 0 and len(runs(conn, "changed")) == 1
+
+
+def test_a_walk_cut_short_or_meeting_a_busy_job_says_where_to_resume_nowhere(fresh_dsn):
+    with db.connect(fresh_dsn) as conn:
+        job(conn, "many", overlap="allow")
+        for k in range(5):
+            future(conn, "many", 1 + k / 10)
+        assert walk(conn, 0, limit=3) == (3, 0, None)  # cut short: more may be waiting
+        dispatched, busy, walked = walk(conn, 0, limit=3)
+        assert (dispatched, busy) == (2, 0) and walked is not None
+    with db.connect(fresh_dsn) as conn, db.connect(fresh_dsn) as saturating:
+        job(conn, "locked", overlap="allow")
+        future(conn, "locked", 2)
+        with saturating.transaction():
+            saturating.execute("SELECT cronbox.lock_job_id(job_id) FROM cronbox.job WHERE name = 'locked'")
+            assert walk(conn, 0) == (0, 1, None)  # busy: worth another whole walk soon
+        dispatched, busy, walked = walk(conn, 0)
+        assert (dispatched, busy) == (1, 0) and walked is not None
+
+
+@pytest.mark.parametrize("commit", ["before the walk", "after the walk"])
+def test_a_fire_committed_after_a_walk_that_passed_its_id_is_dispatched_once_at_its_time(fresh_dsn, commit):
+    """A future whose id was taken before the walk's newest id but committed after the walk: the
+    resumed walk passes over it (not new by id, not due after walked_to), so dispatch decides it
+    at its due time; committed before the walk, early dispatch takes it. Once either way."""
+    with db.connect(fresh_dsn) as conn, db.connect(fresh_dsn) as writer:
+        job(conn, "slow", overlap="allow")
+        job(conn, "fast", overlap="allow")
+        job(conn, "skipper", overlap="skip")
+        future(conn, "skipper", 3)
+        _, _, walked = walk(conn, 0)
+        with writer.transaction():
+            future(writer, "slow", 2)               # its id first
+            fast = future(conn, "fast", 2.5)        # a later id, committed first
+            if commit == "after the walk":
+                early, _, walked = walk(conn, 0.5, walked)
+                assert (early, walked) == (1, (at(5.5), fast))
+        if commit == "before the walk":
+            assert walk(conn, 0.5, walked)[0] == 2
+        else:
+            assert walk(conn, 1, walked)[0] == 0    # passed over: its id is below walked_id
+        # decided at its due time by dispatch when early dispatch passed over it
+        assert dispatch(conn, 2)["dispatched"] == (1 if commit == "after the walk" else 0)
+        got = [(r["job"], r["fire_at"], r["dispatched_at"]) for r in runs(conn) if r["job"] != "skipper"]
+        assert sorted(got) == [("fast", at(2.5), at(2.5)), ("slow", at(2), at(2))]

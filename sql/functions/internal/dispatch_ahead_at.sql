@@ -19,12 +19,22 @@
 -- Locks as dispatch: futures FOR UPDATE SKIP LOCKED, then their jobs' locks (their job_stat
 -- rows FOR NO KEY UPDATE SKIP LOCKED in one statement, skipped when held elsewhere). The write is dispatch's own
 -- (cronbox.dispatch_locked): one path for both.
+-- The walk resumes where the last one stopped (p_walked_to, p_walked_id: what a complete call
+-- returned as walked_to, walked_id): the futures due up to p_walked_to were all examined then,
+-- those with a future_id up to p_walked_id at least, so only the futures due after it are walked
+-- by due time, and of those due before it only the ones written since (future_id > p_walked_id,
+-- walked by key): an ineligible future (a 'skip' job's fire, the default) is read once on its
+-- way through the lead, not by every call (docs/architecture.md, "Early dispatch's walk").
+-- walked_to and walked_id are NULL unless the call examined everything within the lead (no
+-- batch cut short, no job busy elsewhere): the next call then walks it all again.
 CREATE OR REPLACE FUNCTION cronbox.dispatch_ahead_at(
     p_limit integer,
     p_lead interval,
     p_bucket integer DEFAULT NULL,
+    p_walked_to timestamptz DEFAULT NULL,
+    p_walked_id bigint DEFAULT NULL,
     p_now timestamptz DEFAULT now()
-) RETURNS TABLE (dispatched integer, busy integer, next_due timestamptz)
+) RETURNS TABLE (dispatched integer, busy integer, next_due timestamptz, walked_to timestamptz, walked_id bigint)
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -48,6 +58,11 @@ DECLARE
     v_left integer;         -- what the batch has left for this set
     v_total_dispatched integer := 0;
     v_total_picked integer := 0;
+    v_from timestamptz;     -- futures due in (p_now, v_from] were walked by an earlier call
+    v_set_from timestamptz; -- v_from for this set, or p_now when too many futures were written since
+    v_max_id bigint;        -- the newest future of the set when this call began
+    v_walked_id bigint;     -- the least of them over the sets (NULL: not walked whole)
+    v_whole boolean := true;  -- every future within the lead examined (none cut short or busy)
 BEGIN
     IF p_limit IS NULL OR p_limit < 1 THEN
         RAISE EXCEPTION 'p_limit: must be at least 1, got %', p_limit USING ERRCODE = 'invalid_parameter_value';
@@ -58,15 +73,77 @@ BEGIN
     IF p_lead < interval '0' OR p_lead > interval '1 hour' THEN
         RAISE EXCEPTION 'p_lead: must be between 0 and 1 hour, got %', p_lead USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    IF p_walked_id IS NOT NULL AND p_walked_to IS NOT NULL THEN
+        v_from := greatest(p_now, least(p_walked_to, p_now + p_lead));
+    ELSE
+        v_from := p_now;
+    END IF;
     -- By bucket, as dispatch (docs/citus.md, "A queue spans buckets"): every statement reads
     -- and writes one set of buckets (cronbox.bucket_walks): one bucket per set where job_future
     -- is distributed by bucket, in turn from a random one; elsewhere one set, one pass.
     v_walks := cronbox.bucket_walks('cronbox.job_future', p_bucket);
     v_start := CASE WHEN array_length(v_walks, 1) > 1 THEN floor(random() * array_length(v_walks, 1))::integer ELSE 0 END;
     FOR w IN 0 .. array_length(v_walks, 1) - 1 LOOP
-        EXIT WHEN v_total_picked >= p_limit;
+        IF v_total_picked >= p_limit THEN
+            v_whole := false;  -- sets left unwalked
+            EXIT;
+        END IF;
         v_set := ARRAY(SELECT unnest(v_walks[(v_start + w) % array_length(v_walks, 1) + 1 : (v_start + w) % array_length(v_walks, 1) + 1]));
         v_left := p_limit - v_total_picked;
+        -- The newest future now (by key, one probe): the next call needs to walk again, in the
+        -- part of the lead walked here, only the futures written after it.
+        SELECT coalesce(max(f.future_id), 0) INTO v_max_id FROM cronbox.job_future f WHERE f.bucket = ANY (v_set);
+        v_walked_id := least(v_walked_id, v_max_id);  -- (least ignores the first NULL)
+        -- Resumed only when few futures were written since (each is read once below, by key);
+        -- after more (a saturation pass from empty, a long pause between calls) the whole lead.
+        v_set_from := CASE WHEN v_max_id - p_walked_id <= 100000 THEN v_from ELSE p_now END;
+        v_taken := '{}';
+        v_futures := '{}';
+        v_jobs := '{}';
+
+        -- 0. In the part of the lead an earlier call walked whole, only the futures written since
+        --    (future_id > p_walked_id, in the order they were written: a new schedule's first
+        --    fire, say), eligible as in step 1. A future written before v_max_id but committed
+        --    after this call's walk is passed over by the next one: dispatch takes it at its due
+        --    time, as it does a future locked elsewhere (SKIP LOCKED) during a walk.
+        IF v_set_from > p_now THEN
+            WITH
+            picked AS MATERIALIZED (
+                -- by key: each id written since, a probe of the primary key (a range of it, or
+                -- = ANY of the ids, was planned as a whole walk of another index filtering the
+                -- ids while the table looked small)
+                SELECT y.future_id, y.job_id
+                FROM generate_series(p_walked_id + 1, v_max_id) AS g(id)
+                CROSS JOIN LATERAL (
+                    SELECT f.future_id, f.job_id
+                    FROM cronbox.job_future f
+                    WHERE f.future_id = g.id AND f.bucket = ANY (v_set)
+                      AND f.hold IS NULL AND f.origin = 'schedule'
+                      AND f.due_at > p_now AND f.due_at <= v_set_from
+                      AND (SELECT j.overlap = 'allow' AND NOT j.paused AND j.needs IS NULL
+                                  AND NOT EXISTS (SELECT 1 FROM cronbox.queue_limit q WHERE q.queue = j.queue)
+                                  AND NOT EXISTS (SELECT 1 FROM cronbox.job_dependency d WHERE d.job_id = j.job_id)
+                           FROM cronbox.job j WHERE j.bucket = ANY (v_set) AND j.job_id = f.job_id)
+                    FOR UPDATE OF f SKIP LOCKED
+                ) y
+                LIMIT v_left
+            ),
+            locked AS MATERIALIZED (
+                SELECT s.job_id
+                FROM cronbox.job_stat s
+                WHERE s.bucket = ANY (v_set)
+                  AND s.job_id = ANY (ARRAY(SELECT picked.job_id FROM picked))  -- by key: SQL conventions
+                FOR NO KEY UPDATE OF s SKIP LOCKED
+            )
+            SELECT coalesce(array_agg(p.future_id), '{}'),
+                   coalesce(array_agg(p.future_id) FILTER (WHERE p.job_id IN (SELECT locked.job_id FROM locked)), '{}'),
+                   coalesce(array_agg(DISTINCT p.job_id) FILTER (WHERE p.job_id IN (SELECT locked.job_id FROM locked)), '{}')
+              INTO v_taken, v_futures, v_jobs
+            FROM picked p;
+            IF cardinality(v_taken) >= v_left THEN
+                v_whole := false;  -- cut short: more may be waiting
+            END IF;
+        END IF;
 
         -- 1. Eligible ready futures due within the lead, shared between the queues that have some
         --    as dispatch shares its batch (docs/architecture.md, "Fair dispatch"): each queue's
@@ -84,12 +161,12 @@ BEGIN
           INTO v_lane_queue, v_lane_prio, v_queues
         FROM (SELECT r.queue, r.priority, md5(r.queue || p_now::text) AS turn
               FROM cronbox.ready_lanes(v_set) r WHERE r.due_at <= p_now + p_lead) l;
-        CONTINUE WHEN v_queues = 0;
-        v_share := ceil(v_left::numeric / v_queues)::integer;
-        v_taken := '{}';
-        v_futures := '{}';
-        v_jobs := '{}';
+        IF v_queues > 0 AND cardinality(v_taken) >= v_left THEN
+            v_queues := 0;  -- the batch is full already (step 0 cut short: not walked whole)
+        END IF;
+        v_share := ceil((v_left - cardinality(v_taken))::numeric / greatest(v_queues, 1))::integer;
         FOR v_round IN 1..2 LOOP
+            EXIT WHEN v_queues = 0;
             WITH
             lane AS (SELECT u.queue, u.n FROM unnest(v_lane_queue) WITH ORDINALITY AS u(queue, n)),
             turn AS (SELECT lane.queue, min(lane.n)::integer AS lo, max(lane.n)::integer AS hi
@@ -105,7 +182,7 @@ BEGIN
                         FROM cronbox.job_future f
                         -- one range of job_future_lane_idx, written as a range of its whole key
                         WHERE f.hold IS NULL AND f.bucket = ANY (v_set)
-                          AND (f.queue, f.priority, f.due_at) > (v_lane_queue[i], v_lane_prio[i], p_now)
+                          AND (f.queue, f.priority, f.due_at) > (v_lane_queue[i], v_lane_prio[i], v_set_from)
                           AND (f.queue, f.priority, f.due_at) <= (v_lane_queue[i], v_lane_prio[i], p_now + p_lead)
                           AND f.origin = 'schedule'
                           AND (v_round = 1 OR f.future_id <> ALL (v_taken))  -- taken in the first walk
@@ -137,15 +214,20 @@ BEGIN
                    count(*)::integer
               INTO v_taken, v_futures, v_jobs, v_picked
             FROM picked p;
-            -- one queue, or the batch is full, or no queue took its whole share: nothing to give
-            EXIT WHEN v_queues = 1 OR cardinality(v_taken) >= v_left OR v_picked < v_share;
+            -- no queue took its whole share: every lane was walked to the end of the lead
+            EXIT WHEN v_picked < v_share;
+            -- one queue, or the batch is full: nothing to give, and more may be waiting
+            IF v_queues = 1 OR cardinality(v_taken) >= v_left OR v_round = 2 THEN
+                v_whole := false;
+                EXIT;
+            END IF;
             v_share := v_left - cardinality(v_taken);
         END LOOP;
         v_picked := cardinality(v_taken);
         IF cardinality(v_futures) = 0 THEN
             v_futures := NULL;
             v_jobs := NULL;
-        ELSIF v_queues > 1 THEN
+        ELSE  -- a job may have fires in both walks (step 0, several queues' lanes)
             v_jobs := ARRAY(SELECT DISTINCT j FROM unnest(v_jobs) AS j);
         END IF;
 
@@ -174,12 +256,15 @@ BEGIN
     END LOOP;
     -- busy: eligible fires whose job was locked elsewhere (a saturation pass, a worker's report):
     -- worth another try soon, before they are due.
-    RETURN QUERY SELECT v_total_dispatched, v_total_picked - v_total_dispatched, cronbox.next_due_in(v_walks, p_bucket);
+    -- Walked whole (and no job busy: its fires are worth another try): the next call may resume.
+    v_whole := v_whole AND v_total_picked = v_total_dispatched;
+    RETURN QUERY SELECT v_total_dispatched, v_total_picked - v_total_dispatched, cronbox.next_due_in(v_walks, p_bucket),
+                        CASE WHEN v_whole THEN p_now + p_lead END, CASE WHEN v_whole THEN v_walked_id END;
 END
 $$;
 
-COMMENT ON FUNCTION cronbox.dispatch_ahead_at(integer, interval, integer, timestamp with time zone) IS
-'Internal (no cronbox role may execute it): the body of cronbox.dispatch_ahead(integer, interval) with the time as p_now; tests use it to fix the clock. Poller (CRONBOX_DISPATCH_LEAD): writes run + outbox rows, available at their due time, for up to p_limit scheduled fires due within p_lead of jobs whose decision cannot change before then (overlap allow, unpaused, no dependency, no queue limit, no pool needs). Returns the count, the eligible fires skipped because their job was locked elsewhere (busy), and the next due time.';
+COMMENT ON FUNCTION cronbox.dispatch_ahead_at(integer, interval, integer, timestamp with time zone, bigint, timestamp with time zone) IS
+'Internal (no cronbox role may execute it): the body of cronbox.dispatch_ahead(integer, interval, integer, timestamptz, bigint) with the time as p_now; tests use it to fix the clock. Poller (CRONBOX_DISPATCH_LEAD): writes run + outbox rows, available at their due time, for up to p_limit scheduled fires due within p_lead of jobs whose decision cannot change before then (overlap allow, unpaused, no dependency, no queue limit, no pool needs). Returns the count, the eligible fires skipped because their job was locked elsewhere (busy), the next due time, and where the walk may resume (walked_to, walked_id: NULL unless it examined everything within the lead).';
 
-ALTER FUNCTION cronbox.dispatch_ahead_at(integer, interval, integer, timestamp with time zone) OWNER TO cronbox_owner;
-REVOKE ALL ON FUNCTION cronbox.dispatch_ahead_at(integer, interval, integer, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
+ALTER FUNCTION cronbox.dispatch_ahead_at(integer, interval, integer, timestamp with time zone, bigint, timestamp with time zone) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.dispatch_ahead_at(integer, interval, integer, timestamp with time zone, bigint, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

@@ -13,23 +13,31 @@
 -- (cronbox.withdraw_early_runs), not those a relay holds (docs/runs.md, "Early dispatch").
 -- Locks as dispatch: futures FOR UPDATE SKIP LOCKED, then their jobs FOR NO KEY UPDATE SKIP
 -- LOCKED.
+-- p_walked_to, p_walked_id: what the last call returned as walked_to, walked_id; the walk then
+-- reads, of the futures due up to p_walked_to, only those written since (future_id >
+-- p_walked_id), so a fire early dispatch cannot take is read once, not by every call. NULL
+-- (either): the whole lead is walked. Any value is safe: a fire the walk passes over is
+-- dispatched at its due time, as without early dispatch.
 -- Thin wrapper: the body is cronbox.dispatch_ahead_at (internal/dispatch_ahead_at.sql), called with now().
 CREATE OR REPLACE FUNCTION cronbox.dispatch_ahead(
     p_limit integer,
     p_lead interval,
-    p_bucket integer DEFAULT NULL
-) RETURNS TABLE(dispatched integer, busy integer, next_due timestamp with time zone)
+    p_bucket integer DEFAULT NULL,
+    p_walked_to timestamptz DEFAULT NULL,
+    p_walked_id bigint DEFAULT NULL
+) RETURNS TABLE(dispatched integer, busy integer, next_due timestamp with time zone,
+                walked_to timestamp with time zone, walked_id bigint)
 LANGUAGE sql VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET jit = off
 AS $$
-    SELECT * FROM cronbox.dispatch_ahead_at(cronbox.checked_limit('p_limit', $1, 100000), $2, $3, now())
+    SELECT * FROM cronbox.dispatch_ahead_at(cronbox.checked_limit('p_limit', $1, 100000), $2, $3, $4, $5, now())
 $$;
 
-COMMENT ON FUNCTION cronbox.dispatch_ahead(integer, interval, integer) IS
-'Poller (CRONBOX_DISPATCH_LEAD): writes run + outbox rows, available at their due time, for up to p_limit scheduled fires due within p_lead of jobs whose decision cannot change before then (overlap allow, unpaused, no dependency, no queue limit). Returns the count, the eligible fires skipped because their job was locked elsewhere (busy), and the next due time. With p_bucket, only that bucket''s futures (NULL: every bucket, in turn where job_future is distributed).';
+COMMENT ON FUNCTION cronbox.dispatch_ahead(integer, interval, integer, timestamp with time zone, bigint) IS
+'Poller (CRONBOX_DISPATCH_LEAD): writes run + outbox rows, available at their due time, for up to p_limit scheduled fires due within p_lead of jobs whose decision cannot change before then (overlap allow, unpaused, no dependency, no queue limit). Returns the count, the eligible fires skipped because their job was locked elsewhere (busy), the next due time, and where the next call may resume its walk (walked_to, walked_id: pass them back as p_walked_to, p_walked_id; NULL unless everything within the lead was examined). With p_bucket, only that bucket''s futures (NULL: every bucket, in turn where job_future is distributed).';
 
-ALTER FUNCTION cronbox.dispatch_ahead(integer, interval, integer) OWNER TO cronbox_owner;
-REVOKE ALL ON FUNCTION cronbox.dispatch_ahead(integer, interval, integer) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
-GRANT EXECUTE ON FUNCTION cronbox.dispatch_ahead(integer, interval, integer) TO cronbox_process;
+ALTER FUNCTION cronbox.dispatch_ahead(integer, interval, integer, timestamp with time zone, bigint) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.dispatch_ahead(integer, interval, integer, timestamp with time zone, bigint) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
+GRANT EXECUTE ON FUNCTION cronbox.dispatch_ahead(integer, interval, integer, timestamp with time zone, bigint) TO cronbox_process;
