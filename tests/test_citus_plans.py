@@ -261,7 +261,7 @@ SELECT pg_catalog.create_reference_table('cronbox.job_dependency');
 SELECT pg_catalog.create_reference_table('cronbox.queue_limit');
 ALTER FUNCTION cronbox.dispatch_at(integer, bigint[], interval, integer, timestamptz)
     SET plan_cache_mode = force_custom_plan;
-ALTER FUNCTION cronbox.dispatch_ahead_at(integer, interval, integer, timestamptz)
+ALTER FUNCTION cronbox.dispatch_ahead_at(integer, interval, integer, timestamptz, bigint, timestamptz)
     SET plan_cache_mode = force_custom_plan;
 ALTER FUNCTION cronbox.ready_lanes(integer[]) SET plan_cache_mode = force_custom_plan;
 ALTER FUNCTION cronbox.dispatch_locked(bigint[], bigint[], interval, timestamptz, integer[])

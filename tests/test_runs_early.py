@@ -280,6 +280,10 @@ def test_a_walk_of_the_whole_lead_resumes_where_it_stopped_and_reads_a_skip_jobs
     future(conn, "skipper", 5.2)
     assert walk(conn, 0.5, walked) == (0, 0, (at(5.5), last + 1))
     assert len(futures(conn, "skipper")) == 301
+    # futures written since are read by key, each once, wherever they are due
+    for k in range(50):
+        future(conn, "skipper", 60 + k)
+    assert job_future_rows_read(conn, sql, (at(5.5), last + 1, at(0.6))) < 60
 
 
 def test_a_fire_written_into_the_walked_part_of_the_lead_is_still_taken_early(conn):
@@ -295,9 +299,10 @@ def test_a_fire_written_into_the_walked_part_of_the_lead_is_still_taken_early(co
 
 
 def test_a_fire_made_eligible_in_the_walked_part_of_the_lead_goes_at_its_due_time(conn):
-    # The price of resuming: a job changed to 'allow' without new futures (the update itself
-    # recomputes them: new ids) is not taken early in the part already walked; dispatch takes it
-    # at its due time, as it would without early dispatch.
+    # The price of resuming: a fire made eligible without being rewritten (a queue limit or a
+    # dependency dropped; here the job's row changed directly: schedule() would rewrite its
+    # futures, new ids) is not taken early in the part already walked; dispatch takes it at its
+    # due time, as it would without early dispatch.
     job(conn, "changed", overlap="skip")
     future(conn, "changed", 2)
     _, _, walked = walk(conn, 0)
