@@ -29,6 +29,9 @@ TIME_DATA = {
     "store_backfill": {"p_fire_at", "p_done_through"},  # fire times the poller computed
     "run_id_at": {"p_ts"},
     "store_fires": {"p_fire_at", "p_frontier", "p_next_fire", "p_gap_last"},
+    # where the last early-dispatch call's walk stopped (its own walked_to, read from the
+    # database's clock); any value only leaves fires to dispatch at their due time
+    "dispatch_ahead": {"p_walked_to"},
 }
 FOLDER_ROLES = {
     "internal": set(),

@@ -98,7 +98,9 @@ BEGIN
         -- more (a catch-up or a saturation pass from empty writing faster than the calls come)
         -- the whole lead, as if no call had walked it: reading what was written would cost more
         -- than the walk it saves, and a fire due soon is still found.
-        v_set_from := CASE WHEN v_max_id - p_walked_id <= 20000 THEN v_from ELSE p_now END;
+        -- (100,000: a whole walk of a million fires inside the lead takes ~2 s, while ~35,000
+        -- are written at a million every-minute schedules; a lower bound never resumed there.)
+        v_set_from := CASE WHEN v_max_id - p_walked_id <= 100000 THEN v_from ELSE p_now END;
         v_taken := '{}';
         v_futures := '{}';
         v_jobs := '{}';
@@ -111,9 +113,9 @@ BEGIN
         IF v_set_from > p_now THEN
             WITH
             picked AS MATERIALIZED (
-                -- One range of the primary key, the ids written since (each probed by key, a
-                -- descent per id, cost ~5 us an id under load: a catch-up writing 100,000
-                -- futures a second held a call 1.5 s). Ready is written so that no index on
+                -- One range of the primary key, the ids written since (probing each id by key, a
+                -- descent per id, held a call 1.5 s beside a catch-up writing ~100,000 futures
+                -- a second). Ready is written so that no index on
                 -- `hold IS NULL` matches: with it, a plan made while the table looked small
                 -- walked the whole lane index filtering the ids.
                 SELECT f.future_id, f.job_id
