@@ -13,8 +13,8 @@ from relay.settings import RelaySettings
 from relay.sinks import Report, Row
 
 _CLAIM = (
-    "SELECT outbox_id, queue, coalesce(message->>'idempotency_key', 'outbox:' || outbox_id), message::text, "
-    "extract(epoch FROM clock_timestamp() - (message->>'fire_at')::timestamptz)::float8, "
+    "SELECT outbox_id, queue, coalesce(idempotency_key, 'outbox:' || outbox_id), message::text, "
+    "extract(epoch FROM clock_timestamp() - fire_at)::float8, "
     "extract(epoch FROM available_at - statement_timestamp())::float8, "
     "extract(epoch FROM clock_timestamp() - statement_timestamp())::float8, "
     "extract(epoch FROM statement_timestamp())::float8, attempts, bucket "

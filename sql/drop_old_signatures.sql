@@ -82,6 +82,23 @@ BEGIN
     END IF;
 END
 $drop$;
+-- claim_outbox returns its message as json (the text the relay sends) with the message's
+-- idempotency key and fire time beside it: same arguments, new result type, so the old pair
+-- is dropped once (only while it lacks the column).
+DO $drop$
+BEGIN
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_proc p
+               WHERE p.oid = pg_catalog.to_regprocedure('cronbox.claim_outbox_at(text,integer,interval,text[],text[],interval,integer,timestamp with time zone)')
+                 AND NOT 'idempotency_key' = ANY (p.proargnames)) THEN
+        DROP FUNCTION cronbox.claim_outbox_at(text,integer,interval,text[],text[],interval,integer,timestamp with time zone);
+    END IF;
+    IF EXISTS (SELECT 1 FROM pg_catalog.pg_proc p
+               WHERE p.oid = pg_catalog.to_regprocedure('cronbox.claim_outbox(text,integer,interval,text[],text[],interval,integer)')
+                 AND NOT 'idempotency_key' = ANY (p.proargnames)) THEN
+        DROP FUNCTION cronbox.claim_outbox(text,integer,interval,text[],text[],interval,integer);
+    END IF;
+END
+$drop$;
 -- store_fires gained the gap arrays, dispatch p_jobs and p_grace (bounded catch-up, isolation).
 DROP FUNCTION IF EXISTS cronbox.store_fires_at(bigint[],timestamp with time zone[],boolean[],bigint[],timestamp with time zone[],timestamp with time zone[],boolean[],text[],timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.store_fires(bigint[],timestamp with time zone[],boolean[],bigint[],timestamp with time zone[],timestamp with time zone[],boolean[],text[]);

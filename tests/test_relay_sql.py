@@ -59,6 +59,36 @@ def test_claim_returns_messages_with_deadline_and_counts_the_attempt(conn):
     assert sorted(r[1] for r in again) == runs and {r[5] for r in again} == {2}
 
 
+def test_claim_sends_the_object_run_message_builds_with_its_key_and_fire_time_beside_it(conn):
+    # the claim writes the message as json text (what the relay sends): the text of the object
+    # cronbox.run_message builds, whatever the job's name and payload hold
+    conn.execute("SET LOCAL TimeZone = 'Asia/Kolkata'")
+    runs = enqueue(conn, 2, job='quo"te \\ ünïcode')
+    conn.execute("UPDATE cronbox.outbox SET payload = %s WHERE outbox_id = %s",
+                 (db.Jsonb({"a": [1, 2.5, None, True], "é": {"n": "x\"y\u0001"}, "": 1e20}), runs[0]))
+    conn.execute("UPDATE cronbox.outbox SET payload = NULL WHERE outbox_id = %s", (runs[1],))
+    expected = {r[0]: r[1:] for r in conn.execute(
+        "SELECT o.outbox_id, cronbox.run_message(o.outbox_id, o.job_name, o.queue, o.payload, o.fire_at, o.attempt, "
+        "       now() + o.timeout), cronbox.run_message(o.outbox_id, o.job_name, o.queue, o.payload, o.fire_at, "
+        "       o.attempt, now() + o.timeout)::text FROM cronbox.outbox o WHERE o.outbox_id = ANY (%s)", (runs,))}
+    notice = notify_row(conn, "default", {"event": "x", "idempotency_key": "n-1", "fire_at": "2026-01-02T03:04:05+00:00"})
+    rows = conn.execute(
+        "SELECT outbox_id, message::jsonb, pg_typeof(message)::text, idempotency_key, fire_at, message::text "
+        "FROM cronbox.claim_outbox_at('r1', 10, '30 seconds', p_now => now())").fetchall()
+    assert {r[0] for r in rows} == {*runs, notice}
+    for outbox_id, message, kind, key, fire_at, text in rows:
+        assert kind == "json"
+        if outbox_id == notice:
+            assert message == {"event": "x", "idempotency_key": "n-1", "fire_at": "2026-01-02T03:04:05+00:00"}
+            assert key == "n-1" and fire_at == datetime(2026, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+            continue
+        assert (message, text) == expected[outbox_id]  # the same text, byte for byte
+        assert key == message["idempotency_key"] == f"{outbox_id}:1"
+        assert fire_at == datetime.fromisoformat(message["fire_at"])
+    nulls = "NULL::bigint, NULL, NULL, NULL::jsonb, NULL::timestamptz, NULL::integer, NULL::timestamptz"
+    assert conn.execute(f"SELECT cronbox.run_message_json({nulls})::text = cronbox.run_message({nulls})::text").fetchone()[0]
+
+
 def test_claim_honours_include_and_exclude_lists(conn):
     enqueue(conn, 2, queue="push")
     enqueue(conn, 2, queue="pull")

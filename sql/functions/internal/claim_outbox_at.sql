@@ -11,7 +11,8 @@
 -- costs one probe per claim, however many rows wait in it. available_at is left alone, and no
 -- index covers the lease columns, so a claim is a HOT update (migration 0120); rows under a live
 -- lease are skipped in the queue's walk. A relay that dies leaves rows that come back when the
--- lease ends. Counts the attempt; returns the messages with their deadline (now + timeout).
+-- lease ends. Counts the attempt; returns the messages (json) with their deadline (now + timeout),
+-- and each message's idempotency key and fire time.
 -- p_ahead (CRONBOX_DISPATCH_LEAD) also takes rows that become available within p_ahead
 -- (written early by cronbox.dispatch_ahead): the relay holds them until available_at, which
 -- is returned, and the lease runs from then.
@@ -31,8 +32,8 @@ CREATE OR REPLACE FUNCTION cronbox.claim_outbox_at(
     p_ahead interval DEFAULT '0',
     p_bucket integer DEFAULT NULL,
     p_now timestamptz DEFAULT now()
-) RETURNS TABLE (outbox_id bigint, run_id bigint, queue text, kind text, message jsonb, attempts integer,
-                 available_at timestamptz, bucket integer)
+) RETURNS TABLE (outbox_id bigint, run_id bigint, queue text, kind text, message json, attempts integer,
+                 available_at timestamptz, bucket integer, idempotency_key text, fire_at timestamptz)
 -- plpgsql, not sql: a SQL function that is not inlined (SECURITY DEFINER) is planned again at
 -- every call, ~5 ms for this statement against 0.4 ms to run it; plpgsql keeps the plan for the
 -- session (bench: one-row claim 5.9 -> 0.7 ms, the most of trigger() -> receipt).
@@ -146,14 +147,22 @@ BEGIN
         )
         -- a run's row carries no message: built from the row itself (the run in flight), deadline
         -- included (one object per run), outside the update (Citus runs no STABLE function of a
-        -- row's columns inside an UPDATE); a redriven run's row carries the message as sent
+        -- row's columns inside an UPDATE); a redriven run's row carries the message as sent.
+        -- As json, the text the relay sends (cronbox.run_message_json writes it once; a jsonb
+        -- object was built, then rendered); its idempotency key and fire time beside it, so that
+        -- no caller reads them back out of the text.
         SELECT l.outbox_id, l.run_id, l.queue, l.kind,
-               CASE WHEN l.kind <> 'run' THEN l.message
+               CASE WHEN l.kind <> 'run' THEN l.message::json
                     WHEN l.message IS NULL
-                    THEN cronbox.run_message(l.outbox_id, l.job_name, l.queue, l.payload, l.fire_at, l.attempt,
-                                             greatest(l.available_at, p_now) + l.timeout)
-                    ELSE l.message || jsonb_build_object('deadline', greatest(l.available_at, p_now) + l.timeout) END,
-               l.attempts, l.available_at, l.bucket
+                    THEN cronbox.run_message_json(l.outbox_id, l.job_name, l.queue, l.payload, l.fire_at, l.attempt,
+                                                  greatest(l.available_at, p_now) + l.timeout)
+                    ELSE (l.message || jsonb_build_object('deadline', greatest(l.available_at, p_now) + l.timeout))::json END,
+               l.attempts, l.available_at, l.bucket,
+               CASE WHEN l.kind = 'run' AND l.message IS NULL
+                    THEN textcat(textcat(l.outbox_id::text, ':'), l.attempt::text)
+                    ELSE l.message ->> 'idempotency_key' END,
+               CASE WHEN l.kind = 'run' AND l.message IS NULL THEN l.fire_at
+                    ELSE (l.message ->> 'fire_at')::timestamptz END
         FROM leased l;
         GET DIAGNOSTICS v_n = ROW_COUNT;
         v_taken := v_taken + v_n;
@@ -162,7 +171,7 @@ END
 $$;
 
 COMMENT ON FUNCTION cronbox.claim_outbox_at(text, integer, interval, text[], text[], interval, integer, timestamp with time zone) IS
-'Internal (no cronbox role may execute it): the body of cronbox.claim_outbox(text, integer, interval, text[], text[], interval, integer) with the time as p_now; tests use it to fix the clock. Relay: leases up to p_limit outbox rows available by now + p_ahead (SKIP LOCKED; queue by queue on outbox_queue_idx, a left-out queue costs one probe) for p_lease from their available time, only queues in p_queues (NULL = all) and not in p_exclude, from bucket p_bucket (NULL = every bucket in turn, one statement each), and returns the messages, deadline included, when each is due, and its bucket. Unacked rows come back when the lease ends: at least once.';
+'Internal (no cronbox role may execute it): the body of cronbox.claim_outbox(text, integer, interval, text[], text[], interval, integer) with the time as p_now; tests use it to fix the clock. Relay: leases up to p_limit outbox rows available by now + p_ahead (SKIP LOCKED; queue by queue on outbox_queue_idx, a left-out queue costs one probe) for p_lease from their available time, only queues in p_queues (NULL = all) and not in p_exclude, from bucket p_bucket (NULL = every bucket in turn, one statement each), and returns the messages (json), deadline included, when each is due, its bucket, and the message''s idempotency key and fire time. Unacked rows come back when the lease ends: at least once.';
 
 ALTER FUNCTION cronbox.claim_outbox_at(text, integer, interval, text[], text[], interval, integer, timestamp with time zone) OWNER TO cronbox_runner;
 REVOKE ALL ON FUNCTION cronbox.claim_outbox_at(text, integer, interval, text[], text[], interval, integer, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

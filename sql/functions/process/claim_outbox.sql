@@ -5,7 +5,8 @@
 -- SKIP LOCKED, so relays get disjoint rows. p_queues (NULL = all) / p_exclude (NULL = none) keep
 -- pull-mode queues and the relay's full or broken lanes out, at one index probe each per claim.
 -- A relay that dies leaves rows that come back when the lease ends.
--- Counts the attempt; returns the messages with their deadline (now + timeout) filled in.
+-- Counts the attempt; returns the messages (json, the text the relay sends) with their deadline
+-- (now + timeout) filled in, and each message's idempotency key and fire time beside it.
 -- p_ahead (CRONBOX_DISPATCH_LEAD) also takes rows that become available within p_ahead
 -- (written early by cronbox.dispatch_ahead): the relay holds them until available_at, which
 -- is returned, and the lease runs from then.
@@ -21,8 +22,9 @@ CREATE OR REPLACE FUNCTION cronbox.claim_outbox(
     p_exclude text[] DEFAULT NULL::text[],
     p_ahead interval DEFAULT '00:00:00'::interval,
     p_bucket integer DEFAULT NULL
-) RETURNS TABLE(outbox_id bigint, run_id bigint, queue text, kind text, message jsonb, attempts integer,
-                available_at timestamp with time zone, bucket integer)
+) RETURNS TABLE(outbox_id bigint, run_id bigint, queue text, kind text, message json, attempts integer,
+                available_at timestamp with time zone, bucket integer, idempotency_key text,
+                fire_at timestamp with time zone)
 LANGUAGE sql VOLATILE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -34,7 +36,7 @@ AS $$
 $$;
 
 COMMENT ON FUNCTION cronbox.claim_outbox(text, integer, interval, text[], text[], interval, integer) IS
-'Relay: leases up to p_limit outbox rows available by now + p_ahead (SKIP LOCKED; queue by queue on outbox_queue_idx, a left-out queue costs one probe) for p_lease from their available time, only queues in p_queues (NULL = all) and not in p_exclude, from bucket p_bucket (NULL = every bucket in turn), and returns the messages, deadline included, when each is due, and its bucket. Unacked rows come back when the lease ends: at least once.';
+'Relay: leases up to p_limit outbox rows available by now + p_ahead (SKIP LOCKED; queue by queue on outbox_queue_idx, a left-out queue costs one probe) for p_lease from their available time, only queues in p_queues (NULL = all) and not in p_exclude, from bucket p_bucket (NULL = every bucket in turn), and returns the messages (json), deadline included, when each is due, its bucket, and the message''s idempotency key and fire time. Unacked rows come back when the lease ends: at least once.';
 
 ALTER FUNCTION cronbox.claim_outbox(text, integer, interval, text[], text[], interval, integer) OWNER TO cronbox_runner;
 REVOKE ALL ON FUNCTION cronbox.claim_outbox(text, integer, interval, text[], text[], interval, integer) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
