@@ -7,7 +7,9 @@ renewal returns how long the lease is valid from the database's clock, and that 
 counted down on this process's monotonic clock, never compared with its wall clock.
 
 The relay's loop runs `keep_leased` as a side task and claims only from `held()` (relay/main.py);
-the poller's does not yet (docs/citus.md says what waits for what).
+the poller's dispatch and saturation loops likewise work only the buckets it holds, one call per
+bucket in turn (`Turns`, poller/main.py). On plain PostgreSQL (no `cronbox.lease_buckets`:
+`leases_buckets` says so once at start) neither leases: one call over every bucket, as before.
 """
 
 from __future__ import annotations
@@ -36,6 +38,64 @@ class Lease:
     valid_for: float  # seconds from the renewal, by the database's clock
     members: int
     share: int
+
+
+async def leases_buckets(pool) -> bool:
+    """Whether the database has the Citus layer's bucket leases (`cronbox migrate --citus`):
+    then a poller works only the buckets it holds (docs/citus.md, "No leader")."""
+    async with pool.connection() as conn:
+        cur = await conn.execute("SELECT to_regprocedure('cronbox.lease_buckets(text, text, interval)') IS NOT NULL")
+        row = await cur.fetchone()
+    return bool(row and row[0])
+
+
+class Turns:
+    """The order a loop visits the buckets it holds: each call starts one bucket further, so no
+    bucket always goes first (several loops may share one). `quiet` counts the visits in a row
+    that found nothing more to do: a loop sleeps once it has looked at every held bucket so."""
+
+    def __init__(self) -> None:
+        self.turn = 0
+        self.quiet = 0
+
+    def order(self, held: tuple[int, ...]) -> tuple[int, ...]:
+        """Every held bucket, starting one further than the last call."""
+        if not held:
+            return held
+        start = self.turn % len(held)
+        self.turn += 1
+        return held[start:] + held[:start]
+
+    def next(self, held: tuple[int, ...]) -> int:
+        """The next held bucket in turn (held must not be empty)."""
+        bucket = held[self.turn % len(held)]
+        self.turn += 1
+        return bucket
+
+    def idle(self, span: int) -> bool:
+        """A visit found nothing more to do: True when the last `span` visits all did (then
+        sleep; the count starts again)."""
+        self.quiet += 1
+        if self.quiet >= span:
+            self.quiet = 0
+            return True
+        return False
+
+
+async def wake_on_change(leases: BucketLeases, wakes: list[asyncio.Event], stop: asyncio.Event) -> None:
+    """Side task: set every event of `wakes` when a renewal changes the buckets held (a loop
+    asleep with no bucket, or with fewer, starts on the new ones at once)."""
+    while not stop.is_set():
+        waits = [asyncio.ensure_future(leases.changed.wait()), asyncio.ensure_future(stop.wait())]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+        if leases.changed.is_set():
+            leases.changed.clear()
+            for e in wakes:
+                e.set()
 
 
 class BucketLeases:

@@ -100,7 +100,7 @@ async def saturate_once(conn: psycopg.AsyncConnection, *, batch: int, horizon: t
 async def saturate_pass(conn: psycopg.AsyncConnection, *, batch: int, horizon: timedelta,
                         grace: timedelta, now: datetime | None = None, budget: float | None = None,
                         catch_up: bool = True, scale: float = 1.0, late_scale: float | None = None,
-                        hold: float | None = None) -> Pass:
+                        hold: float | None = None, bucket: int | None = None) -> Pass:
     """One saturation pass; with `budget` (seconds, counted from the claim), computed in a
     worker thread and cut when the budget is spent (the jobs not reached wait for the next
     pass); with `hold` too, a computation still running `hold` seconds after the claim gives
@@ -108,9 +108,10 @@ async def saturate_pass(conn: psycopg.AsyncConnection, *, batch: int, horizon: t
     again (cronbox.relock_saturation) and those whose row did not change are stored. Without
     `catch_up`, jobs with fires already due are left for a later pass; `scale` and
     `late_scale` size the pass's caps on fires and catch-up fires (poller.plan.plan_jobs).
+    With `bucket`, only that bucket's jobs (a poller leasing buckets); None: every bucket.
     The Pass says how long it took, claim to last commit."""
     t0 = time.monotonic()
-    p = await _pass(conn, batch, horizon, grace, now, budget, catch_up, scale, late_scale, t0, hold)
+    p = await _pass(conn, batch, horizon, grace, now, budget, catch_up, scale, late_scale, t0, hold, bucket)
     p.seconds = time.monotonic() - t0
     return p
 
@@ -120,11 +121,11 @@ _CLOCK_COLUMNS = ("now", "catchup_from")  # what claim_saturation adds from the 
 
 async def _pass(conn: psycopg.AsyncConnection, batch: int, horizon: timedelta, grace: timedelta,
                 now: datetime | None, budget: float | None, catch_up: bool, scale: float,
-                late_scale: float | None, t0: float, hold: float | None) -> Pass:
+                late_scale: float | None, t0: float, hold: float | None, bucket: int | None) -> Pass:
     computing: asyncio.Future[Planned] | None = None
     async with conn.transaction():
         cur = conn.cursor(row_factory=dict_row)
-        await store.claim_saturation(cur, batch, horizon, now)
+        await store.claim_saturation(cur, batch, horizon, now, bucket)
         claimed = cur.rowcount
         jobs, bad = await _fetch_jobs(cur)
         if not jobs and not bad:

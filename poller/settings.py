@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from datetime import timedelta
 
-from cronbox.config import Settings, duration, integer, setting
+from cronbox.config import ConfigError, Settings, duration, integer, setting
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,5 +43,12 @@ class PollerSettings(Settings):
                                      "max runs dispatched per wake-up, the rest a poll interval later (0 = no cap)")
     reap_interval: timedelta = setting("CRONBOX_REAP_INTERVAL", "1s", duration(),
                                        "how often expired leases are declared lost and job statistics folded")
+    bucket_lease: float = setting("CRONBOX_POLLER_BUCKET_LEASE", "10s", duration(seconds=True, maximum="1h"),
+                                  "on Citus: how long the poller's buckets stay its own without a renewal (renewed "
+                                  "every third); a killed poller's go to the others within 1 1/3 of it")
     retention: timedelta = setting("CRONBOX_RETENTION", "30d", duration(),
                                    "run history kept (whole daily partitions are dropped)")
+
+    def check(self) -> None:
+        if self.bucket_lease < 1.0:
+            raise ConfigError(f"CRONBOX_POLLER_BUCKET_LEASE: must be at least 1s, got {self.bucket_lease:g}s")

@@ -22,18 +22,19 @@ _WAIT = ("CASE WHEN next_due IS NULL THEN NULL ELSE extract(epoch FROM least(gre
 # And whether that fire was due when the transaction started (now()) yet not taken: its job was
 # locked elsewhere (try again soon). One that came due while the statement ran is taken at once.
 _DUE = _WAIT + ", coalesce(next_due <= now(), false)"
-_DISPATCH = "SELECT dispatched, skipped, failed, held, " + _DUE + " FROM cronbox.dispatch(%s, %s, %s)"
+_DISPATCH = "SELECT dispatched, skipped, failed, held, " + _DUE + " FROM cronbox.dispatch(%s, %s, %s, %s)"
 _DISPATCH_AHEAD = ("SELECT dispatched, busy, " + _DUE + ", walked_to, walked_id "
-                   "FROM cronbox.dispatch_ahead(%s, %s, p_walked_to => %s, p_walked_id => %s)")
+                   "FROM cronbox.dispatch_ahead(%s, %s, %s, p_walked_to => %s, p_walked_id => %s)")
 
 # dispatched, skipped, failed, held, seconds to next due, next due left behind (its job busy)
 Dispatched = tuple[int, int, int, int, "float | None", bool]
 
 
 async def dispatch(conn: psycopg.AsyncConnection, limit: int, jobs: Sequence[int] | None,
-                   grace: timedelta) -> Dispatched:
-    """One dispatch batch (cronbox.dispatch); `jobs` restricts it to those jobs (isolation)."""
-    cur = await conn.execute(_DISPATCH, (limit, None if jobs is None else list(jobs), grace))
+                   grace: timedelta, bucket: int | None = None) -> Dispatched:
+    """One dispatch batch (cronbox.dispatch); `jobs` restricts it to those jobs (isolation),
+    `bucket` to that bucket's futures (None: every bucket)."""
+    cur = await conn.execute(_DISPATCH, (limit, None if jobs is None else list(jobs), grace, bucket))
     return await cur.fetchone()
 
 
@@ -42,11 +43,13 @@ Walked = tuple[datetime, int]
 
 
 async def dispatch_ahead(conn: psycopg.AsyncConnection, limit: int, lead: timedelta,
-                         walked: Walked | None = None) -> tuple[int, int, float | None, bool, Walked | None]:
-    """Early dispatch of fires due within `lead`, resuming the walk at `walked` (None: the whole
-    lead): (dispatched, busy, seconds to next due, next due left behind, where the next call may
-    resume: None unless this one examined everything within the lead)."""
-    cur = await conn.execute(_DISPATCH_AHEAD, (limit, lead, *(walked or (None, None))))
+                         walked: Walked | None = None,
+                         bucket: int | None = None) -> tuple[int, int, float | None, bool, Walked | None]:
+    """Early dispatch of fires due within `lead` (of `bucket` only, when given), resuming the
+    walk at `walked` (None: the whole lead; a cursor is the bucket's it came from): (dispatched,
+    busy, seconds to next due, next due left behind, where the next call may resume: None
+    unless this one examined everything within the lead)."""
+    cur = await conn.execute(_DISPATCH_AHEAD, (limit, lead, bucket, *(walked or (None, None))))
     dispatched, busy, wait, behind, walked_to, walked_id = await cur.fetchone()
     return dispatched, busy, wait, behind, (None if walked_to is None else (walked_to, walked_id))
 
@@ -64,14 +67,16 @@ async def due_jobs(conn: psycopg.AsyncConnection, limit: int) -> list[int]:
 
 
 async def claim_saturation(cur: psycopg.AsyncCursor[Any], limit: int, horizon: timedelta,
-                           now: datetime | None = None) -> None:
-    """Lock a batch of jobs to saturate; the rows stay on `cur` (read one by one: a row
-    psycopg cannot load is reported by job id). `now` (tests only) calls the internal _at
-    function, which only the owner or a superuser may execute."""
+                           now: datetime | None = None, bucket: int | None = None) -> None:
+    """Lock a batch of jobs to saturate, of `bucket` only when given (None: every bucket); the
+    rows stay on `cur` (read one by one: a row psycopg cannot load is reported by job id).
+    `now` (tests only) calls the internal _at function, which only the owner or a superuser
+    may execute."""
     if now is None:
-        await cur.execute("SELECT * FROM cronbox.claim_saturation(%s, %s)", (limit, horizon))
+        await cur.execute("SELECT * FROM cronbox.claim_saturation(%s, %s, %s)", (limit, horizon, bucket))
     else:
-        await cur.execute("SELECT * FROM cronbox.claim_saturation_at(%s, %s, p_now => %s)", (limit, horizon, now))
+        await cur.execute("SELECT * FROM cronbox.claim_saturation_at(%s, %s, %s, p_now => %s)",
+                          (limit, horizon, bucket, now))
 
 
 async def relock_saturation(conn: psycopg.AsyncConnection, jobs: Sequence[int],
