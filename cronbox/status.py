@@ -3,7 +3,8 @@
 Sections: schedules (next fire, last state, failures), quarantined and paused schedules
 (with paused_until), queues (due, in outbox, running, oldest lag), resource pools, fires waiting
 to be dispatched and why, dead letters, live
-processes (and those gone within the hour; older ones are counted, not listed). Plain aligned
+processes (and those gone within the hour; older ones are counted, not listed), on Citus with
+the buckets each poller and relay holds. Plain aligned
 text that survives a pipe (no
 colour, no terminal tricks; long cells are shortened), or `--json` for scripts (full
 values). A view that does not exist in this database, or that the role may not read, is
@@ -107,8 +108,49 @@ def collect(dsn: str, limit: int = 50) -> dict[str, Result]:
                 out[section.title] = _read(conn, section, limit)
             except psycopg.errors.InsufficientPrivilege:
                 out[section.title] = Result(None, note="(not permitted for this role)")
+        buckets_held(conn, out.get("processes"))
     out["circuit breakers"] = breakers(out.get("processes"))
     return out
+
+
+def buckets_held(conn: psycopg.Connection, processes: Result | None) -> bool:
+    """On Citus (the view cronbox.buckets): each poller's and relay's row of the processes
+    section gets `buckets`, the buckets its live lease holds, as "n of B: i-j, k" (bucket
+    indexes, as cronbox.buckets lists them). Nothing changes where there are no buckets (plain
+    PostgreSQL) or the role may not read them. True when the column was added."""
+    if processes is None or not processes.rows:
+        return False
+    found = conn.execute("SELECT to_regclass('cronbox.buckets') IS NOT NULL AS found").fetchone()
+    if not found or not found["found"]:
+        return False
+    try:
+        with conn.transaction():
+            rows = conn.execute("SELECT bucket_index, poller, relay FROM cronbox.buckets").fetchall()
+    except psycopg.errors.InsufficientPrivilege:
+        return False
+    if not rows:  # a role that does not read everything gets no rows
+        return False
+    by_owner: dict[tuple[str, str], list[int]] = {}
+    for r in rows:
+        for kind in ("poller", "relay"):
+            if r[kind] is not None:
+                by_owner.setdefault((kind, r[kind]), []).append(r["bucket_index"])
+    for p in processes.rows:  # every row gets the column (a worker's and a console's: empty)
+        live = p.get("kind") in ("poller", "relay") and p.get("live") is not False
+        p["buckets"] = bucket_ranges(by_owner.get((p["kind"], p.get("name")), []), len(rows)) if live else None
+    return True
+
+
+def bucket_ranges(indexes: list[int], total: int) -> str:
+    """"3 of 32: 0-1, 5": how many buckets, of how many, and which (runs of indexes)."""
+    runs: list[list[int]] = []
+    for i in sorted(indexes):
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    text = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+    return f"{len(indexes)} of {total}" + (f": {text}" if text else "")
 
 
 def breakers(processes: Result | None) -> Result:
