@@ -7,7 +7,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from .runs_support import active, dispatch, future, job
+from .runs_support import active, at, dispatch, future, job
 
 
 def _one_run(conn, name: str) -> int:
@@ -61,3 +61,65 @@ def test_reported_bad_calls_get_a_clear_error(conn, call, message):
     with pytest.raises(psycopg.Error, match=f"^{message}") as err:
         conn.execute(f"SELECT * FROM {call}")
     assert err.value.sqlstate in ("22004", "22023")
+
+
+def _nested(levels: int) -> str:
+    """A JSON object `levels` deep: the object, then levels - 1 arrays inside one another."""
+    inner = levels - 1
+    return '{"d": ' + "[" * inner + "]" * inner + "}"
+
+
+# Deeper than 2,048 levels is refused at every door a JSON value comes in by; what is stored is
+# then always shallow enough for what reads it next: the claim copies a payload into its message
+# (jsonb_build_object), which needs more stack per level than the parse that stored it, so a
+# payload near the parser's limit (~14,500 levels at the default max_stack_depth) used to be
+# stored and then fail every claim that reached its row, other queues' rows included.
+@pytest.mark.parametrize("call", [
+    "SELECT cronbox.schedule('deep', every => '1 hour', payload => %s::jsonb)",
+    "SELECT cronbox.trigger('plain', payload => %s::jsonb)",
+    "SELECT cronbox.schedule('plain', every => '1 hour', payload => %s::jsonb)",  # a schedule's update
+])
+@pytest.mark.parametrize("levels", [2049, 14_000])
+def test_a_payload_nested_past_2048_levels_is_refused_with_nothing_written(conn, call, levels):
+    conn.execute("SELECT cronbox.schedule('plain', every => '1 hour')")
+    before = conn.execute("SELECT (SELECT count(*) FROM cronbox.job), (SELECT count(*) FROM cronbox.job_future),"
+                          " (SELECT payload::text FROM cronbox.job WHERE name = 'plain')").fetchone()
+    with pytest.raises(psycopg.errors.InvalidParameterValue,
+                       match=r"^payload: must be nested at most 2048 levels deep"), conn.transaction():
+        conn.execute(call, (_nested(levels),))
+    assert conn.execute("SELECT (SELECT count(*) FROM cronbox.job), (SELECT count(*) FROM cronbox.job_future),"
+                        " (SELECT payload::text FROM cronbox.job WHERE name = 'plain')").fetchone() == before
+
+
+def test_a_payload_2048_levels_deep_is_stored_claimed_and_sent_as_it_was(conn):
+    deep = _nested(2048)
+    job(conn, "deepest", payload=deep)
+    future(conn, "deepest", 0)
+    dispatch(conn, 0)
+    [(message, key)] = conn.execute(
+        "SELECT message::text, idempotency_key FROM cronbox.claim_outbox_at('relay-a', 10, p_now => %s)",
+        (at(1),)).fetchall()
+    assert "[" * 2047 + "]" * 2047 in message and key
+
+
+@pytest.mark.parametrize("call", [
+    "SELECT cronbox.complete_run(%(rid)s, %(v)s::jsonb)",
+    "SELECT * FROM cronbox.complete_runs(ARRAY[%(rid)s]::bigint[], ARRAY[%(v)s::jsonb])",
+])
+def test_a_result_nested_past_2048_levels_is_refused_and_the_run_stays_in_flight(conn, call):
+    rid = _one_run(conn, "deep-result")
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match=r"^results?: (each )?must be nested at most 2048"), \
+            conn.transaction():
+        conn.execute(call, {"rid": rid, "v": _nested(5000)})
+    assert active(conn, "deep-result") == [rid]
+    conn.execute(call, {"rid": rid, "v": _nested(2048)})
+    assert active(conn, "deep-result") == []
+
+
+def test_process_info_nested_past_2048_levels_is_refused_at_registration_and_ignored_by_heartbeats(conn):
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match=r"^info: .*nested at most 2048 levels deep"), \
+            conn.transaction():
+        conn.execute("SELECT cronbox.register_worker('w:h:1', 'h', 1, 'test', info => %s::jsonb)", (_nested(3000),))
+    pid = conn.execute("SELECT cronbox.register_worker('w:h:1', 'h', 1, 'test', info => '{\"a\": 1}')").fetchone()[0]
+    assert conn.execute("SELECT cronbox.heartbeat_worker(%s, %s::jsonb)", (pid, _nested(3000))).fetchone()[0]
+    assert conn.execute("SELECT info FROM cronbox.process WHERE process_id = %s", (pid,)).fetchone()[0] == {"a": 1}

@@ -26,6 +26,9 @@ BEGIN
         RAISE EXCEPTION 'result: must be at most % bytes as JSON text (cronbox.max_result_bytes), got %',
             cronbox.max_result_bytes(), octet_length(complete_run_at.result::text) USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    IF complete_run_at.result IS NOT NULL AND cronbox.json_too_deep(complete_run_at.result) THEN
+        RAISE EXCEPTION 'result: must be nested at most 2048 levels deep (cronbox.json_too_deep)' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     -- the owner rule (cronbox.caller_hidden_runs: NULL for every worker, at once): another
     -- owner's run is an unknown run to a limited caller
     IF NOT cronbox.caller_writes_all() AND cronbox.caller_hidden_runs(ARRAY[complete_run_at.run_id]) <> '{}' THEN

@@ -23,6 +23,9 @@ BEGIN
         RAISE EXCEPTION 'results: each must be at most % bytes as JSON text (cronbox.max_result_bytes)', cronbox.max_result_bytes()
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    IF EXISTS (SELECT 1 FROM unnest(complete_runs_at.results) r(v) WHERE cronbox.json_too_deep(r.v)) THEN
+        RAISE EXCEPTION 'results: each must be nested at most 2048 levels deep (cronbox.json_too_deep)' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     RETURN QUERY
     SELECT f.run_id, f.state, f.verdict
     FROM cronbox.finish_visible_runs(complete_runs_at.run_ids, 'succeeded', complete_runs_at.results, NULL, true, p_now) f;

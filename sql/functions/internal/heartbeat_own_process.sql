@@ -13,7 +13,8 @@ SET search_path = pg_catalog, pg_temp
 AS $$
     WITH seen AS (
         UPDATE cronbox.process p SET last_seen = now(),
-               info = CASE WHEN jsonb_typeof(p_info) = 'object' AND octet_length(p_info::text) <= 65536 THEN p_info ELSE p.info END
+               info = CASE WHEN jsonb_typeof(p_info) = 'object' AND octet_length(p_info::text) <= 65536
+                             AND NOT cronbox.json_too_deep(p_info) THEN p_info ELSE p.info END
         WHERE p.process_id = p_process_id AND p.kind = p_kind
         RETURNING 1
     )

@@ -47,8 +47,9 @@ BEGIN
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     IF register_process_at.info IS NOT NULL
-       AND (jsonb_typeof(register_process_at.info) <> 'object' OR octet_length(register_process_at.info::text) > 65536) THEN
-        RAISE EXCEPTION 'info: must be a JSON object of at most 64 kB'
+       AND (jsonb_typeof(register_process_at.info) <> 'object' OR octet_length(register_process_at.info::text) > 65536
+            OR cronbox.json_too_deep(register_process_at.info)) THEN
+        RAISE EXCEPTION 'info: must be a JSON object of at most 64 kB, nested at most 2048 levels deep'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     DELETE FROM cronbox.process p WHERE p.last_seen < p_now - interval '1 day';

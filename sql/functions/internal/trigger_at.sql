@@ -38,6 +38,9 @@ BEGIN
         RAISE EXCEPTION 'payload: must be at most % bytes as JSON text (cronbox.max_payload_bytes), got %',
             cronbox.max_payload_bytes(), octet_length(trigger_at.payload::text) USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    IF trigger_at.payload IS NOT NULL AND cronbox.json_too_deep(trigger_at.payload) THEN
+        RAISE EXCEPTION 'payload: must be nested at most 2048 levels deep (cronbox.json_too_deep)' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
     -- The job's lock, which dispatch takes (dispatch_locked decides under it): concurrent
     -- triggers of one job, schedule()/unschedule() and a poller's dispatch of this job wait for
     -- each other. Read the job after it: a new statement sees what committed meanwhile.

@@ -187,6 +187,9 @@ BEGIN
         RAISE EXCEPTION 'payload: must be at most % bytes as JSON text (cronbox.max_payload_bytes), got %',
             cronbox.max_payload_bytes(), v_payload_bytes USING ERRCODE = 'invalid_parameter_value';
     END IF;
+    IF cronbox.json_too_deep(v_payload) THEN
+        RAISE EXCEPTION 'payload: must be nested at most 2048 levels deep (cronbox.json_too_deep)' USING ERRCODE = 'invalid_parameter_value';
+    END IF;
 
     -- how: the declared options (cronbox.schedule_options), each against its bound.
     FOR v_opt IN SELECT * FROM cronbox.schedule_options() o WHERE o.check_kind <> 'custom' LOOP

@@ -14,8 +14,8 @@ BEGIN
     IF p_info IS NULL THEN
         RAISE EXCEPTION 'p_info: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    IF jsonb_typeof(p_info) <> 'object' OR octet_length(p_info::text) > 65536 THEN
-        RAISE EXCEPTION 'p_info: must be a JSON object of at most 64 kB'
+    IF jsonb_typeof(p_info) <> 'object' OR octet_length(p_info::text) > 65536 OR cronbox.json_too_deep(p_info) THEN
+        RAISE EXCEPTION 'p_info: must be a JSON object of at most 64 kB, nested at most 2048 levels deep'
             USING ERRCODE = 'invalid_parameter_value';
     END IF;
     UPDATE cronbox.process p SET last_seen = now(), info = p_info
