@@ -316,6 +316,9 @@ def test_citus_dispatch_and_early_dispatch_walk_due_futures_bucket_by_bucket_one
         # every bucket in turn, within the batch
         assert conn.execute("SELECT dispatched, busy FROM cronbox.dispatch_ahead(3, '10 minutes')").fetchone() == (0, 3)
         assert conn.execute("SELECT dispatched, busy FROM cronbox.dispatch_ahead(100, '10 minutes')").fetchone() == (0, 6)
+        # resumed (the whole lead walked before): the futures written since, by key, bucket by bucket
+        assert conn.execute("SELECT dispatched, busy, walked_to FROM cronbox.dispatch_ahead(100, '10 minutes', "
+                            "p_walked_to => now() + interval '10 minutes', p_walked_id => 0)").fetchone() == (0, 6, None)
         conn.execute("RESET citus.multi_task_query_log_level")
         assert conn.execute("SELECT count(*), count(*) FILTER (WHERE hold IS NULL) FROM cronbox.job_future").fetchone() == (12, 12)
         other.execute("ROLLBACK")
