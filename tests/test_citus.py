@@ -225,7 +225,7 @@ def test_citus_with_a_worker_node_down_the_coordinator_keeps_firing(citus, citus
     """Today the hot tables are the coordinator's and it holds a copy of each reference table:
     a worker node down stops only the writes to reference tables (queue grants), which fail
     with a connection error (08006) until it is back; fires keep being dispatched and run, and
-    bucket leases keep being renewed."""
+    bucket leases keep being taken, renewed and released."""
     dsn, _ = citus_db
     with db.connect(dsn) as conn:
         conn.execute("DO $$ BEGIN CREATE ROLE citus_down NOLOGIN; EXCEPTION WHEN duplicate_object THEN END $$")
@@ -248,13 +248,20 @@ def test_citus_with_a_worker_node_down_the_coordinator_keeps_firing(citus, citus
                     conn.execute("SELECT cronbox.grant_queue('citus-down', 'citus_down', 'worker')")
                 assert refused.value.sqlstate == "08006"
                 conn.execute("SELECT cronbox.pause('citus-down')")
-                # the buckets and their leases are read and written on the coordinator alone
+                # the buckets and their leases are read and written on the coordinator alone: the
+                # poller and the relay, started with the node down, each hold every bucket
                 assert conn.execute("SELECT cronbox.bucket_of('citus-down')").fetchone()[0] is not None
-                assert len(conn.execute("SELECT buckets FROM cronbox.lease_buckets('poller', 'while-down')"
-                                        ).fetchone()[0]) > 0
-                conn.execute("SELECT cronbox.release_buckets('poller', 'while-down')")
+                held = conn.execute(
+                    "SELECT l.kind, count(*) FROM cronbox.bucket_lease l JOIN cronbox.bucket_member m"
+                    " ON m.kind = l.kind AND m.owner = l.owner WHERE m.alive_until > now()"
+                    " GROUP BY l.kind ORDER BY l.kind").fetchall()
+                assert held == [("poller", 32), ("relay", 32)], held
             assert relay.terminate() == 0, relay.output
             assert poller.terminate() == 0, poller.output
+            with db.connect(dsn) as conn:  # released on SIGTERM: a newcomer takes them, the node still down
+                assert len(conn.execute("SELECT buckets FROM cronbox.lease_buckets('poller', 'while-down')"
+                                        ).fetchone()[0]) == 32
+                conn.execute("SELECT cronbox.release_buckets('poller', 'while-down')")
             assert worker.terminate() == 0, worker.output
     finally:
         citus.start_worker(1)
