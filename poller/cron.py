@@ -1,36 +1,5 @@
-"""Cron arithmetic for the poller: cronbox's cron dialect, its normal form, and fire times.
-
-Dialect
--------
-* 5 fields ``min hour dom mon dow``; 6 fields put seconds first
-  (``sec min hour dom mon dow``); 7 fields put seconds first and the year last
-  (``sec min hour dom mon dow year``). Fields are separated by ASCII whitespace.
-* Ranges: second 0-59, minute 0-59, hour 0-23, day-of-month 1-31, month 1-12,
-  day-of-week 0-7 (0 and 7 are Sunday), year 1970-2099.
-* Each field is a comma-separated list of items: ``*``, ``*/n``, ``a``, ``a-b``,
-  ``a-b/n`` and ``a/n`` (from ``a`` to the field's maximum, which for day-of-week
-  is 6, every ``n``). A step ``n`` is 1 up to the number of values in the field.
-  ``a-a`` means just ``a``. A range must not run backwards, except that a
-  day-of-week range may end on Sunday written as 0 or SUN (``FRI-SUN`` = ``5-7``).
-* Names, case-insensitive: JAN..DEC in month, SUN..SAT in day-of-week.
-* ``?`` alone in day-of-month or day-of-week means ``*``.
-* ``L`` alone as a day-of-month item: the last day of the month (``1,15,L``).
-* Day-of-week ``d#n``: the n-th (1-5) weekday d of the month (``5#3``, ``FRI#3``);
-  ``dL`` or ``Ld``: the last weekday d of the month (``5L``). These items may be
-  listed together but not mixed with plain days in one field.
-* When both day-of-month and day-of-week are restricted, a day matches either.
-* Macros, case-insensitive: ``@yearly`` = ``@annually`` (``0 0 1 1 *``),
-  ``@monthly`` (``0 0 1 * *``), ``@weekly`` (``0 0 * * 0``), ``@daily`` =
-  ``@midnight`` (``0 0 * * *``), ``@hourly`` (``0 * * * *``). Nothing else
-  (``@reboot``, ``H``, ``W``, ``LW``, wrapping ranges such as ``22-2``) is accepted.
-
-Normal form: always 7 fields ``sec min hour dom mon dow year`` joined by single
-spaces; seconds default to ``0`` and the year to ``*``; names become numbers,
-numbers lose leading zeros, ``?`` becomes ``*``, ``a-a`` becomes ``a``, a last
-weekday is written ``Ld``; everything else keeps the order it was written in.
-``cronbox.normalize_cron`` (sql/functions/normalize_cron.sql) computes the same
-string and raises the same messages; the normal form is what is stored and what
-:class:`CronSchedule` reads.
+"""Fire times for the poller: :class:`CronSchedule` reads an expression in the normal form of
+poller.cron_dialect (its dialect, validation and `normalize`) in one IANA time zone.
 
 Time zones and DST: fire times are wall-clock times in the schedule's IANA zone.
 A wall-clock time that does not exist (spring forward) fires at the first instant
@@ -44,160 +13,25 @@ The seconds and the other fields play no part in the rule.
 
 from __future__ import annotations
 
-import copy
 import heapq
 import threading
 from bisect import bisect_left, bisect_right
-import re
 from collections.abc import Callable, Iterator
 from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 from typing import Any, TypeVar
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import CroniterBadDateError, croniter
+from croniter import croniter
+
+from poller.cron_days import as_local, days_for, gap_end, times_from
+from poller.cron_dialect import CronError, normalize
 
 __all__ = ["CronError", "CronSchedule", "normalize", "schedule_for"]
 
 T = TypeVar("T")
 
-
-class CronError(ValueError):
-    """An invalid cron expression; the text equals the message of cronbox.normalize_cron."""
-
-
-# (name, lowest, highest) in normal-form order: sec min hour dom mon dow year.
-_FIELDS = (
-    ("second", 0, 59),
-    ("minute", 0, 59),
-    ("hour", 0, 23),
-    ("day-of-month", 1, 31),
-    ("month", 1, 12),
-    ("day-of-week", 0, 7),
-    ("year", 1970, 2099),
-)
-_MIN, _HOUR, _DOM, _MON, _DOW = 1, 2, 3, 4, 5
-_MONTHS = ("JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC")
-_DAYS = ("SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT")
-_NAMES: dict[int, dict[str, int]] = {
-    _MON: {name: i + 1 for i, name in enumerate(_MONTHS)},
-    _DOW: {name: i for i, name in enumerate(_DAYS)},
-}
-_MACROS = {
-    "@yearly": "0 0 0 1 1 * *",
-    "@annually": "0 0 0 1 1 * *",
-    "@monthly": "0 0 0 1 * * *",
-    "@weekly": "0 0 0 * * 0 *",
-    "@daily": "0 0 0 * * * *",
-    "@midnight": "0 0 0 * * * *",
-    "@hourly": "0 0 * * * * *",
-}
-# ASCII only, as in SQL: str.upper() would turn e.g. the long s into "S".
-_WHITESPACE = " \t\n\r\f\v"
-_SPLIT = re.compile(r"[ \t\n\r\f\v]+")
-_UPPER = str.maketrans("abcdefghijklmnopqrstuvwxyz", "ABCDEFGHIJKLMNOPQRSTUVWXYZ")
-_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
-_ITEM = re.compile(r"(\*|[0-9]+|[A-Z]+)(?:-([0-9]+|[A-Z]+))?(?:/([0-9]+))?")
-_NTH = re.compile(r"([0-9]+|[A-Z]+)#([0-9]+)")
-_LAST_DOW = re.compile(r"L([0-9]+|[A-Z]+)|([0-9]+|[A-Z]+)L")
-
-
-def _error(field: int, item: str, problem: str, expr: str) -> CronError:
-    return CronError(f'cron: {_FIELDS[field][0]} field "{item}" {problem} in "{expr}"')
-
-
-def _value(field: int, token: str, item: str, expr: str) -> int:
-    _, low, high = _FIELDS[field]
-    if token[0].isdigit():
-        value = int(token)
-    elif token in _NAMES.get(field, {}):
-        value = _NAMES[field][token]
-    else:
-        raise _error(field, item, "is not valid", expr)
-    if not low <= value <= high:
-        raise _error(field, item, f"is out of range {low}-{high}", expr)
-    return value
-
-
-def _step(field: int, token: str, item: str, expr: str) -> int:
-    _, low, high = _FIELDS[field]
-    step = int(token)
-    if not 1 <= step <= high - low + 1:
-        raise _error(field, item, f"has a step out of range 1-{high - low + 1}", expr)
-    return step
-
-
-def _item(field: int, up: str, item: str, expr: str) -> str:
-    """Normalize one list item; `up` is `item` with ASCII letters upper-cased."""
-    if field == _DOM and up == "L":
-        return "L"
-    if field == _DOW:
-        if m := _NTH.fullmatch(up):
-            day = _value(field, m[1], item, expr)
-            if not 1 <= int(m[2]) <= 5:
-                raise _error(field, item, "has an occurrence out of range 1-5", expr)
-            return f"{day}#{int(m[2])}"
-        if m := _LAST_DOW.fullmatch(up):
-            return f"L{_value(field, m[1] or m[2], item, expr)}"
-    m = _ITEM.fullmatch(up)
-    if m is None or (m[1] == "*" and m[2] is not None):
-        raise _error(field, item, "is not valid", expr)
-    if m[1] == "*":
-        return "*" if m[3] is None else f"*/{_step(field, m[3], item, expr)}"
-    low = _value(field, m[1], item, expr)
-    high = None if m[2] is None else _value(field, m[2], item, expr)
-    step = None if m[3] is None else _step(field, m[3], item, expr)
-    if high is None:
-        if step is None:
-            return str(low)
-        # croniter reads a/n as a-6/n in day-of-week, where 7 is not a start but Sunday.
-        return f"{0 if field == _DOW and low == 7 else low}/{step}"
-    if field == _DOW and high == 0 and low > 0:
-        high = 7  # FRI-SUN
-    if high < low:
-        raise _error(field, item, "is a reversed range", expr)
-    if high == low:
-        return str(low)  # croniter would read a-a as the whole field
-    return f"{low}-{high}" if step is None else f"{low}-{high}/{step}"
-
-
-def _field(field: int, text: str, expr: str) -> str:
-    up = text.translate(_UPPER)
-    if up == "?" and field in (_DOM, _DOW):
-        return "*"
-    items = text.split(",")
-    if "" in items:
-        raise _error(field, text, "has an empty list item", expr)
-    out = [_item(field, u, i, expr) for u, i in zip(up.split(","), items)]
-    special = ["#" in o or o.startswith("L") for o in out]
-    if field == _DOW and any(special) and not all(special):
-        raise _error(field, text, "mixes # or L days with other days", expr)
-    return ",".join(out)
-
-
-def normalize(expr: str) -> str:
-    """Validate `expr` and return its 7-field normal form, as cronbox.normalize_cron does."""
-    if expr is None:
-        raise CronError("cron: expression must not be NULL")
-    text = expr.strip(_WHITESPACE)
-    if not text:
-        raise CronError("cron: expression is empty")
-    if text.startswith("@"):
-        macro = _MACROS.get(text.translate(_LOWER))
-        if macro is None:
-            raise CronError(
-                f'cron: unsupported macro "{text}"; use @yearly, @annually, @monthly, '
-                "@weekly, @daily, @midnight or @hourly"
-            )
-        return macro
-    fields = _SPLIT.split(text)
-    if len(fields) not in (5, 6, 7):
-        raise CronError(f'cron: expected 5, 6 or 7 fields, got {len(fields)} in "{expr}"')
-    if len(fields) == 5:
-        fields.insert(0, "0")
-    if len(fields) == 6:
-        fields.append("*")
-    return " ".join(_field(i, f, expr) for i, f in enumerate(fields))
+_MIN, _HOUR = 1, 2  # the minute and hour fields of the normal form
 
 
 class CronSchedule:
@@ -215,8 +49,7 @@ class CronSchedule:
         fields = self.expr.split(" ")
         # Debian cron's rule: fixed-time unless the minute or the hour field starts with `*`.
         self.fixed_time = not (fields[_MIN].startswith("*") or fields[_HOUR].startswith("*"))
-        # Parsed once; each call works on a shallow copy, so calls never share a cursor.
-        # 130 years: a year field may jump from 1970 to 2099 in one step.
+        # Parsed once, for its expanded fields (the days come from poller.cron_days).
         self._proto = croniter(
             self.expr,
             datetime(1970, 1, 1),  # naive: croniter walks wall-clock times, _fires maps them
@@ -229,8 +62,8 @@ class CronSchedule:
         # (the same day fields at 00:00:00), the times of a day come from croniter's own
         # expansion of the second, minute and hour fields. One croniter step per day instead
         # of one per fire (an hourly job's year of catch-up is 365 steps, not 8,760), and each
-        # year's days are asked once per set of day fields (_Days), whatever the zone and times.
-        self._days = _days_for(" ".join(fields[3:]))
+        # year's days are asked once per set of day fields (Days), whatever the zone and times.
+        self._days = days_for(" ".join(fields[3:]))
         minute, hour, _, _, _, second, _ = self._proto.expanded
         self._times = tuple(
             tuple(range(n)) if "*" in values else tuple(sorted({int(v) for v in values}))
@@ -266,12 +99,12 @@ class CronSchedule:
             if off0 > off1:
                 # The fold's wall times start at the transition (read on the new offset).
                 now = wall - off0
-                change = _gap_end(self._zone, now, now + (off0 - off1), off1)
+                change = gap_end(self._zone, now, now + (off0 - off1), off1)
                 streams.append(self._repeats(change + off1, wall))
         for fire in heapq.merge(*streams):
             if fire > last:
                 last = fire
-                yield _as_local(fire, self._zone)
+                yield as_local(fire, self._zone)
 
     def _walls(self, start: datetime) -> Iterator[tuple[datetime, timedelta, timedelta]]:
         """(wall, offset of its first occurrence, offset of its second) for the matching wall
@@ -283,7 +116,7 @@ class CronSchedule:
         utcoffset = self._zone.utcoffset
         first = (start.hour, start.minute, start.second)
         for day in self._days.since(day0):  # ends when no fire is left (the year field exhausted)
-            for h, m, sec in _times_from(hours, minutes, seconds, first if day == day0 else (0, 0, 0)):
+            for h, m, sec in times_from(hours, minutes, seconds, first if day == day0 else (0, 0, 0)):
                 w = day.replace(hour=h, minute=m, second=sec)
                 yield w, utcoffset(w), utcoffset(w.replace(fold=1))
 
@@ -310,7 +143,7 @@ class CronSchedule:
                 elif not self.fixed_time:
                     heapq.heappush(pending, w - off1)
             elif self.fixed_time:              # inside a gap: the first instant after it
-                first = _gap_end(self._zone, w - off1, w - off0, off1)
+                first = gap_end(self._zone, w - off1, w - off0, off1)
             else:
                 continue
             while pending and pending[0] < first:
@@ -331,7 +164,7 @@ class CronSchedule:
     def matching_days(self, first: datetime, last: datetime) -> Iterator[tuple[datetime, bool]]:
         """The matching local days from `first` to `last` (naive midnights, inclusive), each
         with whether it keeps one UTC offset all day (then it holds each of its times of day
-        exactly once: `per_day` fires, no walk needed). The days are read from _Days."""
+        exactly once: `per_day` fires, no walk needed). The days are read from poller.cron_days.Days."""
         utcoffset, one_day = self._zone.utcoffset, timedelta(days=1)
         for day in self._days.since(first):
             if day > last:
@@ -506,108 +339,6 @@ BACK_MAX = 512     # fires walked to extend a stretch (back or on) before starti
 KEEP_BEHIND = 256  # fires kept behind the latest question
 STRETCH_REACH = timedelta(minutes=15)  # the longest range stretch() reads
 _MICROSECOND = timedelta(microseconds=1)
-
-
-def _times_from(hours: tuple[int, ...], minutes: tuple[int, ...], seconds: tuple[int, ...],
-                first: tuple[int, int, int]) -> Iterator[tuple[int, int, int]]:
-    """The (hour, minute, second) of a day in order, from `first` on (inclusive)."""
-    h0, m0, s0 = first
-    for h in hours[bisect_left(hours, h0):]:
-        mins = minutes[bisect_left(minutes, m0):] if h == h0 else minutes
-        for m in mins:
-            secs = seconds[bisect_left(seconds, s0):] if h == h0 and m == m0 else seconds
-            for sec in secs:
-                yield h, m, sec
-_ZERO = timedelta(0)
-_SECOND = timedelta(seconds=1)
-
-
-def _as_local(naive_utc: datetime, zone: ZoneInfo) -> datetime:
-    """A naive UTC instant as an aware datetime in `zone` (fold set as Python does)."""
-    return naive_utc.replace(tzinfo=timezone.utc).astimezone(zone)
-
-
-def _gap_end(zone: ZoneInfo, low: datetime, high: datetime, after_offset: timedelta) -> datetime:
-    """The transition instant (naive UTC) in (low, high] where `zone` starts using
-    `after_offset` (the first real instant after a spring-forward gap, or the start of a
-    fall-back fold). Binary search to the second (transitions fall on whole seconds); runs
-    only for wall times next to a DST change."""
-    lo, hi = low, high
-    while hi - lo > _SECOND:
-        mid = lo + (hi - lo) / 2
-        mid = mid.replace(microsecond=0)
-        if mid <= lo:
-            mid = lo + _SECOND
-        if _as_local(mid, zone).utcoffset() == after_offset:
-            hi = mid
-        else:
-            lo = mid
-    return hi
-
-
-class _Days:
-    """The matching days (naive midnights) of one set of day fields (day-of-month, month,
-    day-of-week, year), asked of croniter a calendar year at a time and kept: every schedule
-    with these day fields, whatever its times of day and zone, and every later pass read the
-    same lists. A year of a daily schedule's catch-up cost 365 croniter steps (~0.1 s) per job
-    and per pass; now once per process."""
-
-    __slots__ = ("_cron", "_years", "_lock")
-
-    YEARS_KEPT = 64
-
-    def __init__(self, day_fields: str) -> None:
-        self._cron = croniter("0 0 0 " + day_fields, datetime(1970, 1, 1), ret_type=datetime,
-                              second_at_beginning=True, max_years_between_matches=130)
-        # year -> (its matching days, the first matching day after it or None: none ever
-        # again, an error croniter raised past the days listed, or None)
-        self._years: dict[int, tuple[tuple[datetime, ...], datetime | None, Exception | None]] = {}
-        self._lock = threading.Lock()
-
-    def _year(self, year: int) -> tuple[tuple[datetime, ...], datetime | None, Exception | None]:
-        hit = self._years.get(year)
-        if hit is not None:
-            return hit
-        walk = copy.copy(self._cron)
-        walk.set_current(datetime(year, 1, 1) - _SECOND, force=True)
-        days: list[datetime] = []
-        following: datetime | None = None
-        error: Exception | None = None
-        while True:
-            try:
-                day: datetime = walk.get_next(datetime)
-            except CroniterBadDateError:  # no match within croniter's 130 years: none left
-                break
-            except Exception as exc:  # past year 9999, say: raised where the walk gets there
-                error = exc
-                break
-            if day.year != year:
-                following = day
-                break
-            days.append(day)
-        hit = (tuple(days), following, error)
-        with self._lock:
-            if len(self._years) >= self.YEARS_KEPT:
-                self._years.clear()
-            self._years[year] = hit
-        return hit
-
-    def since(self, first: datetime) -> Iterator[datetime]:
-        """The matching days from `first` (a naive midnight) on, in order."""
-        days, following, error = self._year(first.year)
-        yield from days[bisect_left(days, first):]
-        while True:
-            if error is not None:
-                raise error
-            if following is None:
-                return
-            days, following, error = self._year(following.year)
-            yield from days
-
-
-@lru_cache(maxsize=1024)
-def _days_for(day_fields: str) -> _Days:
-    return _Days(day_fields)
 
 
 @lru_cache(maxsize=4096)

@@ -139,7 +139,7 @@ BEGIN
             IF v_o1 < v_o3 THEN
                 -- A spring-forward change near this day: the first instant on the later offset
                 -- (where a fixed-time job's missing wall times fire), to the second, found as
-                -- poller/cron.py _gap_end finds it.
+                -- poller/cron_days.py gap_end finds it.
                 WHILE v_hi - v_lo > interval '1 second' LOOP
                     v_mid := date_trunc('second', v_lo + (v_hi - v_lo) / 2);
                     IF v_mid <= v_lo THEN

@@ -1,6 +1,6 @@
 -- cronbox.normalize_cron(p_expr): validate a cron expression in cronbox's dialect and return its
 -- normal form, always 7 fields "sec min hour dom mon dow year" (names as numbers), which is what
--- is stored and what the poller's croniter reads. poller/cron.py normalize() mirrors it message
+-- is stored and what the poller's croniter reads. poller/cron_dialect.py normalize() mirrors it message
 -- for message. Bad input: SQLSTATE 22023 naming the field and item; NULL: 22004.
 -- Pure: reads no table, takes no lock; CREATE OR REPLACE, so re-applying the file is a no-op.
 CREATE OR REPLACE FUNCTION cronbox.normalize_cron(p_expr text)
@@ -226,7 +226,7 @@ $function$;
 COMMENT ON FUNCTION cronbox.normalize_cron(text) IS
 'cronbox.normalize_cron(p_expr): validate a cron expression in cronbox''s dialect and return its
 normal form, always 7 fields "sec min hour dom mon dow year" (names as numbers), which is what
-is stored and what the poller''s croniter reads. poller/cron.py normalize() mirrors it message
+is stored and what the poller''s croniter reads. poller/cron_dialect.py normalize() mirrors it message
 for message. Bad input: SQLSTATE 22023 naming the field and item; NULL: 22004.
 Pure: reads no table, takes no lock; CREATE OR REPLACE, so re-applying the file is a no-op.';
 
