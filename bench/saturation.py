@@ -34,7 +34,7 @@ import psycopg
 from bench.common import Database, base_report, cpu_seconds, emit, log, parse_args
 from bench.database import WaitSampler
 from bench.scale import insert_schedules, reset_to_empty
-from poller.main import PassSizer
+from poller.sizing import PassSizer
 from poller.saturate import saturate_pass
 
 

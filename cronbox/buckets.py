@@ -8,7 +8,7 @@ counted down on this process's monotonic clock, never compared with its wall clo
 
 The relay's loop runs `keep_leased` as a side task and claims only from `held()` (relay/main.py);
 the poller's dispatch and saturation loops likewise work only the buckets it holds, one call per
-bucket in turn (`Turns`, poller/main.py). On plain PostgreSQL (no `cronbox.lease_buckets`:
+bucket in turn (`Turns`, poller/tick.py and poller/saturation_loop.py). On plain PostgreSQL (no `cronbox.lease_buckets`:
 `leases_buckets` says so once at start) neither leases: one call over every bucket, as before.
 """
 

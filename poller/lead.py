@@ -53,7 +53,7 @@ class LeadPlanner:
         self.rate = INITIAL_RATE
         self.profile: list[tuple[int, int]] = []
         self.read_at = float("-inf")  # monotonic time of the last profile
-        self.deferred = False  # the last tick made no early call: a fire had come due (poller.main.tick)
+        self.deferred = False  # the last tick made no early call: a fire had come due (poller.tick.tick)
         # Where the next early-dispatch call resumes its walk (cronbox.dispatch_ahead's walked_to,
         # walked_id, None: the whole lead): the fires it cannot take early (a 'skip' job's, the
         # default) are then read once on their way through the lead, not by every call.

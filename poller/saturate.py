@@ -12,7 +12,7 @@ claim) or fires is spent;
 the jobs not reached are left as they were and their locks end with the pass, so the next
 pass takes them. No pass holds its jobs' locks much longer than the budget, and a long
 catch-up advances over several passes (at most MAX_FIRES_PER_JOB futures per job per pass).
-The caller sizes passes by time (poller.main.PassSizer: each Pass says how long, claim to
+The caller sizes passes by time (poller.sizing.PassSizer: each Pass says how long, claim to
 commit, it held its locks; `batch` and `scale` shrink when that was too long).
 Everything here is arithmetic on what the database returned; the only clock is the
 database's (`now` and the catch-up window start come back from the claim).

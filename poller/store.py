@@ -1,5 +1,5 @@
 """Thin wrappers over the poller's SQL functions: one statement, one round trip each (the
-relay's counterpart is relay/store.py). The loops (poller/main.py, saturate.py,
+relay's counterpart is relay/store.py). The loops (poller/tick.py, saturate.py,
 maintenance.py, quarantine.py, metrics.py) hold no SQL of their own.
 
 Each takes the connection (the caller owns the transaction: a saturation pass, a dispatch

@@ -16,7 +16,7 @@ import pytest
 
 from cronbox import db
 from cronbox.config import Config
-from poller.main import lead_planner, tick
+from poller.tick import lead_planner, tick
 from poller.settings import PollerSettings
 
 from .procs import Proc, wait_until

@@ -1,4 +1,4 @@
-"""Saturation passes are sized by time, not by count (poller.main.PassSizer): a pass that held
+"""Saturation passes are sized by time, not by count (poller.sizing.PassSizer): a pass that held
 its jobs' locks longer than CRONBOX_SATURATE_HOLD makes the next ones smaller, quick full
 passes grow them back to CRONBOX_SATURATE_BATCH, and the size reaches the pass's caps on fires
 (poller.plan.plan_jobs). The real poller under load: tests/test_poller_isolation.py."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
-from poller.main import PassSizer
+from poller.sizing import PassSizer
 from poller.plan import FIRES_PER_PASS, plan_jobs
 from poller.saturate import Pass
 

@@ -16,7 +16,7 @@ from aiohttp import web
 from cronbox import db
 from cronbox.config import Config
 from poller.lead import LeadPlanner
-from poller.main import lead_planner
+from poller.tick import lead_planner
 from poller.settings import PollerSettings
 
 from .procs import Proc, wait_until

@@ -118,7 +118,7 @@ def test_queues_view_shows_due_blocked_outbox_running_and_lag(conn):
 
 def test_poller_loop_respects_the_dispatch_cap_per_wake_up(fresh_dsn):
     from cronbox.proc import Waker
-    from poller.main import dispatch_loop
+    from poller.dispatch_loop import dispatch_loop
 
     with db.connect(fresh_dsn) as conn:
         conn.execute("SELECT cronbox.schedule_at('cap', every => '1 hour', overlap => 'allow', p_now => now() - interval '1 day')")
