@@ -30,7 +30,7 @@ from cronbox import db
 from cronbox.migrate import migrate
 from cronbox.pgcluster import FAST_SETTINGS, Cluster
 
-from .citus_support import ON_CITUS_MODULES, ON_CITUS_SKIPS
+from .citus_support import ON_CITUS_MODULES, ON_CITUS_SKIPS, bucket_leases  # noqa: F401 (a fixture)
 
 REPO = Path(__file__).resolve().parent.parent
 TEMPLATE = f"cronbox_template_{os.getpid()}"

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 from datetime import timedelta
@@ -21,15 +20,10 @@ import pytest
 
 from cronbox import db
 
+from .citus_support import LeaseWatch
 from .conftest import CitusServer, Server
 from .procs import Proc, wait_until
 
-BUCKET_LEASE = 2.0  # seconds: renewed every 0.67 s
-ENV = {
-    "CRONBOX_POLLER_BUCKET_LEASE": f"{BUCKET_LEASE:g}s",
-    "CRONBOX_POLL_INTERVAL": "100ms",
-    "CRONBOX_HORIZON": "10s",
-}
 SEC = timedelta(seconds=1)
 REPO = Path(__file__).resolve().parent.parent
 
@@ -45,33 +39,8 @@ FIRES = """
 FRONTIERS = "SELECT j.name, f.frontier FROM cronbox.job j JOIN cronbox.job_fire f USING (job_id) WHERE j.name LIKE %s"
 
 
-def citus_only(pg: Server) -> None:
-    if not isinstance(pg, CitusServer):
-        pytest.skip("only when the session runs on Citus (pytest -m citus, -k citus, CRONBOX_TEST_CITUS=1)")
-
-
-def held(dsn: str) -> dict[str, list[int]]:
-    """The pollers' buckets held by a live member, per owner."""
-    with db.connect(dsn) as conn:
-        return dict(conn.execute(
-            "SELECT l.owner, array_agg(l.bucket ORDER BY l.bucket) FROM cronbox.bucket_lease l"
-            " JOIN cronbox.bucket_member m USING (kind, owner)"
-            " WHERE l.kind = 'poller' AND m.alive_until >= clock_timestamp() GROUP BY 1").fetchall())
-
-
-def shared_by(dsn: str, owners: set[str], total: int) -> dict[str, list[int]] | None:
-    """The holdings when exactly `owners` hold every bucket, each its even share."""
-    now = held(dsn)
-    counts = sorted(len(b) for b in now.values())
-    if set(now) != owners or sum(counts) != total or counts[-1] - counts[0] > 1:
-        return None
-    every = [b for buckets in now.values() for b in buckets]
-    assert len(set(every)) == len(every), now  # disjoint
-    return now
-
-
-def poller_owner(proc: Proc) -> str:
-    return f"poller:{socket.gethostname()}:{proc.popen.pid}"
+def poller_env(leases: LeaseWatch) -> dict[str, str]:
+    return {**leases.env, "CRONBOX_HORIZON": "10s"}
 
 
 def schedule_in_every_bucket(dsn: str, prefix: str, per_bucket: int = 1, **options: str) -> tuple[int, dict[int, list[str]]]:
@@ -114,23 +83,24 @@ def runs_of(dsn: str, prefix: str) -> dict[str, int]:
 
 
 @pytest.mark.citus
-def test_citus_a_poller_saturates_and_dispatches_only_the_buckets_it_holds(pg: Server, fresh_dsn: str, tmp_path):
-    citus_only(pg)
+def test_citus_a_poller_saturates_and_dispatches_only_the_buckets_it_holds(bucket_leases, fresh_dsn: str, tmp_path):
+    leases = bucket_leases("poller")
     dsn = fresh_dsn
     holder_owner = "poller:holder:1"  # holds its share of the buckets and does no work in them
     log = open(tmp_path / "holder.log", "wb")
     env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
     holder_proc = subprocess.Popen([sys.executable, "-m", "tests.bucket_holder", dsn, "poller", holder_owner,
-                                    f"{BUCKET_LEASE:g}"], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
+                                    f"{leases.lease:g}"], cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT)
     try:
-        wait_until(lambda: held(dsn).get(holder_owner), timeout=30, what="the holder holding buckets")
+        wait_until(lambda: leases.held().get(holder_owner), timeout=30, what="the holder holding buckets")
         total, names = schedule_in_every_bucket(dsn, "own-")
         frontiers = FRONTIERS
         with db.connect(dsn) as conn:
             before = dict(conn.execute(frontiers, ("own-%",)).fetchall())
-        with Proc("poller", dsn, tmp_path, **ENV) as a:
-            a_owner = poller_owner(a)
-            shares = wait_until(lambda: shared_by(dsn, {a_owner, holder_owner}, total), timeout=60,
+        assert total == leases.total
+        with Proc("poller", dsn, tmp_path, **poller_env(leases)) as a:
+            a_owner = leases.owner(a)
+            shares = wait_until(lambda: leases.shared_by({a_owner, holder_owner}), timeout=60,
                                 what="the poller and the holder holding even, disjoint shares")
             mine = {n for b in shares[a_owner] for n in names[b]}
             others = {n for b in shares[holder_owner] for n in names[b]}
@@ -144,17 +114,15 @@ def test_citus_a_poller_saturates_and_dispatches_only_the_buckets_it_holds(pg: S
             assert {n: after[n] for n in others} == {n: before[n] for n in others}  # never saturated
             assert all(after[n] != before[n] for n in mine)
             assert futures == 0 and all(counts[n] == 0 for n in others), counts  # never fired
-            assert shared_by(dsn, {a_owner, holder_owner}, total) == shares  # no bucket changed hands
+            assert leases.shared_by({a_owner, holder_owner}) == shares  # no bucket changed hands
 
             holder_proc.terminate()  # a clean stop: the poller takes every bucket and fires their jobs
             assert holder_proc.wait(20) == 0, (tmp_path / "holder.log").read_text()
-            wait_until(lambda: shared_by(dsn, {a_owner}, total), timeout=30, what="the poller holding every bucket")
+            wait_until(lambda: leases.shared_by({a_owner}), timeout=30, what="the poller holding every bucket")
             wait_until(lambda: all(runs_of(dsn, "own-")[n] >= 2 for n in others), timeout=60,
                        what="the released buckets' jobs fired")
             assert a.terminate() == 0, a.output
-        with db.connect(dsn) as conn:
-            assert conn.execute("SELECT count(*) FROM cronbox.bucket_lease WHERE kind = 'poller'"
-                                " AND owner IS NOT NULL").fetchone()[0] == 0  # released on SIGTERM
+        assert leases.holders() == 0  # released on SIGTERM
     finally:
         if holder_proc.poll() is None:
             holder_proc.kill()
@@ -164,33 +132,31 @@ def test_citus_a_poller_saturates_and_dispatches_only_the_buckets_it_holds(pg: S
 
 @pytest.mark.citus
 def test_citus_two_pollers_share_the_buckets_and_a_killed_one_s_fires_are_neither_lost_nor_doubled(
-        pg: Server, fresh_dsn: str, tmp_path):
-    citus_only(pg)
+        bucket_leases, fresh_dsn: str, tmp_path):
+    leases = bucket_leases("poller")
     dsn = fresh_dsn
     total, names = schedule_in_every_bucket(dsn, "pair-")
-    with Proc("poller", dsn, tmp_path, **ENV) as a, Proc("poller", dsn, tmp_path, **ENV) as b:
-        a_owner, b_owner = poller_owner(a), poller_owner(b)
-        both = wait_until(lambda: shared_by(dsn, {a_owner, b_owner}, total), timeout=60,
+    env = poller_env(leases)
+    with Proc("poller", dsn, tmp_path, **env) as a, Proc("poller", dsn, tmp_path, **env) as b:
+        a_owner, b_owner = leases.owner(a), leases.owner(b)
+        both = wait_until(lambda: leases.shared_by({a_owner, b_owner}), timeout=60,
                           what="the two pollers holding even, disjoint shares of the buckets")
         wait_until(lambda: min(runs_of(dsn, "pair-").values()) >= 3, timeout=60,
                    what="every job of every bucket fired three times")
-        assert shared_by(dsn, {a_owner, b_owner}, total) == both  # no bucket changed hands
+        assert leases.shared_by({a_owner, b_owner}) == both  # no bucket changed hands
 
         b.kill()
         with db.connect(dsn) as conn:
             killed_at = conn.execute("SELECT clock_timestamp()").fetchone()[0]
-            b_until = conn.execute("SELECT alive_until FROM cronbox.bucket_member WHERE kind = 'poller'"
-                                   " AND owner = %s", (b_owner,)).fetchone()[0]
-        wait_until(lambda: shared_by(dsn, {a_owner}, total), timeout=60, what="a holding all the buckets")
-        with db.connect(dsn) as conn:
-            taken = conn.execute("SELECT min(held_since), max(held_since) FROM cronbox.bucket_lease"
-                                 " WHERE kind = 'poller' AND bucket = ANY (%s)", (both[b_owner],)).fetchone()
+        b_until = leases.alive_until(b_owner)
+        wait_until(lambda: leases.shared_by({a_owner}), timeout=60, what="a holding all the buckets")
+        taken = leases.taken(both[b_owner])
         # never before b's lease ran out; within about one lease and one third of the kill
         # (a renews every third of its lease; a second of slack for the shared machine)
         assert taken[0] >= b_until, (taken, b_until)
-        assert (taken[1] - killed_at).total_seconds() <= BUCKET_LEASE * 4 / 3 + 1.0, (taken, killed_at)
+        assert (taken[1] - killed_at).total_seconds() <= leases.lease * 4 / 3 + 1.0, (taken, killed_at)
         print(f"b killed: its buckets taken by +{(taken[1] - killed_at).total_seconds():.2f} s "
-              f"(bucket lease {BUCKET_LEASE:g} s)")
+              f"(bucket lease {leases.lease:g} s)")
         b_jobs = {n for bucket in both[b_owner] for n in names[bucket]}
         with db.connect(dsn) as conn:
             since = conn.execute("SELECT clock_timestamp()").fetchone()[0]
@@ -203,9 +169,7 @@ def test_citus_two_pollers_share_the_buckets_and_a_killed_one_s_fires_are_neithe
                     == len(b_jobs)
         wait_until(fired_after_takeover, timeout=60, what="b's buckets' jobs firing again, from a")
         assert a.terminate() == 0, a.output
-    with db.connect(dsn) as conn:
-        assert conn.execute("SELECT count(*) FROM cronbox.bucket_lease WHERE kind = 'poller'"
-                            " AND owner IS NOT NULL").fetchone()[0] == 0  # released on SIGTERM
+    assert leases.holders() == 0  # released on SIGTERM
     fires = fires_by_job(dsn, "pair-")
     assert len(fires) == total
     for name, got in fires.items():
@@ -218,8 +182,8 @@ def test_citus_two_pollers_share_the_buckets_and_a_killed_one_s_fires_are_neithe
 
 @pytest.mark.citus
 def test_citus_a_canary_keeps_its_fires_on_time_beside_a_long_catch_up_in_another_bucket(
-        pg: Server, fresh_dsn: str, tmp_path):
-    citus_only(pg)
+        bucket_leases, fresh_dsn: str, tmp_path):
+    leases = bucket_leases("poller")
     dsn = fresh_dsn
     with db.connect(dsn) as conn:
         canary_bucket = conn.execute("SELECT cronbox.bucket_of('canary')").fetchone()[0]
@@ -228,10 +192,9 @@ def test_citus_a_canary_keeps_its_fires_on_time_beside_a_long_catch_up_in_anothe
             g += 1
         late = f"late{g}/catchup"
         conn.execute("SELECT cronbox.schedule('canary', every => '1 second', queue => 'canary', overlap => 'allow')")
-    with Proc("poller", dsn, tmp_path, **ENV) as a, Proc("poller", dsn, tmp_path, **ENV) as b, \
-            db.connect(dsn) as watch:
-        wait_until(lambda: shared_by(dsn, {poller_owner(a), poller_owner(b)},
-                                     watch.execute("SELECT count(*) FROM cronbox.bucket").fetchone()[0]),
+    with Proc("poller", dsn, tmp_path, **poller_env(leases)) as a, \
+            Proc("poller", dsn, tmp_path, **poller_env(leases)) as b, db.connect(dsn) as watch:
+        wait_until(lambda: leases.shared_by({leases.owner(a), leases.owner(b)}),
                    timeout=60, what="the two pollers sharing the buckets")
         wait_until(lambda: watch.execute("SELECT count(*) FROM cronbox.runs WHERE job = 'canary'").fetchone()[0] >= 3,
                    timeout=60, what="the canary running")
@@ -273,7 +236,7 @@ def test_a_tick_over_buckets_gives_each_its_share_then_the_room_left_to_those_it
     never keeps another bucket's due fire out), then the full ones the rest; no bucket held, no
     call at all."""
     from cronbox.config import Config
-    from poller.main import tick
+    from poller.tick import tick
     from poller.settings import PollerSettings
 
     with db.connect(fresh_dsn) as c:

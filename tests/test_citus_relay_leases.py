@@ -20,16 +20,13 @@ from .conftest import CitusServer, Server
 from .procs import Proc, wait_until
 from .relay_support import ThreadedWorker, enqueue
 
-BUCKET_LEASE = 2.0  # seconds: renewed every 0.67 s
-ENV = {
-    "CRONBOX_RELAY_BUCKET_LEASE": f"{BUCKET_LEASE:g}s",
+RELAY_ENV = {
     "CRONBOX_RELAY_LEASE": "3s",
     "CRONBOX_HTTP_TIMEOUT": "2s",
     "CRONBOX_RELAY_BACKOFF": "50ms",
     "CRONBOX_RELAY_BACKOFF_MAX": "200ms",
     "CRONBOX_RELAY_MAX_ATTEMPTS": "1000",
     "CRONBOX_RELAY_BATCH": "5",
-    "CRONBOX_POLL_INTERVAL": "100ms",
 }
 JOBS, RUNS = 24, 5  # per wave: 24 jobs in different groups, so spread over the buckets
 
@@ -39,27 +36,6 @@ def slow_answer(seconds: float):
         await asyncio.sleep(seconds)  # keeps sends in flight
         return web.Response(status=202)
     return answer
-
-
-def held(dsn: str) -> dict[str, list[int]]:
-    """The relays' buckets held by a live member, per owner."""
-    with db.connect(dsn) as conn:
-        return dict(conn.execute(
-            "SELECT l.owner, array_agg(l.bucket ORDER BY l.bucket) FROM cronbox.bucket_lease l"
-            " JOIN cronbox.bucket_member m USING (kind, owner)"
-            " WHERE l.kind = 'relay' AND m.alive_until >= clock_timestamp() GROUP BY 1").fetchall())
-
-
-def shared_by(dsn: str, pids: set[int], total: int) -> dict[str, list[int]] | None:
-    """The holdings when exactly the relays of `pids` hold every bucket, each its even share."""
-    now = held(dsn)
-    counts = sorted(len(b) for b in now.values())
-    owners = {int(o.rsplit(":", 1)[1]) for o in now}
-    if owners != pids or sum(counts) != total or counts[-1] - counts[0] > 1:
-        return None
-    every = [b for buckets in now.values() for b in buckets]
-    assert len(set(every)) == len(every), now  # disjoint
-    return now
 
 
 def wave(dsn: str, name: str) -> list[int]:
@@ -83,16 +59,14 @@ def claims_outside_held(dsn: str) -> list[tuple]:
 
 @pytest.mark.citus
 def test_citus_relays_share_the_buckets_and_a_killed_one_s_are_taken_with_every_run_delivered(
-        pg: Server, fresh_dsn: str, tmp_path):
-    if not isinstance(pg, CitusServer):
-        pytest.skip("only when the session runs on Citus (pytest -m citus, -k citus, CRONBOX_TEST_CITUS=1)")
-    dsn = fresh_dsn
-    with db.connect(dsn) as conn:
-        total = conn.execute("SELECT count(*) FROM cronbox.bucket").fetchone()[0]
+        bucket_leases, fresh_dsn: str, tmp_path):
+    leases = bucket_leases("relay")
+    dsn, total, env = fresh_dsn, leases.total, {**leases.env, **RELAY_ENV}
     with ThreadedWorker(slow_answer(0.5)) as worker, \
-            Proc("relay", dsn, tmp_path, CRONBOX_SINKS=f"*={worker.url}", **ENV) as a, \
-            Proc("relay", dsn, tmp_path, CRONBOX_SINKS=f"*={worker.url}", **ENV) as b:
-        both = wait_until(lambda: shared_by(dsn, {a.popen.pid, b.popen.pid}, total), timeout=60,
+            Proc("relay", dsn, tmp_path, CRONBOX_SINKS=f"*={worker.url}", **env) as a, \
+            Proc("relay", dsn, tmp_path, CRONBOX_SINKS=f"*={worker.url}", **env) as b:
+        a_owner, b_owner = leases.owner(a), leases.owner(b)
+        both = wait_until(lambda: leases.shared_by({a_owner, b_owner}), timeout=60,
                           what="the two relays holding even, disjoint shares of the buckets")
         runs = wave(dsn, "first")
         with db.connect(dsn) as conn:
@@ -105,39 +79,34 @@ def test_citus_relays_share_the_buckets_and_a_killed_one_s_are_taken_with_every_
             return undelivered(dsn) == 0
         wait_until(drained, timeout=120, what="the first wave delivered")
         assert outside == [], outside  # each relay claimed only from the buckets it holds
-        assert shared_by(dsn, {a.popen.pid, b.popen.pid}, total) == both  # no bucket changed hands
+        assert leases.shared_by({a_owner, b_owner}) == both  # no bucket changed hands
 
         # SIGKILL b with runs in flight: a takes every bucket once b's lease has run out
         second = wave(dsn, "second")
         runs += second
         keys = {f"{r}:1" for r in second}
         wait_until(lambda: sum(k in keys for k in worker.keys()) >= 10, what="the second wave in flight")
-        b_owner = next(o for o in both if o.endswith(f":{b.popen.pid}"))
         b.kill()
+        b_until = leases.alive_until(b_owner)
         with db.connect(dsn) as conn:
             killed_at = conn.execute("SELECT clock_timestamp()").fetchone()[0]
-            b_until = conn.execute("SELECT alive_until FROM cronbox.bucket_member WHERE kind = 'relay' AND owner = %s",
-                                   (b_owner,)).fetchone()[0]
             # what b had claimed and not acked: the only runs that may be delivered twice
             b_unacked = {r[0] for r in conn.execute("SELECT run_id FROM cronbox.outbox WHERE lease_owner = %s"
                                                     " AND delivered_at IS NULL", (b_owner,))}
         assert b_unacked, "the kill landed after b had settled all its rows: the test did not exercise a crash"
-        wait_until(lambda: shared_by(dsn, {a.popen.pid}, total), timeout=60, what="a holding all the buckets")
-        with db.connect(dsn) as conn:
-            taken = conn.execute("SELECT min(held_since), max(held_since) FROM cronbox.bucket_lease"
-                                 " WHERE kind = 'relay' AND bucket = ANY (%s)", (both[b_owner],)).fetchone()
+        wait_until(lambda: leases.shared_by({a_owner}), timeout=60, what="a holding all the buckets")
+        taken = leases.taken(both[b_owner])
         # never before b's lease ran out; within about one lease and one third of the kill
         # (a renews every third of its lease; a second of slack for the shared machine)
         assert taken[0] >= b_until, (taken, b_until)
-        assert (taken[1] - killed_at).total_seconds() <= BUCKET_LEASE * 4 / 3 + 1.0, (taken, killed_at)
+        assert (taken[1] - killed_at).total_seconds() <= leases.lease * 4 / 3 + 1.0, (taken, killed_at)
         print(f"b killed: its buckets taken by +{(taken[1] - killed_at).total_seconds():.2f} s "
-              f"(bucket lease {BUCKET_LEASE:g} s), {len(b_unacked)} of its rows unacked")
+              f"(bucket lease {leases.lease:g} s), {len(b_unacked)} of its rows unacked")
         wait_until(lambda: undelivered(dsn) == 0, timeout=120, what="every run delivered")
 
-        assert a.terminate() == 0, a.output  # a clean stop releases its buckets at once
+        assert a.terminate() == 0, a.output
+        assert leases.holders() == 0  # a clean stop releases its buckets at once
         with db.connect(dsn) as conn:
-            assert conn.execute("SELECT count(*) FROM cronbox.bucket_lease WHERE kind = 'relay'"
-                                " AND owner IS NOT NULL").fetchone()[0] == 0
             states = dict(conn.execute("SELECT state, count(*) FROM cronbox.runs WHERE run_id = ANY (%s)"
                                        " GROUP BY state", (runs,)).fetchall())
     assert states == {"delivered": len(runs)}, states
