@@ -11,6 +11,10 @@ either pending, ran, was recorded missed or fell inside a pause, and saturation 
 materialises it again, so a backfilled fire and a regular one of the same time cannot both
 be made. Fires beyond the frontier wait for a later pass (a paused job's: until resumed).
 A request makes at most `fires_left` fires (1000 in all); a cron range with more stops there.
+
+By bucket (docs/citus.md, "Backfill, bucket by bucket"): a poller leasing buckets passes one
+bucket per pass (the claim and the store touch that bucket's rows only); on plain PostgreSQL a
+pass claims over every bucket, and is stored once per bucket of its requests (its one bucket).
 """
 
 from __future__ import annotations
@@ -67,16 +71,17 @@ def plan_request(req: dict[str, Any]) -> Step:
 
 
 async def backfill_once(conn: psycopg.AsyncConnection, batch: int = BATCH,
-                        now: datetime | None = None) -> tuple[int, int, int]:
-    """One pass in one transaction: (requests claimed, futures made, duplicates skipped).
-    `now` overrides the database clock (tests only: the internal _at functions).
+                        now: datetime | None = None, bucket: int | None = None) -> tuple[int, int, int]:
+    """One pass in one transaction: (requests claimed, futures made, duplicates skipped), of
+    `bucket`'s requests only when given (None: every bucket). `now` overrides the database clock
+    (tests only: the internal _at functions).
 
     Isolation: a request whose fires cannot be computed ends with a note; if storing the pass
     fails in SQL, each request is stored alone (a savepoint each) and only the one that fails
     ends, with the error as its outcome, so one bad request never stops the others."""
     async with conn.transaction():
         cur = conn.cursor(row_factory=dict_row)
-        await store.claim_backfills(cur, batch, now)
+        await store.claim_backfills(cur, batch, now, bucket)
         reqs = await cur.fetchall()
         if not reqs:
             return 0, 0, 0
@@ -115,11 +120,19 @@ def _plan_all(reqs: list[dict[str, Any]]) -> list[tuple[dict[str, Any], Step]]:
 
 async def _store(conn: psycopg.AsyncConnection, steps: list[tuple[dict[str, Any], Step]],
                  now: datetime | None) -> tuple[int, int]:
-    """cronbox.store_backfill for these requests' steps, as its parallel arrays."""
-    ids, through, done, notes, fire_req, fire_at = [], [], [], [], [], []
+    """cronbox.store_backfill for these requests' steps, as its parallel arrays, one call per
+    bucket of the requests (plain PostgreSQL: one)."""
+    by_bucket: dict[int, list[tuple[dict[str, Any], Step]]] = {}
     for req, step in steps:
-        ids.append(req["backfill_id"]), through.append(step.done_through)
-        done.append(step.done), notes.append(step.note)
-        fire_req += [req["backfill_id"]] * len(step.fires)
-        fire_at += step.fires
-    return await store.store_backfill(conn, [ids, through, done, notes, fire_req, fire_at], now)
+        by_bucket.setdefault(req["bucket"], []).append((req, step))
+    made = dups = 0
+    for bucket, of_bucket in by_bucket.items():
+        ids, through, done, notes, fire_req, fire_at = [], [], [], [], [], []
+        for req, step in of_bucket:
+            ids.append(req["backfill_id"]), through.append(step.done_through)
+            done.append(step.done), notes.append(step.note)
+            fire_req += [req["backfill_id"]] * len(step.fires)
+            fire_at += step.fires
+        m, d = await store.store_backfill(conn, [ids, through, done, notes, fire_req, fire_at], now, bucket)
+        made, dups = made + m, dups + d
+    return made, dups

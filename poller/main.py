@@ -69,7 +69,8 @@ async def run(cfg: Config, waker: Waker, settings: PollerSettings | None = None)
                             name=f"saturation-{k}")
         for k in range(ps.saturate_workers)
     ] + [
-        asyncio.create_task(reaper_loop(pool, waker, ps.reap_interval, health["reaper"]), name="reaper"),
+        asyncio.create_task(reaper_loop(pool, waker, ps.reap_interval, health["reaper"],
+                                        leases.held if leases else None), name="reaper"),
         asyncio.create_task(maintenance_loop(pool, waker, ps.retention, MAINTENANCE_EVERY, health["maintenance"]),
                             name="maintenance"),
         asyncio.create_task(metrics.serve(cfg, pool, "poller", waker.stop, refresh=poller_metrics.refresh),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 
 from cronbox import db
@@ -55,17 +56,23 @@ async def reap_once(pool) -> tuple[int, int]:
     return lost, released
 
 
-async def schedule_ops_once(pool) -> tuple[int, int]:
+EVERY_BUCKET: tuple[int | None, ...] = (None,)  # plain PostgreSQL: one call over every bucket
+
+
+async def schedule_ops_once(pool, buckets: Sequence[int | None] = EVERY_BUCKET) -> tuple[int, int]:
     """End pauses whose until has passed (cronbox.resume_paused) and materialise backfill
-    requests (poller/backfill.py): (jobs resumed, backfilled futures made)."""
+    requests (poller/backfill.py): (jobs resumed, backfilled futures made). `buckets`: the
+    backfill passes' buckets, each its own passes (a poller leasing buckets: those it holds);
+    by default passes over every bucket."""
     made = 0
     async with pool.connection() as conn:
         resumed = await store.resume_paused(conn, RESUME_BATCH)
-        for _ in range(BACKFILL_PASSES):
-            claimed, n, _dups = await backfill.backfill_once(conn)
-            made += n
-            if claimed < backfill.BATCH or n == 0:
-                break
+        for bucket in buckets:
+            for _ in range(BACKFILL_PASSES):
+                claimed, n, _dups = await backfill.backfill_once(conn, bucket=bucket)
+                made += n
+                if claimed < backfill.BATCH or n == 0:
+                    break
     return resumed, made
 
 
@@ -88,15 +95,19 @@ async def maintain_once(pool, retention: timedelta) -> list[str]:
     return dropped
 
 
-async def reaper_loop(pool, waker: Waker, every: timedelta, health: LoopHealth | None = None) -> None:
+async def reaper_loop(pool, waker: Waker, every: timedelta, health: LoopHealth | None = None,
+                      held: Callable[[], Sequence[int]] | None = None) -> None:
+    """`held`: the buckets this poller holds, read each round (a poller leasing buckets); None:
+    every bucket."""
     health = health or LoopHealth("reaper", register=False)
     while not waker.stop.is_set():
+        buckets = EVERY_BUCKET if held is None else held()
         try:
             lost, released = await db.retrying(lambda: reap_once(pool), budget=60, what="reaper")
             metrics.observe_reaped(lost)
             if lost or released:
                 event(log, "reaped", lost=lost, holds_released=released)
-            resumed, backfilled = await db.retrying(lambda: schedule_ops_once(pool), budget=60, what="reaper")
+            resumed, backfilled = await db.retrying(lambda: schedule_ops_once(pool, buckets), budget=60, what="reaper")
             if resumed or backfilled:
                 event(log, "schedule operations", resumed=resumed, backfilled=backfilled)
             health.ok()

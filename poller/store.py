@@ -139,21 +139,26 @@ async def resume_paused(conn: psycopg.AsyncConnection, limit: int, now: datetime
     return (await cur.fetchone())[0]
 
 
-async def claim_backfills(cur: psycopg.AsyncCursor[Any], limit: int, now: datetime | None = None) -> None:
-    """Lock pending backfill requests and their jobs; the rows stay on `cur`."""
+async def claim_backfills(cur: psycopg.AsyncCursor[Any], limit: int, now: datetime | None = None,
+                          bucket: int | None = None) -> None:
+    """Lock pending backfill requests and their jobs (of `bucket` only when given); the rows, each
+    with its bucket, stay on `cur`."""
     if now is None:
-        await cur.execute("SELECT * FROM cronbox.claim_backfills(%s)", (limit,))
+        await cur.execute("SELECT * FROM cronbox.claim_backfills(%s, %s)", (limit, bucket))
     else:
-        await cur.execute("SELECT * FROM cronbox.claim_backfills_at(%s, %s)", (limit, now))
+        await cur.execute("SELECT * FROM cronbox.claim_backfills_at(%s, %s, %s)", (limit, bucket, now))
 
 
-async def store_backfill(conn: psycopg.AsyncConnection, args: list[Any], now: datetime | None = None) -> tuple[int, int]:
-    """Write a backfill pass (poller.backfill): (futures, duplicates)."""
+async def store_backfill(conn: psycopg.AsyncConnection, args: list[Any], now: datetime | None = None,
+                         bucket: int | None = None) -> tuple[int, int]:
+    """Write a backfill pass of `bucket`'s requests (poller.backfill; None: every bucket):
+    (futures, duplicates)."""
+    args = [*args, bucket]
     if now is None:
-        query = "SELECT futures, duplicates FROM cronbox.store_backfill(%s, %s, %s, %s, %s, %s)"
+        query = "SELECT futures, duplicates FROM cronbox.store_backfill(%s, %s, %s, %s, %s, %s, %s)"
     else:
         args = [*args, now]
-        query = "SELECT futures, duplicates FROM cronbox.store_backfill_at(%s, %s, %s, %s, %s, %s, %s)"
+        query = "SELECT futures, duplicates FROM cronbox.store_backfill_at(%s, %s, %s, %s, %s, %s, %s, %s)"
     row = await (await conn.execute(query, args)).fetchone()
     return row[0], row[1]
 

@@ -150,3 +150,8 @@ DROP FUNCTION IF EXISTS cronbox.record_excluded(bigint[], timestamp with time zo
 -- early dispatch resumes its walk (p_walked_to, p_walked_id; walked_to, walked_id returned).
 DROP FUNCTION IF EXISTS cronbox.dispatch_ahead(integer, interval, integer);
 DROP FUNCTION IF EXISTS cronbox.dispatch_ahead_at(integer, interval, integer, timestamp with time zone);
+-- claim_backfills and store_backfill gained p_bucket (and the claim its rows' bucket).
+DROP FUNCTION IF EXISTS cronbox.claim_backfills(integer);
+DROP FUNCTION IF EXISTS cronbox.claim_backfills_at(integer, timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.store_backfill(bigint[], timestamp with time zone[], boolean[], text[], bigint[], timestamp with time zone[]);
+DROP FUNCTION IF EXISTS cronbox.store_backfill_at(bigint[], timestamp with time zone[], boolean[], text[], bigint[], timestamp with time zone[], timestamp with time zone);

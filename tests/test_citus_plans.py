@@ -549,3 +549,90 @@ async def test_citus_a_saturation_pass_stores_each_bucket_s_fires_one_task_per_s
         assert jobs[f"{ga}/once"][:3] == (True, False, 1), jobs
         assert jobs[f"{gb}/frozen"][:3] == (False, True, 0), jobs
         assert jobs[f"{ga}/late"][4] > 0 and all(j[3] for j in jobs.values()), jobs
+
+
+# The backfill requests distributed with their jobs (DISTRIBUTE_JOBS first): key with the bucket
+# first, no foreign key to the jobs, row security without subqueries; the pass's functions
+# planned with their bucket bound.
+DISTRIBUTE_BACKFILL = """
+SET LOCAL citus.multi_shard_modify_mode TO 'sequential';
+ALTER TABLE cronbox.backfill DROP CONSTRAINT backfill_pkey;
+ALTER TABLE cronbox.backfill ADD PRIMARY KEY (bucket, backfill_id);
+DROP POLICY backfill_read ON cronbox.backfill;
+DROP POLICY backfill_insert ON cronbox.backfill;
+DROP POLICY backfill_change ON cronbox.backfill;
+DROP POLICY backfill_delete ON cronbox.backfill;
+CREATE POLICY everyone ON cronbox.backfill USING (cronbox.caller_reads_all()) WITH CHECK (true);
+SELECT pg_catalog.create_distributed_table('cronbox.backfill', 'bucket', colocate_with => 'cronbox.bucket_shard');
+ALTER FUNCTION cronbox.claim_backfills_at(integer, integer, timestamptz) SET plan_cache_mode = force_custom_plan;
+ALTER FUNCTION cronbox.store_backfill_at(bigint[], timestamptz[], boolean[], text[], bigint[], timestamptz[], integer,
+    timestamptz) SET plan_cache_mode = force_custom_plan;
+"""
+
+
+async def test_citus_a_backfill_pass_claims_and_stores_each_bucket_s_requests_one_task_per_statement(citus_clone):
+    """Backfill passes of the poller (poller.backfill, one per bucket as a poller leasing buckets
+    runs them) on requests, jobs, statistics, saturation state and futures distributed by bucket,
+    the history, outbox and calendars the coordinator's own, with Citus refusing any statement of
+    more than one task: each pass claims and stores only its bucket's requests, every statement one
+    task (or none, on the coordinator's own tables). The decisions are those of one primary: the
+    fires made as backfill futures, a fire already pending counted a duplicate, fires an exclusion
+    calendar drops counted excluded, each request done; and the pacing is per bucket: two
+    buckets' passes at one time each start their fires 0.5 ms after it, neither after the
+    other's."""
+    from poller.backfill import backfill_once
+
+    with db.connect(citus_clone) as conn:
+        groups = _names_in_buckets(conn, 2, 1, "b{}")
+        (a, [ga]), (b, [gb]) = sorted(groups.items())
+        hourly, frozen = f"{ga}/hourly", f"{gb}/frozen"
+        conn.execute("SELECT cronbox.create_calendar('freeze', ranges => ARRAY[daterange(current_date - 1, current_date)])")
+        conn.execute("SELECT cronbox.schedule(%s, '0 * * * *', overlap => 'allow')", (hourly,))
+        conn.execute("SELECT cronbox.schedule(%s, '0 * * * *', overlap => 'allow', exclude => 'freeze')", (frozen,))
+        now, start = conn.execute("SELECT now(), date_trunc('hour', now()) - interval '48 hours'").fetchone()
+        # the jobs' frontiers after the range (backfill handles only fires saturation has passed)
+        conn.execute("UPDATE cronbox.job_fire SET frontier = %s", (now,))
+        jobs = dict(conn.execute("SELECT name, job_id FROM cronbox.job").fetchall())
+        # one fire of the first job already pending: a duplicate, not made again
+        conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at, bucket, queue) VALUES (%s, %s, %s, %s,"
+                     " 'default')", (jobs[hourly], start + timedelta(hours=5), now + timedelta(days=1), a))
+        for name in jobs:  # 48 hourly fires each
+            conn.execute("SELECT cronbox.backfill(%s, %s, %s)", (name, start, start + timedelta(hours=47, minutes=30)))
+        conn.execute(DISTRIBUTE_JOBS)
+        conn.execute(DISTRIBUTE_BACKFILL)
+        # the calendar links' policies without their subqueries on jobs (as the layer will replace them)
+        conn.execute("DROP POLICY job_calendar_read ON cronbox.job_calendar")
+        conn.execute("DROP POLICY job_calendar_write ON cronbox.job_calendar")
+        conn.execute("CREATE POLICY job_calendar_read ON cronbox.job_calendar FOR SELECT USING (cronbox.caller_reads_all())")
+        conn.execute("CREATE POLICY job_calendar_write ON cronbox.job_calendar FOR ALL USING (cronbox.caller_writes_all())"
+                     " WITH CHECK (cronbox.caller_writes_all())")
+        # and the history's and the runs in flight's (read for the fires that ran)
+        conn.execute("DROP POLICY run_read ON cronbox.run")
+        conn.execute("CREATE POLICY run_read ON cronbox.run FOR SELECT USING (cronbox.caller_reads_all())")
+        conn.execute("DROP POLICY outbox_read ON cronbox.outbox")
+        conn.execute("CREATE POLICY outbox_read ON cronbox.outbox FOR SELECT USING (cronbox.caller_reads_all())")
+
+    at = now + timedelta(minutes=1)  # both buckets' passes at one time (the internal functions)
+    aconn = await psycopg.AsyncConnection.connect(citus_clone, autocommit=True)
+    try:
+        await aconn.execute("SET citus.multi_task_query_log_level = error")  # a statement over several shards fails
+        got = {}
+        for bucket in (a, b):
+            got[bucket] = await backfill_once(aconn, now=at, bucket=bucket)
+            assert await backfill_once(aconn, now=at, bucket=bucket) == (0, 0, 0)  # nothing left
+    finally:
+        await aconn.close()
+
+    with db.connect(citus_clone) as conn:
+        done = {r[0]: r[1:] for r in conn.execute("SELECT job, state, fires, duplicates, excluded FROM cronbox.backfills")}
+        assert done[hourly] == ("done", 47, 1, 0), done
+        excluded = done[frozen][3]
+        assert excluded == 24 and done[frozen] == ("done", 24, 0, 24), done
+        assert got == {a: (1, 47, 1), b: (1, 24, 0)}, got
+        made = conn.execute("SELECT bucket, count(*), min(due_at), max(due_at) FROM cronbox.job_future"
+                            " WHERE origin = 'backfill' GROUP BY bucket ORDER BY bucket").fetchall()
+        assert [(m[0], m[1]) for m in made] == [(a, 47), (b, 24)], made
+        half = timedelta(microseconds=500)
+        for bucket, n, first, last in made:  # paced per bucket: from the pass's time, 0.5 ms apart
+            assert at < first <= at + 48 * half and last - first >= (n - 1) * half, (bucket, n, first, last)
+        assert conn.execute("SELECT count(*) FROM cronbox.job WHERE paused").fetchone()[0] == 0  # none quarantined

@@ -84,7 +84,7 @@ FUNCTIONS = [
     ("reap_lost", [("p_limit", "integer")], PROCESS),
     ("release_holds", [("p_limit", "integer")], PROCESS),
     ("resume_paused", [("p_limit", "integer")], PROCESS),
-    ("claim_backfills", [("p_limit", "integer")], PROCESS),
+    ("claim_backfills", [("p_limit", "integer"), ("p_bucket", "integer")], PROCESS),
     ("dispatch_ahead", [("p_limit", "integer"), ("p_lead", "interval"), ("p_bucket", "integer"),
                         ("p_walked_to", "timestamptz"), ("p_walked_id", "bigint")], PROCESS),
     ("relock_saturation", [("p_job", "bigint[]"), ("p_bucket", "integer")], PROCESS),

@@ -9,5 +9,5 @@ SELECT b.backfill_id, j.name AS job, b.from_at, b.to_at, b.overlap, b.priority,
        b.fires, b.duplicates, b.excluded, b.done_through, b.requested_by, b.requested_at, b.done_at,
        b.outcome, b.job_id
 FROM cronbox.backfill b
-JOIN cronbox.job j ON j.job_id = b.job_id;
+JOIN cronbox.job j ON j.bucket = b.bucket AND j.job_id = b.job_id;
 COMMENT ON VIEW cronbox.backfills IS 'Backfill requests: job, range (from_at .. to_at, both included), overlap, priority, state (pending, done), fires made, duplicates (already ran or pending, not fired again), excluded (by the job''s exclusion calendars), who asked and when, outcome.';

@@ -82,9 +82,9 @@ BEGIN
         RAISE EXCEPTION 'from: no scheduled time of % falls between % and %', quote_literal(v_job.name),
             backfill_at."from", backfill_at."to" USING ERRCODE = 'invalid_parameter_value';
     END IF;
-    INSERT INTO cronbox.backfill (job_id, from_at, to_at, overlap, priority, requested_by, requested_at)
+    INSERT INTO cronbox.backfill (job_id, from_at, to_at, overlap, priority, requested_by, requested_at, bucket)
     VALUES (v_job.job_id, backfill_at."from", backfill_at."to", backfill_at.overlap,
-            coalesce(backfill_at.priority, v_job.priority), cronbox.caller(), p_now)
+            coalesce(backfill_at.priority, v_job.priority), cronbox.caller(), p_now, v_job.bucket)
     RETURNING backfill_id INTO v_id;
     PERFORM cronbox.record_change(v_job.job_id, v_job.name, 'backfill',
         format('backfill %s: fires from %s to %s%s, overlap %s, priority %s', v_id,
