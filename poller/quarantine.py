@@ -45,12 +45,14 @@ def describe(exc: BaseException) -> str:
     return f"{prefix}: {text}"[:ERROR_MAX]
 
 
-async def quarantine(conn: psycopg.AsyncConnection, job_id: int, error: str, stage: str) -> bool:
-    """Quarantine one job inside the caller's transaction (its own savepoint). True if it was
-    paused now; False if it was gone, already paused, or quarantining it failed (logged)."""
+async def quarantine(conn: psycopg.AsyncConnection, job_id: int, error: str, stage: str,
+                     bucket: int | None = None) -> bool:
+    """Quarantine one job inside the caller's transaction (its own savepoint), in `bucket` (the
+    job's, as claimed; None: looked up). True if it was paused now; False if it was gone,
+    already paused, or quarantining it failed (logged)."""
     try:
         async with conn.transaction():
-            done = await store.quarantine_job(conn, job_id, error[:ERROR_MAX])
+            done = await store.quarantine_job(conn, job_id, error[:ERROR_MAX], bucket)
     except CONNECTION_ERRORS:
         raise
     except psycopg.Error as exc:

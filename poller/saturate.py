@@ -225,7 +225,7 @@ async def _store(conn: psycopg.AsyncConnection, planned: Planned, bad: list[tupl
             stored, failed = await isolate(conn, planned.plan.split(), write, exc)
     bad += [(part.job[0], f"cannot store fires: {error}") for part, error in failed]
     for job_id, error in bad:
-        await quarantine(conn, job_id, error, "saturation")
+        await quarantine(conn, job_id, error, "saturation", buckets.get(job_id))
     # the rows that could not be read were handled too (quarantined)
     return Pass(claimed, planned.handled + claimed - read, sum(s[0] for s in stored),
                 sum(s[1] for s in stored), planned.deferred, planned.computed)

@@ -113,9 +113,10 @@ async def database_now(conn: psycopg.AsyncConnection, now: datetime | None = Non
     return (await (await conn.execute("SELECT coalesce(%s::timestamptz, now())", (now,))).fetchone())[0]
 
 
-async def quarantine_job(conn: psycopg.AsyncConnection, job_id: int, error: str) -> bool:
-    """Pause a job the poller cannot process (True if it was paused now)."""
-    cur = await conn.execute("SELECT cronbox.quarantine_job(%s, %s)", (job_id, error))
+async def quarantine_job(conn: psycopg.AsyncConnection, job_id: int, error: str, bucket: int | None = None) -> bool:
+    """Pause a job the poller cannot process (True if it was paused now); `bucket`: the job's
+    (None: looked up)."""
+    cur = await conn.execute("SELECT cronbox.quarantine_job(%s, %s, %s)", (job_id, error, bucket))
     row = await cur.fetchone()
     return bool(row and row[0])
 

@@ -47,7 +47,7 @@ async def _dispatch_isolating(conn, limit: int, grace, cause: BaseException,
 
         done, bad = await isolate(conn, jobs, run, cause)
         for job_id, error in bad:
-            await quarantine(conn, job_id, f"cannot dispatch: {error}", "dispatch")
+            await quarantine(conn, job_id, f"cannot dispatch: {error}", "dispatch", bucket)
     waits = [r[4] for r in done if r[4] is not None]
     wait = min(waits) if waits else None  # none: sleep the poll interval
     return (sum(r[0] for r in done), sum(r[1] for r in done), sum(r[2] for r in done),

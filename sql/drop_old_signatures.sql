@@ -155,3 +155,6 @@ DROP FUNCTION IF EXISTS cronbox.claim_backfills(integer);
 DROP FUNCTION IF EXISTS cronbox.claim_backfills_at(integer, timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.store_backfill(bigint[], timestamp with time zone[], boolean[], text[], bigint[], timestamp with time zone[]);
 DROP FUNCTION IF EXISTS cronbox.store_backfill_at(bigint[], timestamp with time zone[], boolean[], text[], bigint[], timestamp with time zone[], timestamp with time zone);
+-- quarantine_job and notify_stakeholders gained p_bucket.
+DROP FUNCTION IF EXISTS cronbox.quarantine_job(bigint, text);
+DROP FUNCTION IF EXISTS cronbox.notify_stakeholders(bigint[]);

@@ -636,3 +636,54 @@ async def test_citus_a_backfill_pass_claims_and_stores_each_bucket_s_requests_on
         for bucket, n, first, last in made:  # paced per bucket: from the pass's time, 0.5 ms apart
             assert at < first <= at + 48 * half and last - first >= (n - 1) * half, (bucket, n, first, last)
         assert conn.execute("SELECT count(*) FROM cronbox.job WHERE paused").fetchone()[0] == 0  # none quarantined
+
+
+def test_citus_quarantine_reads_and_writes_only_the_job_s_bucket_one_task_per_statement(citus_clone):
+    """cronbox.quarantine_job with the job's bucket on jobs, statistics, saturation state, futures
+    and the outbox distributed by bucket, with Citus refusing any statement of more than one task:
+    the job paused with its reason, its scheduled futures dropped and the others held, a
+    schedule_paused notification and its copy to the job's own recipient in the job's bucket;
+    quarantined again within the notification window (unpaused meanwhile), the copy folds into the
+    pending digest (count 2), every statement one task. A wrong bucket finds no job and writes
+    nothing; the other bucket's job is untouched."""
+    with db.connect(citus_clone) as conn:
+        groups = _names_in_buckets(conn, 2, 1, "q{}")
+        (a, [ga]), (b, [gb]) = sorted(groups.items())
+        bad, good = f"{ga}/bad", f"{gb}/good"
+        conn.execute("SELECT cronbox.schedule(%s, every => '1 minute', notify => ARRAY['mailto:ops@example.com'])",
+                     (bad,))
+        conn.execute("SELECT cronbox.schedule(%s, every => '1 minute')", (good,))
+        jobs = dict(conn.execute("SELECT name, job_id FROM cronbox.job").fetchall())
+        for name, bucket in ((bad, a), (good, b)):
+            conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at, bucket, queue, origin) VALUES"
+                         " (%s, now() + interval '1 minute', now() + interval '1 minute', %s, 'default', 'schedule'),"
+                         " (%s, now(), now(), %s, 'default', 'manual')", (jobs[name], bucket, jobs[name], bucket))
+        conn.execute(DISTRIBUTE_JOBS)
+        conn.execute(DISTRIBUTE_OUTBOX)
+        conn.execute("ALTER FUNCTION cronbox.quarantine_job(bigint, text, integer) SET plan_cache_mode = force_custom_plan")
+        conn.execute("ALTER FUNCTION cronbox.notify_stakeholders(bigint[], integer) SET plan_cache_mode = force_custom_plan")
+
+        conn.execute("SET citus.multi_task_query_log_level = error")  # a statement over several shards fails
+        quarantine = "SELECT cronbox.quarantine_job(%s, 'cannot compute fires', %s)"
+        assert conn.execute(quarantine, (jobs[bad], b)).fetchone()[0] is False  # not in that bucket
+        assert conn.execute(quarantine, (jobs[bad], a)).fetchone()[0] is True
+        assert conn.execute(quarantine, (jobs[bad], a)).fetchone()[0] is False  # already paused
+        conn.execute("RESET citus.multi_task_query_log_level")
+        # unpaused by hand (resume() is not per bucket yet)
+        conn.execute("UPDATE cronbox.job SET paused = false WHERE bucket = %s AND job_id = %s", (a, jobs[bad]))
+        conn.execute("UPDATE cronbox.job_fire SET paused = false WHERE bucket = %s AND job_id = %s", (a, jobs[bad]))
+        conn.execute("SET citus.multi_task_query_log_level = error")
+        assert conn.execute(quarantine, (jobs[bad], a)).fetchone()[0] is True  # within the window: folded
+        conn.execute("RESET citus.multi_task_query_log_level")
+
+        paused = dict(conn.execute("SELECT name, paused_reason FROM cronbox.job WHERE paused").fetchall())
+        assert paused == {bad: "quarantined: cannot compute fires"}, paused
+        futures = conn.execute("SELECT j.name, f.origin, f.hold FROM cronbox.job_future f JOIN cronbox.job j"
+                               " ON j.bucket = f.bucket AND j.job_id = f.job_id ORDER BY 1, 2").fetchall()
+        assert sorted(futures) == sorted([(bad, "manual", "paused"), (good, "manual", None), (good, "schedule", None)])
+        notes = conn.execute("SELECT bucket, queue, message ->> 'count' FROM cronbox.outbox"
+                             " WHERE kind = 'notification' AND message ->> 'event' = 'schedule_paused'"
+                             " ORDER BY queue, outbox_id").fetchall()
+        assert notes == [(a, "cronbox.mail", "2"), (a, "cronbox.notifications", None),
+                         (a, "cronbox.notifications", None)], notes
+        assert conn.execute("SELECT count(*) FROM cronbox.job_change WHERE action = 'quarantined'").fetchone()[0] == 2

@@ -99,7 +99,7 @@ FUNCTIONS = [
      PROCESS),
     ("nack_outbox_unsent", [("p_owner", "text"), ("p_ids", "bigint[]"), ("p_lease", "interval"),
                             ("p_bucket", "integer")], PROCESS),
-    ("quarantine_job", [("p_job_id", "bigint"), ("p_error", "text")], PROCESS),
+    ("quarantine_job", [("p_job_id", "bigint"), ("p_error", "text"), ("p_bucket", "integer")], PROCESS),
     ("ensure_run_partitions", [("p_days_ahead", "integer")], PROCESS),
     ("drop_run_partitions", [("p_retention", "interval")], PROCESS),
     ("reconcile_queue_limits", [("p_queues", "text[]")], PROCESS),
