@@ -58,8 +58,11 @@ BEGIN
                coalesce((k.overlap IS NULL OR k.overlap = 'allow')  -- else its job's statistics are read, folded first
                         AND NOT (j.paused AND k.origin NOT IN ('manual', 'rerun'))  -- trigger(), rerun() run anyway
                         AND j.needs IS NULL
-                        AND NOT EXISTS (SELECT 1 FROM cronbox.job_dependency d WHERE d.job_id = k.job_id)
-                        AND NOT EXISTS (SELECT 1 FROM cronbox.queue_limit q WHERE q.queue = j.queue)
+                        -- a folded job has no dependency (job_stat_folded probed for it): no second probe
+                        AND (fo.folded OR NOT EXISTS (SELECT 1 FROM cronbox.job_dependency d WHERE d.job_id = k.job_id))
+                        -- no queue limit at all (one probe per statement), else the job's queue's, a probe per fire
+                        AND ((SELECT NOT EXISTS (SELECT 1 FROM cronbox.queue_limit))
+                             OR NOT EXISTS (SELECT 1 FROM cronbox.queue_limit q WHERE q.queue = j.queue))
                         AND (coalesce(k.overlap, j.overlap) IN ('allow', 'skip') OR s.active_runs = 0), false) AS plain,
                -- with several fires of a job: catch-up (dispatch_locked's late_missed) might miss it
                p_grace IS NOT NULL AND k.due_at < p_now - p_grace AS late
@@ -70,7 +73,10 @@ BEGIN
                             WHERE (p_buckets IS NULL OR j.bucket = ANY (p_buckets)) AND j.job_id = k.job_id LIMIT 1) j
         CROSS JOIN LATERAL (SELECT s.active_runs FROM cronbox.job_stat s
                             WHERE (p_buckets IS NULL OR s.bucket = ANY (p_buckets)) AND s.job_id = k.job_id LIMIT 1) s
-        CROSS JOIN LATERAL cronbox.job_stat_folded(k.job_id, j.overlap, j.every_mode, j.name, '{}') fo
+        -- OFFSET 0: evaluated once per fire (pulled up, the inlined test and its two probes were
+        -- copied into every expression that reads folded)
+        CROSS JOIN LATERAL (SELECT t.folded FROM cronbox.job_stat_folded(k.job_id, j.overlap, j.every_mode, j.name, '{}') t
+                            OFFSET 0) fo
         WHERE k.hold IS NULL  -- held meanwhile: left alone
     )
     SELECT coalesce(bool_and(x.plain), true)

@@ -20,8 +20,10 @@ DECLARE
     v_logged integer;
 BEGIN
     SELECT array_agg(j.job_id), array_agg(j.name),
-           array_agg(CASE WHEN (SELECT f.fires_made FROM cronbox.job_fire f
-                                WHERE (p_buckets IS NULL OR f.bucket = ANY (p_buckets)) AND f.job_id = j.job_id) >= j.max_runs
+           -- the saturation state probed only for a job with max_runs (NULL compares to nothing)
+           array_agg(CASE WHEN j.max_runs IS NOT NULL
+                               AND (SELECT f.fires_made FROM cronbox.job_fire f
+                                    WHERE (p_buckets IS NULL OR f.bucket = ANY (p_buckets)) AND f.job_id = j.job_id) >= j.max_runs
                           THEN format('max_runs reached: %s fires', j.max_runs)
                           WHEN j.kind = 'at' THEN 'one-off fire handled'
                           WHEN j.ends_at IS NOT NULL THEN 'ends_at passed'
