@@ -62,6 +62,16 @@ def extra_env(args: argparse.Namespace) -> dict[str, str]:
     return out
 
 
+def claim_runs_sql(conn: Any) -> str:
+    """The pull claim as the worker kit makes it (cronbox/worker/pull.py: without the message
+    column, which it does not read), or as the installed cronbox.claim_runs allows: an older
+    revision's (bench.stage_ab's "old" database) has no with_message argument."""
+    bare = conn.execute("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_proc WHERE proname = 'claim_runs'"
+                        " AND pronamespace = 'cronbox'::regnamespace"
+                        " AND 'with_message' = ANY (proargnames))").fetchone()[0]
+    return ("SELECT run_id FROM cronbox.claim_runs(%s, %s, %s" + (", with_message => false)" if bare else ")"))
+
+
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 

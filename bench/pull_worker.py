@@ -25,7 +25,8 @@ async def main(args: argparse.Namespace) -> None:
     async with await db.aconnect(os.environ["DATABASE_URL"]) as conn:
         while not stop.is_set():
             async with conn.transaction():
-                cur = await conn.execute("SELECT run_id FROM cronbox.claim_runs(%s, %s, %s)",
+                # as the worker kit claims: without the message column (cronbox/worker/pull.py)
+                cur = await conn.execute("SELECT run_id FROM cronbox.claim_runs(%s, %s, %s, with_message => false)",
                                          (args.queue, name, args.batch))
                 ids = [r[0] for r in await cur.fetchall()]
             if not ids:

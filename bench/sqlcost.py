@@ -50,7 +50,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from bench.common import REPO, Database, base_report, cpu_seconds, emit, log, parse_args
+from bench.common import REPO, Database, base_report, claim_runs_sql, cpu_seconds, emit, log, parse_args
 from bench.pipeline import load
 from cronbox import db
 
@@ -203,10 +203,10 @@ def run_flow(database: Database, flow: str, n: int, batch: int, statements: bool
                 drain(meter, stage, n, lambda sql=sql: conn.execute(sql).rowcount)
         elif flow == "pull":
             claimed: list[int] = []
+            pull_sql = claim_runs_sql(conn)
 
             def claim_runs() -> int:
-                ids = [r[0] for r in conn.execute(
-                    "SELECT run_id FROM cronbox.claim_runs('default', 'sqlcost', %s)", (batch,))]
+                ids = [r[0] for r in conn.execute(pull_sql, ("default", "sqlcost", batch))]
                 claimed.extend(ids)
                 return len(ids)
             drain(meter, "claim_runs", n, claim_runs)

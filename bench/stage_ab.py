@@ -30,7 +30,7 @@ from typing import Any
 
 import psycopg
 
-from bench.common import REPO, cpu_seconds, emit, log, machine
+from bench.common import REPO, claim_runs_sql, cpu_seconds, emit, log, machine
 from bench.database import ADD_JOB_ROWS, DURABLE_SETTINGS
 from cronbox import db
 from cronbox.migrate import migrate
@@ -80,9 +80,10 @@ def stage_calls(conn: psycopg.Connection, flow: str) -> list[Any]:
         conn.execute("SELECT cronbox.ack_outbox('ab', %s, %s)", (ids, answers))
         return len(ids)
 
+    pull_sql = claim_runs_sql(conn) if "claim_runs" in STAGES[flow] else ""
+
     def claim_runs() -> int:
-        state["ids"] = [r[0] for r in conn.execute(
-            "SELECT run_id FROM cronbox.claim_runs('default', 'ab', %s)", (BATCH,))]
+        state["ids"] = [r[0] for r in conn.execute(pull_sql, ("default", "ab", BATCH))]
         return len(state["ids"])
 
     def complete() -> int:

@@ -13,6 +13,8 @@ DROP FUNCTION IF EXISTS cronbox.claim_outbox(text,integer,interval,text[],text[]
 DROP FUNCTION IF EXISTS cronbox.claim_outbox(text,integer,interval,text[],text[],interval);
 DROP FUNCTION IF EXISTS cronbox.claim_outbox_at(text,integer,interval,text[],text[],interval,timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.claim_runs(text,text,integer,timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.claim_runs(text,text,integer);
+DROP FUNCTION IF EXISTS cronbox.claim_runs_at(text,text,integer,timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.claim_saturation(integer,interval,timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.complete_run(bigint,jsonb,timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.complete_runs(bigint[],jsonb[],timestamp with time zone);

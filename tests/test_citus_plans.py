@@ -41,7 +41,7 @@ ALTER FUNCTION cronbox.claim_outbox_at(text, integer, interval, text[], text[], 
     SET plan_cache_mode = force_custom_plan;
 ALTER FUNCTION cronbox.ack_outbox_at(text, bigint[], jsonb, integer, timestamptz)
     SET plan_cache_mode = force_custom_plan;
-ALTER FUNCTION cronbox.claim_runs_at(text, text, integer, timestamptz)
+ALTER FUNCTION cronbox.claim_runs_at(text, text, integer, boolean, timestamptz)
     SET plan_cache_mode = force_custom_plan;
 """
 

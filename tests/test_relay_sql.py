@@ -138,7 +138,7 @@ def test_a_backlog_the_relay_leaves_out_costs_its_claims_nothing(conn):
 # The relay's claim and a pull worker's, 100 rows each, of an outbox whose rows are in queue 'pulled'.
 CLAIMS_OF_100 = [
     "SELECT * FROM cronbox.claim_outbox_at('r1', 100, '30 seconds', p_now => now())",
-    "SELECT * FROM cronbox.claim_runs_at('pulled', 'w1', 100, now())",
+    "SELECT * FROM cronbox.claim_runs_at('pulled', 'w1', 100, p_now => now())",
 ]
 
 

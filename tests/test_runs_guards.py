@@ -87,7 +87,7 @@ def test_claim_runs_uses_the_pull_index(conn):
     dispatch(conn, 400)
     conn.execute("ANALYZE cronbox.outbox")
     conn.execute("ANALYZE cronbox.run")
-    plans = plans_of(conn, "SELECT * FROM cronbox.claim_runs_at('pg', 'w', 10, %s)", (at(401),))
+    plans = plans_of(conn, "SELECT * FROM cronbox.claim_runs_at('pg', 'w', 10, p_now => %s)", (at(401),))
     seen = scans(plans)
     assert ("outbox", "outbox_queue_idx") in {(rel, idx) for _, rel, idx in seen}
     assert_no_history_scan(seen)

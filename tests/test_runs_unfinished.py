@@ -118,7 +118,7 @@ def apply(conn: psycopg.Connection, op: str, pick: int, now: float) -> None:
             elif op == "fail" and some_run:
                 conn.execute("SELECT cronbox.fail_run_at(%s, 'boom', %s, %s)", (some_run, pick % 2 == 0, at(now)))
             elif op == "claim_runs":
-                conn.execute("SELECT * FROM cronbox.claim_runs_at('pulled', 'w', 2, %s)", (at(now),))
+                conn.execute("SELECT * FROM cronbox.claim_runs_at('pulled', 'w', 2, p_now => %s)", (at(now),))
             elif op == "reap":
                 conn.execute("SELECT cronbox.reap_lost_at(100, %s)", (at(now + 100),))
             elif op == "cancel" and some_run:

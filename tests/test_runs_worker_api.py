@@ -105,8 +105,8 @@ def test_claim_runs_gives_disjoint_runs_with_deadline_and_marks_them_running(con
         future(conn, "pull", t)
     dispatch(conn, 10)
     cols = "run_id, job, attempt, deadline, idempotency_key, message"
-    a = conn.execute(f"SELECT {cols} FROM cronbox.claim_runs_at('pg', 'wa', 3, %s)", (at(11),)).fetchall()
-    b = conn.execute(f"SELECT {cols} FROM cronbox.claim_runs_at('pg', 'wb', 3, %s)", (at(11),)).fetchall()
+    a = conn.execute(f"SELECT {cols} FROM cronbox.claim_runs_at('pg', 'wa', 3, p_now => %s)", (at(11),)).fetchall()
+    b = conn.execute(f"SELECT {cols} FROM cronbox.claim_runs_at('pg', 'wb', 3, p_now => %s)", (at(11),)).fetchall()
     assert len(a) == 3 and len(b) == 2
     assert not {r[0] for r in a} & {r[0] for r in b}
     rid, name, attempt, deadline, key, msg = a[0]
@@ -114,7 +114,30 @@ def test_claim_runs_gives_disjoint_runs_with_deadline_and_marks_them_running(con
     assert msg["deadline"] is not None and msg["run_id"] == rid
     assert {r["worker"] for r in runs(conn, "pull")} == {"wa", "wb"}
     assert set(states(conn, "pull")) == {"running"}
-    assert conn.execute("SELECT count(*) FROM cronbox.claim_runs_at('pg', 'wc', 3, %s)", (at(12),)).fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM cronbox.claim_runs_at('pg', 'wc', 3, p_now => %s)", (at(12),)).fetchone()[0] == 0
+
+
+def test_claim_runs_without_message_returns_the_same_columns_and_no_message(conn):
+    job(conn, "bare", queue="pg", overlap="allow", timeout="2 minutes")
+    for t in range(4):
+        future(conn, "bare", t)
+    dispatch(conn, 10)
+    cols = "run_id, job, payload, fire_at, attempt, deadline, idempotency_key"
+    full = conn.execute(f"SELECT {cols}, message FROM cronbox.claim_runs_at('pg', 'wa', 2, p_now => %s)",
+                        (at(11),)).fetchall()
+    bare = conn.execute(f"SELECT {cols}, message FROM cronbox.claim_runs_at('pg', 'wb', 2, false, %s)",
+                        (at(11),)).fetchall()
+    assert len(full) == len(bare) == 2 and all(r[-1] is None for r in bare)
+    # the columns beside the message are the message's own values, with or without it
+    for r in full:
+        msg = r[-1]
+        assert (r[0], r[1], r[2], r[4], r[6]) == (msg["run_id"], msg["job"], msg["payload"], msg["attempt"],
+                                                  msg["idempotency_key"])
+    assert [(r[1], r[2], r[4], r[5], r[6]) for r in bare] == [(f[1], f[2], 1, at(131), f"{b[0]}:1")
+                                                             for f, b in zip(full, bare)]
+    assert [r[3] for r in bare] == [at(2), at(3)] and [r[3] for r in full] == [at(0), at(1)]
+    assert {x["worker"] for x in runs(conn, "bare")} == {"wa", "wb"}
+    assert set(states(conn, "bare")) == {"running"}
 
 
 def test_claim_runs_validates_its_arguments(conn):
@@ -122,6 +145,8 @@ def test_claim_runs_validates_its_arguments(conn):
         conn.execute("SELECT * FROM cronbox.claim_runs('q', 'w', 0)")
     with pytest.raises(psycopg.errors.NullValueNotAllowed, match="worker"), conn.transaction():
         conn.execute("SELECT * FROM cronbox.claim_runs('q', NULL, 1)")
+    with pytest.raises(psycopg.errors.NullValueNotAllowed, match="with_message"), conn.transaction():
+        conn.execute("SELECT * FROM cronbox.claim_runs('q', 'w', 1, NULL)")
 
 
 def test_complete_runs_finishes_a_batch_and_reports_each_verdict(conn):
@@ -159,7 +184,7 @@ def test_schedules_last_run_state_follows_the_newest_run_through_delivered_and_r
     job(conn, "pull", queue="pg")
     future(conn, "pull", 0)
     dispatch(conn, 0)
-    conn.execute("SELECT * FROM cronbox.claim_runs_at('pg', 'w2', 1, %s)", (at(1),))
+    conn.execute("SELECT * FROM cronbox.claim_runs_at('pg', 'w2', 1, p_now => %s)", (at(1),))
     assert last_run_state(conn, "pull") == "running"
     # the newest run decides: an older run still running does not hide a newer one's state
     job(conn, "two", overlap="allow")

@@ -72,7 +72,7 @@ FUNCTIONS = [
     ("fail_run", [("run_id", "bigint"), ("error", "text"), ("retryable", "boolean")], WORKER),
     ("complete_runs", [("run_ids", "bigint[]"), ("results", "jsonb[]")], WORKER),
     ("fail_runs", [("run_ids", "bigint[]"), ("errors", "text[]"), ("retryable", "boolean")], WORKER),
-    ("claim_runs", [("queue", "text"), ("worker", "text"), ("n", "integer")], WORKER),
+    ("claim_runs", [("queue", "text"), ("worker", "text"), ("n", "integer"), ("with_message", "boolean")], WORKER),
     ("register_worker", [("name", "text"), ("host", "text"), ("pid", "integer"), ("version", "text"),
                          ("heartbeat_every", "interval"), ("info", "jsonb")], WORKER),
     ("heartbeat_worker", [("process_id", "bigint"), ("info", "jsonb")], WORKER),

@@ -77,5 +77,5 @@ def test_worker_functions_keep_two_context_lines_and_no_exception_block(fresh_ds
     with psycopg.connect(fresh_dsn) as conn:
         src = conn.execute("SELECT prosrc FROM pg_catalog.pg_proc WHERE oid = ANY (ARRAY["
                            "'cronbox.complete_runs(bigint[],jsonb[])'::regprocedure, "
-                           "'cronbox.claim_runs(text,text,integer)'::regprocedure])").fetchall()
+                           "'cronbox.claim_runs(text,text,integer,boolean)'::regprocedure])").fetchall()
     assert all("EXCEPTION" not in s.upper() for (s,) in src)

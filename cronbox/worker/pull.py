@@ -34,7 +34,7 @@ COALESCE = 0.005     # longest wait for more free slots before claiming fewer th
 
 CLAIM_SQL = ("SELECT run_id, job, payload, fire_at, attempt, deadline, idempotency_key,"
              " extract(epoch FROM deadline - now())::float8"
-             " FROM cronbox.claim_runs(%s, %s, %s)")
+             " FROM cronbox.claim_runs(%s, %s, %s, with_message => false)")
 
 
 async def claim(pool: Any, queue: str, name: str, n: int) -> list[tuple[Run, float | None]]:
