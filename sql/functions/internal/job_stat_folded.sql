@@ -19,8 +19,10 @@ SECURITY INVOKER
 AS $$
     SELECT p_overlap = 'allow' AND p_every_mode <> 'fixed_delay'
            AND NOT p_name = ANY (coalesce(p_after_names, '{}'))
-           AND NOT EXISTS (SELECT 1 FROM cronbox.job_dependency d WHERE d.job_id = p_job_id)
-           AND NOT EXISTS (SELECT 1 FROM cronbox.job_dependency d WHERE d.upstream_id = p_job_id)
+           -- no dependency at all: one probe per statement (an InitPlan), none per job
+           AND ((SELECT NOT EXISTS (SELECT 1 FROM cronbox.job_dependency))
+                OR (NOT EXISTS (SELECT 1 FROM cronbox.job_dependency d WHERE d.job_id = p_job_id)
+                    AND NOT EXISTS (SELECT 1 FROM cronbox.job_dependency d WHERE d.upstream_id = p_job_id)))
 $$;
 
 COMMENT ON FUNCTION cronbox.job_stat_folded(bigint, text, text, text, text[]) IS
