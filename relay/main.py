@@ -7,13 +7,14 @@ its lane (relay/lanes.py): per queue up to CRONBOX_RELAY_INFLIGHT batches in fli
 connections, timeouts and circuit breaker, so one slow queue never delays another. The relay
 wakes on NOTIFY cronbox_outbox and polls as a backstop (and after every reconnect of the
 listener). SIGTERM: stop claiming, finish in-flight sends, hand back unfinished leases,
-deregister, exit 0.
+deregister, exit 0. The claims are relay/claims.py's, the acks and nacks relay/settle.py's.
 
 On a database with the Citus layer (`cronbox migrate --citus`), the relays share the buckets
 with no leader (cronbox/buckets.py, docs/citus.md "No leader"): each renews its lease on its
-share (side task `keep_leased`, every third of CRONBOX_RELAY_BUCKET_LEASE), claims from the
-buckets it holds only, one claim per bucket in turn, settles each bucket's rows with their bucket,
-and releases its buckets on SIGTERM. On plain PostgreSQL none of this happens: one claim over
+share (side task `keep_leased`, every third of CRONBOX_RELAY_BUCKET_LEASE; a renewal that
+changes them wakes the loop, `wake_on_change`), claims from the buckets it holds only, one claim
+per bucket in turn (`Turns`), settles each bucket's rows with their bucket, and releases its
+buckets on SIGTERM. On plain PostgreSQL none of this happens: one claim over
 every bucket, as before.
 """
 
@@ -27,31 +28,22 @@ import random
 import time
 from collections import defaultdict
 
-import psycopg
-
 from cronbox import db, metrics
-from cronbox.buckets import BucketLeases, keep_leased
+from cronbox.buckets import BucketLeases, keep_leased, leases_buckets, wake_on_change
 from cronbox.config import Config, check_dispatch_lead, listen_target
 from cronbox.log import event
 from cronbox.proc import Supervisor, Waker, identity, listen, pause
 from cronbox.registry import keep_registered
 from relay import metrics as relay_metrics, store
 from relay.checks import NAMED_EVERY, check_routes, watch_named, watch_unrouted
+from relay.claims import Claimer
 from relay.lanes import Departure, Lane
 from relay.routes import OWN_ROUTE_QUEUES, Routes, parse_routes
 from relay.settings import RelaySettings
+from relay.settle import Settler
 from relay.sinks import Report, Row
 
 log = logging.getLogger("cronbox.relay")
-SETTLE_BUDGET = 600.0  # keep retrying an ack this long; after that the lease brings rows back
-
-
-async def retrying(op, *, budget: float, what: str):
-    """db.retrying, without building a tenacity loop per call on the happy path."""
-    try:
-        return await op()
-    except (psycopg.OperationalError, psycopg.InterfaceError):
-        return await db.retrying(op, budget=budget, what=what)
 
 
 class Relay:
@@ -65,8 +57,9 @@ class Relay:
                  tasks: Supervisor, leases: BucketLeases | None = None):
         self.cfg, self.s, self.routes, self.pool = cfg, s, routes, pool
         self.leases = leases           # on Citus: the buckets this relay holds (None: every bucket)
-        self.turn = 0                  # which held bucket the next claim starts from
         self.owner, self.waker, self.tasks = owner, waker, tasks
+        self.claims = Claimer(cfg, s, pool, owner, waker.stop, leases)
+        self.settler = Settler(pool, owner, s)
         self.lanes: dict[str, Lane] = {}
         self.freed: set[str] = set()   # lanes that got room back since the last claim
         self.room = asyncio.Event()    # set with `freed`
@@ -84,50 +77,13 @@ class Relay:
             lane = self.lanes[queue] = Lane(queue, route, self.s, self.s.batch, self.lease, self.max_result)
         return lane
 
-    async def claim(self, limit: int, include: list[str] | None, exclude: list[str] | None) -> list[Row]:
-        """One claim, retried while PostgreSQL is away, abandoned on stop (the final release
-        sweep hands back anything a cancelled claim may have leased)."""
-        claim = asyncio.ensure_future(self.claim_buckets(limit, include, exclude))
-        stop = asyncio.ensure_future(self.waker.stop.wait())
-        try:
-            await asyncio.wait({claim, stop}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stop.cancel()
-            if not claim.done():
-                claim.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await claim
-        return [] if claim.cancelled() else claim.result()
-
-    async def claim_buckets(self, limit: int, include: list[str] | None, exclude: list[str] | None) -> list[Row]:
-        """Without bucket leases (plain PostgreSQL), one claim over every bucket. With them, one
-        claim per bucket held (one shard each on Citus), starting one bucket further at each
-        call so no bucket always goes first, until `limit` rows; none while it holds no bucket."""
-        def one(n: int, bucket: int | None):
-            return retrying(lambda: store.claim_outbox(self.pool, self.owner, n, self.s.lease, include, exclude,
-                                                       self.cfg.dispatch_lead, bucket),
-                            budget=3600, what="relay claim")
-        if self.leases is None:
-            return await one(limit, None)
-        held = self.leases.held()
-        rows: list[Row] = []
-        if not held:
-            return rows
-        start = self.turn % len(held)
-        self.turn += 1
-        for bucket in held[start:] + held[:start]:
-            rows += await one(limit - len(rows), bucket)
-            if len(rows) >= limit or self.waker.stop.is_set():
-                break
-        return rows
-
     def hand_out(self, rows: list[Row], probe: bool = False) -> None:
         """Split claimed rows per queue; each queue's share goes to its lane as one task."""
         claimed_at = time.monotonic()
         by_queue: dict[str, list[Row]] = defaultdict(list)
         worn = [r for r in rows if r.claims > self.s.max_attempts]
         if worn:
-            self.tasks.spawn(self.settle_worn(worn), name="worn", child=True)
+            self.tasks.spawn(self.settler.worn(worn), name="worn", child=True)
             rows = [r for r in rows if r.claims <= self.s.max_attempts]
             if probe and not rows and worn[0].queue in self.lanes:  # the probe's one row: probe again
                 self.lanes[worn[0].queue].breaker.no_probe_row()
@@ -136,7 +92,7 @@ class Relay:
         for queue, group in by_queue.items():
             lane = self.lane(queue)
             if lane is None:  # claim_outbox filters these out; here only if routes changed under us
-                self.tasks.spawn(self.settle_unroutable(group), name=f"unroutable:{queue}", child=True)
+                self.tasks.spawn(self.settler.unroutable(group), name=f"unroutable:{queue}", child=True)
                 continue
             lane.rows += len(group)
             for departure, part in lane.board(group, merge=not probe):
@@ -146,10 +102,10 @@ class Relay:
         if any(q not in self.routes.by_queue for q in OWN_ROUTE_QUEUES):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.routes_checked.wait(), NAMED_EVERY)
-        if self.leases is not None:  # the first renewal, before the first claim (one third of a lease at most)
+        if self.leases is not None and self.leases.last is None:
+            # the first renewal, before the first claim (one third of a lease at most)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.leases.changed.wait(), self.leases.renew_every)
-            self.leases.changed.clear()
         batch, poll = self.s.batch, self.cfg.poll_interval.total_seconds()
         general, last_general = True, 0.0
         while not self.waker.stop.is_set():
@@ -160,7 +116,7 @@ class Relay:
                     [q for q, lane in self.lanes.items() if lane.blocked] + sorted(self.yielded))
                 last_general = time.monotonic()
                 if include is None or include:
-                    rows = await self.claim(batch, include, exclude)
+                    rows = await self.claims.claim(batch, include, exclude)
                     self.hand_out(rows)
                     again = len(rows) >= batch
             freed = sorted(q for q in self.freed if not self.lanes[q].blocked and q not in self.yielded)
@@ -170,7 +126,7 @@ class Relay:
                 # Lanes that just got room back: claim for them alone (cheap on the index, and
                 # no scan past the rows of queues that are still blocked).
                 limit = min(batch, sum(self.lanes[q].room() for q in freed))
-                rows = await self.claim(limit, freed, None)
+                rows = await self.claims.claim(limit, freed, None)
                 self.hand_out(rows)
                 if len(rows) >= limit:
                     self.freed.update(q for q in freed if not self.lanes[q].blocked)
@@ -193,7 +149,7 @@ class Relay:
         for lane in list(self.lanes.values()):
             if lane.breaker.probe_due(now) and not lane.full and not self.waker.stop.is_set():
                 lane.breaker.probing = True
-                rows = await self.claim(1, [lane.queue], None)
+                rows = await self.claims.claim(1, [lane.queue], None)
                 if rows:
                     self.hand_out(rows, probe=True)
                 else:
@@ -205,25 +161,20 @@ class Relay:
                 if lane.breaker.open and not lane.breaker.probing]
 
     async def nap(self, seconds: float) -> bool:
-        """Sleep until a NOTIFY, a lane frees room, stop, or the time passes. Returns False when
-        only freed room ended it (then only the freed lanes need a claim), else True."""
-        changed = self.leases.changed if self.leases is not None else None
-        if self.waker.wake.is_set() or (changed is not None and changed.is_set()):
+        """Sleep until a NOTIFY or a change of the buckets held (wake_on_change), a lane frees
+        room, stop, or the time passes. Returns False when only freed room ended it (then only
+        the freed lanes need a claim), else True."""
+        if self.waker.wake.is_set():
             self.waker.wake.clear()
-            if changed is not None:
-                changed.clear()
             return True
-        events = (self.waker.stop, self.waker.wake, self.room) + ((changed,) if changed is not None else ())
-        waits = [asyncio.ensure_future(e.wait()) for e in events]
+        waits = [asyncio.ensure_future(e.wait()) for e in (self.waker.stop, self.waker.wake, self.room)]
         try:
             done, _ = await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
         finally:
             for w in waits:
                 w.cancel()
-        woken = self.waker.wake.is_set() or not done or (changed is not None and changed.is_set())
+        woken = self.waker.wake.is_set() or not done
         self.waker.wake.clear()
-        if changed is not None:
-            changed.clear()  # buckets taken or given up: a general claim over those now held
         return woken
 
     def sink_of(self, queue: str) -> str | None:
@@ -260,7 +211,7 @@ class Relay:
                 cut = [r.outbox_id for r in rows if r.outbox_id not in done]
                 report.of(rows)  # a departure's rows may have grown since the report was made
                 with contextlib.suppress(Exception):
-                    await asyncio.shield(self._settle_and_release(report, lane, cut))
+                    await asyncio.shield(self.settler.settle_and_release(report, lane, cut))
                 raise
             if report.deferred:
                 # The worker cannot reach the database (a restart, a failover): wait a moment
@@ -272,7 +223,7 @@ class Relay:
                 report.unsent.extend(report.deferred)
                 report.deferred.clear()
             report.of(rows)  # a departure's rows may have grown since the report was made
-            dead = await self.settle(report, lane)
+            dead = await self.settler.settle(report, lane)
             relay_metrics.observe_batch(rows, set(report.ok), dead, self.sink_of, seconds)
         finally:
             if probe and lane.breaker.probing:  # the probe was not sent (lease too short)
@@ -280,77 +231,6 @@ class Relay:
             lane.rows -= len(rows)
             self.freed.add(lane.queue)
             self.room.set()
-
-    async def _settle_and_release(self, report: Report, lane: Lane, cut: list[int]) -> None:
-        await self.settle(report, lane)
-        if cut:
-            await db.retrying(lambda: store.release_outbox(self.pool, self.owner, cut, self.s.lease, report.bucket),
-                              budget=5, what="release")
-
-    async def settle_worn(self, rows: list[Row]) -> None:
-        """Rows claimed more often than CRONBOX_RELAY_MAX_ATTEMPTS and never settled: a relay
-        that claimed them died, was stopped or lost the lease each time (a crash one of them
-        causes would come back to every relay that claims it): dead letters, with the reason."""
-        report = Report(rows)
-        for r in rows:
-            report.fail([r.outbox_id], f"claimed {r.claims} times and never settled: the relays handling it "
-                        f"stopped or lost its lease each time (CRONBOX_RELAY_MAX_ATTEMPTS={self.s.max_attempts})",
-                        retryable=False)
-        await self.settle(report, None)
-
-    async def settle_unroutable(self, rows: list[Row]) -> None:
-        report = Report(rows)
-        report.fail([r.outbox_id for r in rows], f"queue {rows[0].queue!r} is not pushed by this relay")
-        await self.settle(report, None)
-
-    async def settle(self, report: Report, lane: Lane | None) -> set[int]:
-        """Ack what was delivered, nack what failed, hand back what was never sent, bucket by
-        bucket (each call names the bucket of its rows); returns the dead-lettered outbox ids."""
-        dead: set[int] = set()
-        for part in report.by_bucket():
-            dead |= await self.settle_bucket(part, lane)
-        return dead
-
-    async def settle_bucket(self, report: Report, lane: Lane | None) -> set[int]:
-        """Settle one bucket's rows (on plain PostgreSQL, the one bucket 0). A value refused (by
-        the database, or one that cannot be written; connection errors are retried within)
-        never stops the process: the ack is made again with the workers' outcomes replaced by
-        failures naming the reason, and what still fails is left to the lease, whose claims are
-        bounded (settle_worn)."""
-        try:
-            return await self._settle(report, lane)
-        except Exception as exc:  # connection errors were retried within: a value refused
-            event(log, "settling refused", level=logging.ERROR,
-                  queue=lane.queue if lane else None, error=db.explain(exc))
-            if not report.outcomes:
-                return set()
-            # the workers' answers are what the database can refuse: the runs fail with its reason
-            why = f"answer refused: {db.explain(exc)}"
-            report.outcomes = [{"outbox_id": oc["outbox_id"], "state": "failed", "retryable": False, "error": why}
-                               for oc in report.outcomes]
-            try:
-                return await self._settle(report, lane)
-            except Exception as again:
-                event(log, "settling refused again: the lease brings the rows back", level=logging.ERROR,
-                      queue=lane.queue if lane else None, error=db.explain(again))
-                return set()
-
-    async def _settle(self, report: Report, lane: Lane | None) -> set[int]:
-        if report.ok:
-            await retrying(lambda: store.ack_outbox(self.pool, self.owner, report),
-                           budget=SETTLE_BUDGET, what="relay ack")
-        if report.unsent:
-            await retrying(lambda: store.nack_outbox_unsent(self.pool, self.owner, report.unsent, self.s.lease,
-                                                                    report.bucket),
-                           budget=SETTLE_BUDGET, what="relay hand-back")
-        if report.failed:
-            retried, dead = await retrying(lambda: store.nack_outbox(self.pool, self.owner, report, self.s),
-                                           budget=SETTLE_BUDGET, what="relay nack")
-            event(log, "sends failed", level=logging.ERROR if dead else logging.WARNING,
-                  queue=lane.queue if lane else None, failed=len(report.failed), retried=retried,
-                  dead_lettered=len(dead), first_error=report.errors[0])
-            return set(dead)
-        return set()
 
     async def drain(self) -> None:
         """Finish in-flight sends within the shutdown timeout, then hand back what is left."""
@@ -398,12 +278,14 @@ async def run(cfg: Config, waker: Waker, settings: RelaySettings | None = None) 
     try:
         await check_routes(pool, routes)
         max_result = await db.retrying(lambda: store.max_result_bytes(pool), budget=60, what="max_result_bytes")
-        leased = await db.retrying(lambda: store.leases_buckets(pool), budget=60, what="bucket leases")
+        leased = await db.retrying(lambda: leases_buckets(pool), budget=60, what="bucket leases")
         leases = BucketLeases("relay", owner, s.bucket_lease) if leased else None
         async with Supervisor(waker, owner) as tasks:
             relay = Relay(cfg, s, routes, pool, owner, waker, tasks, leases)
             if leases is not None:
                 tasks.spawn(keep_leased(pool, leases, waker.stop), name="bucket-leases")
+                # a renewal that changes the buckets held wakes the loop: a general claim over them
+                tasks.spawn(wake_on_change(leases, [waker.wake], waker.stop), name="bucket-lease-wakes")
             relay.max_result = max_result
             metrics.register_health_check("relay_breakers", relay.health)
             if listen_target(cfg.dsn, cfg.listen_dsn):

@@ -23,6 +23,14 @@ _CLAIM = (
 _CLOCK = "SELECT extract(epoch FROM clock_timestamp())::float8"
 
 
+async def retrying(op, *, budget: float, what: str):
+    """db.retrying, without building a tenacity loop per call on the happy path."""
+    try:
+        return await op()
+    except (psycopg.OperationalError, psycopg.InterfaceError):
+        return await db.retrying(op, budget=budget, what=what)
+
+
 async def claim_outbox(pool, owner: str, limit: int, lease: timedelta,
                        include: list[str] | None, exclude: list[str] | None,
                        ahead: timedelta = timedelta(0), bucket: int | None = None) -> list[Row]:
@@ -91,15 +99,6 @@ async def release_outbox(pool, owner: str, ids: list[int] | None = None, lease: 
                                  (owner, ids, lease, bucket))
         row = await cur.fetchone()
     return int(row[0]) if row else 0
-
-
-async def leases_buckets(pool) -> bool:
-    """Whether the database has the Citus layer's bucket leases (`cronbox migrate --citus`):
-    then the relay claims only from the buckets it holds (docs/citus.md, "No leader")."""
-    async with pool.connection() as conn:
-        cur = await conn.execute("SELECT to_regprocedure('cronbox.lease_buckets(text, text, interval)') IS NOT NULL")
-        row = await cur.fetchone()
-    return bool(row and row[0])
 
 
 async def max_result_bytes(pool) -> int:

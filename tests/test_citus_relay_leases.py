@@ -122,7 +122,7 @@ def test_citus_relays_share_the_buckets_and_a_killed_one_s_are_taken_with_every_
 def test_relay_leases_buckets_only_where_the_citus_layer_is(pg: Server, fresh_dsn: str):
     """On plain PostgreSQL the relay finds no bucket leases and claims over every bucket as
     before; on a database migrated with `--citus` it leases."""
-    from relay.store import leases_buckets
+    from cronbox.buckets import leases_buckets  # the relay's look-up, shared with the poller
 
     async def found() -> bool:
         pool = await db.open_pool(fresh_dsn, min_size=1, max_size=1, name="probe")
