@@ -263,9 +263,9 @@ def walk(conn, now: float, walked=None, lead: timedelta = timedelta(seconds=5), 
     return d, busy, (None if walked_to is None else (walked_to, walked_id))
 
 
-def test_a_walk_of_the_whole_lead_resumes_where_it_stopped_and_reads_a_skip_jobs_fires_once(conn):
+def test_a_walk_of_the_whole_lead_resumes_where_it_stopped_and_reads_an_ineligible_jobs_fires_once(conn):
     from .test_runs_guards import job_future_rows_read
-    job(conn, "skipper", overlap="skip")  # the default policy: never taken early
+    job(conn, "skipper", overlap="buffer_one")  # a policy never taken early
     for k in range(300):
         future(conn, "skipper", 1 + k / 100)  # due within the next 5 seconds
     last = conn.execute("SELECT max(future_id) FROM cronbox.job_future").fetchone()[0]
@@ -287,7 +287,7 @@ def test_a_walk_of_the_whole_lead_resumes_where_it_stopped_and_reads_a_skip_jobs
 
 
 def test_a_fire_written_into_the_walked_part_of_the_lead_is_still_taken_early(conn):
-    job(conn, "skipper", overlap="skip")
+    job(conn, "skipper", overlap="buffer_one")
     job(conn, "newcomer", overlap="allow")
     future(conn, "skipper", 3)
     _, _, walked = walk(conn, 0)
@@ -303,7 +303,7 @@ def test_a_fire_made_eligible_in_the_walked_part_of_the_lead_goes_at_its_due_tim
     # dependency dropped; here the job's row changed directly: schedule() would rewrite its
     # futures, new ids) is not taken early in the part already walked; dispatch takes it at its
     # due time, as it would without early dispatch.
-    job(conn, "changed", overlap="skip")
+    job(conn, "changed", overlap="buffer_one")
     future(conn, "changed", 2)
     _, _, walked = walk(conn, 0)
     conn.execute("UPDATE cronbox.job SET overlap = 'allow' WHERE name = 'changed'")

@@ -15,7 +15,8 @@
 -- and each message's idempotency key and fire time.
 -- p_ahead (CRONBOX_DISPATCH_LEAD) also takes rows that become available within p_ahead
 -- (written early by cronbox.dispatch_ahead): the relay holds them until available_at, which
--- is returned, and the lease runs from then.
+-- is returned, and the lease runs from then. Not a row flagged claim_at_due (an early 'skip'
+-- run, which must stay withdrawable until its time): that one only from its available_at.
 -- By bucket (docs/citus.md, "Every hot statement a single-shard query"): each statement reads
 -- and locks the rows of a set of buckets (`bucket = ANY (v_set)` on every reference to the
 -- outbox): p_bucket alone when named; when not, every bucket (cronbox.bucket_walks): where the
@@ -93,6 +94,7 @@ BEGIN
                     WHERE o.bucket = ANY (v_set) AND o.queue = queues.q AND o.available_at <= p_now + p_ahead
                       AND (o.lease_until IS NULL OR o.lease_until <= p_now)
                       AND o.delivered_at IS NULL
+                      AND (o.available_at <= p_now OR NOT o.claim_at_due)  -- an early 'skip' run: from its time
                     ORDER BY o.available_at
                     LIMIT 1
                 ) h
@@ -118,6 +120,8 @@ BEGIN
                       -- a run whose delivery was acked (or pulled) is never sent again; one a worker
                       -- started before any relay's ack is (at least once: the kit drops the duplicate)
                       AND o.delivered_at IS NULL
+                      -- an early 'skip' run stays withdrawable until its time: never held ahead
+                      AND (o.available_at <= p_now OR NOT o.claim_at_due)
                     ORDER BY o.available_at
                     LIMIT p_limit - v_taken
                     FOR UPDATE SKIP LOCKED
@@ -171,7 +175,7 @@ END
 $$;
 
 COMMENT ON FUNCTION cronbox.claim_outbox_at(text, integer, interval, text[], text[], interval, integer, timestamp with time zone) IS
-'Internal (no cronbox role may execute it): the body of cronbox.claim_outbox(text, integer, interval, text[], text[], interval, integer) with the time as p_now; tests use it to fix the clock. Relay: leases up to p_limit outbox rows available by now + p_ahead (SKIP LOCKED; queue by queue on outbox_queue_idx, a left-out queue costs one probe) for p_lease from their available time, only queues in p_queues (NULL = all) and not in p_exclude, from bucket p_bucket (NULL = every bucket in turn, one statement each), and returns the messages (json), deadline included, when each is due, its bucket, and the message''s idempotency key and fire time. Unacked rows come back when the lease ends: at least once.';
+'Internal (no cronbox role may execute it): the body of cronbox.claim_outbox(text, integer, interval, text[], text[], interval, integer) with the time as p_now; tests use it to fix the clock. Relay: leases up to p_limit outbox rows available by now + p_ahead (SKIP LOCKED; queue by queue on outbox_queue_idx, a left-out queue costs one probe) for p_lease from their available time (a row flagged claim_at_due, an early skip run, only once available), only queues in p_queues (NULL = all) and not in p_exclude, from bucket p_bucket (NULL = every bucket in turn, one statement each), and returns the messages (json), deadline included, when each is due, its bucket, and the message''s idempotency key and fire time. Unacked rows come back when the lease ends: at least once.';
 
 ALTER FUNCTION cronbox.claim_outbox_at(text, integer, interval, text[], text[], interval, integer, timestamp with time zone) OWNER TO cronbox_runner;
 REVOKE ALL ON FUNCTION cronbox.claim_outbox_at(text, integer, interval, text[], text[], interval, integer, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

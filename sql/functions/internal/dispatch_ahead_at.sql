@@ -8,7 +8,11 @@
 --   * scheduled fires only (origin 'schedule': not trigger(), retries or after-jobs);
 --   * of unpaused jobs with overlap 'allow' (no earlier run can change the decision), no
 --     upstream dependency (add_dependency: the gate looks at upstream successes) and a queue
---     without a queue limit (slots are counted when taken).
+--     without a queue limit (slots are counted when taken);
+--   * with p_lead longer than 1 second (a burst's), also a 'skip' job's first fire when no run of
+--     the job is unfinished: marked on job_stat (early_due_at, the statistics before it) so that
+--     whatever makes another run of the job unfinished first takes it back without a trace
+--     (cronbox.withdraw_early_skip_runs), and claimable only from its due time (claim_at_due).
 -- Everything else waits for cronbox.dispatch at its due time. The outbox row is available at
 -- the future's due time (claim_outbox(p_ahead) lets a relay take it up to p_ahead early and
 -- hold it); the run is dispatched as of its due time. The price: a fire decided early has been
@@ -33,8 +37,7 @@ CREATE OR REPLACE FUNCTION cronbox.dispatch_ahead_at(
     p_bucket integer DEFAULT NULL,
     p_walked_to timestamptz DEFAULT NULL,
     p_walked_id bigint DEFAULT NULL,
-    p_now timestamptz DEFAULT now()
-) RETURNS TABLE (dispatched integer, busy integer, next_due timestamptz, walked_to timestamptz, walked_id bigint)
+    p_now timestamptz DEFAULT now()) RETURNS TABLE (dispatched integer, busy integer, next_due timestamptz, walked_to timestamptz, walked_id bigint)
 LANGUAGE plpgsql
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
@@ -63,6 +66,13 @@ DECLARE
     v_max_id bigint;        -- the newest future of the set when this call began
     v_walked_id bigint;     -- the least of them over the sets (NULL: not walked whole)
     v_whole boolean := true;  -- every future within the lead examined (none cut short or busy)
+    -- 'skip' jobs' first fires are taken too, by a lead longer than 1 second only (a burst's:
+    -- poller/lead.py grows it): the relay claims an early 'skip' run only once it is due, at its
+    -- next wake-up (within half its lead), later than a run decided at its time and notified.
+    v_skip boolean := p_lead > interval '1 second';
+    v_skip_jobs bigint[];     -- the 'skip' jobs of the batch
+    v_prev jsonb;             -- skip job -> [its fire's due time, last fire, last run, its state] before
+    v_early bigint[];         -- their early runs
 BEGIN
     IF p_limit IS NULL OR p_limit < 1 THEN
         RAISE EXCEPTION 'p_limit: must be at least 1, got %', p_limit USING ERRCODE = 'invalid_parameter_value';
@@ -123,7 +133,14 @@ BEGIN
                 WHERE f.future_id > p_walked_id AND f.future_id <= v_max_id AND f.bucket = ANY (v_set)
                   AND coalesce(f.hold, '') = '' AND f.origin = 'schedule'
                   AND f.due_at > p_now AND f.due_at <= v_set_from
-                  AND (SELECT j.overlap = 'allow' AND NOT j.paused AND j.needs IS NULL
+                  AND (SELECT (j.overlap = 'allow'
+                               -- or a 'skip' job's first fire with no run of the job unfinished (docs/runs.md)
+                               OR (v_skip AND j.overlap = 'skip' AND f.overlap IS NULL AND f.payload IS NULL AND j.every_mode = 'fixed_rate'
+                                   AND j.kind IN ('cron', 'every') AND j.ends_at IS NULL AND j.max_runs IS NULL AND j.finished_at IS NULL
+                                   AND (SELECT s.active_runs = 0 FROM cronbox.job_stat s WHERE s.bucket = ANY (v_set) AND s.job_id = f.job_id)
+                                   AND NOT EXISTS (SELECT 1 FROM cronbox.job_future g WHERE g.bucket = ANY (v_set) AND g.job_id = f.job_id
+                                                   AND g.fire_at <= f.fire_at AND g.future_id <> f.future_id)))
+                              AND NOT j.paused AND j.needs IS NULL
                               AND NOT EXISTS (SELECT 1 FROM cronbox.queue_limit q WHERE q.queue = j.queue)
                               AND NOT EXISTS (SELECT 1 FROM cronbox.job_dependency d WHERE d.job_id = j.job_id)
                        FROM cronbox.job j WHERE j.bucket = ANY (v_set) AND j.job_id = f.job_id)
@@ -188,7 +205,14 @@ BEGIN
                           AND (f.queue, f.priority, f.due_at) <= (v_lane_queue[i], v_lane_prio[i], p_now + p_lead)
                           AND f.origin = 'schedule'
                           AND (v_round = 1 OR f.future_id <> ALL (v_taken))  -- taken in the first walk
-                          AND (SELECT j.overlap = 'allow' AND NOT j.paused AND j.needs IS NULL
+                          AND (SELECT (j.overlap = 'allow'
+                                       -- or a 'skip' job's first fire with no run of the job unfinished (docs/runs.md)
+                                       OR (v_skip AND j.overlap = 'skip' AND f.overlap IS NULL AND f.payload IS NULL AND j.every_mode = 'fixed_rate'
+                                           AND j.kind IN ('cron', 'every') AND j.ends_at IS NULL AND j.max_runs IS NULL AND j.finished_at IS NULL
+                                           AND (SELECT s.active_runs = 0 FROM cronbox.job_stat s WHERE s.bucket = ANY (v_set) AND s.job_id = f.job_id)
+                                           AND NOT EXISTS (SELECT 1 FROM cronbox.job_future g WHERE g.bucket = ANY (v_set) AND g.job_id = f.job_id
+                                                           AND g.fire_at <= f.fire_at AND g.future_id <> f.future_id)))
+                                      AND NOT j.paused AND j.needs IS NULL
                                       AND NOT EXISTS (SELECT 1 FROM cronbox.queue_limit q WHERE q.queue = j.queue)
                                       AND NOT EXISTS (SELECT 1 FROM cronbox.job_dependency d WHERE d.job_id = j.job_id)
                                FROM cronbox.job j WHERE j.bucket = ANY (v_set) AND j.job_id = f.job_id)
@@ -235,14 +259,40 @@ BEGIN
 
         -- 2. Still eligible, read under the locks (a pause or an update that committed before them
         --    is seen here; one after them waits for this transaction).
+        --    A 'skip' job's fire: still its first, still with no run of the job unfinished.
+        v_skip_jobs := NULL;
         IF v_jobs IS NOT NULL THEN
-            SELECT array_agg(j.job_id) INTO v_jobs
-            FROM cronbox.job j
-            WHERE j.bucket = ANY (v_set) AND j.job_id = ANY (v_jobs) AND j.overlap = 'allow' AND NOT j.paused AND j.needs IS NULL
-              AND NOT EXISTS (SELECT 1 FROM cronbox.job_dependency d WHERE d.job_id = j.job_id);
-            SELECT array_agg(f.future_id) INTO v_futures
-            FROM cronbox.job_future f
-            WHERE f.bucket = ANY (v_set) AND f.future_id = ANY (v_futures) AND f.job_id = ANY (v_jobs);
+            -- each future by key, its job and statistics by probes (scalar sub-SELECTs, never a
+            -- join: docs/architecture.md, SQL conventions)
+            SELECT array_agg(x.future_id) FILTER (WHERE x.ok), array_agg(DISTINCT x.job_id) FILTER (WHERE x.ok),
+                   array_agg(x.job_id) FILTER (WHERE x.ok AND x.skip),
+                   jsonb_object_agg(x.job_id::text,
+                                    (SELECT jsonb_build_array(x.due_at, s.last_fire_at, s.last_run_id, s.last_run_state)
+                                     FROM cronbox.job_stat s WHERE s.bucket = ANY (v_set) AND s.job_id = x.job_id))
+                       FILTER (WHERE x.ok AND x.skip)
+              INTO v_futures, v_jobs, v_skip_jobs, v_prev
+            FROM (
+                SELECT f.future_id, f.job_id, f.due_at,
+                       (SELECT j.overlap = 'skip' FROM cronbox.job j
+                        WHERE j.bucket = ANY (v_set) AND j.job_id = f.job_id) AS skip,
+                       coalesce((SELECT (j.overlap = 'allow'
+                                         OR (v_skip AND j.overlap = 'skip' AND f.overlap IS NULL AND f.payload IS NULL
+                                             AND j.every_mode = 'fixed_rate' AND j.kind IN ('cron', 'every')
+                                             AND j.ends_at IS NULL AND j.max_runs IS NULL AND j.finished_at IS NULL
+                                             AND (SELECT s.active_runs = 0 FROM cronbox.job_stat s
+                                                  WHERE s.bucket = ANY (v_set) AND s.job_id = f.job_id)
+                                             AND NOT EXISTS (SELECT 1 FROM cronbox.job_future g
+                                                             WHERE g.bucket = ANY (v_set) AND g.job_id = f.job_id
+                                                               AND g.fire_at <= f.fire_at AND g.future_id <> f.future_id)))
+                                        AND NOT j.paused AND j.needs IS NULL
+                                        AND NOT EXISTS (SELECT 1 FROM cronbox.job_dependency d WHERE d.job_id = j.job_id)
+                                 FROM cronbox.job j WHERE j.bucket = ANY (v_set) AND j.job_id = f.job_id), false) AS ok
+                FROM cronbox.job_future f
+                WHERE f.bucket = ANY (v_set) AND f.future_id = ANY (v_futures) AND f.job_id = ANY (v_jobs)
+            ) x;
+            IF v_futures IS NULL THEN
+                v_jobs := NULL;
+            END IF;
         END IF;
 
         -- 3. The same write as dispatch (cronbox.dispatch_locked): every eligible fire is a run,
@@ -251,6 +301,25 @@ BEGIN
         IF v_futures IS NOT NULL THEN
             SELECT d.dispatched INTO v_dispatched
             FROM cronbox.dispatch_locked(v_futures, v_jobs, NULL, p_now, v_set) d;
+            -- A 'skip' job's early run: marked on its job (its due time, the statistics before
+            -- it), so that whatever makes another run of the job unfinished before that time
+            -- takes it back first (cronbox.withdraw_early_skip_runs), and claimable only from its
+            -- due time (claim_at_due): a relay holding it would keep it from being taken back.
+            IF v_skip_jobs IS NOT NULL THEN
+                WITH marked AS (
+                    UPDATE cronbox.job_stat s SET
+                        early_due_at = (v_prev -> s.job_id::text ->> 0)::timestamptz,
+                        early_prev_fire_at = (v_prev -> s.job_id::text ->> 1)::timestamptz,
+                        early_prev_run_id = (v_prev -> s.job_id::text ->> 2)::bigint,
+                        early_prev_state = v_prev -> s.job_id::text ->> 3
+                    WHERE s.bucket = ANY (v_set) AND s.job_id = ANY (v_skip_jobs)
+                      AND s.last_run_id IS DISTINCT FROM (v_prev -> s.job_id::text ->> 2)::bigint  -- a run written
+                    RETURNING s.last_run_id
+                )
+                SELECT array_agg(m.last_run_id) INTO v_early FROM marked m;
+                UPDATE cronbox.outbox o SET claim_at_due = true
+                WHERE o.bucket = ANY (v_set) AND o.outbox_id = ANY (v_early) AND o.kind = 'run' AND o.available_at > p_now;
+            END IF;
             PERFORM cronbox.record_finished(v_jobs, p_now, v_set);  -- as dispatch: a last fire decided
         END IF;
         v_total_dispatched := v_total_dispatched + v_dispatched;
@@ -266,7 +335,7 @@ END
 $$;
 
 COMMENT ON FUNCTION cronbox.dispatch_ahead_at(integer, interval, integer, timestamp with time zone, bigint, timestamp with time zone) IS
-'Internal (no cronbox role may execute it): the body of cronbox.dispatch_ahead(integer, interval, integer, timestamptz, bigint) with the time as p_now; tests use it to fix the clock. Poller (CRONBOX_DISPATCH_LEAD): writes run + outbox rows, available at their due time, for up to p_limit scheduled fires due within p_lead of jobs whose decision cannot change before then (overlap allow, unpaused, no dependency, no queue limit, no pool needs). Returns the count, the eligible fires skipped because their job was locked elsewhere (busy), the next due time, and where the walk may resume (walked_to, walked_id: NULL unless it examined everything within the lead).';
+'Internal (no cronbox role may execute it): the body of cronbox.dispatch_ahead(integer, interval, integer, timestamptz, bigint) with the time as p_now; tests use it to fix the clock. Poller (CRONBOX_DISPATCH_LEAD): writes run + outbox rows, available at their due time, for up to p_limit scheduled fires due within p_lead of jobs whose decision cannot change before then (overlap allow, or with p_lead over 1 second a skip job''s first fire with no run unfinished, claimable only from its due time; unpaused, no dependency, no queue limit, no pool needs). Returns the count, the eligible fires skipped because their job was locked elsewhere (busy), the next due time, and where the walk may resume (walked_to, walked_id: NULL unless it examined everything within the lead).';
 
 ALTER FUNCTION cronbox.dispatch_ahead_at(integer, interval, integer, timestamp with time zone, bigint, timestamp with time zone) OWNER TO cronbox_owner;
 REVOKE ALL ON FUNCTION cronbox.dispatch_ahead_at(integer, interval, integer, timestamp with time zone, bigint, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

@@ -63,6 +63,10 @@ DECLARE
     v_queue_ids text[];
     v_queue_n jsonb;          -- limited queue -> runs dispatched
 BEGIN
+    -- A job's early 'skip' run (decided ahead by dispatch_ahead on the premise that no run of
+    -- the job is unfinished at its time) is taken back before this call may make another run
+    -- of the job unfinished: its fire is then decided at its time, against this one.
+    PERFORM cronbox.withdraw_early_skip_runs(p_jobs, p_now, p_buckets);
     -- The plain batch, the common case (no fire with an overlap policy of its own, no job
     -- gated, paused, needing pools or in a limited queue, ...: cronbox.dispatch_plain), is
     -- decided and written in three short statements; any other batch goes on below.

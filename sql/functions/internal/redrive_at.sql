@@ -17,6 +17,7 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
+    v_jobs bigint[];      -- the revived runs' jobs, locked
     v_count integer;
     v_runs bigint[];
     v_needs jsonb[];
@@ -60,12 +61,16 @@ BEGIN
     IF v_runs IS NOT NULL THEN
         -- The jobs' locks (job_stat rows, cronbox.lock_job_id) in job_id order before their
         -- runs, as finish_runs takes them: active_runs changes only under the job's lock.
-        PERFORM
-        FROM cronbox.job_stat s
-        WHERE s.job_id IN (SELECT r.job_id FROM cronbox.run r
-                           WHERE r.run_id = ANY (v_runs) AND r.run_id BETWEEN v_runs[1] AND v_runs[cardinality(v_runs)])
-        ORDER BY s.job_id
-        FOR NO KEY UPDATE OF s;
+        v_jobs := ARRAY(
+            SELECT s.job_id
+            FROM cronbox.job_stat s
+            WHERE s.job_id IN (SELECT r.job_id FROM cronbox.run r
+                               WHERE r.run_id = ANY (v_runs) AND r.run_id BETWEEN v_runs[1] AND v_runs[cardinality(v_runs)])
+            ORDER BY s.job_id
+            FOR NO KEY UPDATE OF s);
+        -- a run in flight again: a job's early 'skip' run, decided on the premise that none
+        -- would be, is taken back (its fire decided at its time)
+        PERFORM cronbox.withdraw_early_skip_runs(v_jobs, p_now);
         -- failed (undeliverable) -> dispatched: the run is in flight again, its outbox row (the
         -- run until its final report) in place of its history row.
         WITH revived AS (

@@ -5,7 +5,11 @@
 --   * scheduled fires only (origin 'schedule': not trigger(), retries or after-jobs);
 --   * of unpaused jobs with overlap 'allow' (no earlier run can change the decision), no
 --     upstream dependency (add_dependency: the gate looks at upstream successes) and a queue
---     without a queue limit (slots are counted when taken).
+--     without a queue limit (slots are counted when taken);
+--   * with p_lead longer than 1 second (a burst's), also a 'skip' job's first fire when no run of
+--     the job is unfinished: marked on job_stat (early_due_at, the statistics before it) so that
+--     whatever makes another run of the job unfinished first takes it back without a trace
+--     (cronbox.withdraw_early_skip_runs), and claimable only from its due time (claim_at_due).
 -- Everything else waits for cronbox.dispatch at its due time. The outbox row is available at
 -- the future's due time (claim_outbox(p_ahead) lets a relay take it up to p_ahead early and
 -- hold it); the run is dispatched as of its due time. The price: a fire decided early has been
@@ -36,7 +40,7 @@ AS $$
 $$;
 
 COMMENT ON FUNCTION cronbox.dispatch_ahead(integer, interval, integer, timestamp with time zone, bigint) IS
-'Poller (CRONBOX_DISPATCH_LEAD): writes run + outbox rows, available at their due time, for up to p_limit scheduled fires due within p_lead of jobs whose decision cannot change before then (overlap allow, unpaused, no dependency, no queue limit). Returns the count, the eligible fires skipped because their job was locked elsewhere (busy), the next due time, and where the next call may resume its walk (walked_to, walked_id: pass them back as p_walked_to, p_walked_id; NULL unless everything within the lead was examined). With p_bucket, only that bucket''s futures (NULL: every bucket, in turn where job_future is distributed).';
+'Poller (CRONBOX_DISPATCH_LEAD): writes run + outbox rows, available at their due time, for up to p_limit scheduled fires due within p_lead of jobs whose decision cannot change before then (overlap allow, or with p_lead over 1 second a skip job''s first fire with no run unfinished, claimable only from its due time; unpaused, no dependency, no queue limit). Returns the count, the eligible fires skipped because their job was locked elsewhere (busy), the next due time, and where the next call may resume its walk (walked_to, walked_id: pass them back as p_walked_to, p_walked_id; NULL unless everything within the lead was examined). With p_bucket, only that bucket''s futures (NULL: every bucket, in turn where job_future is distributed).';
 
 ALTER FUNCTION cronbox.dispatch_ahead(integer, interval, integer, timestamp with time zone, bigint) OWNER TO cronbox_owner;
 REVOKE ALL ON FUNCTION cronbox.dispatch_ahead(integer, interval, integer, timestamp with time zone, bigint) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
