@@ -33,17 +33,22 @@ BEGIN
           -- with every job (quadratic in the jobs of a fold)
           AND p_jobs[width_bucket(u.job_id, p_jobs)] = u.job_id
     ),
-    -- the changes not folded yet (the job's row by a probe, never a join)
+    -- each job's watermark, once per job (its row by a probe, never a join), at the job's
+    -- position in p_jobs; a job without a row: the largest id (none of its changes is folded)
+    thru AS MATERIALIZED (
+        SELECT ARRAY(SELECT coalesce((SELECT s.folded_through FROM cronbox.job_stat s
+                                      WHERE s.job_id = u.job_id LIMIT 1), 9223372036854775807)
+                     FROM unnest(p_jobs) WITH ORDINALITY AS u(job_id, n) ORDER BY u.n) AS folded_through
+    ),
+    -- the changes not folded yet
     fresh AS MATERIALIZED (
         SELECT e.*, max(e.change_id) FILTER (WHERE e.ok > 0) OVER (PARTITION BY e.job_id) AS reset_at,
                -- the state of the job's newest run (the newest change naming it): one sort of all
                -- the entries, not one per job
                first_value(e.last_state) OVER (PARTITION BY e.job_id
                                                ORDER BY e.last_run DESC NULLS LAST, e.change_id DESC) AS newest_state
-        FROM entry e
-        CROSS JOIN LATERAL (SELECT s.folded_through FROM cronbox.job_stat s
-                            WHERE s.job_id = e.job_id LIMIT 1) s
-        WHERE e.change_id > s.folded_through
+        FROM entry e, thru t
+        WHERE e.change_id > t.folded_through[width_bucket(e.job_id, p_jobs)]
     ),
     per_job AS (
         SELECT f.job_id,
