@@ -1,14 +1,16 @@
 """bench.stage_ab: the server time of each stage of a run, this tree's SQL functions against an
 older commit's, side by side on one durable cluster, batches interleaved.
 
-    python -m bench.stage_ab REV [--flow push|pull] [-n 20000] [--rounds 3] [--json FILE] [--quick]
+    python -m bench.stage_ab REV [--flow push|pull|pull2] [-n 20000] [--rounds 3] [--json FILE] [--quick]
 
 Two databases on one private cluster, both migrated from this tree; in the second ("old") the
 function and view files that differ from REV are replaced by REV's (`git show REV:path`, the
 files as they were). The migrations must be the same (the tables are this tree's in both): the
 script refuses otherwise. Each round loads N one-off jobs due now in both, then calls each
 stage's function in batches of 1,000 (push: dispatch, claim_outbox, ack_outbox with the
-worker's answers; pull: dispatch, claim_runs, complete_runs), one batch in one database then
+worker's answers; pull: dispatch, claim_runs, complete_runs; pull2: the same with a second
+worker's batch in flight, each claim made while the batch claimed before it still runs and each
+complete reporting that one, as two pull workers do), one batch in one database then
 the same batch in the other, the order alternating between batches, each call its own durable
 commit. Reports per version the median over batches of each stage's call time per run, in µs,
 and the difference. Both versions see the same noise at the same moment, so the difference is
@@ -37,7 +39,8 @@ from cronbox.migrate import migrate
 from cronbox.pgcluster import Cluster
 
 BATCH = 1000
-STAGES = {"push": ("dispatch", "claim", "ack"), "pull": ("dispatch", "claim_runs", "complete")}
+STAGES = {"push": ("dispatch", "claim", "ack"), "pull": ("dispatch", "claim_runs", "complete"),
+          "pull2": ("dispatch", "claim_runs", "complete")}
 
 
 def git(*args: str) -> str:
@@ -83,11 +86,11 @@ def stage_calls(conn: psycopg.Connection, flow: str) -> list[Any]:
     pull_sql = claim_runs_sql(conn) if "claim_runs" in STAGES[flow] else ""
 
     def claim_runs() -> int:
-        state["ids"] = [r[0] for r in conn.execute(pull_sql, ("default", "ab", BATCH))]
-        return len(state["ids"])
+        state.setdefault("pending", []).append([r[0] for r in conn.execute(pull_sql, ("default", "ab", BATCH))])
+        return len(state["pending"][-1])
 
-    def complete() -> int:
-        ids = state.pop("ids")
+    def complete() -> int:  # the oldest batch claimed (pull2: the one claimed before the last)
+        ids = state["pending"].pop(0)
         conn.execute("SELECT count(*) FROM cronbox.complete_runs(%s)", (ids,))
         return len(ids)
 
@@ -145,7 +148,11 @@ def main(argv: list[str] | None = None) -> int:
             for conn in conns.values():
                 load(conn, n)
             calls = {v: stage_calls(conn, args.flow) for v, conn in conns.items()}
-            for k in range(n // BATCH):
+            if args.flow == "pull2":  # a second worker's batch in flight before the first timed claim
+                for dispatch, claim, _ in calls.values():
+                    dispatch()
+                    claim()
+            for k in range(n // BATCH - (args.flow == "pull2")):
                 for v in (("new", "old") if (r + k) % 2 == 0 else ("old", "new")):
                     for stage, call in zip(STAGES[args.flow], calls[v]):
                         c0 = cpu_seconds(pids[v])
@@ -155,6 +162,9 @@ def main(argv: list[str] | None = None) -> int:
                         if done != BATCH:
                             raise SystemExit(f"{v} {stage}: {done} runs in a batch of {BATCH}: the setup did not hold")
                         per_run[v][stage].append((time.perf_counter() - t) / BATCH)
+            if args.flow == "pull2":  # the last batch in flight reported
+                for _, _, complete in calls.values():
+                    complete()
             for v, conn in conns.items():
                 states = conn.execute("SELECT state, count(*) FROM cronbox.runs GROUP BY state").fetchall()
                 if states != [("succeeded", n)]:
@@ -165,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         report["us_per_run"] = medians
         # backend CPU (utime + stime from /proc, 10 ms ticks) summed over every batch, per run:
         # moves far less with the machine's load than the call time does
-        runs = n * args.rounds
+        runs = (n - BATCH * (args.flow == "pull2")) * args.rounds  # the timed batches' runs
         cpu_per_run = {v: {s: round(1e6 * x / runs, 1) for s, x in st.items()} for v, st in cpu.items()}
         for m in cpu_per_run.values():
             m["total"] = round(sum(m.values()), 1)

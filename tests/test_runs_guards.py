@@ -94,6 +94,24 @@ def test_claim_runs_uses_the_pull_index(conn):
     assert conn.execute("SELECT count(*) FROM cronbox.runs WHERE state = 'running'").fetchone()[0] == 3
 
 
+def test_a_pull_claim_walks_none_of_the_queue_s_runs_in_flight(conn):
+    """A claimed run leaves the walk of outbox_queue_idx (it is never claimed again): the next
+    claim of the queue starts at its first claimable row instead of filtering the runs in
+    flight out one by one."""
+    job(conn, "pulled", queue="pg", overlap="allow")
+    for t in range(60):
+        future(conn, "pulled", t)
+    dispatch(conn, 100)
+    assert len(conn.execute("SELECT run_id FROM cronbox.claim_runs_at('pg', 'w1', 50, p_now => %s)",
+                            (at(101),)).fetchall()) == 50
+    plans = plans_of(conn, "SELECT * FROM cronbox.claim_runs_at('pg', 'w2', 50, p_now => %s)", (at(101),),
+                     analyze=True)
+    walks = [n for p in plans for n in nodes(p["Plan"]) if n.get("Index Name") == "outbox_queue_idx"]
+    assert walks and sum(n.get("Rows Removed by Filter", 0) for n in walks) == 0, walks
+    assert sum(n["Actual Rows"] for n in walks) == 10
+    assert conn.execute("SELECT count(*) FROM cronbox.runs WHERE state = 'running'").fetchone()[0] == 60
+
+
 def test_reports_and_the_reaper_reach_runs_by_key_or_unfinished_index_only(conn):
     big_history(conn)
     job(conn, "rep", overlap="allow")

@@ -6,6 +6,7 @@
 -- available run messages of the queue, oldest first, FOR UPDATE SKIP LOCKED on
 -- outbox_queue_idx (claimers get disjoint runs), and marks those runs (their outbox rows: a run
 -- is its outbox row until its final report) running on worker with a lease of the job's timeout. Returns the messages, deadline included;
+-- its row leaves the claims' walk (available_at 'infinity': the update is not heap-only anyway);
 -- with with_message false the message column is NULL (the columns beside it are returned as ever:
 -- the worker kit reads those, and building a jsonb object per run costs ~2 µs of a claim's ~10).
 -- By bucket (docs/citus.md, "A queue spans buckets"): every statement reads and writes a set of
@@ -103,7 +104,12 @@ BEGIN
                 -- in UTC: IMMUTABLE, where timestamptz + interval is STABLE (docs/citus.md)
                 run_lease_until = ((p_now AT TIME ZONE 'UTC') + o.timeout) AT TIME ZONE 'UTC',
                 lease_until = NULL,
-                lease_owner = NULL
+                lease_owner = NULL,
+                -- out of every claim's walk of outbox_queue_idx: a running row is never claimed
+                -- again, and the next claims of the queue passed it row by row (a worker's batch
+                -- in flight is up to 1,000 rows). Free: the run's lease is indexed, so this
+                -- update is not heap-only anyway; nothing reads a run's available_at once it runs.
+                available_at = 'infinity'
             WHERE o.bucket = ANY (v_set) AND o.outbox_id = ANY (ARRAY(SELECT picked.outbox_id FROM picked))
             RETURNING o.outbox_id, o.run_lease_until, o.message, o.job_name, o.queue, o.payload, o.fire_at, o.attempt
         )
