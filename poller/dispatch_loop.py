@@ -37,7 +37,8 @@ async def dispatch_loop(pool, cfg: Config, ps: PollerSettings, waker: Waker,
     backlog = backlog or Backlog()
     planner = lead_planner(cfg, ps)
     # the fires coming due are read beside this loop, never inside a tick (poller/lead.py)
-    profile = asyncio.create_task(profile_loop(pool, planner, waker.stop), name="dispatch-profile")
+    profile = asyncio.create_task(profile_loop(pool, planner, waker.stop, leases.held if leases else None),
+                                  name="dispatch-profile")
     try:
         await _dispatching(pool, cfg, ps, waker, health, backlog, planner, leases)
     finally:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Callable, Sequence
 from datetime import timedelta
 
 from cronbox.log import event
@@ -107,17 +108,29 @@ class LeadPlanner:
         return timedelta(seconds=min(cap, max(base, need)))
 
 
-async def profile_loop(pool, planner: LeadPlanner, stop: asyncio.Event) -> None:
+async def profile_loop(pool, planner: LeadPlanner, stop: asyncio.Event,
+                       held: Callable[[], Sequence[int]] | None = None) -> None:
     """Reads the fires coming due (cronbox.due_ahead) into `planner` every `refresh` seconds,
     on a connection of its own, beside the dispatch loop (which only reads planner.lead()). A
     failed read is logged and tried again at the next refresh; the lead meanwhile is sized from
-    the last profile (or is the base lead). Returns at once when the lead cannot grow."""
+    the last profile (or is the base lead). Returns at once when the lead cannot grow.
+    `held`: the buckets this poller holds, read at each refresh (a poller leasing buckets): one
+    read per bucket, the fires per second added up, so the lead is sized for the fires it will
+    dispatch; None: one read over every bucket."""
     if not (planner.on and planner.cap > planner.base):
         return
     while not stop.is_set():
         try:
             async with pool.connection() as conn:
-                planner.observe_profile(await store.due_ahead(conn, planner.cap, planner.count_limit()))
+                if held is None:
+                    profile = await store.due_ahead(conn, planner.cap, planner.count_limit())
+                else:
+                    per_second: dict[int, int] = {}
+                    for bucket in held():
+                        for second, fires in await store.due_ahead(conn, planner.cap, planner.count_limit(), bucket):
+                            per_second[second] = per_second.get(second, 0) + fires
+                    profile = list(per_second.items())
+                planner.observe_profile(profile)
         except Exception as exc:  # the server away included: the next refresh tries again
             event(log, "reading the fires ahead failed", level=logging.WARNING, error=describe(exc))
         if await pause(stop, planner.refresh):

@@ -38,35 +38,40 @@ SYNC_BATCH = 5_000
 SYNC_ROUNDS = 40  # a million new schedules are searchable by name within five minutes
 
 
-async def reap_once(pool) -> tuple[int, int]:
+EVERY_BUCKET: tuple[int | None, ...] = (None,)  # plain PostgreSQL: one call over every bucket
+
+
+async def reap_once(pool, buckets: Sequence[int | None] = EVERY_BUCKET) -> tuple[int, int]:
     """Declare expired leases lost (retrying per policy), give held futures their second look, and
     fold the job statistics dispatch and the reports left off the hot path (every view shows
-    them a round later: docs/architecture.md, "Statistics off the hot path")."""
+    them a round later: docs/architecture.md, "Statistics off the hot path"). `buckets`: the
+    leases and holds looked at, bucket by bucket (a poller leasing buckets: those it holds); by
+    default one call over every bucket. The fold stays over every bucket."""
     lost = released = 0
     async with pool.connection() as conn:
-        while True:
-            n = await store.reap_lost(conn, REAP_BATCH)
-            lost += n
-            if n < REAP_BATCH:
-                break
-        released = await store.release_holds(conn, RELEASE_BATCH)
+        for bucket in buckets:
+            while True:
+                n = await store.reap_lost(conn, REAP_BATCH, bucket)
+                lost += n
+                if n < REAP_BATCH:
+                    break
+        for bucket in buckets:
+            released += await store.release_holds(conn, RELEASE_BATCH, bucket)
         for _ in range(FOLD_ROUNDS):
             if await store.fold_job_stats(conn, FOLD_BATCH) < FOLD_BATCH:
                 break
     return lost, released
 
 
-EVERY_BUCKET: tuple[int | None, ...] = (None,)  # plain PostgreSQL: one call over every bucket
-
-
 async def schedule_ops_once(pool, buckets: Sequence[int | None] = EVERY_BUCKET) -> tuple[int, int]:
     """End pauses whose until has passed (cronbox.resume_paused) and materialise backfill
-    requests (poller/backfill.py): (jobs resumed, backfilled futures made). `buckets`: the
-    backfill passes' buckets, each its own passes (a poller leasing buckets: those it holds);
-    by default passes over every bucket."""
-    made = 0
+    requests (poller/backfill.py): (jobs resumed, backfilled futures made). `buckets`: bucket by
+    bucket, each its resumes and backfill passes (a poller leasing buckets: those it holds); by
+    default one call over every bucket."""
+    made = resumed = 0
     async with pool.connection() as conn:
-        resumed = await store.resume_paused(conn, RESUME_BATCH)
+        for bucket in buckets:
+            resumed += await store.resume_paused(conn, RESUME_BATCH, bucket=bucket)
         for bucket in buckets:
             for _ in range(BACKFILL_PASSES):
                 claimed, n, _dups = await backfill.backfill_once(conn, bucket=bucket)
@@ -103,7 +108,7 @@ async def reaper_loop(pool, waker: Waker, every: timedelta, health: LoopHealth |
     while not waker.stop.is_set():
         buckets = EVERY_BUCKET if held is None else held()
         try:
-            lost, released = await db.retrying(lambda: reap_once(pool), budget=60, what="reaper")
+            lost, released = await db.retrying(lambda: reap_once(pool, buckets), budget=60, what="reaper")
             metrics.observe_reaped(lost)
             if lost or released:
                 event(log, "reaped", lost=lost, holds_released=released)

@@ -54,15 +54,18 @@ async def dispatch_ahead(conn: psycopg.AsyncConnection, limit: int, lead: timede
     return dispatched, busy, wait, behind, (None if walked_to is None else (walked_to, walked_id))
 
 
-async def due_ahead(conn: psycopg.AsyncConnection, within: timedelta, limit: int) -> list[tuple[int, int]]:
-    """(second from now, ready fires due in it) for the next `within`, at most `limit` counted."""
-    cur = await conn.execute("SELECT second, fires FROM cronbox.due_ahead(%s, %s)", (within, limit))
+async def due_ahead(conn: psycopg.AsyncConnection, within: timedelta, limit: int,
+                    bucket: int | None = None) -> list[tuple[int, int]]:
+    """(second from now, ready fires due in it) for the next `within`, at most `limit` counted, of
+    `bucket`'s futures only when given (None: every bucket)."""
+    cur = await conn.execute("SELECT second, fires FROM cronbox.due_ahead(%s, %s, %s)", (within, limit, bucket))
     return [(int(r[0]), int(r[1])) for r in await cur.fetchall()]
 
 
-async def due_jobs(conn: psycopg.AsyncConnection, limit: int) -> list[int]:
-    """The jobs a dispatch batch of `limit` would take (to bisect a failing batch)."""
-    cur = await conn.execute("SELECT cronbox.due_jobs(%s)", (limit,))
+async def due_jobs(conn: psycopg.AsyncConnection, limit: int, bucket: int | None = None) -> list[int]:
+    """The jobs a dispatch batch of `limit` would take (to bisect a failing batch), of `bucket`
+    only when given (None: every bucket)."""
+    cur = await conn.execute("SELECT cronbox.due_jobs(%s, %s)", (limit, bucket))
     return [r[0] for r in await cur.fetchall()]
 
 
@@ -121,22 +124,24 @@ async def quarantine_job(conn: psycopg.AsyncConnection, job_id: int, error: str,
     return bool(row and row[0])
 
 
-async def reap_lost(conn: psycopg.AsyncConnection, limit: int) -> int:
-    cur = await conn.execute("SELECT cronbox.reap_lost(%s)", (limit,))
+async def reap_lost(conn: psycopg.AsyncConnection, limit: int, bucket: int | None = None) -> int:
+    cur = await conn.execute("SELECT cronbox.reap_lost(%s, %s)", (limit, bucket))
     return (await cur.fetchone())[0]
 
 
-async def release_holds(conn: psycopg.AsyncConnection, limit: int) -> int:
-    cur = await conn.execute("SELECT cronbox.release_holds(%s)", (limit,))
+async def release_holds(conn: psycopg.AsyncConnection, limit: int, bucket: int | None = None) -> int:
+    cur = await conn.execute("SELECT cronbox.release_holds(%s, %s)", (limit, bucket))
     return (await cur.fetchone())[0]
 
 
-async def resume_paused(conn: psycopg.AsyncConnection, limit: int, now: datetime | None = None) -> int:
-    """End pauses whose until has passed (pause(..., until => ...)): the number of jobs resumed."""
+async def resume_paused(conn: psycopg.AsyncConnection, limit: int, now: datetime | None = None,
+                        bucket: int | None = None) -> int:
+    """End pauses whose until has passed (pause(..., until => ...)), of `bucket`'s jobs only when
+    given (None: every bucket): the number of jobs resumed."""
     if now is None:
-        cur = await conn.execute("SELECT cronbox.resume_paused(%s)", (limit,))
+        cur = await conn.execute("SELECT cronbox.resume_paused(%s, %s)", (limit, bucket))
     else:  # tests: the internal body with the chosen clock
-        cur = await conn.execute("SELECT cronbox.resume_paused_at(%s, %s)", (limit, now))
+        cur = await conn.execute("SELECT cronbox.resume_paused_at(%s, %s, %s)", (limit, bucket, now))
     return (await cur.fetchone())[0]
 
 

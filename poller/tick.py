@@ -40,7 +40,7 @@ async def _dispatch_isolating(conn, limit: int, grace, cause: BaseException,
     With `bucket`, the batch was that bucket's, and so is each half."""
     event(log, "dispatch batch failed, isolating", level=logging.WARNING, error=describe(cause))
     async with conn.transaction():
-        jobs = await store.due_jobs(conn, limit)
+        jobs = await store.due_jobs(conn, limit, bucket)
 
         async def run(subset):
             return await store.dispatch(conn, limit, subset, grace, bucket)

@@ -160,3 +160,13 @@ DROP FUNCTION IF EXISTS cronbox.store_backfill_at(bigint[], timestamp with time 
 -- quarantine_job and notify_stakeholders gained p_bucket.
 DROP FUNCTION IF EXISTS cronbox.quarantine_job(bigint, text);
 DROP FUNCTION IF EXISTS cronbox.notify_stakeholders(bigint[]);
+-- due_jobs, due_ahead, reap_lost, release_holds and resume_paused gained p_bucket.
+DROP FUNCTION IF EXISTS cronbox.due_jobs(integer);
+DROP FUNCTION IF EXISTS cronbox.due_ahead(interval, integer);
+DROP FUNCTION IF EXISTS cronbox.reap_lost(integer);
+DROP FUNCTION IF EXISTS cronbox.reap_lost_at(integer, timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.release_holds(integer);
+DROP FUNCTION IF EXISTS cronbox.release_holds_at(integer, timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.resume_paused(integer);
+DROP FUNCTION IF EXISTS cronbox.resume_paused_at(integer, timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.release_futures(bigint[]);

@@ -65,7 +65,7 @@ def populate(conn: psycopg.Connection) -> None:
     conn.execute("SELECT cronbox.fail_run(%s, 'disk full', true)", (done[1],))
     conn.execute("SELECT cronbox.fail_run(%s, 'bad input', false)", (done[2],))
     conn.execute("SELECT cronbox.cancel(%s)", (done[3],))
-    conn.execute("SELECT cronbox.reap_lost_at(1000, now() + interval '8 days')")
+    conn.execute("SELECT cronbox.reap_lost_at(1000, p_now => now() + interval '8 days')")
     conn.execute("SELECT cronbox.complete_run(%s, '{\"late\": true}'::jsonb)", (done[0],))
     # Push: messages waiting for a relay, leased by one, acked as delivered (202), then running.
     _enqueue(conn, "upgrade/waiting", "up-waiting", 2)

@@ -687,3 +687,52 @@ def test_citus_quarantine_reads_and_writes_only_the_job_s_bucket_one_task_per_st
         assert notes == [(a, "cronbox.mail", "2"), (a, "cronbox.notifications", None),
                          (a, "cronbox.notifications", None)], notes
         assert conn.execute("SELECT count(*) FROM cronbox.job_change WHERE action = 'quarantined'").fetchone()[0] == 2
+
+
+def test_citus_the_reaper_round_and_the_lead_s_profile_go_bucket_by_bucket_one_task_each(citus_clone):
+    """What a poller leasing buckets runs beside dispatch, per held bucket, on jobs, futures and
+    the outbox distributed by bucket, with Citus refusing any statement of more than one task:
+    the jobs a failed batch would take (cronbox.due_jobs, to isolate the job at fault) and the
+    fires coming due per second (cronbox.due_ahead, which sizes the early-dispatch lead) count
+    only the bucket's; the hold backstop (cronbox.release_holds) releases the bucket's held
+    futures whose second look has come and leaves the other bucket's; an idle reaper round
+    (cronbox.reap_lost, cronbox.resume_paused with nothing to do in the bucket) reads one shard.
+    Not per bucket yet under them: a lost run's end (finish_runs) and a resume (resume_at)."""
+    with db.connect(citus_clone) as conn:
+        groups = _names_in_buckets(conn, 2, 2, "r{}")
+        (a, names_a), (b, names_b) = sorted(groups.items())
+        for name in names_a + names_b:
+            conn.execute("SELECT cronbox.schedule(%s, every => '1 hour')", (name,))
+        jobs = dict(conn.execute("SELECT name, job_id FROM cronbox.job").fetchall())
+        rows = [(jobs[n], bucket) for bucket, names in ((a, names_a), (b, names_b)) for n in names]
+        for job_id, bucket in rows:  # one due now, one due in 10 s, and one held whose second look has come
+            conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at, bucket, queue) VALUES"
+                         " (%s, now() - interval '1 second', now() - interval '1 second', %s, 'default'),"
+                         " (%s, now() + interval '10 seconds', now() + interval '10 seconds', %s, 'default')",
+                         (job_id, bucket, job_id, bucket))
+            conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at, bucket, queue, origin, hold,"
+                         " held_since, hold_until) VALUES (%s, now() - interval '1 hour', now() - interval '1 hour',"
+                         " %s, 'default', 'manual', 'dependency', now() - interval '1 minute', now() - interval '1 second')",
+                         (job_id, bucket))
+        conn.execute(DISTRIBUTE_JOBS)
+        conn.execute(DISTRIBUTE_OUTBOX)
+        for f in ("cronbox.due_jobs(integer, integer)", "cronbox.due_ahead(interval, integer, integer)",
+                  "cronbox.release_holds_at(integer, integer, timestamptz)",
+                  "cronbox.release_futures(bigint[], integer[])",
+                  "cronbox.reap_lost_at(integer, integer, timestamptz)",
+                  "cronbox.resume_paused_at(integer, integer, timestamptz)"):
+            conn.execute(f"ALTER FUNCTION {f} SET plan_cache_mode = force_custom_plan")
+
+        conn.execute("SET citus.multi_task_query_log_level = error")  # a statement over several shards fails
+        due = [r[0] for r in conn.execute("SELECT cronbox.due_jobs(100, %s)", (a,))]
+        assert sorted(due) == sorted(jobs[n] for n in names_a), due
+        ahead = conn.execute("SELECT sum(fires) FROM cronbox.due_ahead('1 minute', 1000, %s)", (b,)).fetchone()[0]
+        assert ahead == len(names_b), ahead
+        assert conn.execute("SELECT cronbox.release_holds(100, %s)", (a,)).fetchone()[0] == len(names_a)
+        assert conn.execute("SELECT cronbox.release_holds(100, %s)", (a,)).fetchone()[0] == 0
+        assert conn.execute("SELECT cronbox.reap_lost(100, %s)", (a,)).fetchone()[0] == 0
+        assert conn.execute("SELECT cronbox.resume_paused(100, %s)", (b,)).fetchone()[0] == 0
+        conn.execute("RESET citus.multi_task_query_log_level")
+        held = dict(conn.execute("SELECT bucket, count(*) FROM cronbox.job_future WHERE hold IS NOT NULL"
+                                 " GROUP BY bucket").fetchall())
+        assert held == {b: len(names_b)}, held

@@ -122,7 +122,8 @@ def test_dispatch_goes_on_while_the_fires_ahead_are_read(fresh_dsn, tmp_path):
     they come due."""
     lock = 7301
     with db.connect(fresh_dsn) as c:
-        c.execute(f"""CREATE OR REPLACE FUNCTION cronbox.due_ahead(p_within interval, p_limit integer)
+        c.execute(f"""CREATE OR REPLACE FUNCTION cronbox.due_ahead(p_within interval, p_limit integer,
+                                                          p_bucket integer DEFAULT NULL)
                       RETURNS TABLE (second integer, fires integer) LANGUAGE plpgsql VOLATILE AS $$
                       BEGIN PERFORM pg_advisory_xact_lock({lock}); END $$""")
     with db.connect(fresh_dsn) as holder:

@@ -74,7 +74,7 @@ def test_folded_statistics_equal_those_written_at_once_whenever_the_fold_runs(co
             fail(conn, rid, t + 1, retryable=False)
         else:  # lost: the lease runs out
             conn.execute("SELECT cronbox.start_run_at(%s, 'w', %s)", (rid, at(t + 1)))
-            conn.execute("SELECT cronbox.reap_lost_at(10, %s)", (at(t + 100),))
+            conn.execute("SELECT cronbox.reap_lost_at(10, p_now => %s)", (at(t + 100),))
         steps += 1
         if steps % fold_every == 0:
             fold(conn)

@@ -71,7 +71,7 @@ def test_every_final_state_gives_the_units_back_exactly_once(conn):
     assert pool(conn, "ip")["in_use"] == 1
     # lost: delivered with a lease that expires, then the reaper
     conn.execute("SELECT cronbox.start_run_at(%s, 'w', %s)", (r4, at(7)))
-    conn.execute("SELECT * FROM cronbox.reap_lost_at(100, %s)", (at(100),))
+    conn.execute("SELECT * FROM cronbox.reap_lost_at(100, p_now => %s)", (at(100),))
     assert states(conn, "a")[:4] == ["succeeded", "failed", "cancelled", "lost"]
     assert pool(conn, "ip")["in_use"] == 0
     # late and repeated reports change nothing
@@ -175,7 +175,7 @@ def test_wait_ends_in_a_failure_after_unavailable_timeout(conn):
     dispatch(conn, 0)
     (f,) = futures(conn, "w")
     assert f["hold"] == "pool" and f["hold_until"] == at(30)  # the backstop comes first
-    conn.execute("SELECT cronbox.release_holds_at(10000, %s)", (at(60),))
+    conn.execute("SELECT cronbox.release_holds_at(10000, p_now => %s)", (at(60),))
     out = dispatch(conn, 60)
     assert out["failed"] == 1
     (run,) = runs(conn, "w")

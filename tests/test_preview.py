@@ -182,7 +182,7 @@ def test_next_fires_of_a_job_paused_until_a_time_are_the_fires_from_that_time_on
     assert [r[0] for r in conn.execute("SELECT * FROM cronbox.next_fires_at('d', 3, %s)", (NOW,))] == [
         until + timedelta(hours=1)]
     # what the automatic resume then does agrees: its frontier lets the fire at until through
-    assert conn.execute("SELECT cronbox.resume_paused_at(10, %s)", (until + timedelta(seconds=1),)).fetchone()[0] == 2
+    assert conn.execute("SELECT cronbox.resume_paused_at(10, p_now => %s)", (until + timedelta(seconds=1),)).fetchone()[0] == 2
     frontier = conn.execute("SELECT frontier FROM cronbox.job JOIN cronbox.job_fire USING (job_id) WHERE name = 'j'").fetchone()[0]
     assert frontier < until and [r[0] for r in conn.execute(
         "SELECT * FROM cronbox.plan_fires('cron', (SELECT cron_normalized FROM cronbox.job WHERE name = 'j'), 'UTC', "

@@ -65,7 +65,7 @@ def test_fire_past_wait_timeout_fails_with_a_clear_error_and_a_notification(conn
     run_now(conn, "extract", 0)
     future(conn, "load", 7200)  # extract's success is two hours old
     assert dispatch(conn, 7200)["held"] == 1
-    assert conn.execute("SELECT cronbox.release_holds_at(100, %s)", (at(7800),)).fetchone()[0] == 1
+    assert conn.execute("SELECT cronbox.release_holds_at(100, p_now => %s)", (at(7800),)).fetchone()[0] == 1
     assert dispatch(conn, 7800)["failed"] == 1
     [r] = runs(conn, "load")
     assert r["state"] == "failed"
@@ -82,7 +82,7 @@ def test_a_dependency_timeout_is_one_failed_run_never_retried_and_on_error_does_
     dep(conn, "down", "up", wait_timeout="1 minute")
     future(conn, "down", 0)
     assert dispatch(conn, 0)["held"] == 1
-    conn.execute("SELECT cronbox.release_holds_at(100, %s)", (at(61),))
+    conn.execute("SELECT cronbox.release_holds_at(100, p_now => %s)", (at(61),))
     assert dispatch(conn, 61)["failed"] == 1
     assert futures(conn, "down") == []                       # no retry future, whatever max_attempts
     j = jobrow(conn, "down")

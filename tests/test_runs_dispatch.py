@@ -174,8 +174,8 @@ def test_held_fire_gets_a_second_look_from_the_backstop(conn):
     future(conn, "p", 0)
     dispatch(conn, 1)
     conn.execute("UPDATE cronbox.job SET paused = false WHERE name = 'p'")
-    assert conn.execute("SELECT cronbox.release_holds_at(100, %s)", (at(30),)).fetchone()[0] == 0
-    assert conn.execute("SELECT cronbox.release_holds_at(100, %s)", (at(31),)).fetchone()[0] == 1
+    assert conn.execute("SELECT cronbox.release_holds_at(100, p_now => %s)", (at(30),)).fetchone()[0] == 0
+    assert conn.execute("SELECT cronbox.release_holds_at(100, p_now => %s)", (at(31),)).fetchone()[0] == 1
     assert dispatch(conn, 32)["dispatched"] == 1
 
 
@@ -252,13 +252,13 @@ def test_the_backstop_releases_only_the_earliest_fire_of_an_overlap_buffer(conn)
     # the run's end is finished without its precise wake-up: only the backstop looks again
     end_quietly(conn, [rid], "succeeded", at(210))
     conn.execute("UPDATE cronbox.job_stat SET active_runs = 0 WHERE job_id = (SELECT job_id FROM cronbox.job WHERE name = 'ba')")
-    assert conn.execute("SELECT cronbox.release_holds_at(100, %s)", (at(231),)).fetchone()[0] == 2  # one per job
+    assert conn.execute("SELECT cronbox.release_holds_at(100, p_now => %s)", (at(231),)).fetchone()[0] == 2  # one per job
     held = {f["fire_at"]: f["hold"] for f in futures(conn, "ba")}
     assert held == {at(60): None, at(120): "overlap", at(180): "overlap"}
     assert dispatch(conn, 232)["dispatched"] == 1 and len(active(conn, "ba")) == 1
     # the later ones get their next look 30 s on, not at every backstop round
-    assert conn.execute("SELECT cronbox.release_holds_at(100, %s)", (at(250),)).fetchone()[0] == 0
-    assert conn.execute("SELECT cronbox.release_holds_at(100, %s)", (at(261),)).fetchone()[0] == 1
+    assert conn.execute("SELECT cronbox.release_holds_at(100, p_now => %s)", (at(250),)).fetchone()[0] == 0
+    assert conn.execute("SELECT cronbox.release_holds_at(100, p_now => %s)", (at(261),)).fetchone()[0] == 1
 
 
 def test_overlap_allow_dispatches_while_another_run_is_unfinished(conn):

@@ -122,7 +122,7 @@ def test_reports_and_the_reaper_reach_runs_by_key_or_unfinished_index_only(conn)
     ids = [r[0] for r in conn.execute("SELECT run_id FROM cronbox.runs WHERE state = 'dispatched'")]
     plans = plans_of(conn, "SELECT * FROM cronbox.complete_runs_at(%s, NULL, %s)", (ids, at(11)))
     assert_no_history_scan(scans(plans))
-    plans = plans_of(conn, "SELECT cronbox.reap_lost_at(100, %s)", (at(12),))
+    plans = plans_of(conn, "SELECT cronbox.reap_lost_at(100, p_now => %s)", (at(12),))
     seen = scans(plans)
     for node, rel, idx in seen:  # the reaper reads only the partial indexes of unfinished runs
         if rel.startswith("run_"):
@@ -438,7 +438,7 @@ def test_released_holds_are_reached_by_key_while_job_future_looked_empty(conn):
     # was beside the key: planned while job_future looked empty, it walked all 20,000).
     first = held_jobs(conn, "held-", "overlap")[0]
     look_empty(conn, "job_future")
-    sql = "SELECT cronbox.release_holds_at(10, %s + make_interval(secs => %s))"
+    sql = "SELECT cronbox.release_holds_at(10, p_now => %s + make_interval(secs => %s))"
     for k in range(8):  # past PostgreSQL's five custom plans
         assert conn.execute(sql, (at(0), first + 10 * k + 9)).fetchone()[0] == 10
     assert rows_read_per_table(conn, sql, (at(0), first + 89))["job_future"] < 1000
@@ -452,7 +452,7 @@ def test_paused_jobs_due_to_resume_are_locked_by_key_while_job_stat_looked_empty
     conn.execute(ADD_JOB_ROWS)
     conn.execute("UPDATE cronbox.job_fire SET frontier = %s", (at(0),))
     look_empty(conn, "job_stat")
-    sql = "SELECT cronbox.resume_paused_at(10, %s)"
+    sql = "SELECT cronbox.resume_paused_at(10, p_now => %s)"
     for k in range(8):  # past PostgreSQL's five custom plans
         assert conn.execute(sql, (at(10 * k + 10),)).fetchone()[0] == 10
     assert rows_read_per_table(conn, sql, (at(90),))["job_stat"] < 1000

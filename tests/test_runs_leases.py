@@ -6,7 +6,7 @@ from .runs_support import active, at, complete, dispatch, future, futures, job, 
 
 
 def reap(conn, now) -> int:
-    return conn.execute("SELECT cronbox.reap_lost_at(100, %s)", (at(now),)).fetchone()[0]
+    return conn.execute("SELECT cronbox.reap_lost_at(100, p_now => %s)", (at(now),)).fetchone()[0]
 
 
 def running(conn, name="l", **opts) -> int:

@@ -108,7 +108,7 @@ def test_consecutive_failures_and_crashes_are_counted_and_reset_on_success(conn)
     a, b, c = active(conn, "st")
     fail(conn, a, 6)
     conn.execute("SELECT cronbox.start_run_at(%s, 'w', %s)", (b, at(6)))
-    assert conn.execute("SELECT cronbox.reap_lost_at(10, %s)", (at(40),)).fetchone()[0] == 1
+    assert conn.execute("SELECT cronbox.reap_lost_at(10, p_now => %s)", (at(40),)).fetchone()[0] == 1
     j = jobrow(conn, "st")
     assert (j["consecutive_failures"], j["consecutive_crashes"], j["active_runs"]) == (2, 1, 1)
     complete(conn, c, 41)
@@ -134,7 +134,7 @@ def test_consecutive_failures_counts_runs_not_attempts(conn):
     dispatch(conn, 100)
     [rid] = active(conn, "cf")
     conn.execute("SELECT cronbox.start_run_at(%s, 'w', %s)", (rid, at(100)))
-    assert conn.execute("SELECT cronbox.reap_lost_at(10, %s)", (at(1000),)).fetchone()[0] == 1
+    assert conn.execute("SELECT cronbox.reap_lost_at(10, p_now => %s)", (at(1000),)).fetchone()[0] == 1
     j = jobrow(conn, "cf")
     assert (j["consecutive_failures"], j["consecutive_crashes"]) == (1, 1)  # the lost attempt is retried
     dispatch(conn, 1010)

@@ -120,7 +120,7 @@ def apply(conn: psycopg.Connection, op: str, pick: int, now: float) -> None:
             elif op == "claim_runs":
                 conn.execute("SELECT * FROM cronbox.claim_runs_at('pulled', 'w', 2, p_now => %s)", (at(now),))
             elif op == "reap":
-                conn.execute("SELECT cronbox.reap_lost_at(100, %s)", (at(now + 100),))
+                conn.execute("SELECT cronbox.reap_lost_at(100, p_now => %s)", (at(now + 100),))
             elif op == "cancel" and some_run:
                 conn.execute("SELECT cronbox.cancel_at(%s, %s)", (some_run, at(now)))
             elif op == "redrive":

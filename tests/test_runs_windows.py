@@ -212,7 +212,7 @@ def test_a_run_started_before_any_ack_is_sent_again_when_its_relay_dies(fresh_ds
         # its lease over: another relay sends it again; the run stays running under its own lease
         later = now + timedelta(seconds=31)
         assert conn.execute(claim, ("r2", later)).fetchall() == [(rid,)]
-        assert conn.execute("SELECT cronbox.reap_lost_at(10, %s)", (later,)).fetchone()[0] == 0
+        assert conn.execute("SELECT cronbox.reap_lost_at(10, p_now => %s)", (later,)).fetchone()[0] == 0
         assert conn.execute("SELECT state, lease_until FROM cronbox.runs WHERE run_id = %s",
                             (rid,)).fetchone() == ("running", deadline)
         # the dead relay's ack changes nothing; the new relay's ack (202) ends the delivery only

@@ -40,9 +40,9 @@ async def test_pause_until_resumes_by_itself_from_its_time_logged_as_cronbox(aco
     assert await one(aconn, "SELECT cronbox.pause_at('p', 'deploy', until => %s, p_now => %s)", until, T0 + 5 * MIN)
     assert await futures(aconn, "p") == []
     assert await one(aconn, "SELECT paused_until FROM cronbox.schedules WHERE name = 'p'") == until
-    assert await one(aconn, "SELECT cronbox.resume_paused_at(100, %s)", until - SEC) == 0  # not yet
-    assert await one(aconn, "SELECT cronbox.resume_paused_at(100, %s)", until + 2 * SEC) == 1
-    assert await one(aconn, "SELECT cronbox.resume_paused_at(100, %s)", until + 3 * SEC) == 0  # once
+    assert await one(aconn, "SELECT cronbox.resume_paused_at(100, p_now => %s)", until - SEC) == 0  # not yet
+    assert await one(aconn, "SELECT cronbox.resume_paused_at(100, p_now => %s)", until + 2 * SEC) == 1
+    assert await one(aconn, "SELECT cronbox.resume_paused_at(100, p_now => %s)", until + 3 * SEC) == 0  # once
     assert await one(aconn, "SELECT paused, paused_until FROM cronbox.schedules WHERE name = 'p'") == (False, None)
     last = (await changes(aconn, "p"))[-1]
     assert last == ("resumed", f"resumed automatically: paused until {until.strftime('%Y-%m-%d %H:%M:%S')}+00", "cronbox")
@@ -60,14 +60,14 @@ async def test_a_new_pause_replaces_until_and_a_manual_resume_clears_it(aconn):
     assert await one(aconn, "SELECT cronbox.pause_at('p', until => %s, p_now => %s)", a, T0) is False  # same
     assert await one(aconn, "SELECT cronbox.pause_at('p', 'longer', until => %s, p_now => %s)", b, T0)
     assert await one(aconn, "SELECT paused_until FROM cronbox.job WHERE name = 'p'") == b
-    assert await one(aconn, "SELECT cronbox.resume_paused_at(100, %s)", a + SEC) == 0  # replaced
+    assert await one(aconn, "SELECT cronbox.resume_paused_at(100, p_now => %s)", a + SEC) == 0  # replaced
     assert await one(aconn, "SELECT cronbox.pause_at('p', 'indefinitely', p_now => %s)", T0)
     assert await one(aconn, "SELECT paused_until FROM cronbox.job WHERE name = 'p'") is None
-    assert await one(aconn, "SELECT cronbox.resume_paused_at(100, %s)", b + SEC) == 0
+    assert await one(aconn, "SELECT cronbox.resume_paused_at(100, p_now => %s)", b + SEC) == 0
     assert await one(aconn, "SELECT cronbox.pause_at('p', until => %s, p_now => %s)", a, T0)
     assert await one(aconn, "SELECT cronbox.resume_at('p', p_now => %s)", T0 + MIN)
     assert await one(aconn, "SELECT paused_until FROM cronbox.job WHERE name = 'p'") is None
-    assert await one(aconn, "SELECT cronbox.resume_paused_at(100, %s)", a + SEC) == 0
+    assert await one(aconn, "SELECT cronbox.resume_paused_at(100, p_now => %s)", a + SEC) == 0
     assert [c[:2] for c in await changes(aconn, "p")][1:] == [
         ("paused", f"paused by operator (until {a.strftime('%Y-%m-%d %H:%M:%S')}+00)"),
         ("paused", f"longer (until {b.strftime('%Y-%m-%d %H:%M:%S')}+00)"),
@@ -303,7 +303,7 @@ async def test_a_fixed_delay_job_resumed_by_its_until_fires_one_interval_after_i
     await schedule(aconn, name="fd", every="10 minutes", every_mode="fixed_delay", p_now=T0)
     until = T0 + HOUR
     await one(aconn, "SELECT cronbox.pause_at('fd', until => %s, p_now => %s)", until, T0 + MIN)
-    assert await one(aconn, "SELECT cronbox.resume_paused_at(10, %s)", until + 5 * SEC) == 1
+    assert await one(aconn, "SELECT cronbox.resume_paused_at(10, p_now => %s)", until + 5 * SEC) == 1
     assert await one(aconn, "SELECT anchor FROM cronbox.job WHERE name = 'fd'") == until + 10 * MIN
 
 

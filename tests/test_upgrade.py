@@ -129,7 +129,7 @@ def test_runs_in_flight_survive_the_upgrade_and_finish_once(released: str) -> No
         assert _runs(conn)[failed["run_id"]] == failed
 
         # The leases of runs delivered before the upgrade still run out into `lost`, once.
-        lost = conn.execute("SELECT cronbox.reap_lost_at(1000, now() + interval '8 days')").fetchone()[0]
+        lost = conn.execute("SELECT cronbox.reap_lost_at(1000, p_now => now() + interval '8 days')").fetchone()[0]
         assert lost == len(delivered) + 1  # the two delivered runs and the pulled one still running
         end = _runs(conn)
         assert [end[r["run_id"]]["state"] for r in delivered] == ["lost", "lost"]
