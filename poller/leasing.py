@@ -4,8 +4,9 @@ pollers share the buckets with no leader; each renews its lease on its share (si
 a dispatch tick is one dispatch (and early-dispatch) call per held bucket, starting one bucket
 further each tick, until the batch is full (poller/tick.py); a saturation pass claims from one
 held bucket, the next pass from the next, and a saturation worker sleeps once a pass of every
-held bucket found nothing more (poller/saturation_loop.py). A renewal that changes its buckets
-wakes both loops; SIGTERM releases them. On plain PostgreSQL none of this runs (looked for once
+held bucket found nothing more (poller/saturation_loop.py); the reaper round (lost leases, holds,
+pauses, backfills: poller/maintenance.py) and the lead's profile (poller/lead.py) go bucket by
+bucket over the held ones too. A renewal that changes its buckets wakes both loops; SIGTERM releases them. On plain PostgreSQL none of this runs (looked for once
 at start): one call over every bucket, as before."""
 
 from __future__ import annotations
