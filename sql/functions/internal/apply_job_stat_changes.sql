@@ -40,8 +40,9 @@ BEGIN
                                       WHERE s.job_id = u.job_id LIMIT 1), 9223372036854775807)
                      FROM unnest(p_jobs) WITH ORDINALITY AS u(job_id, n) ORDER BY u.n) AS folded_through
     ),
-    -- the changes not folded yet
-    fresh AS MATERIALIZED (
+    -- the changes not folded yet, in job order from the windows' sort (read once, by per_job:
+    -- not materialized, so its grouping by job reads that order instead of sorting again)
+    fresh AS (
         SELECT e.*, max(e.change_id) FILTER (WHERE e.ok > 0) OVER (PARTITION BY e.job_id) AS reset_at,
                -- the state of the job's newest run (the newest change naming it): one sort of all
                -- the entries, not one per job
