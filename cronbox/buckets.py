@@ -6,7 +6,7 @@ has run out without a renewal (a database it cannot reach). Times come from the 
 renewal returns how long the lease is valid from the database's clock, and that duration is
 counted down on this process's monotonic clock, never compared with its wall clock.
 
-The relay's loop runs `keep_leased` as a side task and claims only from `held()` (relay/main.py);
+The relay's loop runs `keep_leased` as a side task and claims only from `held()` (relay/claims.py, with `Turns`);
 the poller's dispatch and saturation loops likewise work only the buckets it holds, one call per
 bucket in turn (`Turns`, poller/tick.py and poller/saturation_loop.py). On plain PostgreSQL (no `cronbox.lease_buckets`:
 `leases_buckets` says so once at start) neither leases: one call over every bucket, as before.
