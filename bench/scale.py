@@ -27,6 +27,7 @@ import argparse
 import statistics
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -215,11 +216,19 @@ def saturate_and_steady(database: Database, args: argparse.Namespace, logdir: An
                                     for r in runs}
     with fleet:
         poller = fleet.procs["poller"]
-        log(f"steady window {steady:.0f} s with {len(fleet.procs)} poller(s)")
+        # Workers that finish the runs (pull mode: claim_runs + complete_runs through the SQL
+        # API, bench/pull_worker.py), so a 'skip' job's next fire finds no run of it unfinished
+        # (without them every 'skip' job keeps its first run in flight and each later fire is
+        # skipped). Started after saturation; the window then starts a minute later, once the
+        # runs dispatched during saturation are done and the next burst was decided with them.
+        for i in range(args.pull_workers):
+            fleet.python(f"pull{i}", "bench.pull_worker", database.dsn, "--batch", "1000")
+        log(f"steady window {steady:.0f} s with {len(fleet.procs)} process(es)")
         # Cron fires come in bursts on minute boundaries: start the window one second before
         # the next boundary (database clock), so every window holds at least one burst.
         time.sleep(database.scalar(
-            "SELECT ((59 - extract(epoch FROM now() - date_trunc('minute', now())) + 60) % 60)::float8"))
+            "SELECT ((59 - extract(epoch FROM now() - date_trunc('minute', now())) + 60) % 60)::float8")
+            + (60 if args.pull_workers else 0))
         if args.profile:
             database.set_statement_tracking("all")
             database.reset_statements()
@@ -248,6 +257,18 @@ def saturate_and_steady(database: Database, args: argparse.Namespace, logdir: An
                 "SELECT extract(epoch FROM coalesce(dispatched_at, finished_at) - fire_at) * 1000 FROM cronbox.runs "
                 "WHERE (dispatched_at >= %(w0)s OR (state = 'skipped' AND finished_at >= %(w0)s))",
                 {"w0": w0}).fetchall()]
+            # Fire -> decided as it really was: a run's id carries its creation time
+            # (cronbox.new_run_id: epoch ms << 20), where dispatched_at of a run decided early is
+            # its due time; a fire decided before its time counts 0 (ready at its time), a
+            # skipped one its finished_at; the fires of the window only (the next burst, decided
+            # ahead within it, is not). Fire -> started: a pull worker's claim (the receipt).
+            real = conn.execute(
+                "SELECT extract(epoch FROM greatest(to_timestamp((run_id >> 20) / 1000.0), fire_at) - fire_at) * 1000, "
+                "       to_timestamp((run_id >> 20) / 1000.0) < fire_at, "
+                "       extract(epoch FROM started_at - fire_at) * 1000 "
+                "FROM cronbox.runs WHERE fire_at >= %(w0)s AND fire_at < %(w1)s AND state NOT IN ('missed', 'skipped') "
+                "UNION ALL SELECT extract(epoch FROM finished_at - fire_at) * 1000, false, NULL FROM cronbox.runs "
+                "WHERE state = 'skipped' AND fire_at >= %(w0)s AND fire_at < %(w1)s", {"w0": w0, "w1": w1}).fetchall()
             behind = conn.execute(
                 "SELECT count(*) FROM cronbox.job_future WHERE due_at < %s - interval '1 second'", (w1,)).fetchone()[0]
             # Fires that came due in the window, at least 2 s before its end (dispatched or not):
@@ -284,6 +305,12 @@ def saturate_and_steady(database: Database, args: argparse.Namespace, logdir: An
             "postgres_cpu_ms_per_decision": (round(1000 * (pg1 - pg0) / len(decided), 4)
                                              if decided and pg0 is not None else None),
             "fire_to_dispatch_ms": {"p50": pct(lags, 50), "p99": pct(lags, 99), "max": max(lags) if lags else None},
+            "fire_to_decided_real_ms": {"p50": pct([r[0] for r in real], 50), "p99": pct([r[0] for r in real], 99),
+                                        "max": max((r[0] for r in real), default=None)},
+            "decided_before_their_time": sum(1 for r in real if r[1]),
+            "fire_to_started_ms": {"n": len(started := [r[2] for r in real if r[2] is not None]),
+                                   "p50": pct(started, 50), "p99": pct(started, 99)},
+            "pull_workers": args.pull_workers,
             "futures_overdue_at_end": behind,
             "unsaturated_jobs_at_end": left_unsaturated,
             "poller_rss_mb": poller.rss(),
@@ -411,6 +438,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="with --burst: futures/s assumed when choosing the boundary (default 800, safe on a "
                         "loaded machine; a higher one shortens the run, and a boundary that comes too soon is "
                         "refused as setup not held)")
+    p.add_argument("--pull-workers", type=int, default=0,
+                   help="pull-mode workers (bench/pull_worker.py) finishing the runs during the steady window, "
+                        "which then starts a minute after saturation (default 0: no run finishes)")
+    p.add_argument("--function-file", action="append", default=[], metavar="FILE",
+                   help="a SQL function file applied after migrate, as psql -f would (e.g. another revision's "
+                        "sql/functions/internal/dispatch_ahead_at.sql, for an A/B on one build)")
     p.add_argument("--burst", type=int, help="instead: N schedules sharing one minute boundary, fire -> dispatch "
                                             "with two pollers (bench/burst.py)")
     args = parse_args(p, argv)
@@ -428,6 +461,11 @@ def main(argv: list[str] | None = None) -> int:
     with Database(args, "scale") as database, workdir("scale") as logdir:
         report = base_report("scale", args, database, argv)
         report.update({"schedules": n, "horizon": HORIZON, "mix": MIX, "zones": len(ZONES)})
+        for f in args.function_file:
+            with database.connect() as conn:
+                conn.execute(Path(f).read_text())
+                conn.commit()
+        report["function_files"] = args.function_file
         log(f"inserting {n} schedules ({sample} through cronbox.schedule())")
         report["insert"] = insert_schedules(database, n, sample)
         report["sizes_jobs"] = database.table_sizes(["cronbox.job"])
@@ -475,7 +513,11 @@ def summary(r: dict[str, Any]) -> list[str]:
              f"fire->dispatch p50 {st['fire_to_dispatch_ms']['p50']} ms p99 {st['fire_to_dispatch_ms']['p99']} ms, "
              f"unsaturated jobs at end {st['unsaturated_jobs_at_end']}",
              f"  steady: {st['fires_decided_per_s']} fires/s decided (dispatched or skipped for overlap), "
-             f"fire->decision p50 {st['fire_to_decision_ms']['p50']} ms p99 {st['fire_to_decision_ms']['p99']} ms"]
+             f"fire->decision p50 {st['fire_to_decision_ms']['p50']} ms p99 {st['fire_to_decision_ms']['p99']} ms",
+             f"  steady, as decided (run id's time; early = 0): p50 {st['fire_to_decided_real_ms']['p50']} ms "
+             f"p99 {st['fire_to_decided_real_ms']['p99']} ms, {st['decided_before_their_time']} decided before "
+             f"their time; fire->started ({st['pull_workers']} pull workers, n {st['fire_to_started_ms']['n']}) "
+             f"p50 {st['fire_to_started_ms']['p50']} ms p99 {st['fire_to_started_ms']['p99']} ms"]
     for w in r.get("steady_waits", {}).get("avg_backends", [])[:6]:
         lines.append(f"  steady, busy backends: {w['avg']:6.2f} {w['wait']:<24} {w['statement']}")
     for st_ in r.get("steady_statements", [])[:12]:
