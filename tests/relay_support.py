@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -97,6 +98,16 @@ class Worker:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+
+
+def recording_answer(arrivals: list[tuple[float, dict]]) -> Answer:
+    """An answer that accepts (202) and records each message with its arrival time (time.time())."""
+    async def answer(request: web.Request, body: bytes) -> web.StreamResponse:
+        now = time.time()
+        doc = orjson.loads(body)
+        arrivals.extend((now, m) for m in (doc if isinstance(doc, list) else [doc]))
+        return web.Response(status=202)
+    return answer
 
 
 class ThreadedWorker:

@@ -5,18 +5,15 @@ lease never makes one claimable before its due time."""
 
 from __future__ import annotations
 
-import time
 from datetime import datetime, timedelta
 
-import orjson
 import psycopg
 import pytest
-from aiohttp import web
 
 from cronbox import db
 
 from .procs import Proc, wait_until
-from .relay_support import ThreadedWorker
+from .relay_support import ThreadedWorker, recording_answer
 from .runs_support import at, dispatch, future, futures, job, jobrow, runs
 
 LEAD = timedelta(seconds=1)
@@ -161,12 +158,7 @@ def test_poller_and_relay_with_a_lead_send_each_fire_once_and_never_before_its_t
     written before their fire time (the run id's time < fire_at), yet every message reaches the worker
     at or after its fire time (same machine, same clock), once per fire."""
     arrivals: list[tuple[float, dict]] = []
-
-    async def answer(request: web.Request, body: bytes) -> web.StreamResponse:
-        now = time.time()
-        doc = orjson.loads(body)
-        arrivals.extend((now, m) for m in (doc if isinstance(doc, list) else [doc]))
-        return web.Response(status=202)
+    answer = recording_answer(arrivals)
 
     with db.connect(fresh_dsn) as conn:
         for i in range(20):
@@ -212,12 +204,7 @@ def test_early_rows_of_a_relay_that_died_holding_them_are_sent_by_another_after_
     which runs from the due time (lease_until, not available_at: the claim is a HOT update).
     A real relay then sends each exactly once, never before the lease ends: none lost."""
     arrivals: list[tuple[float, dict]] = []
-
-    async def answer(request: web.Request, body: bytes) -> web.StreamResponse:
-        now = time.time()
-        doc = orjson.loads(body)
-        arrivals.extend((now, m) for m in (doc if isinstance(doc, list) else [doc]))
-        return web.Response(status=202)
+    answer = recording_answer(arrivals)
 
     with db.connect(fresh_dsn) as conn:
         conn.execute("SELECT cronbox.schedule('held', cron => '0 0 1 1 *', overlap => 'allow')")

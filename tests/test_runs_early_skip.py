@@ -168,6 +168,47 @@ def test_a_cancelled_early_skip_run_is_not_taken_back_again(conn):
     states = sorted((r["origin"], r["state"]) for r in runs(conn, "tick"))
     assert states == [("manual", "dispatched"), ("schedule", "cancelled")]
     assert jobrow(conn, "tick")["active_runs"] == 1
+    # the marker is left set (no early 'skip' run waited at the trigger); once another job's
+    # early 'skip' run waits, the next run of tick looks at it, and takes no run back for it
+    [manual] = [r["run_id"] for r in runs(conn, "tick") if r["origin"] == "manual"]
+    complete(conn, manual, 9.6)
+    job(conn, "tock", overlap="skip")
+    future(conn, "tock", 11)
+    assert ahead(conn, 9.7) == 1
+    tock = early_run(conn, "tock")
+    conn.execute("SELECT cronbox.trigger_at('tick', p_now => %s)", (at(9.8),))
+    assert sorted((r["origin"], r["state"]) for r in runs(conn, "tick")) == [
+        ("manual", "dispatched"), ("manual", "succeeded"), ("schedule", "cancelled")]
+    assert jobrow(conn, "tick")["active_runs"] == 1
+    assert conn.execute("SELECT count(*) FROM cronbox.outbox WHERE outbox_id = %s", (tock,)).fetchone()[0] == 1
+
+
+def test_an_early_skip_run_behind_many_waiting_rows_is_still_taken_back(conn):
+    """The withdrawal looks at job markers once a short walk of the rows waiting for a later
+    time finds an early 'skip' run; with more waiting rows before it than that walk reads (early
+    'allow' runs due sooner), it looks all the same."""
+    job(conn, "tick", overlap="skip")
+    future(conn, "tick", 10)
+    for k in range(40):
+        job(conn, f"many{k}", overlap="allow")
+        future(conn, f"many{k}", 9.6)
+    assert ahead(conn, 9.2) == 41
+    early = early_run(conn, "tick")
+    conn.execute("SELECT cronbox.trigger_at('tick', p_now => %s)", (at(9.5),))
+    assert conn.execute("SELECT count(*) FROM cronbox.outbox WHERE outbox_id = %s", (early,)).fetchone()[0] == 0
+    assert [f["fire_at"] for f in futures(conn, "tick")] == [at(10)]
+    assert dispatch(conn, 10)["skipped"] == 1
+
+
+def test_runs_made_with_no_early_skip_run_waiting_leave_the_early_allow_runs_alone(conn):
+    job(conn, "tick", overlap="skip")
+    job(conn, "tock", overlap="allow")
+    future(conn, "tock", 10)
+    assert ahead(conn, 9.2) == 1
+    conn.execute("SELECT cronbox.trigger_at('tick', p_now => %s)", (at(9.5),))
+    conn.execute("SELECT cronbox.trigger_at('tock', p_now => %s)", (at(9.5),))
+    assert sorted((r["origin"], r["state"]) for r in runs(conn, "tock")) == [("manual", "dispatched"), ("schedule", "dispatched")]
+    assert jobrow(conn, "tick")["active_runs"] == 1
 
 
 @pytest.mark.parametrize("change", ["pause", "unschedule", "update"])
@@ -249,19 +290,11 @@ def test_a_redriven_run_takes_back_the_early_skip_run(conn):
 def test_a_real_relay_with_a_lead_holds_early_allow_runs_but_takes_an_early_skip_run_only_at_its_time(fresh_dsn, tmp_path):
     import time
 
-    import orjson
-    from aiohttp import web
-
     from .procs import Proc, wait_until
-    from .relay_support import ThreadedWorker
+    from .relay_support import ThreadedWorker, recording_answer
 
     arrivals: list[tuple[float, dict]] = []
-
-    async def answer(request: web.Request, body: bytes) -> web.StreamResponse:
-        now = time.time()
-        doc = orjson.loads(body)
-        arrivals.extend((now, m) for m in (doc if isinstance(doc, list) else [doc]))
-        return web.Response(status=202)
+    answer = recording_answer(arrivals)
 
     with db.connect(fresh_dsn) as conn:
         for name, overlap in (("held", "allow"), ("skipper", "skip")):
@@ -285,3 +318,4 @@ def test_a_real_relay_with_a_lead_holds_early_allow_runs_but_takes_an_early_skip
     assert held_early   # the allow run was held ahead, as before (the relay started well before its time)
     assert sorted(m["job"] for _, m in arrivals) == ["held", "skipper"]
     assert min(t for t, _ in arrivals) >= due - 0.005   # neither sent before its time
+

@@ -27,19 +27,12 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_walks integer[];  -- the bucket sets walked (cronbox.bucket_walks), one statement each
-    v_set integer[];
-    v_start integer;
-    v_n integer;
+    v_set integer[];    -- the bucket set walked (cronbox.bucket_walks_in_turn), one statement each
     v_taken integer := 0;
     v_got integer;
 BEGIN
-    v_walks := cronbox.bucket_walks('cronbox.backfill', p_bucket);
-    v_n := array_length(v_walks, 1);
-    v_start := CASE WHEN v_n > 1 THEN floor(random() * v_n)::integer ELSE 0 END;
-    FOR w IN 0 .. v_n - 1 LOOP
+    FOREACH v_set SLICE 1 IN ARRAY cronbox.bucket_walks_in_turn('cronbox.backfill', p_bucket) LOOP
         EXIT WHEN v_taken >= p_limit;
-        v_set := ARRAY(SELECT unnest(v_walks[(v_start + w) % v_n + 1 : (v_start + w) % v_n + 1]));
         -- The caller's next statement (store_backfill) takes a new snapshot, which holds whatever
         -- saturation or dispatch of these jobs committed before this lock.
         RETURN QUERY

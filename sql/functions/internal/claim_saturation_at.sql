@@ -40,18 +40,11 @@ SET jit = off  -- short OLTP statements: compiling costs more than running
 AS $$
 DECLARE
     v_ids bigint[];
-    v_walks integer[];  -- the bucket sets walked (cronbox.bucket_walks), two statements each
-    v_set integer[];
-    v_start integer;
-    v_n integer;
+    v_set integer[];    -- the bucket set walked (cronbox.bucket_walks_in_turn), two statements each
     v_taken integer := 0;
 BEGIN
-    v_walks := cronbox.bucket_walks('cronbox.job_fire', p_bucket);
-    v_n := array_length(v_walks, 1);
-    v_start := CASE WHEN v_n > 1 THEN floor(random() * v_n)::integer ELSE 0 END;
-    FOR w IN 0 .. v_n - 1 LOOP
+    FOREACH v_set SLICE 1 IN ARRAY cronbox.bucket_walks_in_turn('cronbox.job_fire', p_bucket) LOOP
         EXIT WHEN v_taken >= p_limit;
-        v_set := ARRAY(SELECT unnest(v_walks[(v_start + w) % v_n + 1 : (v_start + w) % v_n + 1]));
         -- Four walks in next_fire order on job_saturate_idx, each taking the job's lock as it goes
         -- (a job whose lock is held elsewhere is passed over, not waited for), in this order:
         -- 1. refills that are due: futures left for at most a quarter of the horizon. Their next

@@ -7,10 +7,12 @@
 -- back (fire, due time, priority, queue), the job's statistics as they were before it
 -- (job_stat.early_prev_*: active runs, last fire, last run and its state). The fire is then
 -- decided at its time, against the run made now, as without early dispatch.
--- Found by the marker job_stat.early_due_at (a probe by key per job: usually none is set); the
--- run is job_stat.last_run_id while the marker is set and still to come, since nothing
--- dispatches a run of the job meanwhile without coming here first. A run already ended
--- (cancel()), or one whose time has come, is left alone: the marker is just cleared.
+-- Found by the marker job_stat.early_due_at (a probe by key per job), once a short walk of the
+-- outbox rows waiting for a later time finds an early 'skip' run among them (usually none); the
+-- run is job_stat.last_run_id while the marker is set and its run still waits, since nothing
+-- dispatches a run of the job meanwhile without coming here first (and the walk finds a run
+-- that waits). A run already ended (cancel()), or one whose time has come, is left alone (the
+-- delete checks the row is an early 'skip' run still waiting): the marker is just cleared.
 -- Call with the jobs locked. Statements as dispatch's on Citus: the bucket set's rows (job_stat,
 -- job_future) or the outbox with the values read before, never both. Returns the count.
 CREATE OR REPLACE FUNCTION cronbox.withdraw_early_skip_runs(
@@ -34,7 +36,26 @@ DECLARE
     v_attempt integer[];
     v_queue text[];
     v_bucket integer[];
+    v_waiting boolean[];  -- the flag (claim_at_due) of the first outbox rows waiting for a later time
 BEGIN
+    -- Usually no early 'skip' run waits at all: one short walk of outbox_claim_idx says so
+    -- (the rows waiting for a later time: early runs, backoffs; a pull worker's claimed runs
+    -- wait at infinity) and spares the probe per job. Only when it finds none among all the
+    -- waiting rows (fewer than it reads) is nothing withdrawable; a marker left set then is
+    -- harmless (its run is looked for again, by the same rule, on the next call). On plain
+    -- PostgreSQL only (no cronbox.bucket): with the Citus layer, a statement of this call reads
+    -- the bucket set's tables or the coordinator's with the values read before, and the outbox
+    -- policies' look at cronbox.job is not planned there (the probes per job serve).
+    IF to_regclass('cronbox.bucket') IS NULL THEN
+        v_waiting := ARRAY(SELECT o.claim_at_due FROM cronbox.outbox o
+                           WHERE (p_buckets IS NULL OR o.bucket = ANY (p_buckets))
+                             AND o.available_at > p_now AND o.available_at < 'infinity'
+                           ORDER BY o.available_at
+                           LIMIT 16);
+        IF cardinality(v_waiting) < 16 AND NOT (true = ANY (v_waiting)) THEN
+            RETURN 0;
+        END IF;
+    END IF;
     SELECT array_agg(s.job_id), array_agg(s.last_run_id) INTO v_marked, v_runs
     FROM cronbox.job_stat s
     WHERE (p_buckets IS NULL OR s.bucket = ANY (p_buckets)) AND s.job_id = ANY (p_jobs)

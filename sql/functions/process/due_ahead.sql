@@ -22,30 +22,13 @@ DECLARE
     v_prio integer[];  -- the bucket's priorities with ready futures, read first: on Citus a statement
                        -- may not call a function that reads a distributed table
 BEGIN
-    IF p_bucket IS NULL THEN
-        RETURN QUERY
-        WITH
-        prio(p) AS (SELECT r.p FROM cronbox.ready_priorities() AS r(p)),
-        due AS (
-            SELECT x.due_at
-            FROM prio CROSS JOIN LATERAL (
-                SELECT f.due_at
-                FROM cronbox.job_future f
-                WHERE f.hold IS NULL AND f.priority = prio.p
-                  AND f.due_at > now() AND f.due_at <= now() + v_within
-                ORDER BY f.due_at
-                LIMIT v_lim
-            ) x
-            LIMIT v_lim
-        )
-        SELECT floor(extract(epoch FROM due.due_at - now()))::integer, count(*)::integer
-        FROM due
-        GROUP BY 1
-        ORDER BY 1;
-        RETURN;
+    IF p_bucket IS NOT NULL THEN
+        v_set := ARRAY(SELECT unnest(cronbox.bucket_walks('cronbox.job_future', p_bucket)));
+        v_prio := ARRAY(SELECT DISTINCT l.priority FROM cronbox.ready_lanes(v_set) l ORDER BY 1);
+    ELSE
+        v_prio := ARRAY(SELECT r.p FROM cronbox.ready_priorities() AS r(p));
     END IF;
-    v_set := ARRAY(SELECT unnest(cronbox.bucket_walks('cronbox.job_future', p_bucket)));
-    v_prio := ARRAY(SELECT DISTINCT l.priority FROM cronbox.ready_lanes(v_set) l ORDER BY 1);
+    -- priority by priority, each walk in due order up to the limit (v_set NULL: every bucket)
     RETURN QUERY
     WITH
     prio(p) AS (SELECT u.p FROM unnest(v_prio) AS u(p)),
@@ -54,7 +37,7 @@ BEGIN
         FROM prio CROSS JOIN LATERAL (
             SELECT f.due_at
             FROM cronbox.job_future f
-            WHERE f.hold IS NULL AND f.bucket = ANY (v_set) AND f.priority = prio.p
+            WHERE f.hold IS NULL AND (v_set IS NULL OR f.bucket = ANY (v_set)) AND f.priority = prio.p
               AND f.due_at > now() AND f.due_at <= now() + v_within
             ORDER BY f.due_at
             LIMIT v_lim
