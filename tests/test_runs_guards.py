@@ -394,6 +394,30 @@ def test_a_dispatch_planned_while_the_jobs_looked_empty_locks_only_its_jobs(conn
     assert conn.execute("SELECT count(*) FROM cronbox.runs").fetchone()[0] == 900
 
 
+@pytest.mark.parametrize("looked_empty", [None, "job", "job_future"])
+def test_finished_jobs_are_looked_up_by_key_not_by_walking_every_jobs_futures(conn, looked_empty):
+    # record_finished (after each dispatch batch) looks for a scheduled future of each finished
+    # job of the batch, as NOT EXISTS: planned as a merge anti-join, it would walk every job's
+    # futures in job order up to the batch's last job (20,000 other jobs' futures read to find
+    # that 1,000 jobs have none). Each job's futures are reached by its key, whatever the
+    # statistics say (bench.finished_lookup: the same at a million schedules).
+    many_due_futures(conn, 3600)
+    conn.execute(
+        "INSERT INTO cronbox.job (name, kind, at, finished_at, overlap) "
+        "SELECT 'done-' || i, 'at', %s, %s, 'allow' FROM generate_series(1, 1000) i", (at(0), at(0)))
+    conn.execute(ADD_JOB_ROWS)
+    done = [r[0] for r in conn.execute("SELECT job_id FROM cronbox.job WHERE name LIKE 'done-%' ORDER BY job_id")]
+    conn.execute("ANALYZE cronbox.job, cronbox.job_stat, cronbox.job_future")
+    if looked_empty:
+        look_empty(conn, looked_empty)
+    sql = "SELECT cronbox.record_finished(%s::bigint[], %s)"
+    assert conn.execute(sql, (done, at(1))).fetchone()[0] == 1000   # each finish logged once
+    for _ in range(8):  # past PostgreSQL's five custom plans
+        assert conn.execute(sql, (done, at(1))).fetchone()[0] == 0
+    read = rows_read_per_table(conn, sql, (done, at(1)))
+    assert read["job_future"] < 1000, read
+
+
 @pytest.mark.parametrize("dispatch_sql, due_in", DISPATCHES_OF_100)
 def test_a_dispatch_walks_its_batch_in_due_order_whatever_join_the_planner_prefers(conn, dispatch_sql, due_in):
     # A dependency check written as NOT EXISTS in the walk's WHERE became an anti-join; when the
