@@ -170,3 +170,5 @@ DROP FUNCTION IF EXISTS cronbox.release_holds_at(integer, timestamp with time zo
 DROP FUNCTION IF EXISTS cronbox.resume_paused(integer);
 DROP FUNCTION IF EXISTS cronbox.resume_paused_at(integer, timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.release_futures(bigint[]);
+-- resume_at gained p_bucket (the job's bucket: every statement on that bucket's rows).
+DROP FUNCTION IF EXISTS cronbox.resume_at(text, text, timestamp with time zone, timestamp with time zone);

@@ -638,13 +638,22 @@ async def test_citus_a_backfill_pass_claims_and_stores_each_bucket_s_requests_on
         assert conn.execute("SELECT count(*) FROM cronbox.job WHERE paused").fetchone()[0] == 0  # none quarantined
 
 
+# A resume (by name: cronbox.resume; a pause whose until passed: cronbox.resume_paused) planned
+# with its bucket bound, as the others.
+RESUME_PLANS = """
+ALTER FUNCTION cronbox.resume_at(text, text, timestamptz, integer, timestamptz) SET plan_cache_mode = force_custom_plan;
+ALTER FUNCTION cronbox.release_futures(bigint[], integer[]) SET plan_cache_mode = force_custom_plan;
+ALTER FUNCTION cronbox.resume_paused_at(integer, integer, timestamptz) SET plan_cache_mode = force_custom_plan;
+"""
+
+
 def test_citus_quarantine_reads_and_writes_only_the_job_s_bucket_one_task_per_statement(citus_clone):
     """cronbox.quarantine_job with the job's bucket on jobs, statistics, saturation state, futures
     and the outbox distributed by bucket, with Citus refusing any statement of more than one task:
     the job paused with its reason, its scheduled futures dropped and the others held, a
     schedule_paused notification and its copy to the job's own recipient in the job's bucket;
-    quarantined again within the notification window (unpaused meanwhile), the copy folds into the
-    pending digest (count 2), every statement one task. A wrong bucket finds no job and writes
+    resumed (cronbox.resume, in the job's bucket), then quarantined again within the notification
+    window, the copy folds into the pending digest (count 2), every statement one task. A wrong bucket finds no job and writes
     nothing; the other bucket's job is untouched."""
     with db.connect(citus_clone) as conn:
         groups = _names_in_buckets(conn, 2, 1, "q{}")
@@ -662,17 +671,14 @@ def test_citus_quarantine_reads_and_writes_only_the_job_s_bucket_one_task_per_st
         conn.execute(DISTRIBUTE_OUTBOX)
         conn.execute("ALTER FUNCTION cronbox.quarantine_job(bigint, text, integer) SET plan_cache_mode = force_custom_plan")
         conn.execute("ALTER FUNCTION cronbox.notify_stakeholders(bigint[], integer) SET plan_cache_mode = force_custom_plan")
+        conn.execute(RESUME_PLANS)
 
         conn.execute("SET citus.multi_task_query_log_level = error")  # a statement over several shards fails
         quarantine = "SELECT cronbox.quarantine_job(%s, 'cannot compute fires', %s)"
         assert conn.execute(quarantine, (jobs[bad], b)).fetchone()[0] is False  # not in that bucket
         assert conn.execute(quarantine, (jobs[bad], a)).fetchone()[0] is True
         assert conn.execute(quarantine, (jobs[bad], a)).fetchone()[0] is False  # already paused
-        conn.execute("RESET citus.multi_task_query_log_level")
-        # unpaused by hand (resume() is not per bucket yet)
-        conn.execute("UPDATE cronbox.job SET paused = false WHERE bucket = %s AND job_id = %s", (a, jobs[bad]))
-        conn.execute("UPDATE cronbox.job_fire SET paused = false WHERE bucket = %s AND job_id = %s", (a, jobs[bad]))
-        conn.execute("SET citus.multi_task_query_log_level = error")
+        assert conn.execute("SELECT cronbox.resume(%s)", (bad,)).fetchone()[0] is True  # in its bucket
         assert conn.execute(quarantine, (jobs[bad], a)).fetchone()[0] is True  # within the window: folded
         conn.execute("RESET citus.multi_task_query_log_level")
 
@@ -697,7 +703,7 @@ def test_citus_the_reaper_round_and_the_lead_s_profile_go_bucket_by_bucket_one_t
     only the bucket's; the hold backstop (cronbox.release_holds) releases the bucket's held
     futures whose second look has come and leaves the other bucket's; an idle reaper round
     (cronbox.reap_lost, cronbox.resume_paused with nothing to do in the bucket) reads one shard.
-    Not per bucket yet under them: a lost run's end (finish_runs) and a resume (resume_at)."""
+    Not per bucket yet under them: a lost run's end (finish_runs)."""
     with db.connect(citus_clone) as conn:
         groups = _names_in_buckets(conn, 2, 2, "r{}")
         (a, names_a), (b, names_b) = sorted(groups.items())
@@ -736,3 +742,56 @@ def test_citus_the_reaper_round_and_the_lead_s_profile_go_bucket_by_bucket_one_t
         held = dict(conn.execute("SELECT bucket, count(*) FROM cronbox.job_future WHERE hold IS NOT NULL"
                                  " GROUP BY bucket").fetchall())
         assert held == {b: len(names_b)}, held
+
+
+def test_citus_resume_and_resume_paused_read_and_write_only_the_job_s_bucket_one_task_per_statement(citus_clone):
+    """cronbox.resume (by name) and cronbox.resume_paused (a pause whose until passed, per bucket)
+    on jobs, statistics, saturation state and futures distributed by bucket, with Citus refusing
+    any statement of more than one task: a paused job resumed in its bucket, its frontier moved
+    to the resume, its held retry released, the change log saying who; a fixed-delay job's pause
+    ended by its until, anchored one interval after it; a job not paused left alone (false), an
+    unknown name P0002 (after one read over every bucket); the other bucket's paused job
+    untouched."""
+    with db.connect(citus_clone) as conn:
+        groups = _names_in_buckets(conn, 2, 2, "p{}")
+        (a, [ga, ga2]), (b, [gb, _]) = sorted(groups.items())
+        held, timed, other = f"{ga}/held", f"{ga2}/timed", f"{gb}/other"
+        conn.execute("SELECT cronbox.schedule(%s, every => '1 minute')", (held,))
+        conn.execute("SELECT cronbox.schedule(%s, every => '10 minutes', every_mode => 'fixed_delay')", (timed,))
+        conn.execute("SELECT cronbox.schedule(%s, every => '1 minute')", (other,))
+        jobs = dict(conn.execute("SELECT name, job_id FROM cronbox.job").fetchall())
+        conn.execute("SELECT cronbox.pause(%s)", (held,))
+        conn.execute("SELECT cronbox.pause(%s)", (other,))
+        conn.execute("SELECT cronbox.pause(%s, until => now() + interval '1 minute')", (timed,))
+        conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at, bucket, queue, origin, attempt, hold,"
+                     " held_since, hold_until) VALUES (%s, now(), now(), %s, 'default', 'retry', 2, 'paused', now(),"
+                     " 'infinity')", (jobs[held], a))
+        conn.execute(DISTRIBUTE_JOBS)
+        conn.execute(RESUME_PLANS)
+
+        conn.execute("SET citus.multi_task_query_log_level = error")  # a statement over several shards fails
+        assert conn.execute("SELECT cronbox.resume(%s, 'back')", (held,)).fetchone()[0] is True
+        assert conn.execute("SELECT cronbox.resume(%s, 'back')", (held,)).fetchone()[0] is False  # not paused
+        later = conn.execute("SELECT now() + interval '2 minutes'").fetchone()[0]
+        assert conn.execute("SELECT cronbox.resume_paused_at(100, %s, p_now => %s)", (b, later)).fetchone()[0] == 0
+        assert conn.execute("SELECT cronbox.resume_paused_at(100, %s, p_now => %s)", (a, later)).fetchone()[0] == 1
+        conn.execute("RESET citus.multi_task_query_log_level")
+        # an unknown name: not in its name's bucket, then looked for in every bucket (one read)
+        with pytest.raises(psycopg.errors.NoDataFound):
+            conn.execute("SELECT cronbox.resume(%s)", (f"{ga}/nobody",))
+
+        paused = {r[0]: r[1:] for r in conn.execute(
+            "SELECT j.name, j.paused, f.paused, f.frontier >= j.updated_at - interval '1 second' FROM cronbox.job j"
+            " JOIN cronbox.job_fire f ON f.bucket = j.bucket AND f.job_id = j.job_id")}
+        assert paused[held] == (False, False, True) and paused[other][:2] == (True, True), paused
+        assert paused[timed][:2] == (False, False), paused
+        anchor, until = conn.execute("SELECT j.anchor, f.next_fire FROM cronbox.job j JOIN cronbox.job_fire f"
+                                     " ON f.bucket = j.bucket AND f.job_id = j.job_id WHERE j.name = %s",
+                                     (timed,)).fetchone()
+        assert anchor == until and anchor is not None, (anchor, until)
+        assert conn.execute("SELECT hold FROM cronbox.job_future WHERE bucket = %s AND job_id = %s",
+                            (a, jobs[held])).fetchall() == [(None,)]
+        log = conn.execute("SELECT job_name, changed_by = 'cronbox', reason FROM cronbox.job_change"
+                           " WHERE action = 'resumed' ORDER BY change_id").fetchall()
+        assert [(r[0], r[1]) for r in log] == [(held, False), (timed, True)], log
+        assert log[0][2] == "back" and log[1][2].startswith("resumed automatically"), log

@@ -20,7 +20,7 @@ DECLARE
     v_detail text;
     v_hint text;
 BEGIN
-    RETURN cronbox.resume_at($1, $2, NULL, now());
+    RETURN cronbox.resume_at($1, $2, NULL, NULL, now());
 EXCEPTION WHEN OTHERS THEN
     -- Re-raised from here so that psql shows the message and one CONTEXT line naming the
     -- function the user called, not the internal frames (docs/sql.md, "Errors"): the same

@@ -8,8 +8,8 @@
 -- with a writer holding the job's lock), each resumed through cronbox.resume_at from its until time (one call per job: the
 -- resume code is per job and such jobs are few), logged as 'resumed' by 'cronbox'. A job
 -- resumed or re-paused meanwhile is left alone. Returns how many jobs were resumed.
--- p_bucket: the jobs of that bucket only, the walk filtered on it (cronbox.resume_at under it is
--- not per bucket yet: docs/citus.md); NULL: every bucket.
+-- p_bucket: the jobs of that bucket only, the walk filtered on it; each job resumed in its own
+-- bucket (cronbox.resume_at's p_bucket, from the walk); NULL: every bucket.
 CREATE OR REPLACE FUNCTION cronbox.resume_paused_at(
     p_limit integer DEFAULT 1000,
     p_bucket integer DEFAULT NULL,
@@ -28,7 +28,7 @@ BEGIN
         v_set := ARRAY(SELECT unnest(cronbox.bucket_walks('cronbox.job', p_bucket)));
     END IF;
     FOR v_job IN
-        SELECT j.name, j.paused_until
+        SELECT j.name, j.paused_until, j.bucket
         FROM cronbox.job j
         -- the job's lock (its job_stat row) by a probe, never a join (a join planned while
         -- job_stat looked empty read all of it every tick: docs/architecture.md, SQL conventions)
@@ -42,7 +42,7 @@ BEGIN
     LOOP
         IF cronbox.resume_at(v_job.name,
                              format('resumed automatically: paused until %s', v_job.paused_until),
-                             v_job.paused_until, p_now) THEN
+                             v_job.paused_until, v_job.bucket, p_now) THEN
             v_n := v_n + 1;
         END IF;
     END LOOP;
