@@ -1,5 +1,5 @@
-"""The server CPU of a single report (`complete_run`, one run per call), this tree against the
-functions of a git revision, interleaved in one cluster.
+"""The server CPU of a single report (`complete_run`, or with `--call` `start_run` or `heartbeat`,
+one run per call), this tree against the functions of a git revision, interleaved in one cluster.
 
 Two databases of one private cluster, both migrated by this tree; in the second, the function
 and view files that differ from `--base` are re-applied as they were at that revision
@@ -12,6 +12,7 @@ less with the load than the elapsed time does (cache and frequency effects remai
 
     python -m bench.report_cpu --base HEAD~1
     python -m bench.report_cpu --base 7070da5 --rounds 6 -n 2000
+    python -m bench.report_cpu --base HEAD~1 --call heartbeat
 
 When the migrations differ from `--base`, the second database is migrated by that revision's
 own sql/ tree instead (its migrations, functions and grants, extracted with `git archive`):
@@ -52,8 +53,16 @@ def delivered_runs(dsn: str, n: int) -> list[int]:
     return runs
 
 
-def report(dsn: str, runs: list[int], per: int) -> list[float]:
-    """CPU seconds per complete_run call, one figure per statement of `per` calls."""
+# Each report, called once per run: the condition its answer meets when the call worked.
+CALLS = {
+    "complete_run": "cronbox.complete_run(u.id) = 'succeeded'",
+    "start_run": "cronbox.start_run(u.id, 'bench-worker') IS NOT NULL",
+    "heartbeat": "cronbox.heartbeat(u.id, 'bench-worker') = 'continue'",
+}
+
+
+def report(dsn: str, runs: list[int], per: int, call: str = "complete_run") -> list[float]:
+    """CPU seconds per call of the report `call`, one figure per statement of `per` calls."""
     out = []
     with db.connect(dsn) as conn:
         pid = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
@@ -61,7 +70,7 @@ def report(dsn: str, runs: list[int], per: int) -> list[float]:
             chunk = runs[i:i + per]
             before = backend_cpu(pid)
             done = conn.execute("SELECT count(*) FROM unnest(%s::bigint[]) AS u(id) "
-                                "WHERE cronbox.complete_run(u.id) = 'succeeded'", (chunk,)).fetchone()[0]
+                                f"WHERE {CALLS[call]}", (chunk,)).fetchone()[0]
             out.append((backend_cpu(pid) - before) / len(chunk))
             if done != len(chunk):
                 raise SystemExit(f"{done} of {len(chunk)} reports succeeded")
@@ -71,11 +80,12 @@ def report(dsn: str, runs: list[int], per: int) -> list[float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description="cronbox: backend CPU of one complete_run, this tree vs --base")
+    p = argparse.ArgumentParser(description="cronbox: backend CPU of one report call, this tree vs --base")
     p.add_argument("--base", required=True, help="git revision whose function bodies are compared")
     p.add_argument("-n", "--runs", type=int, help="runs per database per round (default 2,000; quick 200)")
     p.add_argument("--rounds", type=int, help="default 4; quick 2")
-    p.add_argument("--per-statement", type=int, default=100, help="complete_run calls per statement")
+    p.add_argument("--per-statement", type=int, default=100, help="report calls per statement")
+    p.add_argument("--call", choices=sorted(CALLS), default="complete_run", help="the report measured (default complete_run)")
     args = parse_args(p, argv)
     args.runs = args.runs or (200 if args.quick else 2000)
     args.rounds = args.rounds or (2 if args.quick else 4)
@@ -103,15 +113,15 @@ def main(argv: list[str] | None = None) -> int:
             order = [("this", database.dsn), ("base", base_dsn)]
             for name, dsn in order if rnd % 2 == 0 else order[::-1]:
                 runs = delivered_runs(dsn, args.runs)
-                cpu[name] += report(dsn, runs, args.per_statement)
+                cpu[name] += report(dsn, runs, args.per_statement, args.call)
             log(f"round {rnd + 1}: this {statistics.median(cpu['this']) * 1e6:.1f} us, "
                 f"base {statistics.median(cpu['base']) * 1e6:.1f} us per call (medians so far)")
         med = {k: statistics.median(v) * 1e6 for k, v in cpu.items()}
-        out.update({"base": args.base, "files": [n for n, _ in old], "n": args.runs, "rounds": args.rounds,
+        out.update({"call": args.call, "base": args.base, "files": [n for n, _ in old], "n": args.runs, "rounds": args.rounds,
                     "per_statement": args.per_statement, "cpu_us_per_call_median": med,
                     "ratio": med["this"] / med["base"],
                     "samples_us": {k: [round(x * 1e6, 1) for x in v] for k, v in cpu.items()}})
-    summary = [f"report_cpu: complete_run, {args.runs} runs x {args.rounds} rounds, {args.per_statement} calls per statement",
+    summary = [f"report_cpu: {args.call}, {args.runs} runs x {args.rounds} rounds, {args.per_statement} calls per statement",
                f"  backend CPU per call, median: this tree {med['this']:.1f} us, {args.base} {med['base']:.1f} us "
                f"(ratio {med['this'] / med['base']:.3f})"]
     emit(args, out, summary)

@@ -151,7 +151,7 @@ def on_each_worker(conn: psycopg.Connection, what: str, command: str) -> None:
 
 
 def run_id_sequence_on_workers(conn: psycopg.Connection) -> None:
-    """cronbox.new_run_id(bucket_index) draws from cronbox.run_id_seq on the node it runs on
+    """cronbox.new_bucket_run_id(bucket_index) draws from cronbox.run_id_seq on the node it runs on
     (a delegated dispatch runs on the node holding its bucket): each worker node gets one of its
     own (Citus copies the functions, not a sequence no distributed table uses). Ids stay unique:
     a bucket is on one node at a time and its index is in the id."""

@@ -172,3 +172,5 @@ DROP FUNCTION IF EXISTS cronbox.resume_paused_at(integer, timestamp with time zo
 DROP FUNCTION IF EXISTS cronbox.release_futures(bigint[]);
 -- resume_at gained p_bucket (the job's bucket: every statement on that bucket's rows).
 DROP FUNCTION IF EXISTS cronbox.resume_at(text, text, timestamp with time zone, timestamp with time zone);
+-- the Citus layer's cronbox.new_run_id(bucket_index) is the core cronbox.new_bucket_run_id(bucket_index).
+DROP FUNCTION IF EXISTS cronbox.new_run_id(integer);

@@ -34,8 +34,8 @@ def future(conn: psycopg.Connection, name: str, fire: float, *, due: float | Non
            priority: int | None = None, origin: str = "schedule") -> int:
     """A fire of job `name` at at(fire), due at at(due) (default: the fire time)."""
     return conn.execute(
-        "INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority, origin, queue) "
-        "SELECT j.job_id, %s, %s, coalesce(%s, j.priority), %s, j.queue FROM cronbox.job j WHERE j.name = %s "
+        "INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority, origin, queue, bucket) "
+        "SELECT j.job_id, %s, %s, coalesce(%s, j.priority), %s, j.queue, j.bucket FROM cronbox.job j WHERE j.name = %s "
         "RETURNING future_id",
         (at(fire), at(fire if due is None else due), priority, origin, name)).fetchone()[0]
 

@@ -57,7 +57,7 @@ def test_plain_postgresql_has_no_citus_layer(conn):
         pytest.skip("a Citus session's database is migrated with --citus: the layer is there by design")
     assert conn.execute("SELECT to_regclass('cronbox.bucket'), to_regclass('cronbox.bucket_lease'),"
                         " to_regclass('cronbox.citus_version'), to_regprocedure('cronbox.bucket_of(text)'),"
-                        " to_regprocedure('cronbox.new_run_id(integer)')").fetchone() == (None,) * 5
+                        " to_regprocedure('cronbox.run_bucket(bigint)')").fetchone() == (None,) * 5
 
 
 def test_jobs_have_no_triggers_and_their_rows_come_from_the_functions_that_write_them(conn):
@@ -146,19 +146,19 @@ def test_citus_run_ids_carry_their_bucket_and_their_time(citus_db):
     dsn, _ = citus_db
     with db.connect(dsn) as conn:
         index, bucket = conn.execute("SELECT bucket_index, bucket FROM cronbox.bucket WHERE bucket_index = 31").fetchone()
-        ids = [r[0] for r in conn.execute("SELECT cronbox.new_run_id(%s) FROM generate_series(1, 1024)", (index,))]
+        ids = [r[0] for r in conn.execute("SELECT cronbox.new_bucket_run_id(%s) FROM generate_series(1, 1024)", (index,))]
         assert len(set(ids)) == 1024  # any 1,024 draws differ, however many fall in one millisecond
-        later = conn.execute("SELECT cronbox.new_run_id(%s)", (index,)).fetchone()[0]
+        later = conn.execute("SELECT cronbox.new_bucket_run_id(%s)", (index,)).fetchone()[0]
         assert later > max(ids)
         assert conn.execute(
-            "WITH d AS (SELECT cronbox.new_run_id(%s) AS id) SELECT cronbox.run_bucket(d.id),"
+            "WITH d AS (SELECT cronbox.new_bucket_run_id(%s) AS id) SELECT cronbox.run_bucket(d.id),"
             " cronbox.run_id_time(d.id) BETWEEN now() - interval '1 ms' AND clock_timestamp(),"
             " d.id >= cronbox.run_id_at(now()) FROM d", (index,)).fetchone() == (bucket, True, True)
         plain = conn.execute("SELECT cronbox.new_run_id()").fetchone()[0]  # today's ids, unchanged
         assert plain >> 20 >= later >> 20
         # drawn on each worker node too (where a delegated dispatch will run), from its own sequence
         drawn = conn.execute("SELECT success, result FROM pg_catalog.run_command_on_workers("
-                             "format('SELECT cronbox.new_run_id(%%s)', %s::integer))", (index,)).fetchall()
+                             "format('SELECT cronbox.new_bucket_run_id(%%s)', %s::integer))", (index,)).fetchall()
         assert len(drawn) == 2 and all(ok and (int(r) >> 10) & 1023 == index for ok, r in drawn), drawn
 
 

@@ -334,7 +334,8 @@ def test_citus_dispatch_decides_and_writes_a_bucket_s_fires_one_task_per_stateme
     holding the run over its slots, a fire gated by an upstream in another bucket held until
     that upstream's success (read in its own bucket) and then run, the statistics of a job an
     after-job in another bucket lists written in place while a plain job's are left to the
-    fold, and a one-off job's last fire logged finished."""
+    fold, and a one-off job's last fire logged finished; every run id is drawn with its bucket's
+    index, so that a report by run id finds the bucket in it."""
     with db.connect(citus_clone) as conn:
         by_bucket: dict[int, list[str]] = {}
         for n in range(2000):
@@ -394,6 +395,11 @@ def test_citus_dispatch_decides_and_writes_a_bucket_s_fires_one_task_per_stateme
         runs = dict(conn.execute("SELECT job_name, count(*) FROM cronbox.outbox WHERE kind = 'run' GROUP BY job_name").fetchall())
         assert runs == {plain: 2, skipper: 1, down: 1, listed: 1, up: 1, once: 1, limited1: 1} or \
                runs == {plain: 2, skipper: 1, down: 1, listed: 1, up: 1, once: 1, limited2: 1}, runs
+        # each bucket's runs and skips drawn with its index: the id carries the bucket (cronbox.run_bucket)
+        carried = conn.execute("SELECT count(*) FILTER (WHERE cronbox.run_bucket(x.id) = x.bucket), count(*) FROM"
+                               " (SELECT outbox_id, bucket FROM cronbox.outbox WHERE kind = 'run'"
+                               "  UNION ALL SELECT run_id, bucket FROM cronbox.run) x(id, bucket)").fetchone()
+        assert carried == (9, 9), carried
         assert conn.execute("SELECT job_name, state FROM cronbox.run").fetchall() == [(skipper, "skipped")]
         held = conn.execute("SELECT j.name, f.hold, f.hold_queue, f.hold_until > now() FROM cronbox.job_future f"
                             " JOIN cronbox.job j ON j.bucket = f.bucket AND j.job_id = f.job_id"
@@ -795,3 +801,59 @@ def test_citus_resume_and_resume_paused_read_and_write_only_the_job_s_bucket_one
                            " WHERE action = 'resumed' ORDER BY change_id").fetchall()
         assert [(r[0], r[1]) for r in log] == [(held, False), (timed, True)], log
         assert log[0][2] == "back" and log[1][2].startswith("resumed automatically"), log
+
+
+# The reports by run id, planned with the bucket their id carries bound.
+REPORT_PLANS = """
+ALTER FUNCTION cronbox.start_run_at(bigint, text, timestamptz) SET plan_cache_mode = force_custom_plan;
+ALTER FUNCTION cronbox.heartbeat_at(bigint, text, timestamptz) SET plan_cache_mode = force_custom_plan;
+"""
+
+
+def test_citus_start_run_and_heartbeat_find_the_run_in_the_bucket_its_id_carries_one_task_per_statement(citus_clone):
+    """cronbox.start_run and cronbox.heartbeat (a report names a run id, not a bucket) on jobs and
+    an outbox distributed by bucket, with Citus refusing any statement of more than one task: a
+    run whose id was drawn with its bucket (cronbox.new_bucket_run_id(bucket_index)) is found, started
+    (running on the worker, leased for its job's timeout) and kept alive in the bucket its id
+    carries (cronbox.run_bucket), every statement one task; another worker's heartbeat is told to
+    cancel. A run whose id was drawn without its bucket is found by key over every bucket, then
+    started and kept alive in its own bucket; an unknown id is P0002."""
+    with db.connect(citus_clone) as conn:
+        groups = _names_in_buckets(conn, 2, 1, "h{}")
+        (a, [ga]), (b, [gb]) = sorted(groups.items())
+        for name in (f"{ga}/job", f"{gb}/job"):
+            conn.execute("SELECT cronbox.schedule(%s, every => '1 hour', timeout => '7 minutes')", (name,))
+        index = dict(conn.execute("SELECT bucket, bucket_index FROM cronbox.bucket").fetchall())
+        ids = {}
+        for name, bucket, drawn in ((f"{ga}/job", a, "cronbox.new_bucket_run_id(%s)"), (f"{gb}/job", b, "cronbox.new_bucket_run_id(%s)"),
+                                    (f"{ga}/job", a, "cronbox.new_run_id() + 0 * %s")):
+            ids.setdefault(bucket, []).append(conn.execute(
+                f"WITH d AS (SELECT {drawn} AS id) INSERT INTO cronbox.outbox (outbox_id, run_id, bucket, queue, kind,"
+                " job_id, job_name, state, fire_at, attempt, timeout, available_at, dispatched_at)"
+                " SELECT d.id, d.id, j.bucket, 'q', 'run', j.job_id, j.name, 'dispatched', now(), 1, j.timeout, now(), now()"
+                " FROM d, cronbox.job j WHERE j.name = %s RETURNING outbox_id", (index[bucket], name)).fetchone()[0])
+        (mine, plain), [theirs] = ids[a], ids[b]
+        assert conn.execute("SELECT cronbox.run_bucket(%s), cronbox.run_bucket(%s)", (mine, theirs)).fetchone() == (a, b)
+        conn.execute(DISTRIBUTE_JOBS)
+        conn.execute(DISTRIBUTE_OUTBOX)
+        conn.execute(REPORT_PLANS)
+        # the history's read policy without its subquery on jobs (as the layer will replace it)
+        conn.execute("DROP POLICY run_read ON cronbox.run")
+        conn.execute("CREATE POLICY run_read ON cronbox.run FOR SELECT USING (cronbox.caller_reads_all())")
+
+        conn.execute("SET citus.multi_task_query_log_level = error")  # a statement over several shards fails
+        for run_id in (mine, theirs):
+            deadline, lease = conn.execute("SELECT d, d - now() FROM cronbox.start_run(%s, 'w1') d", (run_id,)).fetchone()
+            assert lease == timedelta(minutes=7), lease
+            assert conn.execute("SELECT cronbox.start_run(%s, 'w1')", (run_id,)).fetchone()[0] == deadline  # again
+            assert conn.execute("SELECT cronbox.heartbeat(%s, 'w1')", (run_id,)).fetchone()[0] == "continue"
+            assert conn.execute("SELECT cronbox.heartbeat(%s, 'w2')", (run_id,)).fetchone()[0] == "cancel"
+        conn.execute("RESET citus.multi_task_query_log_level")
+        # an id drawn without its bucket: looked up over every bucket, then in its own
+        assert conn.execute("SELECT cronbox.start_run(%s, 'w1') - now()", (plain,)).fetchone()[0] == timedelta(minutes=7)
+        assert conn.execute("SELECT cronbox.heartbeat(%s, 'w1')", (plain,)).fetchone()[0] == "continue"
+        with pytest.raises(psycopg.errors.NoDataFound):
+            conn.execute("SELECT cronbox.heartbeat(%s, 'w1')", (theirs + 1,))
+        rows = conn.execute("SELECT outbox_id, bucket, state, worker FROM cronbox.outbox ORDER BY outbox_id").fetchall()
+        assert sorted(rows) == sorted([(mine, a, "running", "w1"), (plain, a, "running", "w1"),
+                                       (theirs, b, "running", "w1")]), rows

@@ -80,8 +80,8 @@ def test_one_report_that_frees_a_held_fire_goes_the_general_way(conn):
     job(conn, "bf", overlap="allow")
     first = start(conn, "bf", 0)
     conn.execute(
-        "INSERT INTO cronbox.job_future (job_id, fire_at, due_at, origin, overlap, queue) "
-        "SELECT job_id, %s, %s, 'backfill', 'buffer_one', queue FROM cronbox.job WHERE name = 'bf'",
+        "INSERT INTO cronbox.job_future (job_id, fire_at, due_at, origin, overlap, queue, bucket) "
+        "SELECT job_id, %s, %s, 'backfill', 'buffer_one', queue, bucket FROM cronbox.job WHERE name = 'bf'",
         (at(-500), at(1)))
     dispatch(conn, 1)
     assert [f["hold"] for f in futures(conn, "bf")] == ["overlap"]

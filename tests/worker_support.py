@@ -33,10 +33,11 @@ def enqueue(conn: psycopg.Connection, n: int, queue: str, *, payload: dict | Non
     before = conn.execute("SELECT coalesce(max(run_id), 0) FROM cronbox.runs WHERE job_id = %s", (job_id,)).fetchone()[0]
     done = conn.execute("SELECT count(*) FROM cronbox.runs WHERE job_id = %s", (job_id,)).fetchone()[0]
     conn.execute(
-        "INSERT INTO cronbox.job_future (job_id, fire_at, due_at, origin, payload) "
+        "INSERT INTO cronbox.job_future (job_id, fire_at, due_at, origin, payload, bucket) "
         "SELECT %s, timestamptz '2020-01-01 00:00Z' + (%s + g) * interval '1 second', "
-        "now() - interval '1 second', 'manual', %s FROM generate_series(1, %s) g",
-        (job_id, done, db.Jsonb(payload or {}), n))
+        "now() - interval '1 second', 'manual', %s, (SELECT j.bucket FROM cronbox.job j WHERE j.job_id = %s)"
+        " FROM generate_series(1, %s) g",
+        (job_id, done, db.Jsonb(payload or {}), job_id, n))
     conn.execute("SELECT cronbox.dispatch(%s)", (n + 1000,))
     rows = conn.execute("SELECT run_id FROM cronbox.runs WHERE job_id = %s AND run_id > %s ORDER BY run_id",
                         (job_id, before)).fetchall()

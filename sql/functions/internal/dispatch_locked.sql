@@ -30,6 +30,7 @@ SET jit = off
 SET enable_seqscan = off  -- a plan kept from an empty table: docs/architecture.md, SQL conventions
 AS $$
 DECLARE
+    v_index integer;          -- the bucket index run ids are drawn with (one bucket, with buckets: Citus)
     v_dispatched integer;
     v_skipped integer;
     v_failed integer;
@@ -274,6 +275,12 @@ BEGIN
         END IF;
     END IF;
 
+    -- A batch of one bucket on a database with buckets (Citus) draws its run ids with that
+    -- bucket's index (cronbox.new_bucket_run_id(bucket_index)): a report by run id then finds the
+    -- run's bucket in its id (cronbox.run_bucket). Plain PostgreSQL: the plain ids, as before.
+    IF cardinality(p_buckets) = 1 AND to_regclass('cronbox.bucket') IS NOT NULL THEN
+        SELECT b.bucket_index INTO v_index FROM cronbox.bucket b WHERE b.bucket = p_buckets[1];
+    END IF;
     -- 5. The rest of the decision (queue limit, pools) and the writes outside the bucket's
     --    tables: runs, outbox rows, statistics changes to fold, pool units.
     WITH
@@ -395,7 +402,7 @@ BEGIN
         WHERE g.pre IS NOT NULL
     ),
     fire AS MATERIALIZED (
-        SELECT cronbox.new_run_id() AS run_id, o.*
+        SELECT CASE WHEN v_index IS NULL THEN cronbox.new_run_id() ELSE cronbox.new_bucket_run_id(v_index) END AS run_id, o.*
         FROM outcome o
         WHERE o.act IN ('run', 'skip', 'supersede', 'fail_dependency', 'fail_unavailable', 'miss')
     ),

@@ -29,6 +29,7 @@ SET jit = off
 SET enable_seqscan = off  -- a plan kept from an empty table: docs/architecture.md, SQL conventions
 AS $$
 DECLARE
+    v_index integer;          -- the bucket index run ids are drawn with (one bucket, with buckets: Citus)
     v_plain boolean;
     v_fires cronbox.dispatch_fire[];  -- the batch, decided (wish: run or skip)
     v_candidates text[];      -- names of the batch's jobs whose statistics may be folded off the hot path
@@ -111,11 +112,18 @@ BEGIN
         END LOOP;
     END IF;
 
+    -- A batch of one bucket on a database with buckets (Citus) draws its run ids with that
+    -- bucket's index (cronbox.new_bucket_run_id(bucket_index)): a report by run id then finds the
+    -- run's bucket in its id (cronbox.run_bucket). Plain PostgreSQL: the plain ids, as before.
+    IF cardinality(p_buckets) = 1 AND to_regclass('cronbox.bucket') IS NOT NULL THEN
+        SELECT b.bucket_index INTO v_index FROM cronbox.bucket b WHERE b.bucket = p_buckets[1];
+    END IF;
     -- 3. The writes outside the bucket's tables: runs' outbox rows, skipped fires' history rows,
     --    the statistics to fold; and what the bucket's rows need (step 4).
     WITH
     fire AS MATERIALIZED (
-        SELECT cronbox.new_run_id() AS run_id, f.future_id, f.job_id, f.name, f.queue, f.fire_at, f.due_at,
+        SELECT CASE WHEN v_index IS NULL THEN cronbox.new_run_id() ELSE cronbox.new_bucket_run_id(v_index) END AS run_id,
+               f.future_id, f.job_id, f.name, f.queue, f.fire_at, f.due_at,
                f.priority, f.attempt, f.origin, f.retry_of, f.message_payload, f.timeout, f.bucket, f.wish,
                f.folded AND NOT f.name = ANY (v_after) AS folded
         FROM unnest(v_fires) f
