@@ -9,6 +9,8 @@ and, when cronbox.trigger() exists, the latency from trigger()'s commit to arriv
   python -m bench.latency --quick         # 50 schedules, 5 s window (the test suite)
   python -m bench.latency --jittered 50   # and 50 every-second schedules with 800 ms of jitter:
                                           # dispatched_at - due_at of their runs beside the others'
+  python -m bench.latency --overlap skip --every-seconds 5 --env CRONBOX_DISPATCH_LEAD=2s
+                                          # 'skip' schedules every 5 s, their fires decided early
 
 With --jittered N, two control groups of N every-second schedules run beside the jittered
 ones (default overlap 'skip'): N without jitter, overlap 'skip' (`ctl-`), and N with the same
@@ -37,12 +39,13 @@ from bench.pipeline import wait_worker, worker_stats
 from cronbox.pgcluster import free_port
 
 
-def create_schedules(database: Database, s: int) -> float:
+def create_schedules(database: Database, s: int, overlap: str = "allow", every: int = 1) -> float:
     t0 = time.monotonic()
+    cron = "* * * * * *" if every == 1 else f"*/{every} * * * * *"
     with database.connect() as conn:
         conn.execute(
-            "SELECT count(cronbox.schedule('lat-' || i, cron => '* * * * * *', overlap => 'allow')) "
-            "FROM generate_series(1, %s) AS i", (s,))
+            "SELECT count(cronbox.schedule('lat-' || i, cron => %s, overlap => %s)) "
+            "FROM generate_series(1, %s) AS i", (cron, overlap, s))
     return time.monotonic() - t0
 
 
@@ -94,6 +97,12 @@ def main(argv: list[str] | None = None) -> int:
                    help="the batch size the bench worker declares (Cronbox-Accept-Batch; 0: none), as the "
                         "worker kit declares its own")
     p.add_argument("--triggers", type=int, default=20, help="trigger() calls to time (quick: 5)")
+    p.add_argument("--overlap", choices=("allow", "skip"), default="allow",
+                   help="the S schedules' overlap policy ('skip': early dispatch takes their fires only "
+                        "with a lead over 1 s, claimable from their due time)")
+    p.add_argument("--every-seconds", type=int, default=1, choices=(1, 2, 3, 5, 10, 15, 20, 30),
+                   help="the S schedules fire every this many seconds (cron */N seconds): a 'skip' job's "
+                        "run then ends before its next fire enters the lead")
     p.add_argument("--jittered", type=int, default=0,
                    help="also this many every-second schedules with jitter => '800 milliseconds' (overlap "
                         "'skip', dispatched at their due time): their dispatch lag after the jittered due time")
@@ -104,8 +113,9 @@ def main(argv: list[str] | None = None) -> int:
 
     with Database(args, "latency") as database, workdir("latency") as logdir:
         report = base_report("latency", args, database, argv)
-        report.update({"schedules": s, "window_s": seconds, "mode": args.mode})
-        report["schedule_s"] = round(create_schedules(database, s), 3)
+        report.update({"schedules": s, "window_s": seconds, "mode": args.mode, "overlap": args.overlap,
+                       "every_seconds": args.every_seconds})
+        report["schedule_s"] = round(create_schedules(database, s, args.overlap, args.every_seconds), 3)
         if args.jittered:
             with database.connect() as conn:
                 conn.execute("SELECT count(cronbox.schedule('jit-' || i, every => '1 second', "
@@ -142,7 +152,7 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 wait_until(lambda: database.scalar(
                     "SELECT count(*) FROM cronbox.runs WHERE fire_at >= to_timestamp(%s) AND fire_at < to_timestamp(%s) "
-                    "AND state NOT IN ('dispatched')", (w0, w1)) >= s * seconds, max(30, seconds), "window delivered",
+                    "AND state NOT IN ('dispatched')", (w0, w1)) >= s * fire_seconds(w0, w1, args.every_seconds), max(30, seconds), "window delivered",
                     interval=1.0)
             except TimeoutError as exc:
                 report["wait_error"] = str(exc)
@@ -171,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
             db_doubles = conn.execute(
                 "SELECT count(*) FROM (SELECT 1 FROM cronbox.runs WHERE fire_at >= to_timestamp(%s) "
                 "AND fire_at < to_timestamp(%s) GROUP BY job_id, fire_at HAVING count(*) > 1) d", (w0, w1)).fetchone()[0]
-        report.update(analyse(records, s, w0, w1, report.get("trigger", {})))
+        report.update(analyse(records, s, w0, w1, report.get("trigger", {}), args.every_seconds))
         report["db_states_in_window"] = db_states
         # where the time goes, from the run rows (delivered_at is the relay's ack, after the answer)
         report["db_stage_ms"] = {
@@ -199,7 +209,12 @@ def main(argv: list[str] | None = None) -> int:
     return 0 if report["ok"] else 1
 
 
-def analyse(records: list[tuple], s: int, w0: int, w1: int, trig: dict[str, Any]) -> dict[str, Any]:
+def fire_seconds(w0: int, w1: int, every: int) -> int:
+    """The seconds of [w0, w1) on which a schedule firing every `every` seconds (cron */every) fires."""
+    return sum(1 for t in range(w0, w1) if t % 60 % every == 0)
+
+
+def analyse(records: list[tuple], s: int, w0: int, w1: int, trig: dict[str, Any], every: int = 1) -> dict[str, Any]:
     window = [(arr, run, job, fire) for arr, run, job, fire, _att in records
               if job.startswith("lat-") and job != "lat-trigger" and fire is not None and w0 <= epoch(fire) < w1]
     runs_per_fire: dict[tuple[str, str], set[int]] = {}
@@ -207,7 +222,7 @@ def analyse(records: list[tuple], s: int, w0: int, w1: int, trig: dict[str, Any]
     for arr, run, job, fire in window:
         runs_per_fire.setdefault((job, fire), set()).add(run)
         first_arrival[run] = min(arr, first_arrival.get(run, arr))
-    expected = s * (w1 - w0)
+    expected = s * fire_seconds(w0, w1, every)
     # latency of the first delivery of each run; a redelivery is at-least-once at work
     fire_of = {run: fire for _, run, _, fire in window}
     lat_ms = [1000 * (arr - epoch(fire_of[run])) for run, arr in first_arrival.items()]

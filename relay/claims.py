@@ -8,6 +8,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
+import psycopg
+
 from cronbox.buckets import BucketLeases, Turns
 from cronbox.config import Config
 from relay import store
@@ -56,3 +58,18 @@ class Claimer:
             if len(rows) >= limit or self.stop.is_set():
                 break
         return rows
+
+    async def next_claim_at_due(self) -> float | None:
+        """Seconds until the first early 'skip' run within the lead may be claimed (the
+        database's answer, per bucket held), None when none is known: the relay claims then."""
+        if not self.cfg.dispatch_lead or self.stop.is_set():
+            return None
+        waits: list[float] = []
+        for bucket in ([None] if self.leases is None else self.leases.held()):
+            try:  # only a wake-up time: without it the relay wakes as it would have (half its lead)
+                wait = await store.next_claim_at_due(self.pool, self.cfg.dispatch_lead, bucket)
+            except psycopg.Error:
+                return None
+            if wait is not None:
+                waits.append(wait)
+        return min(waits, default=None)

@@ -140,6 +140,11 @@ class Relay:
             # no NOTIFY, and are then held and sent at their time.
             lead = self.cfg.dispatch_lead.total_seconds()
             ahead = [lead / 2] if lead > 0 else []
+            # An early 'skip' run is claimable only from its due time and no NOTIFY comes then:
+            # wake at that time (the database says when), not up to half the lead later.
+            held = await self.claims.next_claim_at_due() if lead > 0 else None
+            if held is not None:
+                ahead.append(max(held, 0.0) + 0.001)
             woken = await self.nap(min([poll * random.uniform(0.8, 1.2)] + ahead + self.probe_waits()))
             general = woken or time.monotonic() - last_general >= poll * 0.8
 

@@ -64,6 +64,16 @@ async def claim_outbox(pool, owner: str, limit: int, lease: timedelta,
             else Row(r[0], r[1], r[2], r[3], r[4], 0.0, 0.0, r[8], r[9]) for r in raw]
 
 
+async def next_claim_at_due(pool, ahead: timedelta, bucket: int | None = None) -> float | None:
+    """Seconds until the first row claimable only from its due time (an early 'skip' run)
+    within `ahead` is due, on the database's clock; None when none was found."""
+    async with pool.connection() as conn:
+        cur = await conn.execute("SELECT extract(epoch FROM cronbox.next_claim_at_due(%s, %s))::float8",
+                                 (ahead, bucket))
+        row = await cur.fetchone()
+    return row[0] if row else None
+
+
 async def ack_outbox(pool, owner: str, report: Report) -> int:
     outcomes = db.Jsonb(report.outcomes) if report.outcomes else None
     async with pool.connection() as conn:
