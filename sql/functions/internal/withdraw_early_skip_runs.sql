@@ -8,7 +8,8 @@
 -- (job_stat.early_prev_*: active runs, last fire, last run and its state). The fire is then
 -- decided at its time, against the run made now, as without early dispatch.
 -- Found by the marker job_stat.early_due_at (a probe by key per job), once a short walk of the
--- outbox rows waiting for a later time finds an early 'skip' run among them (usually none); the
+-- outbox rows waiting for a later time (queue by queue) finds an early 'skip' run among them
+-- or many rows (usually neither); the
 -- run is job_stat.last_run_id while the marker is set and its run still waits, since nothing
 -- dispatches a run of the job meanwhile without coming here first (and the walk finds a run
 -- that waits). A run already ended (cancel()), or one whose time has come, is left alone (the
@@ -38,20 +39,34 @@ DECLARE
     v_bucket integer[];
     v_waiting boolean[];  -- the flag (claim_at_due) of the first outbox rows waiting for a later time
 BEGIN
-    -- Usually no early 'skip' run waits at all: one short walk of outbox_claim_idx says so
-    -- (the rows waiting for a later time: early runs, backoffs; a pull worker's claimed runs
-    -- wait at infinity) and spares the probe per job. Only when it finds none among all the
-    -- waiting rows (fewer than it reads) is nothing withdrawable; a marker left set then is
-    -- harmless (its run is looked for again, by the same rule, on the next call). On plain
-    -- PostgreSQL only (no cronbox.bucket): with the Citus layer, a statement of this call reads
-    -- the bucket set's tables or the coordinator's with the values read before, and the outbox
-    -- policies' look at cronbox.job is not planned there (the probes per job serve).
+    -- Usually no early 'skip' run waits at all: a short walk of outbox_queue_idx says so (the
+    -- queues with rows, a loose index scan, then each queue's first 16 rows waiting for a later
+    -- time: early runs, backoffs; a pull worker's claimed runs wait at infinity) and spares the
+    -- probe per job. Only when fewer than 16 rows wait in all, none flagged, is nothing
+    -- withdrawable; a marker left set then is harmless (its run is looked for again, by the
+    -- same rule, on the next call). On plain PostgreSQL only (no cronbox.bucket): with the
+    -- Citus layer, a statement of this call reads the bucket set's tables or the coordinator's
+    -- with the values read before, and the outbox policies' look at cronbox.job is not planned
+    -- there (the probes per job serve).
     IF to_regclass('cronbox.bucket') IS NULL THEN
-        v_waiting := ARRAY(SELECT o.claim_at_due FROM cronbox.outbox o
-                           WHERE (p_buckets IS NULL OR o.bucket = ANY (p_buckets))
-                             AND o.available_at > p_now AND o.available_at < 'infinity'
-                           ORDER BY o.available_at
-                           LIMIT 16);
+        v_waiting := ARRAY(
+            WITH RECURSIVE queues(q) AS (
+                (SELECT o.queue FROM cronbox.outbox o
+                 WHERE (p_buckets IS NULL OR o.bucket = ANY (p_buckets)) ORDER BY o.queue LIMIT 1)
+                UNION ALL
+                SELECT (SELECT o.queue FROM cronbox.outbox o
+                        WHERE (p_buckets IS NULL OR o.bucket = ANY (p_buckets)) AND o.queue > queues.q
+                        ORDER BY o.queue LIMIT 1)
+                FROM queues WHERE queues.q IS NOT NULL
+            )
+            SELECT w.claim_at_due
+            FROM queues CROSS JOIN LATERAL (
+                SELECT o.claim_at_due FROM cronbox.outbox o
+                WHERE (p_buckets IS NULL OR o.bucket = ANY (p_buckets)) AND o.queue = queues.q
+                  AND o.available_at > p_now AND o.available_at < 'infinity'
+                ORDER BY o.available_at
+                LIMIT 16) w
+            WHERE queues.q IS NOT NULL);
         IF cardinality(v_waiting) < 16 AND NOT (true = ANY (v_waiting)) THEN
             RETURN 0;
         END IF;

@@ -3,9 +3,10 @@
 -- p_ahead becomes claimable, so that a relay with a lead claims it then, not at its next
 -- wake-up (up to half its lead later). NULL: none found. The wait is measured on the database's
 -- clock (clock_timestamp()): the relay never compares its own clock with a stored time.
--- No locks, no writes: a walk of outbox_claim_idx over the rows available within p_ahead, in
--- due order, reading at most 1,000 of them (the flag is not indexed: rows held ahead by relays,
--- early 'allow' runs, are read on the way; past that many the relay wakes as without it).
+-- No locks, no writes: a walk of outbox_queue_idx queue by queue (the queues with rows, a loose
+-- index scan), each queue's rows available within p_ahead in due order, at most 1,000 of them
+-- (the flag is not indexed: rows held ahead by relays, early 'allow' runs, are read on the
+-- way; past that many the relay wakes for that queue as without it).
 -- p_bucket: that bucket's rows (a relay leasing buckets asks for each it holds); NULL: every
 -- bucket (cronbox.bucket_walks: a statement per set). Under row security, as the caller's
 -- role may read the outbox (the relay's reads every row).
@@ -26,19 +27,31 @@ DECLARE
 BEGIN
     FOREACH v_set SLICE 1 IN ARRAY cronbox.bucket_walks('cronbox.outbox', p_bucket) LOOP
         v_next := least(v_next, (
-            SELECT min(w.available_at) FILTER (WHERE w.claim_at_due AND w.lease_until IS NULL AND w.delivered_at IS NULL)
-            FROM (SELECT o.available_at, o.claim_at_due, o.lease_until, o.delivered_at
-                  FROM cronbox.outbox o
-                  WHERE o.bucket = ANY (v_set) AND o.available_at > v_now AND o.available_at <= v_now + v_ahead
-                  ORDER BY o.available_at
-                  LIMIT 1000) w));
+            WITH RECURSIVE queues(q) AS (
+                (SELECT o.queue FROM cronbox.outbox o WHERE o.bucket = ANY (v_set) ORDER BY o.queue LIMIT 1)
+                UNION ALL
+                SELECT (SELECT o.queue FROM cronbox.outbox o WHERE o.bucket = ANY (v_set) AND o.queue > queues.q
+                        ORDER BY o.queue LIMIT 1)
+                FROM queues WHERE queues.q IS NOT NULL
+            )
+            SELECT min(w.available_at)
+            FROM queues CROSS JOIN LATERAL (
+                SELECT min(x.available_at) FILTER (WHERE x.claim_at_due AND x.lease_until IS NULL AND x.delivered_at IS NULL)
+                           AS available_at
+                FROM (SELECT o.available_at, o.claim_at_due, o.lease_until, o.delivered_at
+                      FROM cronbox.outbox o
+                      WHERE o.bucket = ANY (v_set) AND o.queue = queues.q
+                        AND o.available_at > v_now AND o.available_at <= v_now + v_ahead
+                      ORDER BY o.available_at
+                      LIMIT 1000) x) w
+            WHERE queues.q IS NOT NULL));
     END LOOP;
     RETURN v_next - clock_timestamp();
 END
 $$;
 
 COMMENT ON FUNCTION cronbox.next_claim_at_due(interval, integer) IS
-'Relay: the time until the first outbox row claimable only from its due time (an early skip run, claim_at_due) within p_ahead (0 .. 1 hour) is due, on the database''s clock, of bucket p_bucket (NULL: every bucket); NULL when none is found among the first 1,000 rows due within p_ahead. No locks.';
+'Relay: the time until the first outbox row claimable only from its due time (an early skip run, claim_at_due) within p_ahead (0 .. 1 hour) is due, on the database''s clock, of bucket p_bucket (NULL: every bucket); NULL when none is found among each queue''s first 1,000 rows due within p_ahead. No locks.';
 
 ALTER FUNCTION cronbox.next_claim_at_due(interval, integer) OWNER TO cronbox_owner;
 REVOKE ALL ON FUNCTION cronbox.next_claim_at_due(interval, integer) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
