@@ -224,6 +224,8 @@ async def wait_for_primary(dsn: str, *, timeout: float, what: str, stop: asyncio
             delay = min(1.0, delay * 2) * random.uniform(0.8, 1.2)
 
 
+RECENTLY_GOOD = 1.0  # seconds: Pool(trust_for=...) of the relay and the worker kit (their hot loops)
+
 RECONNECT_FIRST = 0.1  # seconds: the pool's first reconnect delay after a failed attempt ...
 RECONNECT_MAX = 0.5    # ... doubling up to this, so a server back after an outage is seen within it
 
@@ -249,9 +251,15 @@ class Pool(AsyncConnectionPool):
     - a connection that fails its check before use means the server went away (restart,
       failover), so every idle connection is from before: the pool drops them all at once
       (`drain()`) instead of finding them broken one by one with psycopg_pool's backoff
-      between checks (1 s, 2 s, 4 s ...: up to a minute for a pool of seven)."""
+      between checks (1 s, 2 s, 4 s ...: up to a minute for a pool of seven);
+    - with `trust_for` (seconds, 0: never), a connection whose last use ended well less than
+      that long ago is handed out without the check (an empty query's round trip: at the
+      relay's rate, a tenth of its own CPU); a statement that then finds the connection broken
+      drops every idle connection at once, as a failed check does, and raises the connection
+      error, which its caller retries as after any connection lost in use (`retrying`)."""
 
-    def __init__(self, conninfo: str, **kwargs: object):
+    def __init__(self, conninfo: str, *, trust_for: float = 0.0, **kwargs: object):
+        self.trust_for = trust_for
         super().__init__(conninfo, check=self.check_and_drain, **kwargs)  # type: ignore[arg-type]
 
     # psycopg_pool 3.3's private hook (pinned <3.4 in pyproject): the one place a reconnect
@@ -280,8 +288,16 @@ class Pool(AsyncConnectionPool):
                 _note_read_only()
                 await conn.close()
                 raise ServerReadOnly(f"{READ_ONLY}: {exc}") from exc
+            except (psycopg.OperationalError, psycopg.InterfaceError):
+                if self.trust_for and conn.broken:  # maybe handed out unchecked: the others are stale too
+                    await self.drain()
+                raise
+            if self.trust_for:
+                conn._cronbox_good_at = time.monotonic()  # type: ignore[attr-defined]
 
     async def check_and_drain(self, conn: psycopg.AsyncConnection) -> None:
+        if self.trust_for and time.monotonic() - getattr(conn, "_cronbox_good_at", -math.inf) < self.trust_for:
+            return
         try:
             await AsyncConnectionPool.check_connection(conn)
         except Exception:
@@ -289,14 +305,17 @@ class Pool(AsyncConnectionPool):
             raise
 
 
-async def open_pool(dsn: str, *, min_size: int = 1, max_size: int = 4, name: str = "cronbox") -> AsyncConnectionPool:
-    """Open the process's one pool explicitly; connections are checked before use, go to a
-    writable primary only, and each attempt is bounded by connect_timeout (see Pool for how
-    it recovers after the server was away)."""
+async def open_pool(dsn: str, *, min_size: int = 1, max_size: int = 4, name: str = "cronbox",
+                    trust_for: float = 0.0) -> AsyncConnectionPool:
+    """Open the process's one pool explicitly; connections are checked before use (with
+    `trust_for`, only those idle longer than that), go to a writable primary only, and each
+    attempt is bounded by connect_timeout (see Pool for how it recovers after the server was
+    away)."""
     global _last_dsn
     _last_dsn = dsn
     pool = Pool(
         session_dsn(dsn, write=True),
+        trust_for=trust_for,
         min_size=min_size,
         max_size=max_size,
         kwargs=dict(CONNECT_KWARGS),

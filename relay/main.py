@@ -279,7 +279,8 @@ async def run(cfg: Config, waker: Waker, settings: RelaySettings | None = None) 
     if s.lease.total_seconds() <= s.http_timeout:
         event(log, "lease is not longer than the HTTP timeout: slow sends will be sent twice",
               level=logging.WARNING, lease=s.lease.total_seconds(), http_timeout=s.http_timeout)
-    pool = await db.open_pool(cfg.dsn, min_size=1, max_size=s.inflight + 3, name="relay")
+    pool = await db.open_pool(cfg.dsn, min_size=1, max_size=s.inflight + 3, name="relay",
+                              trust_for=db.RECENTLY_GOOD)
     try:
         await check_routes(pool, routes)
         max_result = await db.retrying(lambda: store.max_result_bytes(pool), budget=60, what="max_result_bytes")

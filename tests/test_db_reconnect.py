@@ -11,6 +11,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from cronbox import db
@@ -43,6 +44,29 @@ async def test_after_a_restart_one_failed_check_drops_every_stale_idle_connectio
         # one stale connection found by its check; the other three dropped with it, not each
         # found broken in turn (psycopg_pool would have waited 0 + 1 + 2 s between them)
         assert pool.get_stats().get("connections_lost", 0) == 1, pool.get_stats()
+    finally:
+        await pool.close()
+
+
+async def test_a_trusted_connection_that_finds_the_server_gone_drops_every_stale_idle_connection(own_cluster):
+    # trust_for: a connection that worked moments ago is handed out without its check; the
+    # statement that finds it broken fails (its caller retries) and drops the other idle ones
+    pool = await db.open_pool(own_cluster.dsn(), min_size=4, max_size=4, name="test", trust_for=3600)
+    try:
+        wait_until(lambda: pool.get_stats()["pool_available"] == 4, 30, "four idle connections")
+        async with pool.connection() as a, pool.connection() as b, pool.connection() as c, pool.connection() as d:
+            for conn in (a, b, c, d):  # each used once: trusted at its next use
+                await conn.execute("SELECT 1")
+        own_cluster.stop(mode="immediate")
+        own_cluster.start()  # same port
+        with pytest.raises(psycopg.OperationalError):
+            async with pool.connection() as conn:
+                await conn.execute("SELECT 1")
+        # the three other stale connections went with it: each next one is new and works
+        for _ in range(4):
+            async with pool.connection() as conn:
+                assert (await (await conn.execute("SELECT 1")).fetchone()) == (1,)
+        assert pool.get_stats().get("connections_lost", 0) == 0, pool.get_stats()  # none failed a check
     finally:
         await pool.close()
 

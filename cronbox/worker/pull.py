@@ -67,7 +67,7 @@ async def run_pull(worker: Worker, waker: Waker, metrics_cfg: Any | None = None)
         raise ValueError("pull mode needs a handler for a named queue (@worker.handler('emails'); "
                          "'*' only catches pushed messages of other queues)")
     event(log, "worker starting", mode="pull", queues=",".join(queues), **s.describe())
-    pool = await db.open_pool(s.dsn, min_size=1, max_size=4, name="cronbox-worker")
+    pool = await db.open_pool(s.dsn, min_size=1, max_size=4, name="cronbox-worker", trust_for=db.RECENTLY_GOOD)
     engine = Engine(s, pool)
     engine.start_background()
     listen_dsn = listen_target(s.dsn, s.listen_dsn)

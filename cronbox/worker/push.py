@@ -67,7 +67,8 @@ def make_app(worker: Worker, secrets: list[str | bytes] | None) -> web.Applicati
 
     async def on_startup(app: web.Application) -> None:
         event(log, "worker starting", mode="push", queues=",".join(worker.handlers), **s.describe())
-        pool = await db.open_pool(s.dsn, min_size=1, max_size=max(4, min(s.concurrency, 16)), name="cronbox-worker")
+        pool = await db.open_pool(s.dsn, min_size=1, max_size=max(4, min(s.concurrency, 16)), name="cronbox-worker",
+                                   trust_for=db.RECENTLY_GOOD)
         app[ENGINE] = Engine(s, pool)
         app[ENGINE].start_background()
         cfg = app.get(METRICS_CFG)
