@@ -149,19 +149,22 @@ class Report:
             return
         entry: dict[str, Any] = {"outbox_id": outbox_id, "state": state}
         if state == "succeeded":
-            # Written once here (the ack embeds the text, orjson.Fragment): what orjson cannot
-            # write (nesting past its 254 levels) or PostgreSQL cannot store (a NUL) fails the run.
-            try:
-                text = orjson.dumps(answer.get("result"))
-            except orjson.JSONEncodeError as exc:
-                text, why = None, f"answer refused: the result cannot be written back as JSON ({exc})"
-            else:
-                why = ("answer refused: the result holds a NUL character (\\u0000), which PostgreSQL's jsonb "
-                       "cannot store") if nul and json_has_nul(text) else None
-            if why is not None:
-                entry = {"outbox_id": outbox_id, "state": "failed", "retryable": False, "error": why}
-            else:
-                entry["result"] = orjson.Fragment(text)
+            result = answer.get("result")
+            # None (absent or null) is stored as NULL: nothing to write. Anything else is written
+            # once here (the ack embeds the text, orjson.Fragment): what orjson cannot write
+            # (nesting past its 254 levels) or PostgreSQL cannot store (a NUL) fails the run.
+            if result is not None:
+                try:
+                    text = orjson.dumps(result)
+                except orjson.JSONEncodeError as exc:
+                    text, why = None, f"answer refused: the result cannot be written back as JSON ({exc})"
+                else:
+                    why = ("answer refused: the result holds a NUL character (\\u0000), which PostgreSQL's jsonb "
+                           "cannot store") if nul and json_has_nul(text) else None
+                if why is not None:
+                    entry = {"outbox_id": outbox_id, "state": "failed", "retryable": False, "error": why}
+                else:
+                    entry["result"] = orjson.Fragment(text)
         else:
             entry["error"] = storable(str(answer.get("error") or "failed (no error given)")[:ERROR_CHARS])
             entry["retryable"] = answer.get("retryable", True) is not False

@@ -139,6 +139,28 @@ def test_a_settled_batch_counts_each_row_once_by_queue_sink_and_outcome():
     assert value("cronbox_send_duration_seconds_count", sink="http") - send_before == 1
 
 
+def test_latencies_observed_in_bulk_land_in_the_buckets_one_by_one_observations_do():
+    from prometheus_client import CollectorRegistry, Histogram
+
+    from cronbox.metrics import LAG_BOUNDS
+    from relay.metrics import observe_many
+
+    registry = CollectorRegistry()
+    one = Histogram("one_by_one", "x", buckets=LAG_BOUNDS, registry=registry)
+    bulk = Histogram("in_bulk", "x", buckets=LAG_BOUNDS, registry=registry)
+    values = [0.0, 0.005, 0.0051, 0.01, 0.3, 0.3, 0.3, 1.0, 299.9, 300.0, 300.1, 1e9] * 3
+    for v in values:
+        one.observe(v)
+    observe_many(bulk, values)
+
+    def samples(h, suffix):
+        return {tuple(s.labels.items()): s.value for s in h.collect()[0].samples if s.name.endswith(suffix)}
+
+    assert samples(one, "_bucket") == samples(bulk, "_bucket") and len(samples(one, "_bucket")) == len(LAG_BOUNDS) + 1
+    assert samples(one, "_count") == samples(bulk, "_count")
+    assert samples(one, "_sum")[()] == pytest.approx(samples(bulk, "_sum")[()])
+
+
 def test_a_report_names_its_rows_bucket_only_when_they_share_one():
     """The settling calls get the bucket of a batch whose rows share one (the claim returns each
     row's), and none (every bucket) for rows of several or rows without one."""
