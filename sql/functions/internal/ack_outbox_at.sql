@@ -88,25 +88,28 @@ BEGIN
         -- the rows', as every finisher does): a notification's row is deleted; a run's row stays
         -- the run until its final report: delivered in place (HOT: state, lease), or finished
         -- below with the worker's answer (finish_runs deletes the row and inserts its history row).
+        -- Each row's answer is looked up in the batch's answers once (`oc`, NULL without one).
         SELECT count(*)::integer,
                array_agg(s.outbox_id ORDER BY s.outbox_id) FILTER (WHERE s.kind <> 'run'),
                array_agg(s.outbox_id ORDER BY s.outbox_id) FILTER (WHERE s.kind = 'run' AND s.oc IS NULL),
                array_cat(v_ok, array_agg(s.outbox_id ORDER BY s.outbox_id)
-                   FILTER (WHERE s.kind = 'run' AND s.oc ->> 'state' = 'succeeded')),
+                   FILTER (WHERE s.kind = 'run' AND s.st = 'succeeded')),
                array_cat(v_ok_results, array_agg(nullif(s.oc -> 'result', 'null') ORDER BY s.outbox_id)
-                   FILTER (WHERE s.kind = 'run' AND s.oc ->> 'state' = 'succeeded')),
+                   FILTER (WHERE s.kind = 'run' AND s.st = 'succeeded')),
                array_cat(v_failed, array_agg(s.outbox_id ORDER BY s.outbox_id)
-                   FILTER (WHERE s.kind = 'run' AND s.oc ->> 'state' = 'failed')),
+                   FILTER (WHERE s.kind = 'run' AND s.st = 'failed')),
                array_cat(v_errors, array_agg(coalesce(s.oc ->> 'error', 'failed (no error given)') ORDER BY s.outbox_id)
-                   FILTER (WHERE s.kind = 'run' AND s.oc ->> 'state' = 'failed')),
+                   FILTER (WHERE s.kind = 'run' AND s.st = 'failed')),
                array_cat(v_retryable, array_agg(CASE WHEN jsonb_typeof(s.oc -> 'retryable') = 'boolean'
                                                      THEN (s.oc ->> 'retryable')::boolean ELSE true END ORDER BY s.outbox_id)
-                   FILTER (WHERE s.kind = 'run' AND s.oc ->> 'state' = 'failed'))
+                   FILTER (WHERE s.kind = 'run' AND s.st = 'failed'))
           INTO v_n, v_notes, v_runs, v_ok, v_ok_results, v_failed, v_errors, v_retryable
         FROM (
-            SELECT o.outbox_id, o.kind, v_outcome_of -> o.outbox_id::text AS oc
-            FROM cronbox.outbox o
-            WHERE o.bucket = ANY (v_set) AND o.outbox_id = ANY (p_ids) AND o.lease_owner = p_owner
+            SELECT a.outbox_id, a.kind, a.oc, a.oc ->> 'state' AS st
+            FROM (SELECT o.outbox_id, o.kind, v_outcome_of -> o.outbox_id::text AS oc
+                  FROM cronbox.outbox o
+                  WHERE o.bucket = ANY (v_set) AND o.outbox_id = ANY (p_ids) AND o.lease_owner = p_owner
+                  OFFSET 0) a  -- not flattened: `oc` computed once per row, not once per reference below
         ) s;
         v_acked := v_acked + v_n;
         CONTINUE WHEN v_notes IS NULL AND v_runs IS NULL;
@@ -133,7 +136,10 @@ BEGIN
 
     -- Outcomes with the worker-side semantics, set-based: one call per kind, not per run.
     IF v_ok IS NOT NULL THEN
-        PERFORM cronbox.finish_runs(v_ok, 'succeeded', v_ok_results, NULL, true, p_now);
+        -- no result in any answer (the common case): none passed, so finish_runs looks none up
+        PERFORM cronbox.finish_runs(v_ok, 'succeeded',
+                                    CASE WHEN cardinality(array_remove(v_ok_results, NULL)) > 0 THEN v_ok_results END,
+                                    NULL, true, p_now);
     END IF;
     IF v_failed IS NOT NULL THEN
         PERFORM cronbox.finish_runs(
