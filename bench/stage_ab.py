@@ -1,7 +1,7 @@
 """bench.stage_ab: the server time of each stage of a run, this tree's SQL functions against an
 older commit's, side by side on one durable cluster, batches interleaved.
 
-    python -m bench.stage_ab REV [--flow push|pull|pull2] [-n 20000] [--rounds 3] [--json FILE] [--quick]
+    python -m bench.stage_ab REV [--flow push|push202|pull|pull2] [-n 20000] [--rounds 3] [--json FILE] [--quick]
 
 Two databases on one private cluster, both migrated from this tree; in the second ("old") the
 function and view files that differ from REV are replaced by REV's (`git show REV:path`, the
@@ -10,7 +10,9 @@ script refuses otherwise. Each round loads N one-off jobs due now in both, then 
 stage's function in batches of 1,000 (push: dispatch, claim_outbox, ack_outbox with the
 worker's answers; pull: dispatch, claim_runs, complete_runs; pull2: the same with a second
 worker's batch in flight, each claim made while the batch claimed before it still runs and each
-complete reporting that one, as two pull workers do), one batch in one database then
+complete reporting that one, as two pull workers do; push202: dispatch, claim_outbox, ack_outbox
+without answers (the worker answered 202), complete_runs of the batch acked four batches
+before, so four batches of delivered runs are in flight at each claim), one batch in one database then
 the same batch in the other, the order alternating between batches, each call its own durable
 commit. Reports per version the median over batches of each stage's call time per run, in µs,
 and the difference. Both versions see the same noise at the same moment, so the difference is
@@ -40,7 +42,8 @@ from cronbox.pgcluster import Cluster
 
 BATCH = 1000
 STAGES = {"push": ("dispatch", "claim", "ack"), "pull": ("dispatch", "claim_runs", "complete"),
-          "pull2": ("dispatch", "claim_runs", "complete")}
+          "pull2": ("dispatch", "claim_runs", "complete"), "push202": ("dispatch", "claim", "ack202", "complete")}
+AHEAD = {"push": 0, "pull": 0, "pull2": 1, "push202": 4}  # batches in flight before the first timed one
 
 
 def git(*args: str) -> str:
@@ -83,6 +86,12 @@ def stage_calls(conn: psycopg.Connection, flow: str) -> list[Any]:
         conn.execute("SELECT cronbox.ack_outbox('ab', %s, %s)", (ids, answers))
         return len(ids)
 
+    def ack202() -> int:  # the worker answered 202: delivered, reported later (complete)
+        ids = state.pop("ids")
+        conn.execute("SELECT cronbox.ack_outbox('ab', %s)", (ids,))
+        state.setdefault("pending", []).append(ids)
+        return len(ids)
+
     pull_sql = claim_runs_sql(conn) if "claim_runs" in STAGES[flow] else ""
 
     def claim_runs() -> int:
@@ -94,7 +103,8 @@ def stage_calls(conn: psycopg.Connection, flow: str) -> list[Any]:
         conn.execute("SELECT count(*) FROM cronbox.complete_runs(%s)", (ids,))
         return len(ids)
 
-    calls = {"dispatch": dispatch, "claim": claim, "ack": ack, "claim_runs": claim_runs, "complete": complete}
+    calls = {"dispatch": dispatch, "claim": claim, "ack": ack, "ack202": ack202, "claim_runs": claim_runs,
+             "complete": complete}
     return [calls[s] for s in STAGES[flow]]
 
 
@@ -148,11 +158,11 @@ def main(argv: list[str] | None = None) -> int:
             for conn in conns.values():
                 load(conn, n)
             calls = {v: stage_calls(conn, args.flow) for v, conn in conns.items()}
-            if args.flow == "pull2":  # a second worker's batch in flight before the first timed claim
-                for dispatch, claim, _ in calls.values():
-                    dispatch()
-                    claim()
-            for k in range(n // BATCH - (args.flow == "pull2")):
+            for _ in range(AHEAD[args.flow]):  # batches in flight before the first timed claim
+                for stages in calls.values():
+                    for call in stages[:-1]:  # all but the report
+                        call()
+            for k in range(n // BATCH - AHEAD[args.flow]):
                 for v in (("new", "old") if (r + k) % 2 == 0 else ("old", "new")):
                     for stage, call in zip(STAGES[args.flow], calls[v]):
                         c0 = cpu_seconds(pids[v])
@@ -162,9 +172,9 @@ def main(argv: list[str] | None = None) -> int:
                         if done != BATCH:
                             raise SystemExit(f"{v} {stage}: {done} runs in a batch of {BATCH}: the setup did not hold")
                         per_run[v][stage].append((time.perf_counter() - t) / BATCH)
-            if args.flow == "pull2":  # the last batch in flight reported
-                for _, _, complete in calls.values():
-                    complete()
+            for _ in range(AHEAD[args.flow]):  # the batches still in flight reported
+                for stages in calls.values():
+                    stages[-1]()
             for v, conn in conns.items():
                 states = conn.execute("SELECT state, count(*) FROM cronbox.runs GROUP BY state").fetchall()
                 if states != [("succeeded", n)]:
@@ -175,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         report["us_per_run"] = medians
         # backend CPU (utime + stime from /proc, 10 ms ticks) summed over every batch, per run:
         # moves far less with the machine's load than the call time does
-        runs = (n - BATCH * (args.flow == "pull2")) * args.rounds  # the timed batches' runs
+        runs = (n - BATCH * AHEAD[args.flow]) * args.rounds  # the timed batches' runs
         cpu_per_run = {v: {s: round(1e6 * x / runs, 1) for s, x in st.items()} for v, st in cpu.items()}
         for m in cpu_per_run.values():
             m["total"] = round(sum(m.values()), 1)

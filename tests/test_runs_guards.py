@@ -112,6 +112,25 @@ def test_a_pull_claim_walks_none_of_the_queue_s_runs_in_flight(conn):
     assert conn.execute("SELECT count(*) FROM cronbox.runs WHERE state = 'running'").fetchone()[0] == 60
 
 
+def test_a_relay_claim_walks_none_of_the_queue_s_runs_its_workers_answered_202(conn):
+    """A run whose delivery was acked without its outcome (the worker answered 202 and reports
+    later) leaves the walk of outbox_queue_idx as a pulled one does: the next claim of the
+    queue starts at its first claimable row."""
+    job(conn, "pushed", queue="http", overlap="allow")
+    for t in range(60):
+        future(conn, "pushed", t)
+    dispatch(conn, 100)
+    ids = [r[0] for r in conn.execute("SELECT outbox_id FROM cronbox.claim_outbox_at('r1', 50, p_now => %s)",
+                                      (at(101),))]
+    assert len(ids) == 50
+    assert conn.execute("SELECT cronbox.ack_outbox_at('r1', %s, p_now => %s)", (ids, at(101))).fetchone()[0] == 50
+    plans = plans_of(conn, "SELECT * FROM cronbox.claim_outbox_at('r2', 50, p_now => %s)", (at(101),), analyze=True)
+    walks = [n for p in plans for n in nodes(p["Plan"]) if n.get("Index Name") == "outbox_queue_idx"]
+    assert walks and sum(n.get("Rows Removed by Filter", 0) for n in walks) == 0, walks
+    assert conn.execute("SELECT count(*) FROM cronbox.runs WHERE state = 'delivered'").fetchone()[0] == 50
+    assert conn.execute("SELECT count(*) FROM cronbox.outbox WHERE lease_owner = 'r2'").fetchone()[0] == 10
+
+
 def test_reports_and_the_reaper_reach_runs_by_key_or_unfinished_index_only(conn):
     big_history(conn)
     job(conn, "rep", overlap="allow")

@@ -115,8 +115,12 @@ BEGIN
         CONTINUE WHEN v_notes IS NULL AND v_runs IS NULL;
         -- The delivery is done: a notification's row is deleted; a run's row stays, the relay's
         -- lease on the message ends and it is never sent again (delivered_at). A dispatched run
-        -- gets the run's lease (its timeout); a run a fast worker started before this ack is
-        -- running already and keeps the lease start_run gave it. Rows found by key.
+        -- gets the run's lease (its timeout) and leaves the claims' walk (available_at
+        -- 'infinity', as claim_runs does: setting the indexed lease makes the update not heap-only
+        -- anyway, and nothing reads a delivered row's available_at), so a claim no longer passes
+        -- the runs its workers answered 202 and still run; a run a fast worker started before
+        -- this ack is running already and keeps the lease start_run gave it (a heap-only update,
+        -- left in the walk). Rows found by key.
         WITH notes AS (
             DELETE FROM cronbox.outbox o
             WHERE o.bucket = ANY (v_set) AND o.outbox_id = ANY (v_notes)
@@ -128,6 +132,7 @@ BEGIN
             run_lease_until = CASE WHEN o.state = 'dispatched'
                                    THEN ((p_now AT TIME ZONE 'UTC') + o.timeout) AT TIME ZONE 'UTC'
                                    ELSE o.run_lease_until END,
+            available_at = CASE WHEN o.state = 'dispatched' THEN 'infinity' ELSE o.available_at END,
             lease_until = NULL,
             lease_owner = NULL
         WHERE o.bucket = ANY (v_set) AND o.outbox_id = ANY (v_runs)
