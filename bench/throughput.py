@@ -168,7 +168,7 @@ def main(argv: list[str] | None = None) -> int:
     n = args.runs or (2000 if args.quick else 200_000)
     reps = args.reps or (1 if args.quick else 3)
 
-    with Database(args, "throughput") as database, workdir("throughput") as logdir:
+    with Database(args, "throughput") as database, workdir("throughput", keep=args.keep) as logdir:
         install_raw(database)
         report = base_report("throughput", args, database, argv)
         report.update({"n": n, "batch": args.batch, "reps": reps, "report_tx": args.report_tx})
