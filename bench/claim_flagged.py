@@ -7,10 +7,11 @@ their due time) cost the relay's claim that looks ahead of them, and what the re
 One private cluster: N 'skip' jobs whose next fire, due in 5 minutes, is decided early (flagged), and
 N 'allow' jobs likewise (held by relays ahead, not flagged), in another queue. Times, with the
 clock fixed 1 s before that due time and each call rolled back, medians over --calls:
-`claim_outbox_at` of the 'skip' jobs' queue with `p_ahead` 2 s (its walk passes every flagged
-row: the flag is not indexed) against `p_ahead` 0 (no look ahead); and
-`cronbox.next_claim_at_due('10 minutes')` (the real clock: the window holds them; queue by
-queue, each walk to its first flagged row or 1,000 rows). Reports ms per call.
+`claim_outbox_at` of the 'skip' jobs' queue with `p_ahead` 2 s (it stops at the queue's first
+flagged row, found in outbox_flagged_idx, and looks at most at its limit of the rows due at that
+instant; before migration 0465 it walked every flagged row) against `p_ahead` 0 (no look ahead);
+and `cronbox.next_claim_at_due('10 minutes')` (the real clock: the window holds them; one probe
+of outbox_flagged_idx a queue). Reports ms per call.
 """
 
 from __future__ import annotations

@@ -20,19 +20,53 @@ def claim(conn, now: float, ahead_by: timedelta = timedelta(0), owner: str = "r1
 def test_a_row_claimable_only_at_its_due_time_is_never_claimed_ahead(conn):
     job(conn, "tick", overlap="allow")
     job(conn, "tock", overlap="allow")
+    job(conn, "soon", overlap="allow")
+    job(conn, "later", overlap="allow", queue="other")
     future(conn, "tick", 10)
     future(conn, "tock", 10)
+    future(conn, "soon", 9.8)
+    future(conn, "later", 10)
     conn.execute("SELECT * FROM cronbox.dispatch_ahead_at(10, '1 second', p_now => %s)", (at(9.2),))
-    [(tick,)] = conn.execute("SELECT outbox_id FROM cronbox.outbox o JOIN cronbox.job j USING (job_id) "
-                             "WHERE j.name = 'tick'").fetchall()
-    conn.execute("UPDATE cronbox.outbox SET claim_at_due = true WHERE outbox_id = %s", (tick,))
-    ahead_taken = [r[0] for r in claim(conn, 9.3, LEAD)]
-    assert tick not in ahead_taken and len(ahead_taken) == 1   # the other early row is held ahead
+    ids = dict(conn.execute("SELECT j.name, o.outbox_id FROM cronbox.outbox o JOIN cronbox.job j USING (job_id)"))
+    conn.execute("UPDATE cronbox.outbox SET claim_at_due = true WHERE outbox_id = %s", (ids["tick"],))
+    ahead_taken = {r[0] for r in claim(conn, 9.3, LEAD)}
+    # held ahead: the queue's rows due before its first flagged row or at its time, and another
+    # queue's; the queue's look ahead stops at the flagged row (tests below)
+    assert ahead_taken == {ids["soon"], ids["tock"], ids["later"]}
     assert claim(conn, 9.99, LEAD, owner="r2") == []
     # pull mode never takes a row before it is due either
     assert conn.execute("SELECT count(*) FROM cronbox.claim_runs_at('default', 'w1', 10, p_now => %s)",
                         (at(9.99),)).fetchone()[0] == 0
-    assert [r[0] for r in claim(conn, 10, LEAD, owner="r2")] == [tick]
+    assert [r[0] for r in claim(conn, 10, LEAD, owner="r2")] == [ids["tick"]]
+
+
+def test_a_claim_looking_ahead_stops_at_a_queue_s_first_flagged_row_and_walks_none_of_them(conn):
+    """A burst of early 'skip' runs under one due time (flagged claim_at_due) is not walked by a
+    claim looking ahead of it: the queue's first flagged row is found in outbox_flagged_idx and
+    the look ahead stops before it. Neither the relay's question when the next is due nor the
+    withdrawal's probe walks them (tests/test_relay_claim_at_due.py)."""
+    from .plan_support import nodes, plans_of
+    job(conn, "before", overlap="allow")
+    for k in range(300):
+        job(conn, f"burst{k}", overlap="allow")
+        future(conn, f"burst{k}", 10)
+    future(conn, "before", 9.5)
+    conn.execute("SELECT * FROM cronbox.dispatch_ahead_at(1000, '2 seconds', p_now => %s)", (at(8.5),))
+    conn.execute("UPDATE cronbox.outbox o SET claim_at_due = true FROM cronbox.job j "
+                 "WHERE j.job_id = o.job_id AND j.name LIKE 'burst%%'")
+    conn.execute("ANALYZE cronbox.outbox")
+    sql = "SELECT * FROM cronbox.claim_outbox_at('r1', 100, '30 seconds', p_now => %s, p_ahead => %s)"
+    plans = plans_of(conn, sql, (at(9), LEAD), analyze=True)
+    walked = [n for p in plans for n in nodes(p["Plan"]) if n.get("Relation Name") == "outbox"]
+    # the 300 flagged rows: at most the claim's limit (100) of them looked at, those due at the
+    # time of the first (the rows due with it that are not flagged are held ahead too)
+    passed = sum(n.get("Rows Removed by Filter", 0) * n.get("Actual Loops", 1) for n in walked)
+    read = sum(n.get("Actual Rows", 0) * n.get("Actual Loops", 1) for n in walked if n.get("Index Name") == "outbox_queue_idx")
+    assert walked and passed <= 100 and read <= 110, (passed, read, walked)
+    # (the plan's run leased the rows it took)
+    [(taken,)] = conn.execute("SELECT outbox_id FROM cronbox.outbox WHERE lease_owner = 'r1'").fetchall()
+    assert taken == conn.execute("SELECT o.outbox_id FROM cronbox.outbox o JOIN cronbox.job j USING (job_id) "
+                                    "WHERE j.name = 'before'").fetchone()[0]
 
 
 import threading  # noqa: E402

@@ -16,7 +16,8 @@
 -- p_ahead (CRONBOX_DISPATCH_LEAD) also takes rows that become available within p_ahead
 -- (written early by cronbox.dispatch_ahead): the relay holds them until available_at, which
 -- is returned, and the lease runs from then. Not a row flagged claim_at_due (an early 'skip'
--- run, which must stay withdrawable until its time): that one only from its available_at.
+-- run, which must stay withdrawable until its time): that one only from its available_at, and a
+-- queue's look ahead stops before its first such row (outbox_flagged_idx, migration 0465).
 -- By bucket (docs/citus.md, "Every hot statement a single-shard query"): each statement reads
 -- and locks the rows of a set of buckets (`bucket = ANY (v_set)` on every reference to the
 -- outbox): p_bucket alone when named; when not, every bucket (cronbox.bucket_walks): where the
@@ -84,23 +85,42 @@ BEGIN
                         ORDER BY o.queue LIMIT 1)
                 FROM queues WHERE queues.q IS NOT NULL
             ),
-            -- Those the caller claims, each with its first claimable row (past its rows in flight).
+            -- Those the caller claims, each with its first claimable row (past its rows in flight)
+            -- and where its look ahead stops: before its first row flagged claim_at_due due ahead
+            -- (an early 'skip' run, claimable only from its due time; outbox_flagged_idx, one
+            -- probe). The rows after it are due after it: the relay wakes at its due time
+            -- (cronbox.next_claim_at_due) and claims them then, so none is late for it, and no
+            -- claim walks a burst of flagged rows under one due time (a million early 'skip'
+            -- runs of one minute were walked whole by every claim within the lead of it). The
+            -- rows due at the very time of that flagged row are looked at too, a bounded number
+            -- (below), so a queue with nothing claimable before it stays.
             heads AS MATERIALIZED (
-                SELECT queues.q, h.available_at AS head
-                FROM queues
-                CROSS JOIN LATERAL (
+                SELECT s.q, h.available_at AS head, s.stop
+                FROM (
+                    SELECT queues.q,
+                           coalesce(CASE WHEN p_ahead > interval '0' THEN (
+                               SELECT f.available_at FROM cronbox.outbox f
+                               WHERE f.bucket = ANY (v_set) AND f.queue = queues.q AND f.claim_at_due
+                                 AND f.available_at > p_now AND f.available_at <= p_now + p_ahead
+                               ORDER BY f.available_at
+                               LIMIT 1) END, 'infinity') AS stop
+                    FROM queues
+                    WHERE queues.q IS NOT NULL
+                      AND (p_queues IS NULL OR queues.q = ANY (p_queues))
+                      AND (p_exclude IS NULL OR queues.q <> ALL (p_exclude))
+                ) s
+                LEFT JOIN LATERAL (
                     SELECT o.available_at
                     FROM cronbox.outbox o
-                    WHERE o.bucket = ANY (v_set) AND o.queue = queues.q AND o.available_at <= p_now + p_ahead
+                    WHERE o.bucket = ANY (v_set) AND o.queue = s.q AND o.available_at <= p_now + p_ahead
+                      AND o.available_at < s.stop
                       AND (o.lease_until IS NULL OR o.lease_until <= p_now)
                       AND o.delivered_at IS NULL
                       AND (o.available_at <= p_now OR NOT o.claim_at_due)  -- an early 'skip' run: from its time
                     ORDER BY o.available_at
                     LIMIT 1
-                ) h
-                WHERE queues.q IS NOT NULL
-                  AND (p_queues IS NULL OR queues.q = ANY (p_queues))
-                  AND (p_exclude IS NULL OR queues.q <> ALL (p_exclude))
+                ) h ON true
+                WHERE h.available_at IS NOT NULL OR s.stop < 'infinity'
             ),
             -- Queue by queue, oldest first row first; rows are locked only as far as the claim needs.
             -- Each queue's walk starts at its first claimable row, not at the queue's start: the
@@ -110,12 +130,14 @@ BEGIN
             -- since the statement began is taken by the next claim.
             picked AS (
                 SELECT x.outbox_id, x.available_at
-                FROM (SELECT heads.q, heads.head FROM heads ORDER BY heads.head, heads.q) hq
+                FROM (SELECT heads.q, heads.head, heads.stop FROM heads
+                      ORDER BY coalesce(heads.head, heads.stop), heads.q) hq
                 CROSS JOIN LATERAL (
-                    SELECT o.outbox_id, o.available_at
+                    SELECT a.outbox_id, a.available_at FROM (SELECT o.outbox_id, o.available_at
                     FROM cronbox.outbox o
                     WHERE o.bucket = ANY (v_set) AND o.queue = hq.q
                       AND o.available_at >= hq.head AND o.available_at <= p_now + p_ahead
+                      AND o.available_at < hq.stop
                       AND (o.lease_until IS NULL OR o.lease_until <= p_now)
                       -- a run whose delivery was acked (or pulled) is never sent again; one a worker
                       -- started before any relay's ack is (at least once: the kit drops the duplicate)
@@ -124,7 +146,24 @@ BEGIN
                       AND (o.available_at <= p_now OR NOT o.claim_at_due)
                     ORDER BY o.available_at
                     LIMIT p_limit - v_taken
-                    FOR UPDATE SKIP LOCKED
+                    FOR UPDATE SKIP LOCKED) a
+                    UNION ALL
+                    -- The rows due at the very time of the queue's first flagged row ahead, those not
+                    -- flagged: among the first p_limit entries of that time only (flagged rows,
+                    -- and rows held by relays, among them), so the claim stays bounded however many
+                    -- share it; the others of that time wait for it, and are claimed with it.
+                    SELECT b.outbox_id, b.available_at FROM (SELECT o.outbox_id, o.available_at
+                     FROM cronbox.outbox o
+                     WHERE hq.stop < 'infinity' AND o.bucket = ANY (v_set)
+                       AND o.outbox_id = ANY (ARRAY(
+                           SELECT t.outbox_id FROM cronbox.outbox t
+                           WHERE t.bucket = ANY (v_set) AND t.queue = hq.q AND t.available_at = hq.stop
+                           ORDER BY t.available_at
+                           LIMIT p_limit - v_taken))
+                       AND NOT o.claim_at_due
+                       AND (o.lease_until IS NULL OR o.lease_until <= p_now) AND o.delivered_at IS NULL
+                     LIMIT p_limit - v_taken
+                     FOR UPDATE SKIP LOCKED) b
                 ) x
                 LIMIT p_limit - v_taken
             )

@@ -37,19 +37,17 @@ DECLARE
     v_attempt integer[];
     v_queue text[];
     v_bucket integer[];
-    v_waiting boolean[];  -- the flag (claim_at_due) of the first outbox rows waiting for a later time
 BEGIN
-    -- Usually no early 'skip' run waits at all: a short walk of outbox_queue_idx says so (the
-    -- queues with rows, a loose index scan, then each queue's first 16 rows waiting for a later
-    -- time: early runs, backoffs; a pull worker's claimed runs wait at infinity) and spares the
-    -- probe per job. Only when fewer than 16 rows wait in all, none flagged, is nothing
-    -- withdrawable; a marker left set then is harmless (its run is looked for again, by the
-    -- same rule, on the next call). On plain PostgreSQL only (no cronbox.bucket): with the
-    -- Citus layer, a statement of this call reads the bucket set's tables or the coordinator's
-    -- with the values read before, and the outbox policies' look at cronbox.job is not planned
-    -- there (the probes per job serve).
+    -- Usually no early 'skip' run waits at all: a probe of outbox_flagged_idx (the flagged rows
+    -- alone, migration 0465) per queue with rows (a loose index scan of outbox_queue_idx) says so
+    -- and spares the probe per job. Only when no flagged row waits for a later time is nothing
+    -- withdrawable; a marker left set then is harmless (its run is looked for again, by the same
+    -- rule, on the next call). On plain PostgreSQL only (no cronbox.bucket): with the Citus
+    -- layer, a statement of this call reads the bucket set's tables or the coordinator's with
+    -- the values read before, and the outbox policies' look at cronbox.job is not planned there
+    -- (the probes per job serve).
     IF to_regclass('cronbox.bucket') IS NULL THEN
-        v_waiting := ARRAY(
+        IF NOT EXISTS (
             WITH RECURSIVE queues(q) AS (
                 (SELECT o.queue FROM cronbox.outbox o
                  WHERE (p_buckets IS NULL OR o.bucket = ANY (p_buckets)) ORDER BY o.queue LIMIT 1)
@@ -59,15 +57,14 @@ BEGIN
                         ORDER BY o.queue LIMIT 1)
                 FROM queues WHERE queues.q IS NOT NULL
             )
-            SELECT w.claim_at_due
+            SELECT 1
             FROM queues CROSS JOIN LATERAL (
-                SELECT o.claim_at_due FROM cronbox.outbox o
+                SELECT 1 FROM cronbox.outbox o
                 WHERE (p_buckets IS NULL OR o.bucket = ANY (p_buckets)) AND o.queue = queues.q
-                  AND o.available_at > p_now AND o.available_at < 'infinity'
+                  AND o.claim_at_due AND o.available_at > p_now
                 ORDER BY o.available_at
-                LIMIT 16) w
-            WHERE queues.q IS NOT NULL);
-        IF cardinality(v_waiting) < 16 AND NOT (true = ANY (v_waiting)) THEN
+                LIMIT 1) w
+            WHERE queues.q IS NOT NULL) THEN
             RETURN 0;
         END IF;
     END IF;

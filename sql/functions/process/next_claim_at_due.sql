@@ -3,10 +3,9 @@
 -- p_ahead becomes claimable, so that a relay with a lead claims it then, not at its next
 -- wake-up (up to half its lead later). NULL: none found. The wait is measured on the database's
 -- clock (clock_timestamp()): the relay never compares its own clock with a stored time.
--- No locks, no writes: a walk of outbox_queue_idx queue by queue (the queues with rows, a loose
--- index scan), each queue's rows available within p_ahead in due order, at most 1,000 of them
--- (the flag is not indexed: rows held ahead by relays, early 'allow' runs, are read on the
--- way; past that many the relay wakes for that queue as without it).
+-- No locks, no writes: queue by queue (the queues with rows, a loose index scan of
+-- outbox_queue_idx), one probe of outbox_flagged_idx (the flagged rows alone, migration 0465)
+-- for the queue's first flagged row due within p_ahead.
 -- p_bucket: that bucket's rows (a relay leasing buckets asks for each it holds); NULL: every
 -- bucket (cronbox.bucket_walks: a statement per set). Under row security, as the caller's
 -- role may read the outbox (the relay's reads every row).
@@ -17,7 +16,7 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 SET jit = off  -- short statement: compiling costs more than running
 SET enable_seqscan = off  -- a plan kept from an empty table: docs/architecture.md, SQL conventions
-SET enable_bitmapscan = off  -- an ordered walk up to the limit, never all rows gathered and sorted
+SET enable_bitmapscan = off  -- an ordered probe, never all flagged rows gathered and sorted
 AS $$
 DECLARE
     v_ahead interval := cronbox.checked_interval('p_ahead', p_ahead, interval '0', interval '1 hour');
@@ -36,14 +35,13 @@ BEGIN
             )
             SELECT min(w.available_at)
             FROM queues CROSS JOIN LATERAL (
-                SELECT min(x.available_at) FILTER (WHERE x.claim_at_due AND x.lease_until IS NULL AND x.delivered_at IS NULL)
-                           AS available_at
-                FROM (SELECT o.available_at, o.claim_at_due, o.lease_until, o.delivered_at
-                      FROM cronbox.outbox o
-                      WHERE o.bucket = ANY (v_set) AND o.queue = queues.q
-                        AND o.available_at > v_now AND o.available_at <= v_now + v_ahead
-                      ORDER BY o.available_at
-                      LIMIT 1000) x) w
+                SELECT o.available_at
+                FROM cronbox.outbox o
+                WHERE o.bucket = ANY (v_set) AND o.queue = queues.q AND o.claim_at_due
+                  AND o.available_at > v_now AND o.available_at <= v_now + v_ahead
+                  AND o.lease_until IS NULL AND o.delivered_at IS NULL
+                ORDER BY o.available_at
+                LIMIT 1) w
             WHERE queues.q IS NOT NULL));
     END LOOP;
     RETURN v_next - clock_timestamp();
@@ -51,7 +49,7 @@ END
 $$;
 
 COMMENT ON FUNCTION cronbox.next_claim_at_due(interval, integer) IS
-'Relay: the time until the first outbox row claimable only from its due time (an early skip run, claim_at_due) within p_ahead (0 .. 1 hour) is due, on the database''s clock, of bucket p_bucket (NULL: every bucket); NULL when none is found among each queue''s first 1,000 rows due within p_ahead. No locks.';
+'Relay: the time until the first outbox row claimable only from its due time (an early skip run, claim_at_due) within p_ahead (0 .. 1 hour) is due, on the database''s clock, of bucket p_bucket (NULL: every bucket); NULL when none is. No locks.';
 
 ALTER FUNCTION cronbox.next_claim_at_due(interval, integer) OWNER TO cronbox_owner;
 REVOKE ALL ON FUNCTION cronbox.next_claim_at_due(interval, integer) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
