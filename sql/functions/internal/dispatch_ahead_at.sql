@@ -144,6 +144,10 @@ BEGIN
                               AND NOT EXISTS (SELECT 1 FROM cronbox.queue_limit q WHERE q.queue = j.queue)
                               AND NOT EXISTS (SELECT 1 FROM cronbox.job_dependency d WHERE d.job_id = j.job_id)
                        FROM cronbox.job j WHERE j.bucket = ANY (v_set) AND j.job_id = f.job_id)
+                -- in key order: the range is walked on the primary key whatever the statistics (a
+                -- plan kept from a moment the range looked large walked the lane index instead,
+                -- every future of the lead)
+                ORDER BY f.future_id
                 LIMIT v_left
                 FOR UPDATE OF f SKIP LOCKED
             ),
