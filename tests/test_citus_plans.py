@@ -264,9 +264,9 @@ ALTER FUNCTION cronbox.dispatch_at(integer, bigint[], interval, integer, timesta
 ALTER FUNCTION cronbox.dispatch_ahead_at(integer, interval, integer, timestamptz, bigint, timestamptz)
     SET plan_cache_mode = force_custom_plan;
 ALTER FUNCTION cronbox.ready_lanes(integer[]) SET plan_cache_mode = force_custom_plan;
-ALTER FUNCTION cronbox.dispatch_locked(bigint[], bigint[], interval, timestamptz, integer[])
+ALTER FUNCTION cronbox.dispatch_locked(bigint[], bigint[], interval, timestamptz, integer[], bigint[])
     SET plan_cache_mode = force_custom_plan;
-ALTER FUNCTION cronbox.dispatch_plain(bigint[], interval, timestamptz, integer[])
+ALTER FUNCTION cronbox.dispatch_plain(bigint[], interval, timestamptz, integer[], bigint[])
     SET plan_cache_mode = force_custom_plan;
 ALTER FUNCTION cronbox.record_finished(bigint[], timestamptz, integer[]) SET plan_cache_mode = force_custom_plan;
 """

@@ -72,7 +72,6 @@ DECLARE
     v_skip boolean := p_lead > interval '1 second';
     v_skip_jobs bigint[];     -- the 'skip' jobs of the batch
     v_prev jsonb;             -- skip job -> [its fire's due time, last fire, last run, its state] before
-    v_early bigint[];         -- their early runs
 BEGIN
     IF p_limit IS NULL OR p_limit < 1 THEN
         RAISE EXCEPTION 'p_limit: must be at least 1, got %', p_limit USING ERRCODE = 'invalid_parameter_value';
@@ -304,25 +303,20 @@ BEGIN
         v_dispatched := 0;
         IF v_futures IS NOT NULL THEN
             SELECT d.dispatched INTO v_dispatched
-            FROM cronbox.dispatch_locked(v_futures, v_jobs, NULL, p_now, v_set) d;
-            -- A 'skip' job's early run: marked on its job (its due time, the statistics before
-            -- it), so that whatever makes another run of the job unfinished before that time
-            -- takes it back first (cronbox.withdraw_early_skip_runs), and claimable only from its
-            -- due time (claim_at_due): a relay holding it would keep it from being taken back.
+            FROM cronbox.dispatch_locked(v_futures, v_jobs, NULL, p_now, v_set, v_skip_jobs) d;
+            -- A 'skip' job's early run: claimable only from its due time (claim_at_due, set as
+            -- dispatch_locked inserted it): a relay holding it would keep it from being taken
+            -- back; and marked on its job (its due time, the statistics before it), so that
+            -- whatever makes another run of the job unfinished before that time takes it back
+            -- first (cronbox.withdraw_early_skip_runs).
             IF v_skip_jobs IS NOT NULL THEN
-                WITH marked AS (
-                    UPDATE cronbox.job_stat s SET
-                        early_due_at = (v_prev -> s.job_id::text ->> 0)::timestamptz,
-                        early_prev_fire_at = (v_prev -> s.job_id::text ->> 1)::timestamptz,
-                        early_prev_run_id = (v_prev -> s.job_id::text ->> 2)::bigint,
-                        early_prev_state = v_prev -> s.job_id::text ->> 3
-                    WHERE s.bucket = ANY (v_set) AND s.job_id = ANY (v_skip_jobs)
-                      AND s.last_run_id IS DISTINCT FROM (v_prev -> s.job_id::text ->> 2)::bigint  -- a run written
-                    RETURNING s.last_run_id
-                )
-                SELECT array_agg(m.last_run_id) INTO v_early FROM marked m;
-                UPDATE cronbox.outbox o SET claim_at_due = true
-                WHERE o.bucket = ANY (v_set) AND o.outbox_id = ANY (v_early) AND o.kind = 'run' AND o.available_at > p_now;
+                UPDATE cronbox.job_stat s SET
+                    early_due_at = (v_prev -> s.job_id::text ->> 0)::timestamptz,
+                    early_prev_fire_at = (v_prev -> s.job_id::text ->> 1)::timestamptz,
+                    early_prev_run_id = (v_prev -> s.job_id::text ->> 2)::bigint,
+                    early_prev_state = v_prev -> s.job_id::text ->> 3
+                WHERE s.bucket = ANY (v_set) AND s.job_id = ANY (v_skip_jobs)
+                  AND s.last_run_id IS DISTINCT FROM (v_prev -> s.job_id::text ->> 2)::bigint;  -- a run written
             END IF;
             PERFORM cronbox.record_finished(v_jobs, p_now, v_set);  -- as dispatch: a last fire decided
         END IF;

@@ -1,4 +1,4 @@
--- cronbox.dispatch_locked(p_futures, p_jobs, p_grace, p_now, p_buckets): the one write of
+-- cronbox.dispatch_locked(p_futures, p_jobs, p_grace, p_now, p_buckets, p_claim_at_due): the one write of
 -- dispatch, shared by cronbox.dispatch_at (due futures), cronbox.dispatch_ahead_at (early
 -- dispatch), trigger and rerun. The caller has locked the futures (FOR UPDATE) and their jobs (the
 -- job's lock: job_stat rows) and calls this in a new statement, so its snapshot, taken under the
@@ -15,12 +15,17 @@
 -- own tables and the values read before, never both (docs/citus.md): the upstreams' names and
 -- successes and the after-jobs' lists are read bucket set by bucket set, the batch passed on as
 -- an array of cronbox.dispatch_fire.
+-- p_claim_at_due: jobs whose runs written here ahead of their due time are claimable only from
+-- it (outbox.claim_at_due: early dispatch's 'skip' runs, which must stay withdrawable until
+-- then), flagged as they are inserted (a later update of the flag, indexed by the partial
+-- outbox_flagged_idx, would write every index of the outbox again).
 CREATE OR REPLACE FUNCTION cronbox.dispatch_locked(
     p_futures bigint[],
     p_jobs bigint[],
     p_grace interval,
     p_now timestamptz,
-    p_buckets integer[] DEFAULT NULL
+    p_buckets integer[] DEFAULT NULL,
+    p_claim_at_due bigint[] DEFAULT NULL
 ) RETURNS TABLE (dispatched integer, skipped integer, failed integer, held integer)
 LANGUAGE plpgsql
 SECURITY INVOKER
@@ -71,7 +76,7 @@ BEGIN
     -- The plain batch, the common case (no fire with an overlap policy of its own, no job
     -- gated, paused, needing pools or in a limited queue, ...: cronbox.dispatch_plain), is
     -- decided and written in three short statements; any other batch goes on below.
-    RETURN QUERY SELECT * FROM cronbox.dispatch_plain(p_futures, p_grace, p_now, p_buckets);
+    RETURN QUERY SELECT * FROM cronbox.dispatch_plain(p_futures, p_grace, p_now, p_buckets, p_claim_at_due);
     IF FOUND THEN
         RETURN;
     END IF;
@@ -444,13 +449,14 @@ BEGIN
         -- builds it from the row; available at its due time (early dispatch) or now.
         INSERT INTO cronbox.outbox (outbox_id, run_id, queue, kind, message, timeout, created_at, available_at,
                                     job_id, job_name, fire_at, due_at, attempt, origin, retry_of,
-                                    priority, payload, state, dispatched_at, needs, bucket)
+                                    priority, payload, state, dispatched_at, needs, bucket, claim_at_due)
         SELECT fire.run_id, fire.run_id, fire.queue, 'run', NULL::jsonb, fire.timeout, p_now, greatest(fire.due_at, p_now),
                fire.job_id, fire.name, fire.fire_at, fire.due_at, fire.attempt, fire.origin, fire.retry_of,
                fire.priority, fire.message_payload, 'dispatched',
                greatest(fire.due_at, p_now),  -- early: as of its due time
                fire.needs,  -- the units it holds until it ends
-               fire.bucket
+               fire.bucket,
+               p_claim_at_due IS NOT NULL AND fire.due_at > p_now AND fire.job_id = ANY (p_claim_at_due)
         FROM fire
         WHERE fire.act = 'run'
     ),
@@ -649,8 +655,8 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION cronbox.dispatch_locked(bigint[], bigint[], interval, timestamp with time zone, integer[]) IS
+COMMENT ON FUNCTION cronbox.dispatch_locked(bigint[], bigint[], interval, timestamp with time zone, integer[], bigint[]) IS
 'Internal: the write shared by dispatch, early dispatch, trigger and rerun. For futures and jobs the caller locked (in the bucket set p_buckets, NULL: any), decides (paused, dependency gate, overlap, catch-up with p_grace, queue limit, pools) and writes each run''s outbox row (the run in flight, dispatched as of the later of the due time and p_now), skipped/missed/failed runs, holds, job statistics, queue slots and pool units, in statements that each read either the bucket set''s rows or the coordinator''s own tables, never both (single-shard on Citus). Returns the counts.';
 
-ALTER FUNCTION cronbox.dispatch_locked(bigint[], bigint[], interval, timestamp with time zone, integer[]) OWNER TO cronbox_owner;
-REVOKE ALL ON FUNCTION cronbox.dispatch_locked(bigint[], bigint[], interval, timestamp with time zone, integer[]) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
+ALTER FUNCTION cronbox.dispatch_locked(bigint[], bigint[], interval, timestamp with time zone, integer[], bigint[]) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.dispatch_locked(bigint[], bigint[], interval, timestamp with time zone, integer[], bigint[]) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

@@ -1,4 +1,4 @@
--- cronbox.dispatch_plain(p_futures, p_grace, p_now, p_buckets): dispatch's write for a plain
+-- cronbox.dispatch_plain(p_futures, p_grace, p_now, p_buckets, p_claim_at_due): dispatch's write for a plain
 -- batch, the common case, in three short statements; no row when the batch is not plain (the
 -- caller, cronbox.dispatch_locked, then takes its general path, which decides the same fires
 -- the same way). Plain, for every fire not held meanwhile: no overlap policy of its own but
@@ -15,11 +15,13 @@
 -- reads them for), the futures deleted; then NOTIFY cronbox_outbox. Statements as
 -- dispatch_locked's on Citus: the bucket set's rows (job, job_future, job_stat, with the
 -- reference tables) or the coordinator's own tables and the values read before, never both.
+-- p_claim_at_due: as dispatch_locked's (early 'skip' runs flagged as they are inserted).
 CREATE OR REPLACE FUNCTION cronbox.dispatch_plain(
     p_futures bigint[],
     p_grace interval,
     p_now timestamptz,
-    p_buckets integer[] DEFAULT NULL
+    p_buckets integer[] DEFAULT NULL,
+    p_claim_at_due bigint[] DEFAULT NULL
 ) RETURNS TABLE (dispatched integer, skipped integer, failed integer, held integer)
 LANGUAGE plpgsql
 SECURITY INVOKER
@@ -144,12 +146,13 @@ BEGIN
     new_message AS (
         INSERT INTO cronbox.outbox (outbox_id, run_id, queue, kind, message, timeout, created_at, available_at,
                                     job_id, job_name, fire_at, due_at, attempt, origin, retry_of,
-                                    priority, payload, state, dispatched_at, needs, bucket)
+                                    priority, payload, state, dispatched_at, needs, bucket, claim_at_due)
         SELECT fire.run_id, fire.run_id, fire.queue, 'run', NULL::jsonb, fire.timeout, p_now, greatest(fire.due_at, p_now),
                fire.job_id, fire.name, fire.fire_at, fire.due_at, fire.attempt, fire.origin, fire.retry_of,
                fire.priority, fire.message_payload, 'dispatched',
                greatest(fire.due_at, p_now),  -- early: as of its due time
-               NULL, fire.bucket
+               NULL, fire.bucket,
+               p_claim_at_due IS NOT NULL AND fire.due_at > p_now AND fire.job_id = ANY (p_claim_at_due)
         FROM fire
         WHERE fire.wish = 'run'
     ),
@@ -203,8 +206,8 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION cronbox.dispatch_plain(bigint[], interval, timestamp with time zone, integer[]) IS
+COMMENT ON FUNCTION cronbox.dispatch_plain(bigint[], interval, timestamp with time zone, integer[], bigint[]) IS
 'Internal: dispatch''s write for a plain batch (no fire with an overlap policy of its own but allow; none paused, gated, needing pools, in a limited queue or with an overlap policy of its own; each fire run, or skipped under overlap skip; one fire per job, or every fire allow and none late for p_grace), in three statements with no window over the batch; no row when the batch is not plain (cronbox.dispatch_locked then decides it in full). Called by dispatch_locked under the futures'' and jobs'' locks.';
 
-ALTER FUNCTION cronbox.dispatch_plain(bigint[], interval, timestamp with time zone, integer[]) OWNER TO cronbox_owner;
-REVOKE ALL ON FUNCTION cronbox.dispatch_plain(bigint[], interval, timestamp with time zone, integer[]) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
+ALTER FUNCTION cronbox.dispatch_plain(bigint[], interval, timestamp with time zone, integer[], bigint[]) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.dispatch_plain(bigint[], interval, timestamp with time zone, integer[], bigint[]) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
