@@ -114,6 +114,37 @@ def test_citus_the_relay_s_claim_is_one_task_per_bucket_and_runs_on_the_bucket_s
                             (mine[0],)).fetchone()[0] == ["r3"]
 
 
+def test_citus_the_relay_s_look_ahead_and_its_wake_up_stop_at_flagged_rows_one_task_per_bucket(citus_clone):
+    """The relay's look ahead on an outbox distributed by bucket, with rows flagged claim_at_due
+    (early 'skip' runs, claimable only from their due time): claim_outbox with p_ahead and
+    cronbox.next_claim_at_due, with a bucket, run single-task statements on that bucket's shard
+    (the queue's first flagged row by a probe of outbox_flagged_idx there) and answer for that
+    bucket alone; without one, a statement per bucket, the earliest of them."""
+    with db.connect(citus_clone) as conn:
+        conn.execute(DISTRIBUTE_OUTBOX)
+        buckets = [r[0] for r in conn.execute("SELECT bucket FROM cronbox.bucket ORDER BY bucket_index")]
+        first, last = buckets[0], buckets[-1]
+        # per bucket: an unflagged row due in 20 s, a flagged one at 30 s (first) or 60 s (last),
+        # and an unflagged row after it
+        conn.execute("INSERT INTO cronbox.outbox (bucket, queue, kind, message, available_at, claim_at_due)"
+                     " SELECT b.b, 'q', 'notification', jsonb_build_object('n', r.n), now() + r.due, r.flag"
+                     " FROM (VALUES (%s, 30), (%s, 60)) b(b, at),"
+                     " LATERAL (VALUES (1, interval '20 seconds', false), (2, b.at * interval '1 second', true),"
+                     "                 (3, b.at * interval '1 second' + interval '5 seconds', false)) r(n, due, flag)",
+                     (first, last))
+        conn.execute("SET citus.multi_task_query_log_level = error")  # a statement over several shards fails
+        wait = "SELECT extract(epoch FROM cronbox.next_claim_at_due('10 minutes', %s))"
+        assert 25 < conn.execute(wait, (first,)).fetchone()[0] <= 30
+        assert 55 < conn.execute(wait, (last,)).fetchone()[0] <= 60
+        assert conn.execute(wait, (buckets[1],)).fetchone()[0] is None  # a bucket with no rows
+        assert 25 < conn.execute(wait, (None,)).fetchone()[0] <= 30  # every bucket: the earliest
+        # looking ahead 10 minutes: the row due before the flagged one, not the flagged one or after it
+        claim = "SELECT bucket, message->>'n' FROM cronbox.claim_outbox('r1', 10, p_ahead => '10 minutes', p_bucket => %s)"
+        assert conn.execute(claim, (first,)).fetchall() == [(first, "1")]
+        got = conn.execute("SELECT bucket, message->>'n' FROM cronbox.claim_outbox('r2', 10, p_ahead => '10 minutes')")
+        assert got.fetchall() == [(last, "1")]
+
+
 def test_citus_the_relay_s_ack_nack_and_release_are_one_task_on_the_bucket_s_node(citus_clone):
     """cronbox.ack_outbox, nack_outbox and release_outbox with the rows' bucket, on an outbox
     distributed by bucket: every statement they run is one task on that bucket's shard (a run
