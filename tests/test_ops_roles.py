@@ -69,7 +69,7 @@ def test_no_security_definer_function_lacks_a_pinned_search_path(conn):
     runner = {r[0] for r in conn.execute("""
         SELECT proname FROM pg_catalog.pg_proc
         WHERE pronamespace = 'cronbox'::regnamespace AND proowner = 'cronbox_runner'::regrole""")}
-    assert runner == {"complete_run", "complete_runs", "fail_run", "fail_runs", "start_run", "heartbeat",
+    assert runner == {"complete_run", "complete_runs", "fail_run", "fail_runs", "start_run", "start_runs", "heartbeat",
                       "complete_run_at", "complete_runs_at", "fail_run_at", "fail_runs_at", "start_run_at",
                       "heartbeat_at", "dispatch", "dispatch_at", "claim_outbox", "claim_outbox_at",
                       "ack_outbox", "ack_outbox_at", "claim_runs", "claim_runs_at", "fold_job_stats"}

@@ -39,6 +39,25 @@ def test_start_run_is_idempotent_for_the_same_worker_and_refused_for_another(con
         conn.execute("SELECT cronbox.start_run_at(%s, 'w2', %s)", (rid, at(3)))
 
 
+def test_start_runs_starts_a_batch_and_refuses_run_by_run_as_start_run_would(conn):
+    """cronbox.start_runs (the worker kit's push mode, a batch a request): each run started as
+    start_run starts it, or its refusal (code and message) in its own row, in the order given;
+    a refused run leaves the others started."""
+    a, b, c = one_run(conn, "a"), one_run(conn, "b"), one_run(conn, "c")
+    conn.execute("SELECT cronbox.start_run_at(%s, 'w2', %s)", (c, at(1)))  # running on another worker
+    rows = conn.execute("SELECT run_id, deadline IS NOT NULL, code, error FROM cronbox.start_runs(%s, 'w1')",
+                        ([a, 42, b, c, a],)).fetchall()
+    assert rows == [(a, True, None, None), (42, False, "P0002", "run_id: no run 42"), (b, True, None, None),
+                    (c, False, "55000", f"run_id: run {c} is running on worker w2, it cannot be started"),
+                    (a, True, None, None)]  # the same worker's repeat: its lease again
+    assert {(r["job"], r["state"], r["worker"]) for r in runs(conn)} == {
+        ("a", "running", "w1"), ("b", "running", "w1"), ("c", "running", "w2")}
+    for args, code in (((None, "w1"), "22004"), (([a, None], "w1"), "22004"), (([a], ""), "22023")):
+        with pytest.raises(psycopg.Error) as err, conn.transaction():
+            conn.execute("SELECT * FROM cronbox.start_runs(%s, %s)", args)
+        assert err.value.sqlstate == code, err.value
+
+
 def test_calls_on_an_unknown_run_raise_no_data_found(conn):
     for sql in ("SELECT cronbox.start_run(42, 'w')", "SELECT cronbox.heartbeat(42)",
                 "SELECT cronbox.complete_run(42)", "SELECT cronbox.fail_run(42, 'x')",

@@ -67,6 +67,7 @@ FUNCTIONS = [
     ("pause_schedules", [("queue", "text"), ("owner", "text"), ("name_like", "text"), ("reason", "text")], ADMIN),
     ("resume_schedules", [("queue", "text"), ("owner", "text"), ("name_like", "text"), ("reason", "text")], ADMIN),
     ("start_run", [("run_id", "bigint"), ("worker", "text")], WORKER),
+    ("start_runs", [("run_ids", "bigint[]"), ("worker", "text")], WORKER),
     ("heartbeat", [("run_id", "bigint"), ("worker", "text")], WORKER),
     ("complete_run", [("run_id", "bigint"), ("result", "jsonb")], WORKER),
     ("fail_run", [("run_id", "bigint"), ("error", "text"), ("retryable", "boolean")], WORKER),
@@ -114,7 +115,7 @@ FUNCTIONS = [
 # How many leading parameters have no default (pg_proc.pronargs - pronargdefaults).
 REQUIRED = {"cancel": 1, "claim_runs": 2, "complete_run": 1, "complete_runs": 1,
             "fail_run": 2, "fail_runs": 2, "heartbeat": 1, "pause": 1, "resume": 1,
-            "schedule": 1, "set_queue_limit": 2, "start_run": 2, "trigger": 1, "unschedule": 1,
+            "schedule": 1, "set_queue_limit": 2, "start_run": 2, "start_runs": 2, "trigger": 1, "unschedule": 1,
             "dispatch_ahead": 2, "due_ahead": 2, "claim_saturation": 2, "claim_outbox": 2, "next_claim_at_due": 1, "release_outbox": 1,
             "ack_outbox": 2, "nack_outbox_unsent": 3, "quarantine_job": 2, "due_jobs": 1, "touch_process": 2,
             "search_schedules": 1, "run_id_time": 1, "backfill": 3, "next_fires": 1, "create_calendar": 1, "drop_calendar": 1,

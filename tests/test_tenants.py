@@ -118,7 +118,8 @@ def test_a_worker_limited_to_queues_works_and_lists_only_those(fresh_dsn, logins
                        (f"job_{q}", q))
         su.execute("SELECT cronbox.grant_queue('qa', %s, kind => 'worker')", (workers["wa"],))
         su.execute("SELECT cronbox.grant_queue('qb', %s, kind => 'worker')", (workers["wb"],))
-        runs = {(fn, q): _run_of(su, f"job_{q}") for fn in [*WORKER_CALLS, "claim_runs"] for q in ("qa", "qb", "qc")}
+        runs = {(fn, q): _run_of(su, f"job_{q}") for fn in [*WORKER_CALLS, "start_runs", "claim_runs"]
+                for q in ("qa", "qb", "qc")}
     with _connect(fresh_dsn, logins, workers, who) as c:
         for q in ("qa", "qb", "qc"):
             allowed = q in MAY[who]
@@ -130,6 +131,10 @@ def test_a_worker_limited_to_queues_works_and_lists_only_those(fresh_dsn, logins
                 except psycopg.errors.NoDataFound as err:
                     assert not allowed, (who, fn, q, str(err))
                     assert "no run" in err.diag.message_primary
+            # a batch's refusal is its row's: the same rule, run by run
+            code, error = c.execute("SELECT code, error FROM cronbox.start_runs(ARRAY[%s]::bigint[], 'w')",
+                                    (runs[("start_runs", q)],)).fetchone()
+            assert (code is None) == allowed and (allowed or "no run" in error), (who, q, code, error)
             try:
                 got = c.execute("SELECT run_id FROM cronbox.claim_runs(%s, 'w', 10)", (q,)).fetchall()
                 assert allowed and got, (who, q)

@@ -6,7 +6,8 @@ to that limit; verify the signature over the raw body (forged: 401), then parse 
 batch (one Python cannot load, e.g. a number past a double's range or nesting past 1,024 levels:
 400 with the reason, which the relay turns into a dead letter), and per message drop a duplicate (same idempotency key seen by this
 process, or a run the database says is finished, cancelled or someone else's:
-`cronbox.start_run` refuses it), else mark it running (`start_run`) and start its handler.
+`cronbox.start_run` refuses it), else mark it running and start its handler: the request's runs
+together, `cronbox.start_runs` (one statement and one commit per request, not per message).
 Handlers that end within `reply_within` are answered with their outcome, which the relay
 applies in its ack (one step); the others are answered 202 and report through SQL later,
 heartbeating meanwhile. A request over the concurrency limit gets 503 (the relay retries).
@@ -88,7 +89,10 @@ def make_app(worker: Worker, secrets: list[str | bytes] | None) -> web.Applicati
         while len(seen) > SEEN:
             seen.popitem(last=False)
 
-    async def accept(engine: Engine, message: Any) -> dict[str, Any] | Inflight:
+    def prepare(engine: Engine, message: Any, n_pending: int) -> dict[str, Any] | tuple[Run, Any]:
+        """A message's answer when it is settled without the database (a notification, a bad
+        message, no handler, a duplicate this process has seen), else its run and handler, to
+        be started with the request's others (`start`). Raises Busy past the concurrency."""
         if isinstance(message, dict) and "run_id" not in message and "event" in message:
             return {"accepted": True, "ignored": "notification"}
         try:
@@ -106,28 +110,46 @@ def make_app(worker: Worker, secrets: list[str | bytes] | None) -> web.Applicati
             if rec is not None:
                 engine.report_later(rec)     # the first request's answer may go nowhere now
             return {"accepted": True, "duplicate": True}
-        if len(engine.inflight) >= s.concurrency:
+        if len(engine.inflight) + n_pending >= s.concurrency:
             raise Busy()
         seen[key] = None  # claimed by this request before the first await
+        return run, handler
+
+    async def start(engine: Engine, pending: list[tuple[int, Run, Any]], results: list[Any]) -> None:
+        """Marks the request's runs running on this worker in one statement
+        (`cronbox.start_runs`: one transaction for the batch, each run started or refused as
+        `start_run` would) and starts their handlers; a refused run is a duplicate (finished,
+        cancelled or someone else's) or unknown."""
         try:
             async with engine.pool.connection(timeout=DB_WAIT) as conn:
-                cur = await conn.execute("SELECT cronbox.start_run(%s, %s), now()", (run.run_id, s.name))
-                lease, now = await cur.fetchone()
-        except psycopg.errors.ObjectNotInPrerequisiteState as exc:
-            event(log, "duplicate dropped", run_id=run.run_id, key=key, reason=str(exc.diag.message_primary))
-            remember(key, None)
-            return {"accepted": True, "duplicate": True}
-        except psycopg.errors.NoDataFound as exc:
-            seen.pop(key, None)
-            return {"accepted": False, "error": str(exc.diag.message_primary), "retryable": False}
+                cur = await conn.execute("SELECT s.deadline, s.code, s.error, now() FROM cronbox.start_runs(%s, %s) s",
+                                         ([run.run_id for _, run, _ in pending], s.name))
+                rows = await cur.fetchall()
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            for i, run, _ in pending:
+                seen.pop(run.idempotency_key, None)
+                results[i] = {"accepted": False, "error": db.explain(exc), "retryable": True,
+                              "reason": "database_unavailable"}
+            return
         except BaseException:
-            seen.pop(key, None)
+            for _, run, _ in pending:
+                seen.pop(run.idempotency_key, None)
             raise
-        remaining = ((run.deadline or lease) - now).total_seconds()
-        rec = engine.start(run, handler, remaining, reply_sql=False)
-        rec.done = asyncio.Event()  # before the handler's task first runs
-        remember(key, rec)
-        return rec
+        for (i, run, handler), (lease, code, error, now) in zip(pending, rows, strict=True):
+            key = run.idempotency_key
+            if code == "55000":  # finished, asked to cancel or running elsewhere
+                event(log, "duplicate dropped", run_id=run.run_id, key=key, reason=error)
+                remember(key, None)
+                results[i] = {"accepted": True, "duplicate": True}
+            elif code is not None:  # unknown to this worker
+                seen.pop(key, None)
+                results[i] = {"accepted": False, "error": error, "retryable": False}
+            else:
+                remaining = ((run.deadline or lease) - now).total_seconds()
+                rec = engine.start(run, handler, remaining, reply_sql=False)
+                rec.done = asyncio.Event()  # before the handler's task first runs
+                remember(key, rec)
+                results[i] = rec
 
     def refuse(request: web.Request, status: int, reason: str) -> web.Response:
         event(log, "request refused", level=logging.WARNING, status=status, reason=reason, peer=request.remote)
@@ -160,15 +182,19 @@ def make_app(worker: Worker, secrets: list[str | bytes] | None) -> web.Applicati
         batched = isinstance(doc, list)
         messages = doc if batched else [doc]
         engine = request.app[ENGINE]
-        results: list[Any] = []
-        for m in messages:
+        results: list[Any] = [None] * len(messages)
+        pending: list[tuple[int, Run, Any]] = []
+        for i, m in enumerate(messages):
             try:
-                results.append(await accept(engine, m))
+                got = prepare(engine, m, len(pending))
             except Busy:
-                results.append({"accepted": False, "error": "worker busy", "retryable": True})
-            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
-                results.append({"accepted": False, "error": db.explain(exc), "retryable": True,
-                                "reason": "database_unavailable"})
+                got = {"accepted": False, "error": "worker busy", "retryable": True}
+            if isinstance(got, tuple):
+                pending.append((i, *got))
+            else:
+                results[i] = got
+        if pending:
+            await start(engine, pending, results)
         recs = [r for r in results if isinstance(r, Inflight)]
         if recs:
             waits = [asyncio.ensure_future(r.done.wait()) for r in recs if r.done is not None]
