@@ -65,6 +65,12 @@ def explain(conn: psycopg.Connection, statement: str, args: tuple = ()) -> str:
     return "\n".join(r[0] for r in conn.execute("EXPLAIN (COSTS OFF) " + statement, args))
 
 
+def distribute_outbox(conn: psycopg.Connection) -> list[int]:
+    """Distributes the clone's outbox by bucket (DISTRIBUTE_OUTBOX); returns the buckets in order."""
+    conn.execute(DISTRIBUTE_OUTBOX)
+    return [r[0] for r in conn.execute("SELECT bucket FROM cronbox.bucket ORDER BY bucket_index")]
+
+
 def node_port(conn: psycopg.Connection, table: str, bucket: int) -> int:
     return conn.execute("SELECT nodeport FROM pg_catalog.citus_shards WHERE table_name = %s::regclass"
                         " AND shardid = pg_catalog.get_shard_id_for_distribution_column(%s, %s)",
@@ -78,8 +84,7 @@ def test_citus_the_relay_s_claim_is_one_task_per_bucket_and_runs_on_the_bucket_s
     registered for delegation on p_bucket, the whole call is one task on the node holding the
     bucket (its statements run there against the local shard)."""
     with db.connect(citus_clone) as conn:
-        conn.execute(DISTRIBUTE_OUTBOX)
-        buckets = [r[0] for r in conn.execute("SELECT bucket FROM cronbox.bucket ORDER BY bucket_index")]
+        buckets = distribute_outbox(conn)
         ports = {node_port(conn, "cronbox.outbox", b) for b in buckets}
         assert len(ports) == 2  # the buckets are spread over both worker nodes
         mine = [buckets[0], buckets[-1]]
@@ -121,8 +126,7 @@ def test_citus_the_relay_s_look_ahead_and_its_wake_up_stop_at_flagged_rows_one_t
     (the queue's first flagged row by a probe of outbox_flagged_idx there) and answer for that
     bucket alone; without one, a statement per bucket, the earliest of them."""
     with db.connect(citus_clone) as conn:
-        conn.execute(DISTRIBUTE_OUTBOX)
-        buckets = [r[0] for r in conn.execute("SELECT bucket FROM cronbox.bucket ORDER BY bucket_index")]
+        buckets = distribute_outbox(conn)
         first, last = buckets[0], buckets[-1]
         # per bucket: an unflagged row due in 20 s, a flagged one at 30 s (first) or 60 s (last),
         # and an unflagged row after it
@@ -153,8 +157,7 @@ def test_citus_the_relay_s_ack_nack_and_release_are_one_task_on_the_bucket_s_nod
     bucket is left alone; registered for delegation on p_bucket, each call is one task on the
     node holding the bucket and its writes are made there."""
     with db.connect(citus_clone) as conn:
-        conn.execute(DISTRIBUTE_OUTBOX)
-        buckets = [r[0] for r in conn.execute("SELECT bucket FROM cronbox.bucket ORDER BY bucket_index")]
+        buckets = distribute_outbox(conn)
         mine, other = buckets[0], buckets[-1]
         conn.execute("INSERT INTO cronbox.outbox (bucket, queue, kind, run_id, state, job_name, fire_at, attempt,"
                      " timeout, available_at, dispatched_at)"
@@ -228,8 +231,7 @@ def test_citus_the_pull_claim_takes_a_queue_s_runs_bucket_by_bucket_one_task_eac
     until it has n runs; the runs of every bucket are taken, each once, running on the worker
     under the run's lease."""
     with db.connect(citus_clone) as conn:
-        conn.execute(DISTRIBUTE_OUTBOX)
-        buckets = [r[0] for r in conn.execute("SELECT bucket FROM cronbox.bucket ORDER BY bucket_index")]
+        buckets = distribute_outbox(conn)
         mine = [buckets[0], buckets[len(buckets) // 2], buckets[-1]]
         conn.execute("INSERT INTO cronbox.outbox (bucket, queue, kind, run_id, state, job_name, fire_at, attempt,"
                      " timeout, available_at, dispatched_at)"
