@@ -174,3 +174,6 @@ DROP FUNCTION IF EXISTS cronbox.release_futures(bigint[]);
 DROP FUNCTION IF EXISTS cronbox.resume_at(text, text, timestamp with time zone, timestamp with time zone);
 -- the Citus layer's cronbox.new_run_id(bucket_index) is the core cronbox.new_bucket_run_id(bucket_index).
 DROP FUNCTION IF EXISTS cronbox.new_run_id(integer);
+-- dispatch's write flags early 'skip' runs as it inserts them: p_claim_at_due (migration 0466).
+DROP FUNCTION IF EXISTS cronbox.dispatch_locked(bigint[], bigint[], interval, timestamp with time zone, integer[]);
+DROP FUNCTION IF EXISTS cronbox.dispatch_plain(bigint[], interval, timestamp with time zone, integer[]);
