@@ -254,7 +254,8 @@ def test_citus_the_pull_claim_takes_a_queue_s_runs_bucket_by_bucket_one_task_eac
 # the bucket first, no foreign key between them and the coordinator's local tables (Citus
 # refuses one from a distributed table to a local one), row security by function calls without
 # subqueries (the test runs as a superuser: it does not look at policies), colocated with the
-# buckets; the dependencies and queue limits early dispatch reads as reference tables; the
+# buckets; the dependencies and queue limits early dispatch reads and the after-job edges the
+# finishing calls read as reference tables; the
 # walks planned with their bucket bound (as the claim above).
 DISTRIBUTE_JOBS = """
 SET LOCAL citus.multi_shard_modify_mode TO 'sequential';
@@ -292,6 +293,7 @@ SELECT pg_catalog.create_distributed_table('cronbox.job_stat', 'bucket', colocat
 SELECT pg_catalog.create_distributed_table('cronbox.job_fire', 'bucket', colocate_with => 'cronbox.bucket_shard');
 SELECT pg_catalog.create_reference_table('cronbox.job_dependency');
 SELECT pg_catalog.create_reference_table('cronbox.queue_limit');
+SELECT pg_catalog.create_reference_table('cronbox.job_after_edge');
 ALTER FUNCTION cronbox.dispatch_at(integer, bigint[], interval, integer, timestamptz)
     SET plan_cache_mode = force_custom_plan;
 ALTER FUNCTION cronbox.dispatch_ahead_at(integer, interval, integer, timestamptz, bigint, timestamptz)
@@ -890,3 +892,32 @@ def test_citus_start_run_and_heartbeat_find_the_run_in_the_bucket_its_id_carries
         rows = conn.execute("SELECT outbox_id, bucket, state, worker FROM cronbox.outbox ORDER BY outbox_id").fetchall()
         assert sorted(rows) == sorted([(mine, a, "running", "w1"), (plain, a, "running", "w1"),
                                        (theirs, b, "running", "w1")]), rows
+
+
+def test_citus_the_after_jobs_naming_finished_jobs_are_read_from_the_edges_in_one_task(citus_clone):
+    """The after-job edges (cronbox.job_after_edge, kept by schedule) as a reference table: the
+    after-jobs that name a finished job, with their buckets, are one task on a copy of the
+    edges, whichever buckets the after-jobs are in; reading them from the distributed jobs'
+    `after` lists instead walks every shard. An after-job made by a bare INSERT on the
+    distributed jobs gets its edges from cronbox.add_job_rows."""
+    with db.connect(citus_clone) as conn:
+        groups = _names_in_buckets(conn, 2, 2, "e{}")
+        (a, [up, other]), (b, [down, down2]) = sorted(groups.items())
+        for name in (up, other):
+            conn.execute("SELECT cronbox.schedule(%s, every => '1 minute')", (name,))
+        conn.execute("SELECT cronbox.schedule(%s, after => %s)", (down, [up, other]))
+        conn.execute(DISTRIBUTE_JOBS)
+        [(jid,)] = conn.execute("INSERT INTO cronbox.job (name, bucket, kind, after, created_at, updated_at)"
+                                " VALUES (%s, %s, 'after', %s, now(), now()) RETURNING job_id",
+                                (down2, b, [up])).fetchall()
+        conn.execute("SELECT cronbox.add_job_rows(ARRAY[%s]::bigint[])", (jid,))
+        lookup = "SELECT e.job_id, e.bucket FROM cronbox.job_after_edge e WHERE e.upstream = ANY (%s::text[])"
+        conn.execute("SET citus.multi_task_query_log_level = error")
+        plan = explain(conn, lookup, ([up],))
+        assert "Task Count: 1" in plan, plan
+        found = conn.execute(lookup, ([up],)).fetchall()
+        conn.execute("RESET citus.multi_task_query_log_level")
+        jobs = dict(conn.execute("SELECT name, job_id FROM cronbox.job").fetchall())
+        assert sorted(found) == sorted([(jobs[down], b), (jobs[down2], b)])
+        plan = explain(conn, "SELECT j.job_id FROM cronbox.job j WHERE j.after && %s::text[]", ([up],))
+        assert "Task Count: 1" not in plan, plan

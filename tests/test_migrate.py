@@ -196,3 +196,35 @@ def test_the_saturation_state_moves_with_every_job_to_job_fire(pg, tmp_path: Pat
                                 ).fetchone()[0] == 3
     finally:
         pg.drop_db(name)
+
+
+def test_the_after_job_edges_are_made_from_every_existing_after_list(pg, tmp_path: Path):
+    # A database migrated by the code before migration 0467, with after-jobs, then migrated by
+    # this code: cronbox.job_after_edge holds one row per name listed, with the job's bucket.
+    repo = Path(__file__).resolve().parent.parent
+    added = subprocess.run(["git", "-C", str(repo), "log", "--format=%H", "--diff-filter=A", "-1", "--",
+                            "sql/migrations/0467_keep_after_job_edges.sql"], capture_output=True, text=True)
+    if added.returncode != 0 or not added.stdout.strip():
+        pytest.skip("needs the git history of this repository")
+    old = tmp_path / "old"
+    old.mkdir()
+    archive = subprocess.run(["git", "-C", str(repo), "archive", added.stdout.strip() + "^", "sql"],
+                             capture_output=True, check=True)
+    subprocess.run(["tar", "-x", "-C", str(old)], input=archive.stdout, check=True)
+    name = f"cronbox_e{os.getpid()}"
+    dsn = pg.create_db(name)
+    try:
+        migrate(dsn, old / "sql")
+        with db.connect(dsn) as conn:
+            for job in ("a", "b"):
+                conn.execute("SELECT cronbox.schedule(%s, every => '1 minute')", (job,))
+            conn.execute("SELECT cronbox.schedule('c', after => ARRAY['a', 'b'])")
+            conn.execute("SELECT cronbox.schedule('d', after => ARRAY['c'])")
+        migrate(dsn)
+        with db.connect(dsn) as conn:
+            assert sorted(conn.execute(
+                "SELECT j.name, e.upstream, e.bucket = j.bucket FROM cronbox.job_after_edge e "
+                "JOIN cronbox.job j USING (job_id)").fetchall()) == [
+                    ("c", "a", True), ("c", "b", True), ("d", "c", True)]
+    finally:
+        pg.drop_db(name)

@@ -261,3 +261,39 @@ def test_add_and_remove_dependency_take_name_and_still_accept_job_for_a_release(
     # one function each: nothing is ambiguous
     assert conn.execute("SELECT count(*) FROM pg_catalog.pg_proc WHERE pronamespace = 'cronbox'::regnamespace "
                         "AND proname IN ('add_dependency', 'remove_dependency')").fetchone()[0] == 2
+
+
+def edges(conn) -> set[tuple[str, str]]:
+    """The after-job edges kept beside the jobs' after lists: (job, upstream name), each with
+    its job's bucket (checked here)."""
+    rows = conn.execute("""SELECT j.name, e.upstream, e.bucket = j.bucket
+                           FROM cronbox.job_after_edge e JOIN cronbox.job j USING (job_id)""").fetchall()
+    assert all(same_bucket for _, _, same_bucket in rows)
+    assert conn.execute("SELECT count(*) FROM cronbox.job_after_edge").fetchone()[0] == len(rows)
+    return {(name, upstream) for name, upstream, _ in rows}
+
+
+def test_after_job_edges_follow_schedule_alter_and_unschedule(conn):
+    for name in ("a", "b", "c"):
+        job(conn, name)
+    after_job(conn, "d", ["a", "b"])
+    after_job(conn, "e", ["d"])
+    assert edges(conn) == {("d", "a"), ("d", "b"), ("e", "d")}
+    after_job(conn, "d", ["b", "c"])  # altered: a dropped, c added
+    assert edges(conn) == {("d", "b"), ("d", "c"), ("e", "d")}
+    after_job(conn, "d", ["b", "c"])  # the same again: a no-op
+    assert edges(conn) == {("d", "b"), ("d", "c"), ("e", "d")}
+    conn.execute("SELECT cronbox.schedule_at('e', every => '1 hour', p_now => %s)", (T0,))  # no longer an after-job
+    assert edges(conn) == {("d", "b"), ("d", "c")}
+    assert conn.execute("SELECT cronbox.unschedule_at('b', p_now => %s)", (T0,)).fetchone()[0]
+    assert edges(conn) == {("d", "b"), ("d", "c")}  # the name stays listed, as in d's after list
+    assert conn.execute("SELECT cronbox.unschedule_at('d', p_now => %s)", (T0,)).fetchone()[0]
+    assert edges(conn) == set()
+    after_job(conn, "e", ["a", "c"])
+    assert edges(conn) == {("e", "a"), ("e", "c")}
+    # a job inserted with a bare INSERT gets its edges from cronbox.add_job_rows, as its other rows
+    [(jid,)] = conn.execute("""INSERT INTO cronbox.job (name, bucket, kind, after, created_at, updated_at)
+                               VALUES ('f', cronbox.job_bucket('f'), 'after', ARRAY['c'], %s, %s)
+                               RETURNING job_id""", (T0, T0)).fetchall()
+    conn.execute("SELECT cronbox.add_job_rows(ARRAY[%s]::bigint[])", (jid,))
+    assert edges(conn) == {("e", "a"), ("e", "c"), ("f", "c")}

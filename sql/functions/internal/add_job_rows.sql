@@ -1,7 +1,8 @@
 -- cronbox.add_job_rows(p_job_ids): the rows that go with new jobs, made by the statement after
 -- the one that inserted them, set-based: each job's saturation state (cronbox.job_fire, a copy
 -- of its paused flag; nothing to materialise until its frontier and next fire are written) and
--- its statistics (cronbox.job_stat), both in the job's bucket, and the schedule count and fire
+-- its statistics (cronbox.job_stat), both in the job's bucket, its after-job edges
+-- (cronbox.job_after_edge, one per name in its `after` list), and the schedule count and fire
 -- rate of owners with a quota (cronbox.owner_quota). Called by cronbox.schedule, the only
 -- function that inserts jobs, and by scripts that insert jobs with a bare INSERT (benches,
 -- tests). Not a trigger: Citus distributes no table with triggers, and runs no statement
@@ -32,6 +33,13 @@ BEGIN
         RETURNING job_id
     )
     SELECT array_agg(s.job_id) INTO v_new FROM stat s;
+    -- their after-job edges: a statement of its own, as the edges are a reference table on
+    -- Citus and the rows above are distributed
+    INSERT INTO cronbox.job_after_edge (upstream, job_id, bucket)
+    SELECT DISTINCT u.name, j.job_id, j.bucket
+    FROM cronbox.job j CROSS JOIN LATERAL unnest(j.after) AS u(name)
+    WHERE j.job_id = ANY (p_job_ids) AND j.after IS NOT NULL AND u.name IS NOT NULL
+    ON CONFLICT (upstream, job_id) DO NOTHING;
     -- their owners' counts, for owners with a quota (none: nothing to read)
     IF v_new IS NOT NULL AND EXISTS (SELECT 1 FROM cronbox.owner_quota) THEN
         UPDATE cronbox.owner_quota q SET schedules = q.schedules + c.n, fire_rate = q.fire_rate + c.rate
@@ -45,7 +53,7 @@ END
 $$;
 
 COMMENT ON FUNCTION cronbox.add_job_rows(bigint[]) IS
-'Internal: makes the saturation-state and statistics rows of new jobs (in their bucket) and counts them for their owners'' quotas; called after inserting jobs. Idempotent.';
+'Internal: makes the saturation-state and statistics rows of new jobs (in their bucket), their after-job edges, and counts them for their owners'' quotas; called after inserting jobs. Idempotent.';
 
 ALTER FUNCTION cronbox.add_job_rows(bigint[]) OWNER TO cronbox_owner;
 REVOKE ALL ON FUNCTION cronbox.add_job_rows(bigint[]) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

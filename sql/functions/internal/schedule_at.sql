@@ -247,6 +247,10 @@ BEGIN
         UPDATE cronbox.job_future f SET queue = j.queue
         FROM cronbox.job j
         WHERE j.job_id = v_job_id AND f.job_id = v_job_id AND f.queue <> j.queue;
+        -- its after-job edges (cronbox.job_after_edge) follow its after list
+        IF v_old.after IS DISTINCT FROM v_new.after THEN
+            PERFORM cronbox.sync_after_edges(ARRAY[v_job_id]);
+        END IF;
         PERFORM cronbox.record_change(v_job_id, schedule_at.name, 'updated',
                                       coalesce(schedule_at.reason, 'updated'), p_now);
     END IF;
