@@ -91,8 +91,9 @@ BEGIN
         WHERE s.job_id = (SELECT o.job_id FROM cronbox.outbox o
                           WHERE o.outbox_id = p_run_ids[1] AND o.kind = 'run'
                             AND (p_outcome = 'succeeded' OR o.cancel_requested) AND o.needs IS NULL
-                            AND NOT EXISTS (SELECT 1 FROM cronbox.job a
-                                            WHERE a.after IS NOT NULL AND o.job_name = ANY (a.after)))
+                            -- no after-job names it (a probe of the edges' key)
+                            AND NOT EXISTS (SELECT 1 FROM cronbox.job_after_edge e
+                                            WHERE e.upstream = o.job_name))
         FOR NO KEY UPDATE;
         IF v_job IS NOT NULL THEN
             WITH gone AS (
@@ -159,8 +160,8 @@ BEGIN
     --    run, when every id is a run in flight (no duplicate, none unknown or final), holding no
     --    pool units, of jobs whose statistics are folded (cronbox.job_stat_folded), in queues
     --    without a limit, with no fire of these jobs held for overlap, while no job has an
-    --    `after` list (a database with after-jobs goes steps 1-8, which find those naming these
-    --    jobs). The first statement finds the runs by the outbox's key and takes their jobs'
+    --    after-job edge (cronbox.job_after_edge; a database with after-jobs goes steps 1-8,
+    --    which find those naming these jobs). The first statement finds the runs by the outbox's key and takes their jobs'
     --    locks in job_id order (no after-job to lock with them); the second, with
     --    a snapshot taken under the locks, checks the jobs' policies again, deletes the outbox
     --    rows and inserts their history rows and the change row, or does nothing when a check
@@ -180,9 +181,9 @@ BEGIN
         locked AS MATERIALIZED (
             SELECT s.job_id FROM cronbox.job_stat s
             WHERE s.job_id = ANY (ARRAY(SELECT u.id FROM fit f CROSS JOIN LATERAL unnest(f.jobs) AS u(id)))
-              -- no after-job at all (one probe of job_has_after_idx): looking for those naming
-              -- these jobs walks every after-job, which steps 1-8 would walk again
-              AND NOT EXISTS (SELECT 1 FROM cronbox.job a WHERE a.after IS NOT NULL)
+              -- no after-job at all (one probe of cronbox.job_after_edge): those naming these
+              -- jobs are left to steps 1-8
+              AND NOT EXISTS (SELECT 1 FROM cronbox.job_after_edge)
             ORDER BY s.job_id
             FOR NO KEY UPDATE OF s
         )
@@ -194,7 +195,7 @@ BEGIN
                 SELECT NOT EXISTS (SELECT 1 FROM cronbox.queue_limit q WHERE q.queue = ANY (v_queues))
                        AND NOT EXISTS (SELECT 1 FROM cronbox.job_future h
                                        WHERE h.job_id = ANY (v_jobs) AND h.hold = 'overlap')
-                       AND NOT EXISTS (SELECT 1 FROM cronbox.job a WHERE a.after IS NOT NULL)
+                       AND NOT EXISTS (SELECT 1 FROM cronbox.job_after_edge)
                        AND NOT EXISTS (SELECT 1 FROM cronbox.job j
                                        CROSS JOIN LATERAL cronbox.job_stat_folded(j.job_id, j.overlap, j.every_mode, j.name, NULL) f
                                        WHERE j.job_id = ANY (v_jobs) AND NOT f.folded) AS ok
@@ -261,14 +262,16 @@ BEGIN
         FROM jobs
     ),
     hit AS MATERIALIZED (
-        SELECT a.job_id, a.after FROM cronbox.job a
-        WHERE a.after IS NOT NULL AND a.after && (SELECT names.of FROM names)
+        -- the after-jobs naming these jobs, from their edges (cronbox.job_after_edge, kept
+        -- with every after list): one probe of the edges' key per name, no other bucket's
+        -- job rows read
+        SELECT e.job_id, e.upstream FROM cronbox.job_after_edge e
+        WHERE e.upstream = ANY ((SELECT names.of FROM names)::text[])
     ),
     found AS MATERIALIZED (
         SELECT (SELECT jobs.ids FROM jobs) AS ids,
-               CASE WHEN p_outcome = 'succeeded' THEN coalesce(array_agg(h.job_id), '{}') ELSE '{}' END AS after,
-               ARRAY(SELECT DISTINCT u.name FROM hit x CROSS JOIN names CROSS JOIN LATERAL unnest(x.after) AS u(name)
-                     WHERE u.name = ANY (names.of)) AS after_names
+               CASE WHEN p_outcome = 'succeeded' THEN coalesce(array_agg(DISTINCT h.job_id), '{}') ELSE '{}' END AS after,
+               ARRAY(SELECT DISTINCT x.upstream FROM hit x) AS after_names
         FROM hit h
     ),
     locked AS MATERIALIZED (
