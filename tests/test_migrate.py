@@ -152,13 +152,12 @@ def test_migrate_while_the_processes_run_loses_and_doubles_nothing(fresh_dsn, tm
         assert conn.execute("SELECT count(*) FROM cronbox.runs WHERE state IN ('failed', 'lost')").fetchone()[0] == 0
 
 
-def test_the_saturation_state_moves_with_every_job_to_job_fire(pg, tmp_path: Path):
-    # A database migrated by the code before migration 0331, its jobs in every state, then
-    # migrated by this code: each job's frontier, next fire, fires made and paused flag are in
-    # its cronbox.job_fire row, and the claim takes the due job and leaves the paused one.
+def sql_before(migration: str, tmp_path: Path) -> Path:
+    """The sql/ folder of this repository as it was before `migration` was added (from its git
+    history; the test is skipped without it)."""
     repo = Path(__file__).resolve().parent.parent
     added = subprocess.run(["git", "-C", str(repo), "log", "--format=%H", "--diff-filter=A", "-1", "--",
-                            "sql/migrations/0331_create_job_fire.sql"], capture_output=True, text=True)
+                            f"sql/migrations/{migration}"], capture_output=True, text=True)
     if added.returncode != 0 or not added.stdout.strip():
         pytest.skip("needs the git history of this repository")
     old = tmp_path / "old"
@@ -166,10 +165,18 @@ def test_the_saturation_state_moves_with_every_job_to_job_fire(pg, tmp_path: Pat
     archive = subprocess.run(["git", "-C", str(repo), "archive", added.stdout.strip() + "^", "sql"],
                              capture_output=True, check=True)
     subprocess.run(["tar", "-x", "-C", str(old)], input=archive.stdout, check=True)
+    return old / "sql"
+
+
+def test_the_saturation_state_moves_with_every_job_to_job_fire(pg, tmp_path: Path):
+    # A database migrated by the code before migration 0331, its jobs in every state, then
+    # migrated by this code: each job's frontier, next fire, fires made and paused flag are in
+    # its cronbox.job_fire row, and the claim takes the due job and leaves the paused one.
+    old = sql_before("0331_create_job_fire.sql", tmp_path)
     name = f"cronbox_m{os.getpid()}"
     dsn = pg.create_db(name)
     try:
-        migrate(dsn, old / "sql")
+        migrate(dsn, old)
         t0 = "2030-01-01 00:00:00+00"
         with db.connect(dsn) as conn:
             for name, extra in (("due", ""), ("paused", ""), ("limited", ", max_runs => 5"), ("done", "")):
@@ -201,20 +208,11 @@ def test_the_saturation_state_moves_with_every_job_to_job_fire(pg, tmp_path: Pat
 def test_the_after_job_edges_are_made_from_every_existing_after_list(pg, tmp_path: Path):
     # A database migrated by the code before migration 0467, with after-jobs, then migrated by
     # this code: cronbox.job_after_edge holds one row per name listed, with the job's bucket.
-    repo = Path(__file__).resolve().parent.parent
-    added = subprocess.run(["git", "-C", str(repo), "log", "--format=%H", "--diff-filter=A", "-1", "--",
-                            "sql/migrations/0467_keep_after_job_edges.sql"], capture_output=True, text=True)
-    if added.returncode != 0 or not added.stdout.strip():
-        pytest.skip("needs the git history of this repository")
-    old = tmp_path / "old"
-    old.mkdir()
-    archive = subprocess.run(["git", "-C", str(repo), "archive", added.stdout.strip() + "^", "sql"],
-                             capture_output=True, check=True)
-    subprocess.run(["tar", "-x", "-C", str(old)], input=archive.stdout, check=True)
+    old = sql_before("0467_keep_after_job_edges.sql", tmp_path)
     name = f"cronbox_e{os.getpid()}"
     dsn = pg.create_db(name)
     try:
-        migrate(dsn, old / "sql")
+        migrate(dsn, old)
         with db.connect(dsn) as conn:
             for job in ("a", "b"):
                 conn.execute("SELECT cronbox.schedule(%s, every => '1 minute')", (job,))
