@@ -15,7 +15,7 @@ from bench.database import ADD_JOB_ROWS
 def reset(database: Database) -> None:
     with database.connect() as conn:
         conn.execute("TRUNCATE cronbox.job_future, cronbox.outbox, cronbox.run, cronbox.job, cronbox.job_change, "
-                     "cronbox.dead_letter CASCADE")
+                     "cronbox.dead_letter, cronbox.job_after_edge CASCADE")
 
 
 def load(database: Database, n: int, margin: float | None) -> float:

@@ -36,9 +36,14 @@ stage, a change of the write path as a change in its rows, index entries and WAL
 a deployment that keeps N days of history has them: a kept plan on the run table locks every
 partition each time it runs, so a call's fixed cost grows with them.
 
+`--after-jobs N` first schedules N pipelines of two jobs (an upstream every day and an after-job
+listing it), never fired: a deployment with DAGs beside the measured runs, whose jobs no after-job
+lists (what dispatch and the finishing calls read to find the after-jobs must not grow with them).
+
     python -m bench.sqlcost                 # 20,000 runs, batch 1,000, 3 repetitions, every flow
     python -m bench.sqlcost --flows pull --quick
     python -m bench.sqlcost --flows push --history-days 30    # as with the default retention
+    python -m bench.sqlcost --flows pull --after-jobs 10000   # beside 10,000 after-jobs
 """
 
 from __future__ import annotations
@@ -182,9 +187,14 @@ class Meter:
         return totals
 
 
-def run_flow(database: Database, flow: str, n: int, batch: int, statements: bool = False) -> dict[str, Any]:
+def run_flow(database: Database, flow: str, n: int, batch: int, statements: bool = False,
+             after_jobs: int = 0) -> dict[str, Any]:
     load(database, n, None)
     with database.connect() as conn:
+        if after_jobs:  # after the load: its futures are one per job it finds
+            conn.execute("SELECT count(cronbox.schedule('dag/up' || k, every => '1 day')), "
+                         "count(cronbox.schedule('dag/after' || k, after => ARRAY['dag/up' || k])) "
+                         "FROM generate_series(1, %s) AS k", (after_jobs,))
         conn.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect")
         setup = REPO / "bench" / "pgbench" / f"{flow}_setup.sql"
         if setup.exists():
@@ -309,12 +319,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--flows", default=",".join(FLOWS), help=f"comma-separated, of {', '.join(FLOWS)}")
     p.add_argument("--history-days", type=int, default=0,
                    help="first create the (empty) run partitions of this many past days (default 0)")
+    p.add_argument("--after-jobs", type=int, default=0,
+                   help="first schedule this many upstream + after-job pairs, never fired (default 0)")
     p.add_argument("--statements", action="store_true",
                    help="each stage's heaviest statements, those inside the functions included "
                         "(pg_stat_statements, track=all: slows every statement a little)")
     args = parse_args(p, argv)
     if args.history_days < 0:
         p.error("--history-days: must be 0 or more")
+    if args.after_jobs < 0:
+        p.error("--after-jobs: must be 0 or more")
     n = args.runs or (2000 if args.quick else 20_000)
     reps = args.reps or (1 if args.quick else 3)
     flows = [f.strip() for f in args.flows.split(",") if f.strip()]
@@ -332,11 +346,12 @@ def main(argv: list[str] | None = None) -> int:
             partitions = conn.execute(
                 "SELECT count(*) FROM pg_inherits WHERE inhparent = 'cronbox.run'::regclass").fetchone()[0]
         report.update({"n": n, "batch": args.batch, "reps": reps, "history_days": args.history_days,
+                       "after_jobs": args.after_jobs,
                        "run_partitions": partitions, "flows": {}})
         for flow in flows:
             repetitions = []
             for i in range(reps):
-                rep = run_flow(database, flow, n, args.batch, args.statements)
+                rep = run_flow(database, flow, n, args.batch, args.statements, args.after_jobs)
                 log(f"{flow} rep {i + 1}/{reps}: total per run {rep['total']}")
                 repetitions.append(rep)
             median = {stage: {key: statistics.median(r["stages"][stage][key] for r in repetitions)

@@ -297,3 +297,34 @@ def test_after_job_edges_follow_schedule_alter_and_unschedule(conn):
                                RETURNING job_id""", (T0, T0)).fetchall()
     conn.execute("SELECT cronbox.add_job_rows(ARRAY[%s]::bigint[])", (jid,))
     assert edges(conn) == {("e", "a"), ("e", "c"), ("f", "c")}
+
+
+def test_dispatch_finds_the_after_jobs_naming_its_jobs_by_their_edges_not_by_every_after_job(conn):
+    """Whether an after-job lists a dispatched job (then its statistics are written at dispatch,
+    not left to the fold: the after-job reads them) is a probe of cronbox.job_after_edge's key per
+    name, whatever the number of after-jobs; the after-jobs' lists (job_has_after_idx) are not
+    walked. Both of dispatch's write paths: the plain one and the general one (a queue limit)."""
+    from .plan_support import nodes, plans_of
+    for k in range(300):
+        job(conn, f"elsewhere{k}")
+        after_job(conn, f"waits{k}", [f"elsewhere{k}"])
+    job(conn, "extract", overlap="allow")  # 'allow': statistics no policy of its own reads
+    after_job(conn, "load", ["extract"])
+    job(conn, "solo", overlap="allow")
+    job(conn, "limited", overlap="allow", queue="narrow")
+    conn.execute("SELECT cronbox.set_queue_limit('narrow', 5)")
+    for name in ("extract", "solo", "limited"):
+        future(conn, name, 100)
+    conn.execute("ANALYZE cronbox.job")
+    conn.execute("ANALYZE cronbox.job_after_edge")
+    plans = plans_of(conn, "SELECT * FROM cronbox.dispatch_at(1000, p_now => %s)", (at(100),), analyze=True)
+    scans = [n for p in plans for n in nodes(p["Plan"])]
+    assert not [n for n in scans if n.get("Index Name") == "job_has_after_idx"], "the after-jobs' lists walked"
+    edge_rows = [n.get("Actual Rows", 0) * n.get("Actual Loops", 1) for n in scans
+                 if n.get("Relation Name") == "job_after_edge"]
+    assert edge_rows and sum(edge_rows) <= 2, edge_rows  # extract's one edge (per write path asked)
+    assert sorted(r["job"] for r in runs(conn)) == ["extract", "limited", "solo"]
+    # extract's statistics were written at dispatch (load reads them); solo's left to the fold
+    folded = dict(conn.execute("SELECT j.name, s.last_fire_at IS NOT NULL FROM cronbox.job j "
+                               "JOIN cronbox.job_stat s USING (job_id) WHERE j.name IN ('extract', 'solo')"))
+    assert folded == {"extract": True, "solo": False}, folded

@@ -13,7 +13,8 @@
 -- reads either that set's rows of the bucket's tables (job, job_future, job_stat: one shard's
 -- where they are distributed by bucket, with reference tables beside them) or the coordinator's
 -- own tables and the values read before, never both (docs/citus.md): the upstreams' names and
--- successes and the after-jobs' lists are read bucket set by bucket set, the batch passed on as
+-- successes are read bucket set by bucket set, the after-jobs naming the batch's jobs from the
+-- after-job edges (cronbox.job_after_edge: a reference table on Citus), the batch passed on as
 -- an array of cronbox.dispatch_fire.
 -- p_claim_at_due: jobs whose runs written here ahead of their due time are claimable only from
 -- it (outbox.claim_at_due: early dispatch's 'skip' runs, which must stay withdrawable until
@@ -243,16 +244,12 @@ BEGIN
 
     -- 3. Statistics no policy reads are left to the poller's fold (cronbox.job_stat_change),
     --    unless an after-job lists the job (a success of its fires the after-job, which reads
-    --    it: cronbox.job_stat_folded). The after-jobs' lists are read bucket set by bucket set.
-    IF cardinality(v_candidates) > 0 THEN
-        v_walks := coalesce(v_walks, cronbox.bucket_walks('cronbox.job'));
-        FOR w IN 1 .. array_length(v_walks, 1) LOOP
-            v_set := ARRAY(SELECT unnest(v_walks[w:w]));
-            v_after := v_after || ARRAY(
-                SELECT DISTINCT u.name
-                FROM cronbox.job a CROSS JOIN LATERAL unnest(a.after) AS u(name)
-                WHERE a.bucket = ANY (v_set) AND a.after IS NOT NULL AND u.name = ANY (v_candidates));
-        END LOOP;
+    --    it: cronbox.job_stat_folded). Which of them an after-job lists: the after-job edges
+    --    (cronbox.job_after_edge, one probe of its key per name), not the after-jobs' lists
+    --    (a walk over every after-job of every bucket).
+    IF cardinality(v_candidates) > 0 AND EXISTS (SELECT 1 FROM cronbox.job_after_edge) THEN  -- none: one probe
+        v_after := ARRAY(SELECT DISTINCT e.upstream FROM cronbox.job_after_edge e
+                         WHERE e.upstream = ANY (v_candidates));
     END IF;
 
     -- 4. The queue limits concerned, locked in a fixed order (before the pools: the order

@@ -36,8 +36,6 @@ DECLARE
     v_fires cronbox.dispatch_fire[];  -- the batch, decided (wish: run or skip)
     v_candidates text[];      -- names of the batch's jobs whose statistics may be folded off the hot path
     v_after text[] := '{}';   -- those of them an after-job lists (their statistics are read: not folded)
-    v_walks integer[];
-    v_set integer[];
     v_dispatched integer;
     v_skipped integer;
     v_gone bigint[];          -- the futures decided: deleted
@@ -102,16 +100,10 @@ BEGIN
     END IF;
 
     -- 2. Statistics no policy reads are left to the poller's fold, unless an after-job lists
-    --    the job (as dispatch_locked: the after-jobs' lists read bucket set by bucket set).
-    IF cardinality(v_candidates) > 0 THEN
-        v_walks := cronbox.bucket_walks('cronbox.job');
-        FOR w IN 1 .. array_length(v_walks, 1) LOOP
-            v_set := ARRAY(SELECT unnest(v_walks[w:w]));
-            v_after := v_after || ARRAY(
-                SELECT DISTINCT u.name
-                FROM cronbox.job a CROSS JOIN LATERAL unnest(a.after) AS u(name)
-                WHERE a.bucket = ANY (v_set) AND a.after IS NOT NULL AND u.name = ANY (v_candidates));
-        END LOOP;
+    --    the job (as dispatch_locked: read from the after-job edges).
+    IF cardinality(v_candidates) > 0 AND EXISTS (SELECT 1 FROM cronbox.job_after_edge) THEN  -- none: one probe
+        v_after := ARRAY(SELECT DISTINCT e.upstream FROM cronbox.job_after_edge e
+                         WHERE e.upstream = ANY (v_candidates));
     END IF;
 
     -- A batch of one bucket on a database with buckets (Citus) draws its run ids with that
