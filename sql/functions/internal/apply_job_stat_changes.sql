@@ -1,6 +1,6 @@
 -- cronbox.apply_job_stat_changes(p_changes, p_jobs): folds statistics changes
--- (cronbox.job_stat_change) into cronbox.job_stat, for the jobs p_jobs (sorted ascending, no NULLs), from the change rows
--- p_changes (NULL: every row there is). Either the caller holds those jobs' locks (their
+-- (cronbox.job_stat_change) into cronbox.job_stat, for the jobs p_jobs (sorted ascending, no NULLs;
+-- NULL: every job the rows name), from the change rows p_changes (NULL: every row there is). Either the caller holds those jobs' locks (their
 -- job_stat rows: every change of them is committed and none is being written), or it is the one
 -- poller's fold, whose update locks each row and re-checks folded_through on it. Per job, the changes
 -- newer than job_stat.folded_through are applied in change_id order, which for one job is the
@@ -9,6 +9,12 @@
 -- the streaks (consecutive failures and crashes) restart at the last change with a success and
 -- add the failures after it, as the finishing calls would have, one after another.
 -- Idempotent: folded_through moves to the newest change applied.
+-- Two statements, the second seldom run: the first folds every job none of whose changes here is
+-- folded yet (its watermark below its first change here: the poller's fold, each round), with no
+-- read of the watermarks before the update (a probe of job_stat per job); the update re-checks it
+-- on each row it locks. Only when a row was left (a job folded alone or by a fold that skipped
+-- the rows naming it since, or a job without a row) does the second fold each job's changes newer
+-- than its watermark, read first.
 CREATE OR REPLACE FUNCTION cronbox.apply_job_stat_changes(p_changes bigint[], p_jobs bigint[])
 RETURNS integer
 LANGUAGE plpgsql
@@ -19,6 +25,9 @@ SET enable_seqscan = off  -- a plan kept from an empty table: docs/architecture.
 AS $$
 DECLARE
     v_n integer;
+    v_jobs integer;
+    v_rest integer;
+    v_all bigint[];
 BEGIN
     WITH
     entry AS MATERIALIZED (
@@ -30,26 +39,126 @@ BEGIN
             AS u(job_id, active, last_fire, last_run, last_state, ok, failures, crashes, missed)
         WHERE (p_changes IS NULL OR c.change_id = ANY (p_changes))
           -- p_jobs is sorted: a binary search (width_bucket), where = ANY compared each entry
+          -- with every job (quadratic in the jobs of a fold); NULL: every job of the changes
+          AND (p_jobs IS NULL OR p_jobs[width_bucket(u.job_id, p_jobs)] = u.job_id)
+    ),
+    -- every change of the fold, in job order from the windows' sort (read once, by per_job:
+    -- not materialized, so its grouping by job reads that order instead of sorting again)
+    fresh AS (
+        SELECT e.*, max(e.change_id) FILTER (WHERE e.ok > 0) OVER w AS reset_at,
+               -- the state of the job's newest run (the newest change naming it): one sort of all
+               -- the entries, not one per job
+               first_value(e.last_state) OVER w AS newest_state
+        FROM entry e
+        -- one window for both, one pass over the sorted entries: the frame is the job's every
+        -- change, so the maximum is the job's; the first row is the same in any frame
+        WINDOW w AS (PARTITION BY e.job_id ORDER BY e.last_run DESC NULLS LAST, e.change_id DESC
+                     ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
+    ),
+    per_job AS (
+        SELECT f.job_id,
+               sum(f.active)::integer AS active,
+               max(f.last_fire) AS last_fire,
+               max(f.last_run) AS last_run,
+               min(f.newest_state) AS last_state,  -- the same in every row of the job
+               max(f.success_at) FILTER (WHERE f.ok > 0) AS success_at,
+               bool_or(f.ok > 0) AS reset,
+               coalesce(sum(f.failures) FILTER (WHERE f.reset_at IS NULL OR f.change_id > f.reset_at), 0)::integer AS failures,
+               coalesce(sum(f.crashes) FILTER (WHERE f.reset_at IS NULL OR f.change_id > f.reset_at), 0)::integer AS crashes,
+               sum(f.missed)::bigint AS missed,
+               max(f.change_id) AS through,
+               min(f.change_id) AS since
+        FROM fresh f
+        GROUP BY f.job_id
+    ),
+    -- as arrays in job_id order: a job_stat row finds its values at the position width_bucket
+    -- gives (docs/architecture.md, SQL conventions: no join, whatever the plan)
+    c AS MATERIALIZED (
+        -- Arrays of fixed-width values without NULLs (none stands for "no value": -infinity,
+        -- run id -1), so that a subscript is an offset: in an array with a NULL, or of text, it
+        -- walks the elements before it, and one update of 20,000 jobs walked 10^8 of them.
+        -- The states (text) by job id in one JSON object (a binary search on its keys).
+        -- In job_id order from one sort of the jobs: a sorted sub-select, which the planner never
+        -- pulls up, feeds one aggregate node that reads it in order, so every array is in that
+        -- order (PostgreSQL 15 sorts the input of each aggregate with its own ORDER BY again:
+        -- eleven sorts of the jobs where one does).
+        SELECT array_agg(p.job_id) AS ids,
+               array_agg(coalesce(p.active, 0)) AS active,
+               array_agg(coalesce(p.last_fire, '-infinity')) AS last_fire,
+               array_agg(coalesce(p.last_run, -1)) AS last_run,
+               jsonb_object_agg(p.job_id::text, p.last_state) AS last_state,
+               array_agg(coalesce(p.success_at, '-infinity')) AS success_at,
+               array_agg(coalesce(p.reset, false)) AS reset,
+               array_agg(p.failures) AS failures,
+               array_agg(p.crashes) AS crashes,
+               array_agg(coalesce(p.missed, 0)) AS missed,
+               array_agg(p.through) AS through,
+               array_agg(p.since) AS since
+        FROM (SELECT * FROM per_job ORDER BY per_job.job_id) p
+    ),
+    done AS (
+        UPDATE cronbox.job_stat s SET
+            active_runs = greatest(s.active_runs + c.active[width_bucket(s.job_id, c.ids)], 0),
+            last_fire_at = greatest(s.last_fire_at, nullif(c.last_fire[width_bucket(s.job_id, c.ids)], '-infinity')),
+            last_run_id = CASE WHEN c.last_run[width_bucket(s.job_id, c.ids)] >= coalesce(s.last_run_id, 0)
+                               THEN c.last_run[width_bucket(s.job_id, c.ids)] ELSE s.last_run_id END,
+            last_run_state = CASE WHEN c.last_run[width_bucket(s.job_id, c.ids)] >= coalesce(s.last_run_id, 0)
+                                  THEN c.last_state ->> s.job_id::text ELSE s.last_run_state END,
+            last_success_at = greatest(s.last_success_at, nullif(c.success_at[width_bucket(s.job_id, c.ids)], '-infinity')),
+            consecutive_failures = CASE WHEN c.reset[width_bucket(s.job_id, c.ids)] THEN 0 ELSE s.consecutive_failures END
+                                   + c.failures[width_bucket(s.job_id, c.ids)],
+            consecutive_crashes = CASE WHEN c.reset[width_bucket(s.job_id, c.ids)] THEN 0 ELSE s.consecutive_crashes END
+                                  + c.crashes[width_bucket(s.job_id, c.ids)],
+            missed_count = s.missed_count + c.missed[width_bucket(s.job_id, c.ids)],
+            folded_through = greatest(s.folded_through, c.through[width_bucket(s.job_id, c.ids)])
+        FROM c
+        WHERE s.job_id = ANY (c.ids)
+          -- none of the job's changes here folded yet (else: the second statement)
+          AND s.folded_through < c.since[width_bucket(s.job_id, c.ids)]
+        RETURNING 1
+    )
+    SELECT (SELECT count(*) FROM done), coalesce((SELECT cardinality(c.ids) FROM c), 0) INTO v_n, v_jobs;
+    IF v_n = v_jobs THEN
+        RETURN v_n;
+    END IF;
+    -- Some job's row was not updated: a fold of that job alone (cronbox.fold_job_stats_of) or a
+    -- fold that could not take its lock has moved its watermark into these changes, or the job
+    -- has no row (unscheduled). The same fold again, each job's changes newer than its
+    -- watermark only: a job the first statement updated is past all of its changes here.
+    v_all := coalesce(p_jobs, ARRAY(
+        SELECT DISTINCT u.job_id
+        FROM cronbox.job_stat_change c CROSS JOIN LATERAL unnest(c.job_ids) AS u(job_id)
+        WHERE p_changes IS NULL OR c.change_id = ANY (p_changes)
+        ORDER BY 1));
+    WITH
+    entry AS MATERIALIZED (
+        SELECT c.change_id, u.job_id, u.active, u.last_fire, u.last_run, u.last_state, u.ok,
+               u.failures, u.crashes, u.missed, c.success_at
+        FROM cronbox.job_stat_change c
+        CROSS JOIN LATERAL unnest(c.job_ids, c.active, c.last_fire, c.last_run, c.last_state, c.ok,
+                                  c.failures, c.crashes, c.missed)
+            AS u(job_id, active, last_fire, last_run, last_state, ok, failures, crashes, missed)
+        WHERE (p_changes IS NULL OR c.change_id = ANY (p_changes))
+          -- v_all is sorted: a binary search (width_bucket), where = ANY compared each entry
           -- with every job (quadratic in the jobs of a fold)
-          AND p_jobs[width_bucket(u.job_id, p_jobs)] = u.job_id
+          AND v_all[width_bucket(u.job_id, v_all)] = u.job_id
     ),
     -- each job's watermark, once per job (its row by a probe, never a join), at the job's
-    -- position in p_jobs; a job without a row: the largest id (none of its changes is folded)
+    -- position in v_all; a job without a row: the largest id (none of its changes is folded)
     thru AS MATERIALIZED (
         SELECT ARRAY(SELECT coalesce((SELECT s.folded_through FROM cronbox.job_stat s
                                       WHERE s.job_id = u.job_id LIMIT 1), 9223372036854775807)
-                     FROM unnest(p_jobs) WITH ORDINALITY AS u(job_id, n) ORDER BY u.n) AS folded_through
+                     FROM unnest(v_all) WITH ORDINALITY AS u(job_id, n) ORDER BY u.n) AS folded_through
     ),
     -- the changes not folded yet, in job order from the windows' sort (read once, by per_job:
     -- not materialized, so its grouping by job reads that order instead of sorting again)
     fresh AS (
-        SELECT e.*, max(e.change_id) FILTER (WHERE e.ok > 0) OVER (PARTITION BY e.job_id) AS reset_at,
-               -- the state of the job's newest run (the newest change naming it): one sort of all
-               -- the entries, not one per job
-               first_value(e.last_state) OVER (PARTITION BY e.job_id
-                                               ORDER BY e.last_run DESC NULLS LAST, e.change_id DESC) AS newest_state
+        SELECT e.*, max(e.change_id) FILTER (WHERE e.ok > 0) OVER w AS reset_at,
+               first_value(e.last_state) OVER w AS newest_state  -- as in the first statement
         FROM entry e, thru t
-        WHERE e.change_id > t.folded_through[width_bucket(e.job_id, p_jobs)]
+        WHERE e.change_id > t.folded_through[width_bucket(e.job_id, v_all)]
+        WINDOW w AS (PARTITION BY e.job_id ORDER BY e.last_run DESC NULLS LAST, e.change_id DESC
+                     ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
     ),
     per_job AS (
         SELECT f.job_id,
@@ -110,13 +219,14 @@ BEGIN
           AND s.folded_through < c.through[width_bucket(s.job_id, c.ids)]
         RETURNING 1
     )
-    SELECT count(*) INTO v_n FROM done;
+    SELECT count(*) INTO v_rest FROM done;
+    RETURN v_n + v_rest;
     RETURN v_n;
 END
 $$;
 
 COMMENT ON FUNCTION cronbox.apply_job_stat_changes(bigint[], bigint[]) IS
-'Internal: folds the statistics changes (cronbox.job_stat_change rows p_changes, NULL: all) of the jobs p_jobs into cronbox.job_stat, in the order they were written, skipping those folded already. Call with the jobs locked. Returns the number of jobs updated.';
+'Internal: folds the statistics changes (cronbox.job_stat_change rows p_changes, NULL: all) of the jobs p_jobs (NULL: all they name) into cronbox.job_stat, in the order they were written, skipping those folded already. Call with the jobs locked. Returns the number of jobs updated.';
 
 ALTER FUNCTION cronbox.apply_job_stat_changes(bigint[], bigint[]) OWNER TO cronbox_owner;
 REVOKE ALL ON FUNCTION cronbox.apply_job_stat_changes(bigint[], bigint[]) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

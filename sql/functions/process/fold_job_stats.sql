@@ -45,18 +45,14 @@ BEGIN
     IF cardinality(v_changes) = 0 THEN
         RETURN 0;
     END IF;
-    v_jobs := ARRAY(
-        SELECT DISTINCT u.job_id
-        FROM cronbox.job_stat_change c CROSS JOIN LATERAL unnest(c.job_ids) AS u(job_id)
-        WHERE c.change_id = ANY (v_changes)
-        ORDER BY 1);
     -- The jobs' locks are the update's own row locks (a lock taken first would log a record per
     -- job): a job folded alone meanwhile (cronbox.fold_job_stats_of, under its lock) has moved
-    -- folded_through past these changes, which the update re-checks on the row it locks.
+    -- folded_through past these changes, which the update re-checks on the row it locks. Every
+    -- job the rows name (NULL: no list of them made first).
     v_wait := current_setting('lock_timeout');
     PERFORM set_config('lock_timeout', '50ms', true);
     BEGIN
-        PERFORM cronbox.apply_job_stat_changes(v_changes, v_jobs);
+        PERFORM cronbox.apply_job_stat_changes(v_changes, NULL);
         PERFORM set_config('lock_timeout', v_wait, true);
         DELETE FROM cronbox.job_stat_change c WHERE c.change_id = ANY (v_changes);
         RETURN cardinality(v_changes);
@@ -65,6 +61,11 @@ BEGIN
     END;
     -- A job's lock is held elsewhere (by a caller that may be waiting for a job this fold
     -- holds): fold the jobs whose locks are free now, keep the change rows naming the others.
+    v_jobs := ARRAY(
+        SELECT DISTINCT u.job_id
+        FROM cronbox.job_stat_change c CROSS JOIN LATERAL unnest(c.job_ids) AS u(job_id)
+        WHERE c.change_id = ANY (v_changes)
+        ORDER BY 1);
     v_jobs := ARRAY(
         SELECT s.job_id FROM cronbox.job_stat s
         WHERE s.job_id = ANY (v_jobs)
