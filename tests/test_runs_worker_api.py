@@ -58,6 +58,37 @@ def test_start_runs_starts_a_batch_and_refuses_run_by_run_as_start_run_would(con
         assert err.value.sqlstate == code, err.value
 
 
+def test_start_runs_answers_every_run_as_start_run_would_one_after_another(conn):
+    """start_runs decides the batch in one statement: each run's answer is the one start_run's
+    work (start_run_try) gives when called run by run in the same order: a finished run, one
+    asked to cancel, one running here already, one of another worker, an unknown id, duplicates;
+    a started run's lease is its job's timeout from now."""
+    ids = {name: one_run(conn, name, timeout=f"{60 + i} seconds")
+           for i, name in enumerate(["fresh", "done", "cancelled", "mine", "theirs", "delivered"])}
+    assert complete(conn, ids["done"], 5) == "succeeded"
+    conn.execute("SELECT cronbox.start_run_at(%s, 'w1', now())", (ids["mine"],))
+    conn.execute("SELECT cronbox.start_run_at(%s, 'w2', now())", (ids["theirs"],))
+    # asked to cancel while a relay held its message (cancel() flags such a run)
+    conn.execute("UPDATE cronbox.outbox SET cancel_requested = true WHERE outbox_id = %s", (ids["cancelled"],))
+    conn.execute("UPDATE cronbox.outbox SET state = 'delivered' WHERE outbox_id = %s", (ids["delivered"],))
+    batch = [ids["fresh"], 42, ids["done"], ids["cancelled"], ids["mine"], ids["theirs"], ids["fresh"],
+             ids["delivered"], 42]
+    with pytest.raises(RuntimeError), conn.transaction():  # the run-by-run answers, undone
+        expected = [conn.execute("SELECT deadline - now(), code, error FROM cronbox.start_run_try(%s, 'w1', now())",
+                                 (i,)).fetchone() for i in batch]
+        raise RuntimeError
+    got = conn.execute("SELECT run_id, deadline - now(), code, error FROM cronbox.start_runs(%s, 'w1')",
+                       (batch,)).fetchall()
+    assert [g[0] for g in got] == batch
+    assert [g[2:] for g in got] == [e[1:] for e in expected]
+    assert [g[1] for g in got][:2] == [expected[0][0], None]  # the lease: the job's timeout from now
+    assert expected[0][0].total_seconds() == 60 and expected[7][0].total_seconds() == 65
+    assert [g[1] for g in got][6:8] == [expected[0][0], expected[7][0]]
+    assert {(r["job"], r["state"], r["worker"]) for r in runs(conn) if r["job"] != "done"} == {
+        ("fresh", "running", "w1"), ("cancelled", "dispatched", None), ("mine", "running", "w1"),
+        ("theirs", "running", "w2"), ("delivered", "running", "w1")}
+
+
 def test_calls_on_an_unknown_run_raise_no_data_found(conn):
     for sql in ("SELECT cronbox.start_run(42, 'w')", "SELECT cronbox.heartbeat(42)",
                 "SELECT cronbox.complete_run(42)", "SELECT cronbox.fail_run(42, 'x')",

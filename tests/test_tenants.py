@@ -118,7 +118,7 @@ def test_a_worker_limited_to_queues_works_and_lists_only_those(fresh_dsn, logins
                        (f"job_{q}", q))
         su.execute("SELECT cronbox.grant_queue('qa', %s, kind => 'worker')", (workers["wa"],))
         su.execute("SELECT cronbox.grant_queue('qb', %s, kind => 'worker')", (workers["wb"],))
-        runs = {(fn, q): _run_of(su, f"job_{q}") for fn in [*WORKER_CALLS, "start_runs", "claim_runs"]
+        runs = {(fn, q): _run_of(su, f"job_{q}") for fn in [*WORKER_CALLS, "start_runs", "start_runs_batch", "claim_runs"]
                 for q in ("qa", "qb", "qc")}
     with _connect(fresh_dsn, logins, workers, who) as c:
         for q in ("qa", "qb", "qc"):
@@ -141,6 +141,11 @@ def test_a_worker_limited_to_queues_works_and_lists_only_those(fresh_dsn, logins
             except psycopg.errors.InsufficientPrivilege as err:
                 assert not allowed, (who, q)
                 assert err.diag.message_primary.startswith(f"queue: queue '{q}' is not granted")
+        # one batch over the three queues: each row answered by its own run's queue
+        batch = [runs[("start_runs_batch", q)] for q in ("qa", "qb", "qc")]
+        rows = c.execute("SELECT run_id, code, error FROM cronbox.start_runs(%s, 'w')", (batch,)).fetchall()
+        assert [(r[0], r[1]) for r in rows] == [(run, None if q in MAY[who] else "P0002")
+                                               for run, q in zip(batch, ("qa", "qb", "qc"))], (who, rows)
         listed = {r[0] for r in c.execute("SELECT cronbox.search_schedules('job_')")}
         assert listed == {f"job_{q}" for q in MAY[who]}
         queues = {r[0] for r in c.execute("SELECT queue FROM cronbox.unfinished_runs()")}
