@@ -197,3 +197,16 @@ def test_the_fold_never_waits_for_a_job_held_elsewhere_and_folds_the_others(fres
         poller.commit()
         assert active_runs(poller) == {"held-1": 1, "held-2": 1, "held-3": 2}  # folded once each
         assert changes(poller) == 0
+
+
+def test_the_fold_knows_every_run_state(conn):
+    """The fold passes each job's last run state as its position in a list of the run states
+    (apply_job_stat_changes): the list is run_state_valid's, so no state folds to nothing."""
+    allowed = conn.execute(
+        "SELECT pg_get_constraintdef(oid) FROM pg_constraint "
+        "WHERE conname = 'run_state_valid' AND conrelid = 'cronbox.run'::regclass").fetchone()[0]
+    body = conn.execute("SELECT prosrc FROM pg_proc WHERE proname = 'apply_job_stat_changes'").fetchone()[0]
+    states = "{dispatched,delivered,running,succeeded,failed,lost,cancelled,skipped,missed}"
+    assert body.count(f"'{states}'::text[]") == 4
+    assert sorted(states.strip("{}").split(",")) == sorted(
+        s.split("'")[1] for s in allowed.split("ARRAY[")[1].split(",")), allowed
