@@ -177,3 +177,6 @@ DROP FUNCTION IF EXISTS cronbox.new_run_id(integer);
 -- dispatch's write flags early 'skip' runs as it inserts them: p_claim_at_due (migration 0466).
 DROP FUNCTION IF EXISTS cronbox.dispatch_locked(bigint[], bigint[], interval, timestamp with time zone, integer[]);
 DROP FUNCTION IF EXISTS cronbox.dispatch_plain(bigint[], interval, timestamp with time zone, integer[]);
+-- the finishing calls by bucket: finish_runs and finish_decisions take p_bucket.
+DROP FUNCTION IF EXISTS cronbox.finish_runs(bigint[],text,jsonb[],text[],boolean,timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.finish_decisions(cronbox.finished_run[]);

@@ -921,3 +921,81 @@ def test_citus_the_after_jobs_naming_finished_jobs_are_read_from_the_edges_in_on
         assert sorted(found) == sorted([(jobs[down], b), (jobs[down2], b)])
         plan = explain(conn, "SELECT j.job_id FROM cronbox.job j WHERE j.after && %s::text[]", ([up],))
         assert "Task Count: 1" not in plan, plan
+
+
+# The finishing calls by run id, planned with their bucket bound (the bucket their ids carry).
+FINISH_PLANS = """
+ALTER FUNCTION cronbox.finish_runs(bigint[], text, jsonb[], text[], boolean, timestamptz, integer)
+    SET plan_cache_mode = force_custom_plan;
+ALTER FUNCTION cronbox.release_futures(bigint[], integer[]) SET plan_cache_mode = force_custom_plan;
+"""
+
+
+def test_citus_the_finishing_calls_read_and_write_the_bucket_their_run_ids_carry_one_task_per_statement(citus_clone):
+    """complete_run, complete_runs, fail_run and fail_runs on jobs, statistics, saturation state,
+    futures and the outbox distributed by bucket, with the after-job edges a reference table and
+    Citus refusing any statement of more than one task: each run is finished in the bucket its
+    id carries (cronbox.run_bucket), with the decisions of one primary: a success of a plain job
+    (one run, and a batch over two buckets), a failure retried as a new attempt in the job's
+    bucket, a failure with no attempt left (a run_failed notification in the job's bucket), an
+    upstream's success firing its after-job in another bucket (the after-job's list and the
+    upstream's statistics each read in their own bucket), a late report kept aside; an id drawn
+    without its bucket is found over every bucket and finished in its own."""
+    with db.connect(citus_clone) as conn:
+        groups = _names_in_buckets(conn, 2, 4, "f{}")
+        (a, [a0, a1, a2, a3]), (b, [b0, b1, b2, _]) = sorted(groups.items())
+        plain_a, retried, up, drawn = f"{a0}/plain", f"{a1}/retried", f"{a2}/up", f"{a3}/drawn"
+        plain_b, once_b, after_b = f"{b0}/plain", f"{b1}/once", f"{b2}/after"
+        yearly = "'0 0 1 1 *'"
+        for name in (plain_a, up, drawn, plain_b):
+            conn.execute(f"SELECT cronbox.schedule(%s, {yearly}, overlap => 'allow')", (name,))
+        conn.execute(f"SELECT cronbox.schedule(%s, {yearly}, overlap => 'allow', max_attempts => 3)", (retried,))
+        conn.execute(f"SELECT cronbox.schedule(%s, {yearly}, overlap => 'allow', max_attempts => 1)", (once_b,))
+        conn.execute("SELECT cronbox.schedule(%s, after => ARRAY[%s])", (after_b, up))
+        conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority, origin, bucket, queue)"
+                     " SELECT j.job_id, now() - interval '1 minute', now() - interval '1 minute', j.priority,"
+                     " 'schedule', j.bucket, j.queue FROM cronbox.job j WHERE j.name <> ALL (%s)", ([after_b, drawn],))
+        conn.execute("DELETE FROM cronbox.job_future WHERE origin = 'schedule' AND due_at > now()")
+        dispatch = "SELECT dispatched FROM cronbox.dispatch(100, p_bucket => %s)"
+        assert conn.execute(dispatch, (a,)).fetchone()[0] + conn.execute(dispatch, (b,)).fetchone()[0] == 5
+        # one run drawn without its bucket (as before dispatch drew ids with theirs)
+        conn.execute("INSERT INTO cronbox.outbox (outbox_id, run_id, bucket, queue, kind, job_id, job_name, state,"
+                     " fire_at, attempt, timeout, available_at, dispatched_at, origin, priority)"
+                     " SELECT d.id, d.id, j.bucket, j.queue, 'run', j.job_id, j.name, 'dispatched', now(), 1, j.timeout,"
+                     " 'infinity', now(), 'manual', j.priority FROM (SELECT cronbox.new_run_id() AS id) d, cronbox.job j WHERE j.name = %s",
+                     (drawn,))
+        runs = dict(conn.execute("SELECT job_name, outbox_id FROM cronbox.outbox WHERE kind = 'run'").fetchall())
+        carried = conn.execute("SELECT count(*) FILTER (WHERE cronbox.run_bucket(outbox_id) = bucket) FROM cronbox.outbox"
+                               " WHERE kind = 'run'").fetchone()[0]
+        assert carried == 5, carried
+        conn.execute(DISTRIBUTE_JOBS)
+        conn.execute(DISTRIBUTE_OUTBOX)
+        conn.execute(FINISH_PLANS)
+        conn.execute("DROP POLICY run_read ON cronbox.run")
+        conn.execute("CREATE POLICY run_read ON cronbox.run FOR SELECT USING (cronbox.caller_reads_all())")
+
+        conn.execute("SET citus.multi_task_query_log_level = error")  # a statement over several shards fails
+        assert conn.execute("SELECT cronbox.complete_run(%s, '{\"ok\": 1}')", (runs[plain_a],)).fetchone()[0] == "succeeded"
+        assert conn.execute("SELECT cronbox.fail_run(%s, 'boom')", (runs[retried],)).fetchone()[0] == "failed"
+        assert conn.execute("SELECT cronbox.complete_run(%s)", (runs[up],)).fetchone()[0] == "succeeded"
+        got = conn.execute("SELECT run_id, state, verdict FROM cronbox.fail_runs(%s, %s)",
+                           ([runs[once_b]], ["gone"])).fetchall()
+        assert got == [(runs[once_b], "failed", "finished")], got
+        got = conn.execute("SELECT run_id, state, verdict FROM cronbox.complete_runs(%s)",
+                           ([runs[plain_b], runs[up]],)).fetchall()
+        assert got == [(runs[plain_b], "succeeded", "finished"), (runs[up], "succeeded", "late")], got
+        conn.execute("RESET citus.multi_task_query_log_level")
+        # an id drawn without its bucket: found over every bucket, finished in its own
+        assert conn.execute("SELECT cronbox.complete_run(%s)", (runs[drawn],)).fetchone()[0] == "succeeded"
+
+        history = dict(conn.execute("SELECT job_name, state FROM cronbox.run").fetchall())
+        assert history == {plain_a: "succeeded", retried: "failed", up: "succeeded", once_b: "failed",
+                           plain_b: "succeeded", drawn: "succeeded"}, history
+        assert conn.execute("SELECT count(*) FROM cronbox.outbox WHERE kind = 'run'").fetchone()[0] == 0
+        futures = conn.execute("SELECT j.name, f.origin, f.attempt, f.bucket FROM cronbox.job_future f JOIN cronbox.job j"
+                               " ON j.bucket = f.bucket AND j.job_id = f.job_id ORDER BY 1").fetchall()
+        assert sorted(futures) == sorted([(retried, "retry", 2, a), (after_b, "dependency", 1, b)]), futures
+        notes = conn.execute("SELECT bucket, message ->> 'job' FROM cronbox.outbox WHERE kind = 'notification'"
+                             " AND message ->> 'event' = 'run_failed'").fetchall()
+        assert notes == [(b, once_b)], notes
+        assert conn.execute("SELECT count(*) FROM cronbox.run_late_report").fetchone()[0] == 1

@@ -144,12 +144,12 @@ BEGIN
         -- no result in any answer (the common case): none passed, so finish_runs looks none up
         PERFORM cronbox.finish_runs(v_ok, 'succeeded',
                                     CASE WHEN cardinality(array_remove(v_ok_results, NULL)) > 0 THEN v_ok_results END,
-                                    NULL, true, p_now);
+                                    NULL, true, p_now, p_bucket);
     END IF;
     IF v_failed IS NOT NULL THEN
         PERFORM cronbox.finish_runs(
             array_agg(f.run_id ORDER BY f.run_id), 'failed', NULL,
-            array_agg(f.error ORDER BY f.run_id), f.retryable, p_now)
+            array_agg(f.error ORDER BY f.run_id), f.retryable, p_now, p_bucket)
         FROM unnest(v_failed, v_errors, v_retryable) AS f(run_id, error, retryable)
         GROUP BY f.retryable;
     END IF;

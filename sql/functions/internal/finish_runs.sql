@@ -1,4 +1,4 @@
--- cronbox.finish_runs(run_ids, outcome, results, errors, retryable, p_now): the one path by
+-- cronbox.finish_runs(run_ids, outcome, results, errors, retryable, p_now, p_bucket): the one path by
 -- which runs reach a final state (complete_run(s), fail_run(s), the reaper, cancel). Set-based:
 -- a few statements whatever the batch size. Locks, always in this order (no deadlock with
 -- dispatch): the jobs' locks (job_stat rows, cronbox.lock_job_id; on success the after-jobs listing
@@ -16,7 +16,8 @@ CREATE OR REPLACE FUNCTION cronbox.finish_runs(
     p_results   jsonb[] DEFAULT NULL,    -- per run, outcome succeeded
     p_errors    text[] DEFAULT NULL,     -- per run, other outcomes
     p_retryable boolean DEFAULT true,
-    p_now       timestamptz DEFAULT now()
+    p_now       timestamptz DEFAULT now(),
+    p_bucket    integer DEFAULT NULL      -- the runs' bucket (NULL: see below)
 ) RETURNS TABLE (run_id bigint, state text, verdict text)
 LANGUAGE plpgsql
 SECURITY INVOKER
@@ -58,7 +59,33 @@ DECLARE
     v_asked bigint[] := p_run_ids;  -- the ids asked about (step 0b may leave steps 1-8 fewer)
     v_queues text[];          -- step 0b: the queues of the runs in flight
     v_fast bigint[];          -- step 0b: the runs it ended
+    v_after_buckets integer[];  -- the buckets of the after-jobs (v_after), parallel to it
+    v_up_all text[];          -- step 8: the upstreams the after-jobs list
+    v_up_in text[];           -- those of one bucket
+    v_up_names text[];        -- those that are jobs
+    v_up_success timestamptz[];  -- and their last successes, parallel
+    v_b integer;
+    v_decided jsonb;          -- step 3: the failures' decisions, for step 3b
 BEGIN
+    -- By bucket (docs/citus.md, "The finishing calls, bucket by bucket"): with p_bucket, every
+    -- statement reads and writes that bucket's rows (an id of another bucket is not found), but
+    -- the after-jobs of other buckets a success fires (step 1's locks and step 8: a statement
+    -- per bucket) and the shared tables (limits, pools, dependencies). Without it, where Citus
+    -- distributes the outbox by bucket, the ids go bucket by bucket
+    -- (cronbox.finish_runs_by_bucket: the bucket each id carries); anywhere else (plain
+    -- PostgreSQL, one bucket) no statement filters on the bucket.
+    IF p_bucket IS NULL THEN
+        IF to_regclass('cronbox.bucket') IS NOT NULL
+           AND array_length(cronbox.bucket_walks('cronbox.outbox'), 1) > 1 THEN
+            RETURN QUERY SELECT * FROM cronbox.finish_runs_by_bucket(p_run_ids, p_outcome, p_results, p_errors,
+                                                                     p_retryable, p_now);
+            RETURN;
+        END IF;
+    ELSIF p_bucket < 0 THEN
+        RAISE EXCEPTION 'p_bucket: must be NULL or a bucket (0 or more), got %', p_bucket
+            USING ERRCODE = 'invalid_parameter_value';
+    END IF;
+
     IF p_outcome IS NULL OR p_outcome NOT IN ('succeeded', 'failed', 'lost', 'cancelled') THEN
         RAISE EXCEPTION 'outcome: must be succeeded, failed, lost or cancelled, got %', p_outcome
             USING ERRCODE = 'invalid_parameter_value';
@@ -88,8 +115,10 @@ BEGIN
     IF cardinality(p_run_ids) = 1 AND p_outcome IN ('succeeded', 'failed') THEN
         SELECT s.job_id INTO v_job
         FROM cronbox.job_stat s
-        WHERE s.job_id = (SELECT o.job_id FROM cronbox.outbox o
-                          WHERE o.outbox_id = p_run_ids[1] AND o.kind = 'run'
+        WHERE (p_bucket IS NULL OR s.bucket = p_bucket)
+          AND s.job_id = (SELECT o.job_id FROM cronbox.outbox o
+                          WHERE (p_bucket IS NULL OR o.bucket = p_bucket)
+                            AND o.outbox_id = p_run_ids[1] AND o.kind = 'run'
                             AND (p_outcome = 'succeeded' OR o.cancel_requested) AND o.needs IS NULL
                             -- no after-job names it (a probe of the edges' key)
                             AND NOT EXISTS (SELECT 1 FROM cronbox.job_after_edge e
@@ -98,12 +127,20 @@ BEGIN
         IF v_job IS NOT NULL THEN
             WITH gone AS (
                 DELETE FROM cronbox.outbox o
-                WHERE o.outbox_id = p_run_ids[1] AND o.kind = 'run' AND o.job_id = v_job
+                WHERE (p_bucket IS NULL OR o.bucket = p_bucket)
+                  AND o.outbox_id = p_run_ids[1] AND o.kind = 'run' AND o.job_id = v_job
                   AND NOT EXISTS (SELECT 1 FROM cronbox.queue_limit q WHERE q.queue = o.queue)
-                  AND NOT EXISTS (SELECT 1 FROM cronbox.job_future h WHERE h.job_id = v_job AND h.hold = 'overlap')
+                  AND NOT EXISTS (SELECT 1 FROM cronbox.job_future h
+                                  WHERE (p_bucket IS NULL OR h.bucket = p_bucket)
+                                    AND h.job_id = v_job AND h.hold = 'overlap')
+                  -- folded (cronbox.job_stat_folded's test written out: Citus plans no SQL function
+                  -- that reads a table inside a data-modifying statement)
                   AND EXISTS (SELECT 1 FROM cronbox.job j
-                              CROSS JOIN LATERAL cronbox.job_stat_folded(v_job, j.overlap, j.every_mode, j.name, NULL) f
-                              WHERE j.job_id = v_job AND f.folded)
+                              WHERE (p_bucket IS NULL OR j.bucket = p_bucket) AND j.job_id = v_job
+                                AND j.overlap = 'allow' AND j.every_mode <> 'fixed_delay')
+                  AND ((SELECT NOT EXISTS (SELECT 1 FROM cronbox.job_dependency))
+                       OR (NOT EXISTS (SELECT 1 FROM cronbox.job_dependency d WHERE d.job_id = v_job)
+                           AND NOT EXISTS (SELECT 1 FROM cronbox.job_dependency d WHERE d.upstream_id = v_job)))
                 RETURNING o.outbox_id, o.job_id, o.job_name, o.queue, o.fire_at, o.due_at, o.attempt, o.origin,
                           o.retry_of, o.payload, o.priority, o.dispatched_at, o.delivered_at, o.started_at,
                           o.worker, o.cancel_requested, o.bucket,
@@ -171,7 +208,8 @@ BEGIN
     IF p_outcome = 'succeeded' AND cardinality(p_run_ids) > 1 THEN
         WITH runs AS MATERIALIZED (
             SELECT o.job_id, o.queue FROM cronbox.outbox o
-            WHERE o.outbox_id = ANY (p_run_ids) AND o.kind = 'run' AND o.needs IS NULL
+            WHERE (p_bucket IS NULL OR o.bucket = p_bucket)
+              AND o.outbox_id = ANY (p_run_ids) AND o.kind = 'run' AND o.needs IS NULL
         ),
         fit AS MATERIALIZED (
             SELECT CASE WHEN count(*) = cardinality(p_run_ids) THEN array_agg(DISTINCT r.job_id) END AS jobs,
@@ -180,7 +218,8 @@ BEGIN
         ),
         locked AS MATERIALIZED (
             SELECT s.job_id FROM cronbox.job_stat s
-            WHERE s.job_id = ANY (ARRAY(SELECT u.id FROM fit f CROSS JOIN LATERAL unnest(f.jobs) AS u(id)))
+            WHERE (p_bucket IS NULL OR s.bucket = p_bucket)
+              AND s.job_id = ANY (ARRAY(SELECT u.id FROM fit f CROSS JOIN LATERAL unnest(f.jobs) AS u(id)))
               -- no after-job at all (one probe of cronbox.job_after_edge): those naming these
               -- jobs are left to steps 1-8
               AND NOT EXISTS (SELECT 1 FROM cronbox.job_after_edge)
@@ -194,15 +233,22 @@ BEGIN
             WITH fits AS MATERIALIZED (
                 SELECT NOT EXISTS (SELECT 1 FROM cronbox.queue_limit q WHERE q.queue = ANY (v_queues))
                        AND NOT EXISTS (SELECT 1 FROM cronbox.job_future h
-                                       WHERE h.job_id = ANY (v_jobs) AND h.hold = 'overlap')
+                                       WHERE (p_bucket IS NULL OR h.bucket = p_bucket)
+                                         AND h.job_id = ANY (v_jobs) AND h.hold = 'overlap')
                        AND NOT EXISTS (SELECT 1 FROM cronbox.job_after_edge)
+                       -- folded (cronbox.job_stat_folded's test written out, as in step 0)
                        AND NOT EXISTS (SELECT 1 FROM cronbox.job j
-                                       CROSS JOIN LATERAL cronbox.job_stat_folded(j.job_id, j.overlap, j.every_mode, j.name, NULL) f
-                                       WHERE j.job_id = ANY (v_jobs) AND NOT f.folded) AS ok
+                                       WHERE (p_bucket IS NULL OR j.bucket = p_bucket)
+                                         AND j.job_id = ANY (v_jobs)
+                                         AND NOT (j.overlap = 'allow' AND j.every_mode <> 'fixed_delay'))
+                       AND ((SELECT NOT EXISTS (SELECT 1 FROM cronbox.job_dependency))
+                            OR NOT EXISTS (SELECT 1 FROM cronbox.job_dependency d
+                                           WHERE d.job_id = ANY (v_jobs) OR d.upstream_id = ANY (v_jobs))) AS ok
             ),
             gone AS (
                 DELETE FROM cronbox.outbox o
-                WHERE o.outbox_id = ANY (p_run_ids) AND o.kind = 'run' AND o.needs IS NULL
+                WHERE (p_bucket IS NULL OR o.bucket = p_bucket)
+                  AND o.outbox_id = ANY (p_run_ids) AND o.kind = 'run' AND o.needs IS NULL
                   -- a job locked above, by a binary search of v_jobs (in job_id order): as a
                   -- filter, = ANY walked the array for every row (half a batch's jobs per run)
                   AND v_jobs[width_bucket(o.job_id, v_jobs)] = o.job_id
@@ -255,36 +301,54 @@ BEGIN
     --    committed.
     WITH jobs AS MATERIALIZED (
         SELECT array_agg(DISTINCT o.job_id) AS ids
-        FROM cronbox.outbox o WHERE o.outbox_id = ANY (p_run_ids) AND o.kind = 'run'
+        FROM cronbox.outbox o
+        WHERE (p_bucket IS NULL OR o.bucket = p_bucket) AND o.outbox_id = ANY (p_run_ids) AND o.kind = 'run'
     ),
     names AS MATERIALIZED (
-        SELECT (SELECT array_agg(j.name) FROM cronbox.job j WHERE j.job_id = ANY (jobs.ids)) AS of
+        SELECT (SELECT array_agg(j.name) FROM cronbox.job j
+                WHERE (p_bucket IS NULL OR j.bucket = p_bucket) AND j.job_id = ANY (jobs.ids)) AS of
         FROM jobs
     ),
     hit AS MATERIALIZED (
         -- the after-jobs naming these jobs, from their edges (cronbox.job_after_edge, kept
         -- with every after list): one probe of the edges' key per name, no other bucket's
         -- job rows read
-        SELECT e.job_id, e.upstream FROM cronbox.job_after_edge e
+        SELECT e.job_id, e.upstream, e.bucket FROM cronbox.job_after_edge e
         WHERE e.upstream = ANY ((SELECT names.of FROM names)::text[])
     ),
     found AS MATERIALIZED (
         SELECT (SELECT jobs.ids FROM jobs) AS ids,
-               CASE WHEN p_outcome = 'succeeded' THEN coalesce(array_agg(DISTINCT h.job_id), '{}') ELSE '{}' END AS after,
+               -- the after-jobs (with their buckets) in (bucket, job_id) order: the order of their locks
+               CASE WHEN p_outcome = 'succeeded'
+                    THEN coalesce(array_agg(h.job_id ORDER BY h.bucket, h.job_id), '{}') ELSE '{}' END AS after,
+               CASE WHEN p_outcome = 'succeeded' THEN array_agg(h.bucket ORDER BY h.bucket, h.job_id) END AS after_buckets,
                ARRAY(SELECT DISTINCT x.upstream FROM hit x) AS after_names
-        FROM hit h
+        FROM (SELECT DISTINCT x.job_id, x.bucket FROM hit x) h
     ),
     locked AS MATERIALIZED (
+        -- with p_bucket, that bucket's rows (the after-jobs of other buckets: below)
         SELECT s.job_id
         FROM cronbox.job_stat s
-        WHERE s.job_id = ANY (ARRAY(SELECT u.id FROM found f CROSS JOIN LATERAL unnest(f.ids || f.after) AS u(id)))
+        WHERE (p_bucket IS NULL OR s.bucket = p_bucket)
+          AND s.job_id = ANY (ARRAY(SELECT u.id FROM found f CROSS JOIN LATERAL unnest(f.ids || f.after) AS u(id)))
         ORDER BY s.job_id
         FOR NO KEY UPDATE OF s
     )
-    SELECT f.ids, f.after, f.after_names
-      INTO v_jobs, v_after, v_after_names
+    SELECT f.ids, f.after, f.after_buckets, f.after_names
+      INTO v_jobs, v_after, v_after_buckets, v_after_names
     FROM found f
     WHERE (SELECT count(*) FROM locked) >= 0;
+    -- With p_bucket, the after-jobs of other buckets locked a bucket at a time, in bucket order
+    -- (a statement per bucket; their jobs' locks after those of p_bucket).
+    IF p_bucket IS NOT NULL AND v_after_buckets IS NOT NULL THEN
+        FOR v_b IN SELECT DISTINCT u.b FROM unnest(v_after_buckets) AS u(b) WHERE u.b <> p_bucket ORDER BY u.b LOOP
+            PERFORM 1 FROM cronbox.job_stat s
+            WHERE s.bucket = v_b
+              AND s.job_id = ANY (ARRAY(SELECT u.id FROM unnest(v_after, v_after_buckets) AS u(id, b) WHERE u.b = v_b))
+            ORDER BY s.job_id
+            FOR NO KEY UPDATE OF s;
+        END LOOP;
+    END IF;
 
     -- 2b. The runs that end here, in one statement under the jobs' locks (every finisher of a
     -- run holds its job's lock, so only start_run, heartbeat, claims and acks can have changed a
@@ -296,7 +360,7 @@ BEGIN
     IF v_jobs IS NOT NULL THEN
         WITH gone AS (
             DELETE FROM cronbox.outbox o
-            WHERE o.outbox_id = ANY (p_run_ids) AND o.kind = 'run'
+            WHERE (p_bucket IS NULL OR o.bucket = p_bucket) AND o.outbox_id = ANY (p_run_ids) AND o.kind = 'run'
               AND (p_outcome <> 'lost' OR (o.state IN ('delivered', 'running') AND o.run_lease_until < p_now))
             RETURNING o.*,
                       CASE WHEN p_outcome = 'succeeded' THEN 'succeeded'
@@ -352,7 +416,7 @@ BEGIN
                    coalesce(v_verdicts, '{}') || array_agg('ignored'::text)
               INTO v_ids, v_states, v_verdicts
             FROM cronbox.outbox o
-            WHERE o.outbox_id = ANY (v_missing) AND o.kind = 'run';
+            WHERE (p_bucket IS NULL OR o.bucket = p_bucket) AND o.outbox_id = ANY (v_missing) AND o.kind = 'run';
             v_missing := ARRAY(SELECT u.id FROM unnest(v_missing) AS u(id)
                                WHERE NOT (u.id = ANY (coalesce(v_ids, '{}'))) ORDER BY u.id);
         END IF;
@@ -369,7 +433,8 @@ BEGIN
                                  AND p_outcome IN ('succeeded', 'failed'))
               INTO v_ids, v_states, v_verdicts, v_late
             FROM cronbox.run r
-            WHERE r.run_id = ANY (v_missing) AND r.run_id BETWEEN v_missing[1] AND v_missing[cardinality(v_missing)];
+            WHERE (p_bucket IS NULL OR r.bucket = p_bucket)
+              AND r.run_id = ANY (v_missing) AND r.run_id BETWEEN v_missing[1] AND v_missing[cardinality(v_missing)];
         END IF;
     END IF;
     IF v_late IS NOT NULL THEN
@@ -395,13 +460,30 @@ BEGIN
         -- 3. Job bookkeeping: one statement for every end. The statistics of a job a policy
         --    reads while deciding (active runs for overlap, last success of an upstream) are
         --    updated here; the others go into one change row (cronbox.job_stat_folded).
+        --    Each run with what its job's policy decides: retry now (attempts left), or attempts
+        --    exhausted (on_error decides); the job by its key, one probe per run (LIMIT keeps the
+        --    subquery a parameterized probe). folded: cronbox.job_stat_folded's test written out
+        --    (Citus plans no SQL function that reads a table inside a data-modifying statement).
+        --    The failures' decisions are kept for step 3b (v_decided).
         WITH
         decide AS MATERIALIZED (
-            SELECT d.*, fo.folded
-            FROM cronbox.finish_decisions(v_fin) d
-            -- the job's overlap policy by a probe (finish_decisions reads the rest of its row)
-            CROSS JOIN LATERAL (SELECT j.overlap FROM cronbox.job j WHERE j.job_id = d.job_id LIMIT 1) j
-            CROSS JOIN LATERAL cronbox.job_stat_folded(d.job_id, j.overlap, d.every_mode, d.job_name, v_after_names) fo
+            SELECT f.run_id, f.job_id, f.job_name, f.queue, f.state, f.attempt, f.fire_at, f.payload, f.error,
+                   f.retryable, j.max_attempts, j.on_error, j.retry_delay, j.retry_max_delay,
+                   j.priority, j.paused AS was_paused, j.every_mode,
+                   f.state IN ('failed', 'lost') AND f.retryable AND f.attempt < j.max_attempts AS retry_now,
+                   f.state IN ('failed', 'lost') AND NOT (f.retryable AND f.attempt < j.max_attempts) AS exhausted,
+                   j.bucket, j.queue AS job_queue, j.notify IS NOT NULL AS notifies,
+                   j.overlap = 'allow' AND j.every_mode <> 'fixed_delay'
+                   AND NOT f.job_name = ANY (coalesce(v_after_names, '{}'))
+                   AND ((SELECT NOT EXISTS (SELECT 1 FROM cronbox.job_dependency))
+                        OR (NOT EXISTS (SELECT 1 FROM cronbox.job_dependency d WHERE d.job_id = f.job_id)
+                            AND NOT EXISTS (SELECT 1 FROM cronbox.job_dependency d WHERE d.upstream_id = f.job_id))) AS folded
+            FROM unnest(v_fin) f
+            CROSS JOIN LATERAL (
+                SELECT j.max_attempts, j.on_error, j.retry_delay, j.retry_max_delay, j.priority,
+                       j.paused, j.every_mode, j.overlap, j.bucket, j.queue, j.notify
+                FROM cronbox.job j
+                WHERE (p_bucket IS NULL OR j.bucket = p_bucket) AND j.job_id = f.job_id LIMIT 1) j
         ),
         -- Per job: the counts of this call (one row per job).
         per_job AS MATERIALIZED (
@@ -459,7 +541,7 @@ BEGIN
                 consecutive_crashes = CASE WHEN c.n_ok[width_bucket(s.job_id, c.ids)] > 0 THEN 0
                                            ELSE s.consecutive_crashes + c.n_lost[width_bucket(s.job_id, c.ids)] END
             FROM counts c
-            WHERE s.job_id = ANY (c.ids)
+            WHERE (p_bucket IS NULL OR s.bucket = p_bucket) AND s.job_id = ANY (c.ids)
         )
         SELECT bool_or(d.state IN ('failed', 'lost')),
                -- fixed_delay jobs without a retry of this run: their next fire comes from now
@@ -472,9 +554,10 @@ BEGIN
                -- may go now.
                ARRAY(SELECT DISTINCT ON (h.job_id) h.future_id
                      FROM cronbox.job_future h
-                     WHERE h.job_id = ANY (v_fin_jobs) AND h.hold = 'overlap'
-                     ORDER BY h.job_id, h.fire_at)
-          INTO v_failures, v_fixed_delay, v_all_folded, v_release
+                     WHERE (p_bucket IS NULL OR h.bucket = p_bucket) AND h.job_id = ANY (v_fin_jobs) AND h.hold = 'overlap'
+                     ORDER BY h.job_id, h.fire_at),
+               jsonb_agg(to_jsonb(d) - 'folded') FILTER (WHERE d.state IN ('failed', 'lost'))
+          INTO v_failures, v_fixed_delay, v_all_folded, v_release, v_decided
         FROM decide d;
 
         -- 3b. Failed or lost runs (a success or a cancel never gets here: a report's usual
@@ -482,15 +565,22 @@ BEGIN
         --     notifications. One statement.
         IF v_failures THEN
             WITH
-            decide AS MATERIALIZED (SELECT d.* FROM cronbox.finish_decisions(v_fin) d),
+            -- the failures' decisions, as step 3 read them
+            decide AS MATERIALIZED (
+                SELECT d.* FROM jsonb_to_recordset(v_decided) AS d(
+                    run_id bigint, job_id bigint, job_name text, queue text, state text, attempt integer,
+                    fire_at timestamptz, payload jsonb, error text, retryable boolean, max_attempts integer,
+                    on_error text, retry_delay interval, retry_max_delay interval, priority integer,
+                    was_paused boolean, every_mode text, retry_now boolean, exhausted boolean,
+                    bucket integer, job_queue text, notifies boolean)
+            ),
             retry AS (
                 INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority, attempt, origin,
                                                 payload, retry_of, created_at, bucket, queue)
                 SELECT d.job_id, d.fire_at,
                        p_now + cronbox.retry_backoff(d.retry_delay, d.retry_max_delay, d.attempt),
-                       d.priority, d.attempt + 1, 'retry', d.payload, d.run_id, p_now, j.bucket, j.queue
+                       d.priority, d.attempt + 1, 'retry', d.payload, d.run_id, p_now, d.bucket, d.job_queue
                 FROM decide d
-                CROSS JOIN LATERAL (SELECT j.bucket, j.queue FROM cronbox.job j WHERE j.job_id = d.job_id LIMIT 1) j
                 WHERE d.retry_now OR (d.exhausted AND d.retryable AND d.on_error = 'retry_soon')
                 ON CONFLICT ON CONSTRAINT job_future_fire_unique DO NOTHING
                 RETURNING 1
@@ -509,14 +599,15 @@ BEGIN
                     paused = true,
                     paused_reason = (SELECT c.pause_reason FROM per_job c WHERE c.job_id = j.job_id),
                     updated_at = p_now
-                WHERE j.job_id = ANY (ARRAY(SELECT c.job_id FROM per_job c WHERE c.pause_reason IS NOT NULL))
+                WHERE (p_bucket IS NULL OR j.bucket = p_bucket)
+                  AND j.job_id = ANY (ARRAY(SELECT c.job_id FROM per_job c WHERE c.pause_reason IS NOT NULL))
                   AND NOT j.paused
                 RETURNING j.job_id, j.name, j.paused_reason AS pause_reason, j.bucket,
                           NOT (SELECT c.was_paused FROM per_job c WHERE c.job_id = j.job_id) AS paused_now
             ),
             book_fire AS (  -- the paused flag's copy beside the saturation state (cronbox.job_fire)
                 UPDATE cronbox.job_fire f SET paused = true
-                WHERE f.job_id = ANY (ARRAY(SELECT b.job_id FROM book b))
+                WHERE (p_bucket IS NULL OR f.bucket = p_bucket) AND f.job_id = ANY (ARRAY(SELECT b.job_id FROM book b))
             ),
             notes AS (
                 INSERT INTO cronbox.outbox (run_id, queue, kind, message, created_at, available_at, bucket)
@@ -525,7 +616,7 @@ BEGIN
                                           'fire_at', d.fire_at, 'attempt', d.attempt, 'state', d.state,
                                           'error', d.error, 'on_error', d.on_error, 'at', p_now,
                                           'idempotency_key', 'run_failed:' || d.run_id),
-                       p_now, p_now, (SELECT j.bucket FROM cronbox.job j WHERE j.job_id = d.job_id)
+                       p_now, p_now, d.bucket
                 FROM decide d
                 WHERE d.exhausted AND d.attempt <= d.max_attempts
                 UNION ALL
@@ -541,14 +632,15 @@ BEGIN
             )
             SELECT (SELECT count(*) FROM retry),
                    array_agg(b.job_id), array_agg(b.name), array_agg(b.pause_reason),
-                   (SELECT array_agg(n.outbox_id) FROM notes n)
+                   -- only when a job has recipients of its own (job.notify)
+                   (SELECT array_agg(n.outbox_id) FROM notes n WHERE (SELECT bool_or(d.notifies) FROM decide d))
               INTO v_n, v_paused_ids, v_paused_names, v_paused_reasons, v_notes
             FROM book b
             WHERE b.paused_now;
             v_woken := v_woken + v_n;
             -- the jobs' own recipients of these notifications (job.notify)
             IF v_notes IS NOT NULL THEN
-                PERFORM cronbox.notify_stakeholders(v_notes);
+                PERFORM cronbox.notify_stakeholders(v_notes, p_bucket);
             END IF;
         END IF;
         -- Each step below that has nothing to do is skipped, not run empty: every statement
@@ -586,53 +678,83 @@ BEGIN
 
         -- 6. Overlap buffers: the job's earliest held fire (read with the bookkeeping) goes now.
         IF cardinality(v_release) > 0 THEN
-            v_woken := v_woken + cronbox.release_futures(v_release);
+            v_woken := v_woken + cronbox.release_futures(v_release, CASE WHEN p_bucket IS NOT NULL THEN ARRAY[p_bucket] END);
         END IF;
     END IF;
 
     IF p_outcome = 'succeeded' AND v_fin IS NOT NULL AND NOT coalesce(v_all_folded, false) THEN
         -- 7. Jobs gated on these (add_dependency): their waiting fires look again. (A job whose
-        --    statistics are folded is nobody's upstream: cronbox.job_stat_folded.)
-        v_release := ARRAY(
-            SELECT f.future_id FROM cronbox.job_future f
-            WHERE f.hold = 'dependency'
-              AND f.job_id = ANY (ARRAY(SELECT d.job_id FROM cronbox.job_dependency d
-                                        WHERE d.upstream_id = ANY (v_fin_jobs))));
-        IF cardinality(v_release) > 0 THEN
-            v_woken := v_woken + cronbox.release_futures(v_release);
+        --    statistics are folded is nobody's upstream: cronbox.job_stat_folded.) With p_bucket,
+        --    only when one of these jobs gates another: the dependencies do not say the gated
+        --    job's bucket, so its futures are read over every bucket then.
+        IF p_bucket IS NULL
+           OR (SELECT EXISTS (SELECT 1 FROM cronbox.job_dependency d WHERE d.upstream_id = ANY (v_fin_jobs))) THEN
+            v_release := ARRAY(
+                SELECT f.future_id FROM cronbox.job_future f
+                WHERE f.hold = 'dependency'
+                  AND f.job_id = ANY (ARRAY(SELECT d.job_id FROM cronbox.job_dependency d
+                                            WHERE d.upstream_id = ANY (v_fin_jobs))));
+            IF cardinality(v_release) > 0 THEN
+                v_woken := v_woken + cronbox.release_futures(v_release);
+            END IF;
         END IF;
 
         -- 8. after-jobs: fire once all their upstreams succeeded since their last fire
-        --    (job_fire.frontier marks that fire for kind 'after'). A fresh statement, so it sees
-        --    the successes just recorded and those of transactions that held these locks.
+        --    (job_fire.frontier marks that fire for kind 'after'). Fresh statements, so they see
+        --    the successes just recorded and those of transactions that held these locks. First
+        --    the last successes of every upstream the after-jobs list (from the edges; each
+        --    upstream's job and statistics in the bucket its name gives, cronbox.job_bucket: a
+        --    statement per bucket, one without buckets), then, per bucket of the after-jobs, those
+        --    whose every upstream succeeded since their last fire, fired: no statement reads a
+        --    job of another bucket than its filter's.
         IF cardinality(v_after) > 0 THEN
-            WITH ready AS (
-                SELECT a.job_id, a.priority, a.bucket, a.queue
-                FROM cronbox.job a
-                JOIN cronbox.job_fire af ON af.job_id = a.job_id
-                WHERE a.job_id = ANY (v_after) AND a.kind = 'after'
-                  -- each upstream by its name, then its statistics by key: probes, not joins
-                  AND NOT EXISTS (
-                      SELECT 1 FROM unnest(a.after) AS n(name)
-                      LEFT JOIN LATERAL (
-                          SELECT (SELECT s.last_success_at FROM cronbox.job_stat s
-                                  WHERE s.job_id = u.job_id) AS last_success_at
-                          FROM cronbox.job u WHERE u.name = n.name LIMIT 1) us ON true
-                      WHERE us.last_success_at IS NULL
-                         OR (af.frontier IS NOT NULL AND us.last_success_at <= af.frontier))
-            ),
-            mark AS (
-                UPDATE cronbox.job_fire a SET frontier = p_now
-                WHERE a.job_id = ANY (ARRAY(SELECT ready.job_id FROM ready))
-            ),
-            ins AS (
-                INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority, origin, created_at, bucket, queue)
-                SELECT ready.job_id, p_now, p_now, ready.priority, 'dependency', p_now, ready.bucket, ready.queue FROM ready
-                ON CONFLICT ON CONSTRAINT job_future_fire_unique DO NOTHING
-                RETURNING 1
-            )
-            SELECT count(*) INTO v_n FROM ins;
-            v_woken := v_woken + v_n;
+            SELECT array_agg(DISTINCT e.upstream) INTO v_up_all
+            FROM cronbox.job_after_edge e WHERE e.job_id = ANY (v_after);
+            v_up_names := '{}';
+            v_up_success := '{}';
+            FOR v_b IN SELECT DISTINCT CASE WHEN p_bucket IS NOT NULL THEN cronbox.job_bucket(u.name) END
+                       FROM unnest(v_up_all) AS u(name) LOOP
+                v_up_in := CASE WHEN v_b IS NULL THEN v_up_all
+                                ELSE ARRAY(SELECT u.name FROM unnest(v_up_all) AS u(name)
+                                           WHERE cronbox.job_bucket(u.name) = v_b) END;
+                -- each upstream by its name, then its statistics by key: probes, not joins
+                SELECT v_up_names || array_agg(u.name), v_up_success || array_agg(x.at)
+                  INTO v_up_names, v_up_success
+                FROM unnest(v_up_in) AS u(name)
+                CROSS JOIN LATERAL (
+                    SELECT (SELECT s.last_success_at FROM cronbox.job_stat s
+                            WHERE (v_b IS NULL OR s.bucket = v_b) AND s.job_id = j.job_id) AS at
+                    FROM cronbox.job j WHERE (v_b IS NULL OR j.bucket = v_b) AND j.name = u.name LIMIT 1) x;
+            END LOOP;
+            FOR v_b IN SELECT DISTINCT CASE WHEN p_bucket IS NOT NULL THEN u.b END
+                       FROM unnest(v_after_buckets) AS u(b) LOOP
+                WITH ready AS (
+                    SELECT a.job_id, a.priority, a.bucket, a.queue
+                    FROM cronbox.job a
+                    JOIN cronbox.job_fire af ON af.job_id = a.job_id
+                    WHERE (v_b IS NULL OR (a.bucket = v_b AND af.bucket = v_b))
+                      AND a.job_id = ANY (v_after) AND a.kind = 'after'
+                      -- each upstream's last success by its position among the names read above
+                      AND NOT EXISTS (
+                          SELECT 1 FROM unnest(a.after) AS n(name)
+                          CROSS JOIN LATERAL (SELECT v_up_success[array_position(v_up_names, n.name)]
+                                                  AS last_success_at) us
+                          WHERE us.last_success_at IS NULL
+                             OR (af.frontier IS NOT NULL AND us.last_success_at <= af.frontier))
+                ),
+                mark AS (
+                    UPDATE cronbox.job_fire a SET frontier = p_now
+                    WHERE (v_b IS NULL OR a.bucket = v_b) AND a.job_id = ANY (ARRAY(SELECT ready.job_id FROM ready))
+                ),
+                ins AS (
+                    INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority, origin, created_at, bucket, queue)
+                    SELECT ready.job_id, p_now, p_now, ready.priority, 'dependency', p_now, ready.bucket, ready.queue FROM ready
+                    ON CONFLICT ON CONSTRAINT job_future_fire_unique DO NOTHING
+                    RETURNING 1
+                )
+                SELECT count(*) INTO v_n FROM ins;
+                v_woken := v_woken + v_n;
+            END LOOP;
         END IF;
     END IF;
 
@@ -662,8 +784,8 @@ BEGIN
 END
 $$;
 
-COMMENT ON FUNCTION cronbox.finish_runs(bigint[],text,jsonb[],text[],boolean,timestamp with time zone) IS
-'Internal: moves runs to a final state (succeeded, failed, lost, cancelled) set-based, with job bookkeeping, retries (new attempts as futures), on_error, notifications and releases of held futures. Late reports go to cronbox.run_late_report. Returns per run its state and verdict (finished, late, ignored, not_reportable, not_found).';
+COMMENT ON FUNCTION cronbox.finish_runs(bigint[],text,jsonb[],text[],boolean,timestamp with time zone,integer) IS
+'Internal: moves runs to a final state (succeeded, failed, lost, cancelled) set-based, with job bookkeeping, retries (new attempts as futures), on_error, notifications and releases of held futures. Late reports go to cronbox.run_late_report. Returns per run its state and verdict (finished, late, ignored, not_reportable, not_found). p_bucket: the runs'' bucket, every statement on its rows but the after-jobs of other buckets a success fires (NULL: the ids bucket by bucket where Citus distributes the outbox, cronbox.finish_runs_by_bucket; no filter elsewhere).';
 
-ALTER FUNCTION cronbox.finish_runs(bigint[],text,jsonb[],text[],boolean,timestamp with time zone) OWNER TO cronbox_owner;
-REVOKE ALL ON FUNCTION cronbox.finish_runs(bigint[],text,jsonb[],text[],boolean,timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
+ALTER FUNCTION cronbox.finish_runs(bigint[],text,jsonb[],text[],boolean,timestamp with time zone,integer) OWNER TO cronbox_owner;
+REVOKE ALL ON FUNCTION cronbox.finish_runs(bigint[],text,jsonb[],text[],boolean,timestamp with time zone,integer) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

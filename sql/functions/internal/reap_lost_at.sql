@@ -8,8 +8,8 @@
 -- jobs before runs, the order dispatch relies on) and are re-checked under lock, so two
 -- reapers never double-count a run. Returns how many runs were declared lost or cancelled.
 -- p_bucket: the candidates of that bucket only, the walk filtered on it (one task where the
--- outbox is distributed; cronbox.finish_runs under it is not per bucket yet: docs/citus.md);
--- NULL: every bucket.
+-- outbox is distributed) and their end in it (cronbox.finish_runs with the bucket); NULL: every
+-- bucket.
 CREATE OR REPLACE FUNCTION cronbox.reap_lost_at(
     p_limit integer DEFAULT 1000,
     p_bucket integer DEFAULT NULL,
@@ -46,7 +46,7 @@ BEGIN
         RETURN 0;
     END IF;
     SELECT count(*) INTO v_n
-    FROM cronbox.finish_runs(v_ids, 'lost', NULL, v_errors, true, p_now) f
+    FROM cronbox.finish_runs(v_ids, 'lost', NULL, v_errors, true, p_now, p_bucket) f
     WHERE f.verdict = 'finished';
     RETURN v_n;
 END
