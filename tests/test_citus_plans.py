@@ -744,7 +744,7 @@ def test_citus_the_reaper_round_and_the_lead_s_profile_go_bucket_by_bucket_one_t
     only the bucket's; the hold backstop (cronbox.release_holds) releases the bucket's held
     futures whose second look has come and leaves the other bucket's; an idle reaper round
     (cronbox.reap_lost, cronbox.resume_paused with nothing to do in the bucket) reads one shard.
-    Not per bucket yet under them: a lost run's end (finish_runs)."""
+    A lost run's end is finish_runs' with the bucket (the finishing calls' test below)."""
     with db.connect(citus_clone) as conn:
         groups = _names_in_buckets(conn, 2, 2, "r{}")
         (a, names_a), (b, names_b) = sorted(groups.items())
