@@ -999,3 +999,55 @@ def test_citus_the_finishing_calls_read_and_write_the_bucket_their_run_ids_carry
                              " AND message ->> 'event' = 'run_failed'").fetchall()
         assert notes == [(b, once_b)], notes
         assert conn.execute("SELECT count(*) FROM cronbox.run_late_report").fetchone()[0] == 1
+
+
+def test_citus_cancel_and_the_reaper_end_runs_in_their_bucket_one_task_per_statement(citus_clone):
+    """cronbox.cancel (by run id) and cronbox.reap_lost (per bucket) on jobs, statistics,
+    saturation state, futures and the outbox distributed by bucket, with Citus refusing any
+    statement of more than one task: a dispatched run cancelled at once in the bucket its id
+    carries, a running one flagged (its heartbeat told to cancel), a run whose lease expired
+    declared lost by the reaper of its bucket and retried there, the other bucket's expired run
+    left to its own bucket's reaper; a cancel of a final run (looked for over every bucket) is
+    55000."""
+    with db.connect(citus_clone) as conn:
+        groups = _names_in_buckets(conn, 2, 3, "c{}")
+        (a, [a0, a1, a2]), (b, [b0, _, _]) = sorted(groups.items())
+        pending, running, lost, other = f"{a0}/pending", f"{a1}/running", f"{a2}/lost", f"{b0}/other"
+        for name in (pending, running, lost, other):
+            conn.execute("SELECT cronbox.schedule(%s, '0 0 1 1 *', overlap => 'allow', max_attempts => 2)", (name,))
+        conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority, origin, bucket, queue)"
+                     " SELECT j.job_id, now() - interval '1 minute', now() - interval '1 minute', j.priority,"
+                     " 'schedule', j.bucket, j.queue FROM cronbox.job j")
+        conn.execute("DELETE FROM cronbox.job_future WHERE origin = 'schedule' AND due_at > now()")
+        dispatch = "SELECT dispatched FROM cronbox.dispatch(100, p_bucket => %s)"
+        assert conn.execute(dispatch, (a,)).fetchone()[0] + conn.execute(dispatch, (b,)).fetchone()[0] == 4
+        runs = dict(conn.execute("SELECT job_name, outbox_id FROM cronbox.outbox WHERE kind = 'run'").fetchall())
+        for name in (running, lost, other):
+            conn.execute("SELECT cronbox.start_run(%s, 'w1')", (runs[name],))
+        conn.execute(DISTRIBUTE_JOBS)
+        conn.execute(DISTRIBUTE_OUTBOX)
+        conn.execute(FINISH_PLANS)
+        for f in ("cronbox.cancel_at(bigint, timestamptz)", "cronbox.reap_lost_at(integer, integer, timestamptz)",
+                  "cronbox.heartbeat_at(bigint, text, timestamptz)"):
+            conn.execute(f"ALTER FUNCTION {f} SET plan_cache_mode = force_custom_plan")
+        conn.execute("DROP POLICY run_read ON cronbox.run")
+        conn.execute("CREATE POLICY run_read ON cronbox.run FOR SELECT USING (cronbox.caller_reads_all())")
+        later = conn.execute("SELECT now() + interval '1 day'").fetchone()[0]
+
+        conn.execute("SET citus.multi_task_query_log_level = error")  # a statement over several shards fails
+        assert conn.execute("SELECT cronbox.cancel(%s)", (runs[pending],)).fetchone()[0] == "cancelled"
+        assert conn.execute("SELECT cronbox.cancel(%s)", (runs[running],)).fetchone()[0] == "cancel_requested"
+        assert conn.execute("SELECT cronbox.heartbeat(%s, 'w1')", (runs[running],)).fetchone()[0] == "cancel"
+        # the reaper of bucket a: the run whose lease expired lost and retried, the cancelled one cancelled
+        assert conn.execute("SELECT cronbox.reap_lost_at(100, %s, %s)", (a, later)).fetchone()[0] == 2
+        conn.execute("RESET citus.multi_task_query_log_level")
+        # a final run: not in flight in its bucket, then looked for over every bucket (the error path)
+        with pytest.raises(psycopg.errors.ObjectNotInPrerequisiteState):
+            conn.execute("SELECT cronbox.cancel(%s)", (runs[pending],))
+
+        history = dict(conn.execute("SELECT job_name, state FROM cronbox.run").fetchall())
+        assert history == {pending: "cancelled", running: "cancelled", lost: "lost"}, history
+        assert conn.execute("SELECT job_name, bucket FROM cronbox.outbox WHERE kind = 'run'").fetchall() == [(other, b)]
+        retries = conn.execute("SELECT j.name, f.attempt, f.bucket FROM cronbox.job_future f JOIN cronbox.job j"
+                               " ON j.bucket = f.bucket AND j.job_id = f.job_id WHERE f.origin = 'retry'").fetchall()
+        assert retries == [(lost, 2, a)], retries

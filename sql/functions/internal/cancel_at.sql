@@ -7,6 +7,10 @@
 -- flagged: its worker's next heartbeat answers 'cancel'; it ends 'cancelled' when the worker
 -- reports or its lease expires. Returns 'cancelled' or 'cancel_requested'. Raises P0002 for
 -- an unknown run, 55000 for a run already final.
+-- Its bucket: on a database with buckets (Citus), the one its id carries (cronbox.run_bucket),
+-- every statement on that bucket's rows; a run not there (an id drawn without its bucket) is
+-- looked up by key over every bucket, then cancelled in its own. Plain PostgreSQL: no bucket
+-- filter (one bucket).
 CREATE OR REPLACE FUNCTION cronbox.cancel_at(
     run_id bigint,
     p_now timestamptz DEFAULT now()
@@ -18,13 +22,23 @@ AS $$
 DECLARE
     v_state text;
     v_verdict text;
+    v_bucket integer;  -- the run's bucket; NULL: no buckets (plain PostgreSQL)
 BEGIN
     IF cancel_at.run_id IS NULL THEN
         RAISE EXCEPTION 'run_id: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
     -- The run in flight is its outbox row (by key); a run not there is final, or unknown.
-    SELECT o.state INTO v_state FROM cronbox.outbox o WHERE o.outbox_id = cancel_at.run_id AND o.kind = 'run';
-    IF NOT FOUND THEN
+    IF to_regclass('cronbox.bucket') IS NOT NULL THEN
+        -- (-1, no bucket's: an id whose bits name no bucket, looked up below)
+        v_bucket := coalesce(cronbox.run_bucket(cancel_at.run_id), -1);
+    END IF;
+    SELECT o.state INTO v_state FROM cronbox.outbox o
+    WHERE (v_bucket IS NULL OR o.bucket = v_bucket) AND o.outbox_id = cancel_at.run_id AND o.kind = 'run';
+    IF NOT FOUND AND v_bucket IS NOT NULL THEN  -- an id drawn without its bucket: found by key
+        SELECT o.state, o.bucket INTO v_state, v_bucket FROM cronbox.outbox o
+        WHERE o.outbox_id = cancel_at.run_id AND o.kind = 'run';
+    END IF;
+    IF v_state IS NULL THEN
         SELECT r.state INTO v_state FROM cronbox.run r WHERE r.run_id = cancel_at.run_id;
         IF NOT FOUND THEN
             RAISE EXCEPTION 'run_id: no run %', cancel_at.run_id USING ERRCODE = 'no_data_found';
@@ -36,13 +50,13 @@ BEGIN
         -- not delivered yet: cancelled now (its outbox row deleted, its history row inserted)
         SELECT f.state, f.verdict INTO v_state, v_verdict
         FROM cronbox.finish_runs(ARRAY[cancel_at.run_id], 'cancelled', NULL,
-                                 ARRAY['cancelled before delivery'], false, p_now) f;
+                                 ARRAY['cancelled before delivery'], false, p_now, v_bucket) f;
         IF v_verdict = 'finished' THEN
             RETURN 'cancelled';
         END IF;
     END IF;
     UPDATE cronbox.outbox o SET cancel_requested = true
-    WHERE o.outbox_id = cancel_at.run_id AND o.kind = 'run'
+    WHERE (v_bucket IS NULL OR o.bucket = v_bucket) AND o.outbox_id = cancel_at.run_id AND o.kind = 'run'
     RETURNING o.state INTO v_state;
     IF FOUND THEN
         RETURN 'cancel_requested';
