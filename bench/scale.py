@@ -244,7 +244,7 @@ def saturate_and_steady(database: Database, args: argparse.Namespace, logdir: An
         w1 = database.scalar("SELECT now()")
         left_unsaturated = unsaturated(database, 5.0)
         if args.profile:
-            out["steady_statements"] = database.top_statements(25)
+            out["steady_statements"] = database.top_statements(60)
             database.set_statement_tracking("top")
         out["steady_waits"] = waits.top(10)
         with database.connect() as conn:

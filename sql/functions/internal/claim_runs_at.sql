@@ -20,10 +20,13 @@
 -- index entry stays until no snapshot can see the old version, and a walk from the queue's start
 -- passed each one again with a heap fetch (a minute's burst under one available_at: the whole
 -- burst claimed so far, per claim). From the cursor, a claim passes only what the other workers
--- took since its last claim. The cursor is a hint, never a bound: when the walk from it comes
--- short of n, and on every CURSOR_CLAIMS-th claim, the walk starts at the queue's first entry as
--- before, so a run the cursor passed over (locked by another transaction when walked, or
--- committed later with an earlier key) is taken by that walk at the latest.
+-- took since its last claim. The cursor is a hint, never a bound: a walk from the queue's first
+-- entry, as before, follows when the walk from the cursor comes short of n and the session's
+-- last such walk is a second old or more (an idle worker polling often does not walk the
+-- queue's whole claimed past on every poll), and replaces it after 8 claims in a row from the
+-- cursor; a run the cursor passed over (locked by another transaction when walked, or
+-- committed later with an earlier key: a dispatch begun before the claim) is taken by that walk
+-- at the latest.
 -- One statement per set, as before: the walk (FOR UPDATE SKIP LOCKED) and the update by key,
 -- the run's lease end computed in UTC (IMMUTABLE), the message built outside the update (Citus
 -- runs no STABLE function of a row's columns in an UPDATE, nothing mutable in its RETURNING:
@@ -58,11 +61,14 @@ DECLARE
     v_taken integer := 0;
     v_n integer;
     v_own bigint[];         -- a limited caller's jobs (NULL: every job)
-    v_cursor jsonb;         -- [queue, claims since a walk from the start, available_at, outbox_id]
+    -- the session's cursor: [queue, claims from it in a row, available_at, outbox_id, the time
+    -- (p_now) of the last walk from the queue's start]
+    v_cursor jsonb;
     v_cursor_claims integer := 0;
-    v_from_at timestamptz;  -- the walk takes keys (available_at, outbox_id) after these
-    v_from_id bigint;
-    c_claims CONSTANT integer := 8;  -- CURSOR_CLAIMS: a walk from the queue's start at least this often
+    v_from_at timestamptz := '-infinity';  -- the walk takes keys (available_at, outbox_id) after these
+    v_from_id bigint := -1;                -- (from the queue's start: outbox_id is never negative)
+    v_full_at timestamptz := p_now;
+    v_cursor_on boolean := false;
 BEGIN
     -- Runs as cronbox_runner, whom row security lets through (docs/architecture.md, "Row security
     -- on the batch paths"): the owner rule is applied here, once per call. Every worker and
@@ -95,25 +101,40 @@ BEGIN
     END IF;
     v_walks := cronbox.bucket_walks('cronbox.outbox');
     v_start := floor(random() * array_length(v_walks, 1))::integer;
+    -- the cursor where the outbox is one walk and not distributed (plain PostgreSQL; with the
+    -- Citus layer, hot tables still the coordinator's own): a distributed outbox is walked bucket
+    -- by bucket from each one's start, one task each
     IF array_length(v_walks, 1) = 1 THEN
+        -- (pg_dist_partition read only where the Citus layer is: elsewhere there is none)
+        IF to_regclass('cronbox.bucket') IS NULL THEN
+            v_cursor_on := true;
+        ELSE
+            v_cursor_on := NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p
+                                       WHERE p.logicalrelid = 'cronbox.outbox'::regclass);
+        END IF;
+    END IF;
+    IF v_cursor_on THEN
         v_cursor := nullif(current_setting('cronbox.claim_cursor', true), '')::jsonb;
-        IF v_cursor ->> 0 = claim_runs_at.queue AND (v_cursor ->> 1)::integer < c_claims THEN
+        IF v_cursor ->> 0 = claim_runs_at.queue AND (v_cursor ->> 1)::integer < 8 THEN
             v_from_at := (v_cursor ->> 2)::timestamptz;
             v_from_id := (v_cursor ->> 3)::bigint;
+            v_full_at := (v_cursor ->> 4)::timestamptz;
             v_cursor_claims := (v_cursor ->> 1)::integer + 1;
         END IF;
     END IF;
     FOR i IN 0 .. array_length(v_walks, 1) - 1 LOOP
       v_set := ARRAY(SELECT unnest(v_walks[(v_start + i) % array_length(v_walks, 1) + 1 : (v_start + i) % array_length(v_walks, 1) + 1]));
-      -- the walk from the cursor, then (when it came short) from the queue's start
+      -- the walk from the cursor, then (when it came short, at most once a second) from the
+      -- queue's start
       FOR pass IN 1 .. 2 LOOP
         EXIT WHEN v_taken >= claim_runs_at.n;
-        EXIT WHEN pass = 2 AND v_cursor_claims = 0;  -- the one walk was from the start
-        IF pass = 2 OR v_cursor_claims = 0 THEN
-            -- from the queue's start: every key is after these (outbox_id is never negative)
+        EXIT WHEN pass = 2 AND (v_cursor_claims = 0
+                                OR (p_now >= v_full_at AND p_now < v_full_at + interval '1 second'));
+        IF pass = 2 THEN
             v_from_at := '-infinity';
             v_from_id := -1;
             v_cursor_claims := 0;
+            v_full_at := p_now;
         END IF;
         -- The run's outbox row stays the run: running on this worker, under the run's lease (its
         -- timeout), in place (HOT: no indexed column changes). By key, never a join to picked:
@@ -135,14 +156,15 @@ BEGIN
             LIMIT claim_runs_at.n - v_taken
             FOR UPDATE SKIP LOCKED
         ),
-        -- the session's cursor: the last key taken (one walk only: plain PostgreSQL)
+        -- the session's cursor: the last key taken (v_cursor_on: plain PostgreSQL)
         cursor AS MATERIALIZED (
             SELECT set_config('cronbox.claim_cursor',
-                              jsonb_build_array(claim_runs_at.queue, v_cursor_claims, l.available_at, l.outbox_id)::text,
+                              jsonb_build_array(claim_runs_at.queue, v_cursor_claims, l.available_at, l.outbox_id,
+                                                v_full_at)::text,
                               false)
             FROM (SELECT picked.available_at, picked.outbox_id FROM picked
                   ORDER BY picked.available_at DESC, picked.outbox_id DESC LIMIT 1) l
-            WHERE array_length(v_walks, 1) = 1
+            WHERE v_cursor_on
         ),
         started AS (
             UPDATE cronbox.outbox o SET
@@ -184,6 +206,11 @@ BEGIN
         v_taken := v_taken + v_n;
       END LOOP;
     END LOOP;
+    -- a walk from the start that took nothing set no cursor: keep its time (from the start again)
+    IF v_taken = 0 AND v_cursor_on AND v_cursor_claims = 0 THEN
+        PERFORM set_config('cronbox.claim_cursor',
+                           jsonb_build_array(claim_runs_at.queue, 0, '-infinity'::timestamptz, -1, p_now)::text, false);
+    END IF;
 END
 $$;
 
