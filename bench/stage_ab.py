@@ -1,7 +1,7 @@
 """bench.stage_ab: the server time of each stage of a run, this tree's SQL functions against an
 older commit's, side by side on one durable cluster, batches interleaved.
 
-    python -m bench.stage_ab REV [--flow push|push202|pull|pull2] [-n 20000] [--rounds 3] [--json FILE] [--quick]
+    python -m bench.stage_ab REV [--flow push|push202|pull|pull2] [-n 20000] [--rounds 3] [--hold-snapshot] [--json FILE] [--quick]
 
 Two databases on one private cluster, both migrated from this tree; in the second ("old") the
 function and view files that differ from REV are replaced by REV's (`git show REV:path`, the
@@ -17,6 +17,10 @@ the same batch in the other, the order alternating between batches, each call it
 commit. Reports per version the median over batches of each stage's call time per run, in µs,
 and the difference. Both versions see the same noise at the same moment, so the difference is
 steadier than either figure; `bench.sqlcost` is the figure of record for one version's cost.
+With --hold-snapshot a second connection to each database holds a snapshot taken after each
+round's load until the round ends: no row version that round's calls replace or delete dies to
+every snapshot, so their old index entries stay alive (as under load, where some snapshot is
+always a little older than the last claims), and a walk passes them again.
 """
 
 from __future__ import annotations
@@ -116,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--json", dest="json_out", type=Path, help="write the report here (default: stdout)")
     p.add_argument("--quick", action="store_true", help="2,000 runs, one round (the test suite)")
+    p.add_argument("--hold-snapshot", action="store_true",
+                   help="a snapshot taken after each round's load held until the round ends (old row versions stay alive)")
     args = p.parse_args(argv)
     if args.quick:
         args.runs, args.rounds = 2_000, 1
@@ -127,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
                               "quick": args.quick, "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                               "machine": machine(), "durable": True, "rev": args.rev,
                               "head": git("rev-parse", "--short", "HEAD").strip(), "dirty": bool(git("status", "--porcelain", "sql")),
-                              "old_files": sorted(files), "flow": args.flow, "n": n, "rounds": args.rounds}
+                              "old_files": sorted(files), "flow": args.flow, "n": n, "rounds": args.rounds,
+                              "hold_snapshot": args.hold_snapshot}
     try:
         cluster.init()
         dsn = cluster.start()
@@ -157,6 +164,12 @@ def main(argv: list[str] | None = None) -> int:
             log(f"round {r + 1}/{args.rounds}: {n} runs, {args.flow}")
             for conn in conns.values():
                 load(conn, n)
+            holders = []
+            if args.hold_snapshot:
+                for d in dsns.values():
+                    holders.append(psycopg.connect(d, autocommit=False))
+                    holders[-1].execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                    holders[-1].execute("SELECT count(*) FROM cronbox.outbox")
             calls = {v: stage_calls(conn, args.flow) for v, conn in conns.items()}
             for _ in range(AHEAD[args.flow]):  # batches in flight before the first timed claim
                 for stages in calls.values():
@@ -175,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
             for _ in range(AHEAD[args.flow]):  # the batches still in flight reported
                 for stages in calls.values():
                     stages[-1]()
+            for h in holders:
+                h.close()
             for v, conn in conns.items():
                 states = conn.execute("SELECT state, count(*) FROM cronbox.runs GROUP BY state").fetchall()
                 if states != [("succeeded", n)]:
@@ -196,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         cluster.stop()
         shutil.rmtree(folder, ignore_errors=True)  # the private cluster's data: nothing to keep
-    summary = [f"stage_ab: {args.flow}, {n} runs x {args.rounds} rounds, this tree vs {args.rev} "
+    summary = [f"stage_ab: {args.flow}{', snapshot held' if args.hold_snapshot else ''}, {n} runs x {args.rounds} rounds, this tree vs {args.rev} "
                f"({len(files)} function/view files differ), µs of server call time per run (median over batches)"]
     for v in ("new", "old"):
         summary.append(f"  {v:4} " + "  ".join(f"{s} {x}" for s, x in report["us_per_run"][v].items()))
