@@ -999,6 +999,11 @@ def test_citus_the_finishing_calls_read_and_write_the_bucket_their_run_ids_carry
                              " AND message ->> 'event' = 'run_failed'").fetchall()
         assert notes == [(b, once_b)], notes
         assert conn.execute("SELECT count(*) FROM cronbox.run_late_report").fetchone()[0] == 1
+        # the statistics' change rows, of dispatch per bucket and of each finish, carry their jobs' bucket
+        changes = conn.execute("SELECT c.bucket, j.bucket FROM cronbox.job_stat_change c"
+                               " CROSS JOIN LATERAL unnest(c.job_ids) AS u(job_id)"
+                               " JOIN cronbox.job j ON j.job_id = u.job_id").fetchall()
+        assert changes and all(c == j for c, j in changes), changes
 
 
 def test_citus_cancel_and_the_reaper_end_runs_in_their_bucket_one_task_per_statement(citus_clone):

@@ -99,3 +99,23 @@ def test_one_report_of_a_run_not_in_flight_is_late_or_unknown(conn):
                         (rid,)).fetchone()[0] == "failed"
     assert conn.execute("SELECT verdict FROM cronbox.complete_runs_at(%s, NULL, %s)", ([rid + 1], at(3))).fetchone()[0] \
         == "not_found"
+
+
+def test_a_change_row_carries_the_bucket_of_the_statement_that_wrote_it(conn):
+    """cronbox.job_stat_change.bucket (migration 0470): a finish with the runs' bucket
+    (finish_runs' p_bucket, as the per-bucket callers pass it) writes it; one without (plain
+    PostgreSQL's calls) writes NULL, jobs of any bucket; dispatch's write for one bucket set
+    writes that bucket (plain PostgreSQL's one bucket, 0)."""
+    for name in ("plain", "given"):
+        job(conn, name, overlap="allow")
+    mark = last_change(conn)
+    ids = {name: start(conn, name, 0) for name in ("plain", "given")}
+    assert [r[0] for r in conn.execute("SELECT bucket FROM cronbox.job_stat_change WHERE change_id > %s",
+                                       (mark,))] == [0, 0]  # each dispatch's
+    mark = last_change(conn)
+    assert complete(conn, ids["plain"], 2) == "succeeded"
+    assert conn.execute("SELECT state FROM cronbox.finish_runs(%s, 'succeeded', p_now => %s, p_bucket => 0)",
+                        ([ids["given"]], at(2))).fetchone()[0] == "succeeded"
+    got = conn.execute("SELECT bucket FROM cronbox.job_stat_change WHERE change_id > %s ORDER BY change_id",
+                       (mark,)).fetchall()
+    assert got == [(None,), (0,)], got

@@ -497,10 +497,11 @@ BEGIN
     -- by the poller within a second (cronbox.fold_job_stats).
     stat_change AS (
         INSERT INTO cronbox.job_stat_change (job_ids, active, last_fire, last_run, last_state,
-                                             ok, failures, crashes, missed, success_at)
+                                             ok, failures, crashes, missed, success_at, bucket)
         SELECT array_agg(c.job_id), array_agg(c.n_run::integer), array_agg(c.last_fire),
                array_agg(c.last_run), array_agg(c.last_state), array_agg(0),
-               array_agg(c.n_failed::integer), array_agg(0), array_agg(c.n_missed), p_now
+               array_agg(c.n_failed::integer), array_agg(0), array_agg(c.n_missed), p_now,
+               CASE WHEN cardinality(p_buckets) = 1 THEN p_buckets[1] END  -- the jobs' bucket, when one
         FROM per_job c
         WHERE (c.n_run > 0 OR c.n_failed > 0 OR c.n_missed > 0) AND c.folded
         HAVING count(*) > 0

@@ -157,9 +157,10 @@ BEGIN
     -- the jobs whose statistics no policy reads: one row for all of them, folded by the poller
     stat_change AS (
         INSERT INTO cronbox.job_stat_change (job_ids, active, last_fire, last_run, last_state,
-                                             ok, failures, crashes, missed, success_at)
+                                             ok, failures, crashes, missed, success_at, bucket)
         SELECT array_agg(c.job_id), array_agg(c.n_run), array_agg(c.last_fire), array_agg(c.last_run),
-               array_agg('dispatched'::text), array_agg(0), array_agg(0), array_agg(0), array_agg(0::bigint), p_now
+               array_agg('dispatched'::text), array_agg(0), array_agg(0), array_agg(0), array_agg(0::bigint), p_now,
+               CASE WHEN cardinality(p_buckets) = 1 THEN p_buckets[1] END  -- the jobs' bucket, when one
         FROM per_job c
         WHERE c.folded
         HAVING count(*) > 0

@@ -161,10 +161,10 @@ BEGIN
             ),
             change AS (
                 INSERT INTO cronbox.job_stat_change (job_ids, active, last_fire, last_run, last_state,
-                                                     ok, failures, crashes, missed, success_at)
+                                                     ok, failures, crashes, missed, success_at, bucket)
                 SELECT ARRAY[g.job_id], '{-1}', '{NULL}', ARRAY[g.outbox_id], ARRAY[g.state],
                        CASE WHEN g.state = 'succeeded' THEN '{1}'::integer[] ELSE '{0}' END,
-                       '{0}', '{0}', '{0}', p_now
+                       '{0}', '{0}', '{0}', p_now, p_bucket
                 FROM gone g
             )
             SELECT g.state INTO state FROM gone g;
@@ -271,11 +271,11 @@ BEGIN
             ),
             change AS (
                 INSERT INTO cronbox.job_stat_change (job_ids, active, last_fire, last_run, last_state,
-                                                     ok, failures, crashes, missed, success_at)
+                                                     ok, failures, crashes, missed, success_at, bucket)
                 SELECT array_agg(c.job_id ORDER BY c.job_id), array_agg((-c.n)::integer ORDER BY c.job_id),
                        array_agg(NULL::timestamptz), array_agg(c.last_run ORDER BY c.job_id),
                        array_agg('succeeded'::text), array_agg(c.n::integer ORDER BY c.job_id),
-                       array_agg(0), array_agg(0), array_agg(0::bigint), p_now
+                       array_agg(0), array_agg(0), array_agg(0::bigint), p_now, p_bucket
                 FROM (SELECT g.job_id, count(*) AS n, max(g.outbox_id) AS last_run FROM gone g GROUP BY g.job_id) c
                 HAVING count(*) > 0
             )
@@ -516,10 +516,10 @@ BEGIN
         -- job_stat by the poller within a second (cronbox.fold_job_stats).
         change AS (
             INSERT INTO cronbox.job_stat_change (job_ids, active, last_fire, last_run, last_state,
-                                                 ok, failures, crashes, missed, success_at)
+                                                 ok, failures, crashes, missed, success_at, bucket)
             SELECT array_agg(c.job_id), array_agg((-c.n)::integer), array_agg(NULL::timestamptz),
                    array_agg(c.last_run), array_agg(c.last_state), array_agg(c.n_ok::integer),
-                   array_agg(c.n_runs_failed::integer), array_agg(c.n_lost::integer), array_agg(0::bigint), p_now
+                   array_agg(c.n_runs_failed::integer), array_agg(c.n_lost::integer), array_agg(0::bigint), p_now, p_bucket
             FROM per_job c
             WHERE c.folded
             HAVING count(*) > 0
