@@ -231,7 +231,6 @@ BEGIN
     )
     SELECT count(*) INTO v_rest FROM done;
     RETURN v_n + v_rest;
-    RETURN v_n;
 END
 $$;
 
