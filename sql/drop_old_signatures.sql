@@ -180,3 +180,5 @@ DROP FUNCTION IF EXISTS cronbox.dispatch_plain(bigint[], interval, timestamp wit
 -- the finishing calls by bucket: finish_runs and finish_decisions take p_bucket.
 DROP FUNCTION IF EXISTS cronbox.finish_runs(bigint[],text,jsonb[],text[],boolean,timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.finish_decisions(cronbox.finished_run[]);
+-- the fixed-delay hook takes the job's bucket (finish_runs passes its p_bucket).
+DROP FUNCTION IF EXISTS cronbox.schedule_next_fixed_delay(bigint,timestamp with time zone);

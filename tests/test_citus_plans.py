@@ -928,6 +928,7 @@ FINISH_PLANS = """
 ALTER FUNCTION cronbox.finish_runs(bigint[], text, jsonb[], text[], boolean, timestamptz, integer)
     SET plan_cache_mode = force_custom_plan;
 ALTER FUNCTION cronbox.release_futures(bigint[], integer[]) SET plan_cache_mode = force_custom_plan;
+ALTER FUNCTION cronbox.schedule_next_fixed_delay(bigint, timestamptz, integer) SET plan_cache_mode = force_custom_plan;
 """
 
 
@@ -1056,3 +1057,37 @@ def test_citus_cancel_and_the_reaper_end_runs_in_their_bucket_one_task_per_state
         retries = conn.execute("SELECT j.name, f.attempt, f.bucket FROM cronbox.job_future f JOIN cronbox.job j"
                                " ON j.bucket = f.bucket AND j.job_id = f.job_id WHERE f.origin = 'retry'").fetchall()
         assert retries == [(lost, 2, a)], retries
+
+
+def test_citus_a_fixed_delay_job_s_next_fire_is_set_in_its_bucket_one_task_per_statement(citus_clone):
+    """A run of a fixed-delay job completed (complete_run) on jobs, saturation state, futures and
+    the outbox distributed by bucket, with Citus refusing any statement of more than one task:
+    its job's next fire is one interval after the end (cronbox.schedule_next_fixed_delay, in the
+    job's bucket); the other bucket's fixed-delay job, still running, keeps no next fire."""
+    with db.connect(citus_clone) as conn:
+        groups = _names_in_buckets(conn, 2, 1, "d{}")
+        (a, [ga]), (b, [gb]) = sorted(groups.items())
+        mine, theirs = f"{ga}/delay", f"{gb}/delay"
+        for name in (mine, theirs):
+            conn.execute("SELECT cronbox.schedule(%s, every => '10 minutes', every_mode => 'fixed_delay')", (name,))
+        conn.execute("DELETE FROM cronbox.job_future")
+        conn.execute("UPDATE cronbox.job_fire SET next_fire = NULL")
+        conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority, origin, bucket, queue)"
+                     " SELECT j.job_id, now() - interval '1 minute', now() - interval '1 minute', j.priority,"
+                     " 'schedule', j.bucket, j.queue FROM cronbox.job j")
+        dispatch = "SELECT dispatched FROM cronbox.dispatch(100, p_bucket => %s)"
+        assert conn.execute(dispatch, (a,)).fetchone()[0] + conn.execute(dispatch, (b,)).fetchone()[0] == 2
+        runs = dict(conn.execute("SELECT job_name, outbox_id FROM cronbox.outbox WHERE kind = 'run'").fetchall())
+        conn.execute(DISTRIBUTE_JOBS)
+        conn.execute(DISTRIBUTE_OUTBOX)
+        conn.execute(FINISH_PLANS)
+        conn.execute("DROP POLICY run_read ON cronbox.run")
+        conn.execute("CREATE POLICY run_read ON cronbox.run FOR SELECT USING (cronbox.caller_reads_all())")
+
+        conn.execute("SET citus.multi_task_query_log_level = error")  # a statement over several shards fails
+        assert conn.execute("SELECT cronbox.complete_run(%s)", (runs[mine],)).fetchone()[0] == "succeeded"
+        conn.execute("RESET citus.multi_task_query_log_level")
+        got = dict(conn.execute("SELECT j.name, f.next_fire - r.finished_at FROM cronbox.job j"
+                                " JOIN cronbox.job_fire f ON f.bucket = j.bucket AND f.job_id = j.job_id"
+                                " LEFT JOIN cronbox.run r ON r.job_id = j.job_id").fetchall())
+        assert got == {mine: timedelta(minutes=10), theirs: None}, got

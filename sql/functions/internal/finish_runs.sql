@@ -653,7 +653,7 @@ BEGIN
 
         -- 4. fixed_delay jobs: the next fire is `every` after this one finished (if no retry).
         IF cardinality(v_fixed_delay) > 0 THEN
-            PERFORM cronbox.schedule_next_fixed_delay(u.job_id, p_now)
+            PERFORM cronbox.schedule_next_fixed_delay(u.job_id, p_now, p_bucket)
             FROM unnest(v_fixed_delay) AS u(job_id);
         END IF;
 
