@@ -1091,3 +1091,39 @@ def test_citus_a_fixed_delay_job_s_next_fire_is_set_in_its_bucket_one_task_per_s
                                 " JOIN cronbox.job_fire f ON f.bucket = j.bucket AND f.job_id = j.job_id"
                                 " LEFT JOIN cronbox.run r ON r.job_id = j.job_id").fetchall())
         assert got == {mine: timedelta(minutes=10), theirs: None}, got
+
+
+def test_citus_an_upstream_s_success_releases_the_fires_gated_on_it_in_their_bucket_one_task_per_statement(citus_clone):
+    """complete_run of an upstream (add_dependency) on jobs, futures and the outbox distributed
+    by bucket, the dependencies a reference table carrying the gated job's bucket, with Citus
+    refusing any statement of more than one task: the gated job's waiting fire, in another
+    bucket, is released there (its futures read in that bucket alone)."""
+    with db.connect(citus_clone) as conn:
+        groups = _names_in_buckets(conn, 2, 1, "g{}")
+        (a, [ga]), (b, [gb]) = sorted(groups.items())
+        up, gated = f"{ga}/up", f"{gb}/gated"
+        for name in (up, gated):
+            conn.execute("SELECT cronbox.schedule(%s, '0 0 1 1 *', overlap => 'allow')", (name,))
+        conn.execute("SELECT cronbox.add_dependency(%s, %s)", (gated, up))
+        conn.execute("DELETE FROM cronbox.job_future")
+        conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority, origin, bucket, queue)"
+                     " SELECT j.job_id, now() - interval '1 minute', now() - interval '1 minute', j.priority,"
+                     " 'schedule', j.bucket, j.queue FROM cronbox.job j WHERE j.name = %s", (up,))
+        conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority, origin, bucket, queue, hold,"
+                     " held_since, hold_until) SELECT j.job_id, now() - interval '1 hour', now() - interval '1 hour',"
+                     " j.priority, 'manual', j.bucket, j.queue, 'dependency', now(), 'infinity'"
+                     " FROM cronbox.job j WHERE j.name = %s", (gated,))
+        assert conn.execute("SELECT dispatched FROM cronbox.dispatch(100, p_bucket => %s)", (a,)).fetchone()[0] == 1
+        run = conn.execute("SELECT outbox_id FROM cronbox.outbox WHERE kind = 'run'").fetchone()[0]
+        assert conn.execute("SELECT bucket FROM cronbox.job_dependency").fetchall() == [(b,)]
+        conn.execute(DISTRIBUTE_JOBS)
+        conn.execute(DISTRIBUTE_OUTBOX)
+        conn.execute(FINISH_PLANS)
+        conn.execute("DROP POLICY run_read ON cronbox.run")
+        conn.execute("CREATE POLICY run_read ON cronbox.run FOR SELECT USING (cronbox.caller_reads_all())")
+
+        conn.execute("SET citus.multi_task_query_log_level = error")  # a statement over several shards fails
+        assert conn.execute("SELECT cronbox.complete_run(%s)", (run,)).fetchone()[0] == "succeeded"
+        conn.execute("RESET citus.multi_task_query_log_level")
+        held = conn.execute("SELECT bucket, hold FROM cronbox.job_future WHERE origin = 'manual'").fetchall()
+        assert held == [(b, None)], held

@@ -71,10 +71,12 @@ BEGIN
     -- A gate reads the job's last fire and the upstream's last success while deciding: their
     -- statistics folded off the hot path are folded now (cronbox.job_stat_folded).
     PERFORM cronbox.fold_job_stats_of(ARRAY[v_job_id, v_up_id]);
-    INSERT INTO cronbox.job_dependency AS d (job_id, upstream_id, within, wait_timeout, created_at)
-    VALUES (v_job_id, v_up_id, add_dependency_at.within, add_dependency_at.wait_timeout, p_now)
+    -- with the gated job's bucket (a finished upstream releases its fires there)
+    INSERT INTO cronbox.job_dependency AS d (job_id, upstream_id, within, wait_timeout, created_at, bucket)
+    VALUES (v_job_id, v_up_id, add_dependency_at.within, add_dependency_at.wait_timeout, p_now,
+            (SELECT j.bucket FROM cronbox.job j WHERE j.job_id = v_job_id))
     ON CONFLICT ON CONSTRAINT job_dependency_pkey
-    DO UPDATE SET within = excluded.within, wait_timeout = excluded.wait_timeout;
+    DO UPDATE SET within = excluded.within, wait_timeout = excluded.wait_timeout, bucket = excluded.bucket;
     -- Early dispatch (on by default) decided the job's next fires without this gate: the
     -- runs no relay holds yet are withdrawn (under the job's lock, taken above).
     PERFORM cronbox.withdraw_early_runs(v_job_id, 'cancelled: dependency added before its fire time', p_now);

@@ -66,6 +66,8 @@ DECLARE
     v_up_success timestamptz[];  -- and their last successes, parallel
     v_b integer;
     v_decided jsonb;          -- step 3: the failures' decisions, for step 3b
+    v_gated integer[];        -- step 7: the buckets of the jobs gated on these
+    v_gated_unknown boolean;  -- and whether a dependency does not say its bucket
 BEGIN
     -- By bucket (docs/citus.md, "The finishing calls, bucket by bucket"): with p_bucket, every
     -- statement reads and writes that bucket's rows (an id of another bucket is not found), but
@@ -685,10 +687,9 @@ BEGIN
     IF p_outcome = 'succeeded' AND v_fin IS NOT NULL AND NOT coalesce(v_all_folded, false) THEN
         -- 7. Jobs gated on these (add_dependency): their waiting fires look again. (A job whose
         --    statistics are folded is nobody's upstream: cronbox.job_stat_folded.) With p_bucket,
-        --    only when one of these jobs gates another: the dependencies do not say the gated
-        --    job's bucket, so its futures are read over every bucket then.
-        IF p_bucket IS NULL
-           OR (SELECT EXISTS (SELECT 1 FROM cronbox.job_dependency d WHERE d.upstream_id = ANY (v_fin_jobs))) THEN
+        --    a statement per bucket of the gated jobs (cronbox.job_dependency.bucket, read first:
+        --    none gated, no more; a dependency whose bucket is not known: every bucket).
+        IF p_bucket IS NULL THEN
             v_release := ARRAY(
                 SELECT f.future_id FROM cronbox.job_future f
                 WHERE f.hold = 'dependency'
@@ -697,6 +698,23 @@ BEGIN
             IF cardinality(v_release) > 0 THEN
                 v_woken := v_woken + cronbox.release_futures(v_release);
             END IF;
+        ELSE
+            SELECT array_agg(DISTINCT d.bucket), bool_or(d.bucket IS NULL) INTO v_gated, v_gated_unknown
+            FROM cronbox.job_dependency d WHERE d.upstream_id = ANY (v_fin_jobs);
+            IF v_gated_unknown THEN  -- every bucket, one statement
+                v_gated := ARRAY[NULL::integer];
+            END IF;
+            FOREACH v_b IN ARRAY coalesce(v_gated, '{}') LOOP
+                v_release := ARRAY(
+                    SELECT f.future_id FROM cronbox.job_future f
+                    WHERE (v_b IS NULL OR f.bucket = v_b) AND f.hold = 'dependency'
+                      AND f.job_id = ANY (ARRAY(SELECT d.job_id FROM cronbox.job_dependency d
+                                                WHERE d.upstream_id = ANY (v_fin_jobs)
+                                                  AND (v_b IS NULL OR d.bucket = v_b))));
+                IF cardinality(v_release) > 0 THEN
+                    v_woken := v_woken + cronbox.release_futures(v_release, CASE WHEN v_b IS NOT NULL THEN ARRAY[v_b] END);
+                END IF;
+            END LOOP;
         END IF;
 
         -- 8. after-jobs: fire once all their upstreams succeeded since their last fire
