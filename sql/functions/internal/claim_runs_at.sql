@@ -13,20 +13,6 @@
 -- buckets (`bucket = ANY (v_set)`), visited as cronbox.bucket_walks says: where the outbox is
 -- distributed by bucket one bucket per statement (one shard), in turn from a random one until
 -- n runs are taken; anywhere else all of them in one statement (plain PostgreSQL: bucket 0).
--- Where the queue is one walk (plain PostgreSQL), a claim starts after the last key the session
--- took from the queue (outbox_queue_idx ends with outbox_id: migration 0469), kept in the
--- session (custom setting cronbox.claim_cursor, set in the claim's transaction: a claim rolled
--- back leaves it as it was). A claimed run's row moves to available_at 'infinity', but its old
--- index entry stays until no snapshot can see the old version, and a walk from the queue's start
--- passed each one again with a heap fetch (a minute's burst under one available_at: the whole
--- burst claimed so far, per claim). From the cursor, a claim passes only what the other workers
--- took since its last claim. The cursor is a hint, never a bound: a walk from the queue's first
--- entry, as before, follows when the walk from the cursor comes short of n and the session's
--- last such walk is a second old or more (an idle worker polling often does not walk the
--- queue's whole claimed past on every poll), and replaces it after 8 claims in a row from the
--- cursor; a run the cursor passed over (locked by another transaction when walked, or
--- committed later with an earlier key: a dispatch begun before the claim) is taken by that walk
--- at the latest.
 -- One statement per set, as before: the walk (FOR UPDATE SKIP LOCKED) and the update by key,
 -- the run's lease end computed in UTC (IMMUTABLE), the message built outside the update (Citus
 -- runs no STABLE function of a row's columns in an UPDATE, nothing mutable in its RETURNING:
@@ -49,10 +35,6 @@ SET jit = off
 -- per statement made a one-run complete_run ~3 ms; generic: ~0.8 ms, batches no slower).
 SET plan_cache_mode = force_generic_plan
 SET enable_seqscan = off  -- a plan kept from an empty table: docs/architecture.md, SQL conventions
--- The walk is an index scan in key order, stopped at n rows: a bitmap scan reads every entry from
--- the cursor to p_now and sorts them (the generic plan took one when the cursor's bound made the
--- range look small); the update's probes by key are index scans all the same.
-SET enable_bitmapscan = off
 AS $$
 DECLARE
     v_walks integer[];
@@ -61,14 +43,6 @@ DECLARE
     v_taken integer := 0;
     v_n integer;
     v_own bigint[];         -- a limited caller's jobs (NULL: every job)
-    -- the session's cursor: [queue, claims from it in a row, available_at, outbox_id, the time
-    -- (p_now) of the last walk from the queue's start]
-    v_cursor jsonb;
-    v_cursor_claims integer := 0;
-    v_from_at timestamptz := '-infinity';  -- the walk takes keys (available_at, outbox_id) after these
-    v_from_id bigint := -1;                -- (from the queue's start: outbox_id is never negative)
-    v_full_at timestamptz := p_now;
-    v_cursor_on boolean := false;
 BEGIN
     -- Runs as cronbox_runner, whom row security lets through (docs/architecture.md, "Row security
     -- on the batch paths"): the owner rule is applied here, once per call. Every worker and
@@ -101,41 +75,9 @@ BEGIN
     END IF;
     v_walks := cronbox.bucket_walks('cronbox.outbox');
     v_start := floor(random() * array_length(v_walks, 1))::integer;
-    -- the cursor where the outbox is one walk and not distributed (plain PostgreSQL; with the
-    -- Citus layer, hot tables still the coordinator's own): a distributed outbox is walked bucket
-    -- by bucket from each one's start, one task each
-    IF array_length(v_walks, 1) = 1 THEN
-        -- (pg_dist_partition read only where the Citus layer is: elsewhere there is none)
-        IF to_regclass('cronbox.bucket') IS NULL THEN
-            v_cursor_on := true;
-        ELSE
-            v_cursor_on := NOT EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p
-                                       WHERE p.logicalrelid = 'cronbox.outbox'::regclass);
-        END IF;
-    END IF;
-    IF v_cursor_on THEN
-        v_cursor := nullif(current_setting('cronbox.claim_cursor', true), '')::jsonb;
-        IF v_cursor ->> 0 = claim_runs_at.queue AND (v_cursor ->> 1)::integer < 8 THEN
-            v_from_at := (v_cursor ->> 2)::timestamptz;
-            v_from_id := (v_cursor ->> 3)::bigint;
-            v_full_at := (v_cursor ->> 4)::timestamptz;
-            v_cursor_claims := (v_cursor ->> 1)::integer + 1;
-        END IF;
-    END IF;
     FOR i IN 0 .. array_length(v_walks, 1) - 1 LOOP
-      v_set := ARRAY(SELECT unnest(v_walks[(v_start + i) % array_length(v_walks, 1) + 1 : (v_start + i) % array_length(v_walks, 1) + 1]));
-      -- the walk from the cursor, then (when it came short, at most once a second) from the
-      -- queue's start
-      FOR pass IN 1 .. 2 LOOP
         EXIT WHEN v_taken >= claim_runs_at.n;
-        EXIT WHEN pass = 2 AND (v_cursor_claims = 0
-                                OR (p_now >= v_full_at AND p_now < v_full_at + interval '1 second'));
-        IF pass = 2 THEN
-            v_from_at := '-infinity';
-            v_from_id := -1;
-            v_cursor_claims := 0;
-            v_full_at := p_now;
-        END IF;
+        v_set := ARRAY(SELECT unnest(v_walks[(v_start + i) % array_length(v_walks, 1) + 1 : (v_start + i) % array_length(v_walks, 1) + 1]));
         -- The run's outbox row stays the run: running on this worker, under the run's lease (its
         -- timeout), in place (HOT: no indexed column changes). By key, never a join to picked:
         -- the plan is kept for the session, and one made while the statistics said the outbox
@@ -143,28 +85,17 @@ BEGIN
         -- bench stalled a minute per claim on it).
         RETURN QUERY
         WITH picked AS (
-            SELECT o.outbox_id, o.available_at
+            SELECT o.outbox_id
             FROM cronbox.outbox o
             WHERE o.bucket = ANY (v_set) AND o.kind = 'run' AND o.queue = claim_runs_at.queue
               AND o.available_at <= p_now
-              AND (o.available_at, o.outbox_id) > (v_from_at, v_from_id)
               AND (o.lease_until IS NULL OR o.lease_until <= p_now)
               -- a run delivered or running holds its own lease (its timeout): never taken again
               AND o.state IS DISTINCT FROM 'delivered' AND o.state IS DISTINCT FROM 'running'
               AND (v_own IS NULL OR o.job_id = ANY (v_own))
-            ORDER BY o.available_at, o.outbox_id
+            ORDER BY o.available_at
             LIMIT claim_runs_at.n - v_taken
             FOR UPDATE SKIP LOCKED
-        ),
-        -- the session's cursor: the last key taken (v_cursor_on: plain PostgreSQL)
-        cursor AS MATERIALIZED (
-            SELECT set_config('cronbox.claim_cursor',
-                              jsonb_build_array(claim_runs_at.queue, v_cursor_claims, l.available_at, l.outbox_id,
-                                                v_full_at)::text,
-                              false)
-            FROM (SELECT picked.available_at, picked.outbox_id FROM picked
-                  ORDER BY picked.available_at DESC, picked.outbox_id DESC LIMIT 1) l
-            WHERE v_cursor_on
         ),
         started AS (
             UPDATE cronbox.outbox o SET
@@ -199,18 +130,11 @@ BEGIN
                     THEN cronbox.run_message(s.outbox_id, s.job_name, s.queue, s.payload, s.fire_at, s.attempt,
                                              s.run_lease_until)
                     ELSE s.message || jsonb_build_object('deadline', s.run_lease_until) END
-        -- (the cursor's one row, or none: read so that it is set; a CTE scan, evaluated once)
-        FROM started s LEFT JOIN cursor ON true
+        FROM started s
         ORDER BY s.outbox_id;
         GET DIAGNOSTICS v_n = ROW_COUNT;
         v_taken := v_taken + v_n;
-      END LOOP;
     END LOOP;
-    -- a walk from the start that took nothing set no cursor: keep its time (from the start again)
-    IF v_taken = 0 AND v_cursor_on AND v_cursor_claims = 0 THEN
-        PERFORM set_config('cronbox.claim_cursor',
-                           jsonb_build_array(claim_runs_at.queue, 0, '-infinity'::timestamptz, -1, p_now)::text, false);
-    END IF;
 END
 $$;
 
