@@ -932,6 +932,18 @@ ALTER FUNCTION cronbox.schedule_next_fixed_delay(bigint, timestamptz, integer) S
 """
 
 
+def distribute_for_finishing(conn: psycopg.Connection, *, history_policy: bool = False) -> None:
+    """The clone as the finishing calls' tests need it: the jobs' tables and the outbox
+    distributed by bucket (FINISH_PLANS' policies beside them), and with `history_policy` the
+    history's read policy without its subquery, as the layer will make it."""
+    conn.execute(DISTRIBUTE_JOBS)
+    conn.execute(DISTRIBUTE_OUTBOX)
+    conn.execute(FINISH_PLANS)
+    if history_policy:
+        conn.execute("DROP POLICY run_read ON cronbox.run")
+        conn.execute("CREATE POLICY run_read ON cronbox.run FOR SELECT USING (cronbox.caller_reads_all())")
+
+
 def test_citus_the_finishing_calls_read_and_write_the_bucket_their_run_ids_carry_one_task_per_statement(citus_clone):
     """complete_run, complete_runs, fail_run and fail_runs on jobs, statistics, saturation state,
     futures and the outbox distributed by bucket, with the after-job edges a reference table and
@@ -969,11 +981,7 @@ def test_citus_the_finishing_calls_read_and_write_the_bucket_their_run_ids_carry
         carried = conn.execute("SELECT count(*) FILTER (WHERE cronbox.run_bucket(outbox_id) = bucket) FROM cronbox.outbox"
                                " WHERE kind = 'run'").fetchone()[0]
         assert carried == 5, carried
-        conn.execute(DISTRIBUTE_JOBS)
-        conn.execute(DISTRIBUTE_OUTBOX)
-        conn.execute(FINISH_PLANS)
-        conn.execute("DROP POLICY run_read ON cronbox.run")
-        conn.execute("CREATE POLICY run_read ON cronbox.run FOR SELECT USING (cronbox.caller_reads_all())")
+        distribute_for_finishing(conn, history_policy=True)
 
         conn.execute("SET citus.multi_task_query_log_level = error")  # a statement over several shards fails
         assert conn.execute("SELECT cronbox.complete_run(%s, '{\"ok\": 1}')", (runs[plain_a],)).fetchone()[0] == "succeeded"
@@ -1030,9 +1038,7 @@ def test_citus_cancel_and_the_reaper_end_runs_in_their_bucket_one_task_per_state
         runs = dict(conn.execute("SELECT job_name, outbox_id FROM cronbox.outbox WHERE kind = 'run'").fetchall())
         for name in (running, lost, other):
             conn.execute("SELECT cronbox.start_run(%s, 'w1')", (runs[name],))
-        conn.execute(DISTRIBUTE_JOBS)
-        conn.execute(DISTRIBUTE_OUTBOX)
-        conn.execute(FINISH_PLANS)
+        distribute_for_finishing(conn)
         for f in ("cronbox.cancel_at(bigint, timestamptz)", "cronbox.reap_lost_at(integer, integer, timestamptz)",
                   "cronbox.heartbeat_at(bigint, text, timestamptz)"):
             conn.execute(f"ALTER FUNCTION {f} SET plan_cache_mode = force_custom_plan")
@@ -1078,11 +1084,7 @@ def test_citus_a_fixed_delay_job_s_next_fire_is_set_in_its_bucket_one_task_per_s
         dispatch = "SELECT dispatched FROM cronbox.dispatch(100, p_bucket => %s)"
         assert conn.execute(dispatch, (a,)).fetchone()[0] + conn.execute(dispatch, (b,)).fetchone()[0] == 2
         runs = dict(conn.execute("SELECT job_name, outbox_id FROM cronbox.outbox WHERE kind = 'run'").fetchall())
-        conn.execute(DISTRIBUTE_JOBS)
-        conn.execute(DISTRIBUTE_OUTBOX)
-        conn.execute(FINISH_PLANS)
-        conn.execute("DROP POLICY run_read ON cronbox.run")
-        conn.execute("CREATE POLICY run_read ON cronbox.run FOR SELECT USING (cronbox.caller_reads_all())")
+        distribute_for_finishing(conn, history_policy=True)
 
         conn.execute("SET citus.multi_task_query_log_level = error")  # a statement over several shards fails
         assert conn.execute("SELECT cronbox.complete_run(%s)", (runs[mine],)).fetchone()[0] == "succeeded"
@@ -1116,11 +1118,7 @@ def test_citus_an_upstream_s_success_releases_the_fires_gated_on_it_in_their_buc
         assert conn.execute("SELECT dispatched FROM cronbox.dispatch(100, p_bucket => %s)", (a,)).fetchone()[0] == 1
         run = conn.execute("SELECT outbox_id FROM cronbox.outbox WHERE kind = 'run'").fetchone()[0]
         assert conn.execute("SELECT bucket FROM cronbox.job_dependency").fetchall() == [(b,)]
-        conn.execute(DISTRIBUTE_JOBS)
-        conn.execute(DISTRIBUTE_OUTBOX)
-        conn.execute(FINISH_PLANS)
-        conn.execute("DROP POLICY run_read ON cronbox.run")
-        conn.execute("CREATE POLICY run_read ON cronbox.run FOR SELECT USING (cronbox.caller_reads_all())")
+        distribute_for_finishing(conn, history_policy=True)
 
         conn.execute("SET citus.multi_task_query_log_level = error")  # a statement over several shards fails
         assert conn.execute("SELECT cronbox.complete_run(%s)", (run,)).fetchone()[0] == "succeeded"
