@@ -3,7 +3,7 @@ one run per call), this tree against the functions of a git revision, interleave
 
 Two databases of one private cluster, both migrated by this tree; in the second, the function
 and view files that differ from `--base` are re-applied as they were at that revision
-(`bench.stage_ab`'s machinery: the migrations must be the same). Each
+(`bench.stage_ab.migrate_as_of`, shared with `bench.stage_ab`). Each
 round, in each database: N one-off jobs (overlap 'allow'), dispatched, claimed and acked
 delivered, then `complete_run` once per run, `--per-statement` calls in one statement; the
 backend's CPU time (utime + stime from /proc) around each statement, per call. The order of the
@@ -22,17 +22,12 @@ tables and functions both as they were.
 from __future__ import annotations
 
 import argparse
-import io
-import subprocess
 import statistics
-import tarfile
-import tempfile
 from pathlib import Path
 
-from bench.common import CLK_TCK, REPO, Database, base_report, emit, log, parse_args
-from bench.stage_ab import git, load, old_files
+from bench.common import CLK_TCK, Database, base_report, emit, log, parse_args
+from bench.stage_ab import load, migrate_as_of
 from cronbox import db
-from cronbox.migrate import migrate
 
 
 def backend_cpu(pid: int) -> float:
@@ -89,25 +84,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(p, argv)
     args.runs = args.runs or (200 if args.quick else 2000)
     args.rounds = args.rounds or (2 if args.quick else 4)
-    same_tables = not git("diff", "--name-only", args.base, "--", "sql/migrations").strip()
-    old = sorted(old_files(args.base).items()) if same_tables else []
-    with Database(args, "report-cpu") as database, tempfile.TemporaryDirectory() as tree:
+    with Database(args, "report-cpu") as database:
         out = base_report("report_cpu", args, database, argv)
         with db.connect(database.dsn) as conn:
             conn.execute("CREATE DATABASE base")
         base_dsn = database.dsn.replace("/bench", "/base")
-        if same_tables:
-            migrate(base_dsn)
-            with db.connect(base_dsn) as conn:
-                for _, text in old:
-                    conn.execute(text)
-            log(f"base {args.base}: {len(old)} function files as they were: {', '.join(n for n, _ in old)}")
-        else:
-            archive = subprocess.run(["git", "archive", args.base, "sql"], cwd=REPO, capture_output=True, check=True)
-            with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
-                tar.extractall(tree)
-            migrate(base_dsn, Path(tree) / "sql")
-            log(f"base {args.base}: migrated by its own sql/ (the migrations differ)")
+        old = migrate_as_of(base_dsn, args.base)
+        log(f"base {args.base}: " + ("migrated by its own sql/ (the migrations differ)" if old == ["sql/"]
+                                     else f"{len(old)} function files as they were: {', '.join(old)}"))
         cpu: dict[str, list[float]] = {"this": [], "base": []}
         for rnd in range(args.rounds):
             order = [("this", database.dsn), ("base", base_dsn)]
@@ -117,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
             log(f"round {rnd + 1}: this {statistics.median(cpu['this']) * 1e6:.1f} us, "
                 f"base {statistics.median(cpu['base']) * 1e6:.1f} us per call (medians so far)")
         med = {k: statistics.median(v) * 1e6 for k, v in cpu.items()}
-        out.update({"call": args.call, "base": args.base, "files": [n for n, _ in old], "n": args.runs, "rounds": args.rounds,
+        out.update({"call": args.call, "base": args.base, "files": old, "n": args.runs, "rounds": args.rounds,
                     "per_statement": args.per_statement, "cpu_us_per_call_median": med,
                     "ratio": med["this"] / med["base"],
                     "samples_us": {k: [round(x * 1e6, 1) for x in v] for k, v in cpu.items()}})

@@ -5,8 +5,9 @@ older commit's, side by side on one durable cluster, batches interleaved.
 
 Two databases on one private cluster, both migrated from this tree; in the second ("old") the
 function and view files that differ from REV are replaced by REV's (`git show REV:path`, the
-files as they were). The migrations must be the same (the tables are this tree's in both): the
-script refuses otherwise. Each round loads N one-off jobs due now in both, then calls each
+files as they were; the tables are this tree's in both). Where REV's migrations differ from this
+tree's, the second database is migrated by REV's own sql/ tree instead (`git archive`): tables
+and functions both as they were, so a migration (an index, a column) is measured too. Each round loads N one-off jobs due now in both, then calls each
 stage's function in batches of 1,000 (push: dispatch, claim_outbox, ack_outbox with the
 worker's answers; pull: dispatch, claim_runs, complete_runs; pull2: the same with a second
 worker's batch in flight, each claim made while the batch claimed before it still runs and each
@@ -26,11 +27,13 @@ always a little older than the last claims), and a walk passes them again.
 from __future__ import annotations
 
 import argparse
+import io
 import re
 import shutil
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from pathlib import Path
@@ -55,11 +58,40 @@ def git(*args: str) -> str:
 
 
 def old_files(rev: str) -> dict[str, str]:
-    """REV's version of every function and view file that differs from this tree."""
-    if git("diff", "--name-only", rev, "--", "sql/migrations").strip():
-        raise SystemExit(f"the migrations differ from {rev}: this A/B compares functions on the same tables")
+    """REV's version of every function and view file that differs from this tree (the
+    migrations being the same)."""
     changed = git("diff", "--name-only", "--diff-filter=M", rev, "--", "sql/functions", "sql/views").split()
     return {path: git("show", f"{rev}:{path}") for path in changed}
+
+
+def migrate_as_of(dsn: str, rev: str) -> list[str]:
+    """Migrate the empty database at dsn to REV's SQL. Where REV's migrations are this tree's,
+    this tree's migrations, then REV's version of each function and view file that differs,
+    this tree's functions of those names dropped first (every overload: a signature this tree
+    changed would otherwise stay beside REV's, and a call matching both, one by its defaults,
+    would be ambiguous); returns those files. Otherwise REV's own sql/ tree whole (its
+    migrations, functions and grants, extracted with `git archive`: tables as they were);
+    returns ["sql/"]."""
+    if git("diff", "--name-only", rev, "--", "sql/migrations").strip():
+        archive = subprocess.run(["git", "archive", rev, "sql"], cwd=REPO, capture_output=True, check=True)
+        with tempfile.TemporaryDirectory() as tree:
+            with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+                tar.extractall(tree)
+            migrate(dsn, Path(tree) / "sql")
+        return ["sql/"]
+    files = old_files(rev)
+    migrate(dsn)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        names = sorted({m.lower() for text in files.values()
+                        for m in re.findall(r"CREATE OR REPLACE FUNCTION cronbox\.(\w+)\(", text)})
+        procs = conn.execute(
+            "SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc p"
+            " WHERE p.pronamespace = 'cronbox'::regnamespace AND p.proname = ANY (%s)", (names,)).fetchall() if names else []
+        for (proc,) in procs:
+            conn.execute(f"DROP FUNCTION {proc}")
+        for text in files.values():
+            conn.execute(text)
+    return sorted(files)
 
 
 def load(conn: psycopg.Connection, n: int) -> None:
@@ -126,14 +158,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.runs, args.rounds = 2_000, 1
     n = args.runs - args.runs % BATCH
-    files = old_files(args.rev)
     folder = Path(tempfile.mkdtemp(prefix="cronbox-bench-stage-ab-"))
     cluster = Cluster(folder / "pg", settings=DURABLE_SETTINGS)
     report: dict[str, Any] = {"bench": "stage_ab", "command": "python -m bench.stage_ab " + " ".join(argv or sys.argv[1:]),
                               "quick": args.quick, "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                               "machine": machine(), "durable": True, "rev": args.rev,
                               "head": git("rev-parse", "--short", "HEAD").strip(), "dirty": bool(git("status", "--porcelain", "sql")),
-                              "old_files": sorted(files), "flow": args.flow, "n": n, "rounds": args.rounds,
+                              "old_files": [], "flow": args.flow, "n": n, "rounds": args.rounds,
                               "hold_snapshot": args.hold_snapshot}
     try:
         cluster.init()
@@ -142,21 +173,9 @@ def main(argv: list[str] | None = None) -> int:
             for name in ("new", "old"):
                 c.execute(f"CREATE DATABASE {name}")
         dsns = {name: dsn.rsplit("/", 1)[0] + "/" + name for name in ("new", "old")}
-        for d in dsns.values():
-            migrate(d)
+        migrate(dsns["new"])
+        report["old_files"] = migrate_as_of(dsns["old"], args.rev)
         conns = {name: psycopg.connect(d, autocommit=True) for name, d in dsns.items()}
-        # This tree's functions of those files go first (every overload of each name): a
-        # signature this tree changed would otherwise stay beside REV's, and a call matching
-        # both (one by its defaults) would be ambiguous.
-        names = sorted({m.lower() for text in files.values()
-                        for m in re.findall(r"CREATE OR REPLACE FUNCTION cronbox\.(\w+)\(", text)})
-        procs = conns["old"].execute(
-            "SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc p"
-            " WHERE p.pronamespace = 'cronbox'::regnamespace AND p.proname = ANY (%s)", (names,)).fetchall() if names else []
-        for (proc,) in procs:
-            conns["old"].execute(f"DROP FUNCTION {proc}")
-        for text in files.values():
-            conns["old"].execute(text)
         per_run: dict[str, dict[str, list[float]]] = {v: {s: [] for s in STAGES[args.flow]} for v in conns}
         pids = {v: conn.execute("SELECT pg_backend_pid()").fetchone()[0] for v, conn in conns.items()}
         cpu: dict[str, dict[str, float]] = {v: {s: 0.0 for s in STAGES[args.flow]} for v in conns}
@@ -212,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         cluster.stop()
         shutil.rmtree(folder, ignore_errors=True)  # the private cluster's data: nothing to keep
     summary = [f"stage_ab: {args.flow}{', snapshot held' if args.hold_snapshot else ''}, {n} runs x {args.rounds} rounds, this tree vs {args.rev} "
-               f"({len(files)} function/view files differ), µs of server call time per run (median over batches)"]
+               f"({'its own sql/: the migrations differ' if report['old_files'] == ['sql/'] else str(len(report['old_files'])) + ' function/view files differ'}), µs of server call time per run (median over batches)"]
     for v in ("new", "old"):
         summary.append(f"  {v:4} " + "  ".join(f"{s} {x}" for s, x in report["us_per_run"][v].items()))
     summary.append("  new - old " + "  ".join(f"{s} {x:+}" for s, x in report["new_minus_old"].items()))
