@@ -210,3 +210,85 @@ def test_the_fold_knows_every_run_state(conn):
     assert body.count(f"'{states}'::text[]") == 4
     assert sorted(states.strip("{}").split(",")) == sorted(
         s.split("'")[1] for s in allowed.split("ARRAY[")[1].split(",")), allowed
+
+
+# Each shape of job, set up by its callable, and whether its statistics are folded (no policy
+# reads them while deciding). The unrelated dependency and after-job make the finishing calls
+# leave their "no dependency / no after-job at all" shortcuts for the per-job tests.
+def _gated(conn):
+    job(conn, "other", overlap="allow")
+    conn.execute("SELECT cronbox.add_dependency_at('shaped', 'other', p_now => %s)", (at(-3),))
+    complete(conn, start(conn, "other", -2), -1)  # the gate open for the shaped job's fire
+
+
+def _upstream(conn):
+    job(conn, "other", overlap="allow")
+    conn.execute("SELECT cronbox.add_dependency_at('other', 'shaped', p_now => %s)", (at(-1),))
+
+
+def _named_by_an_after_job(conn):
+    conn.execute("SELECT cronbox.schedule_at('after-shaped', after => ARRAY['shaped'], p_now => %s)", (at(-1),))
+
+
+def _unrelated_dependency(conn):
+    job(conn, "x", overlap="allow")
+    job(conn, "y", overlap="allow")
+    conn.execute("SELECT cronbox.add_dependency_at('x', 'y', p_now => %s)", (at(-1),))
+
+
+def _unrelated_after_job(conn):
+    job(conn, "nobody", overlap="allow")
+    conn.execute("SELECT cronbox.schedule_at('after-nobody', after => ARRAY['nobody'], p_now => %s)", (at(-1),))
+
+
+SHAPES = {
+    "allow": ({"overlap": "allow"}, None),
+    "skip": ({"overlap": "skip"}, None),
+    "fixed delay": ({"overlap": "allow", "every_mode": "fixed_delay"}, None),
+    "gated": ({"overlap": "allow"}, _gated),
+    "upstream": ({"overlap": "allow"}, _upstream),
+    "named by an after-job": ({"overlap": "allow"}, _named_by_an_after_job),
+    "allow beside an unrelated dependency": ({"overlap": "allow"}, _unrelated_dependency),
+    "allow beside an unrelated after-job": ({"overlap": "allow"}, _unrelated_after_job),
+}
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("end", ["complete_run", "complete_runs with another job's run", "fail_run"])
+def test_every_finishing_path_folds_exactly_the_jobs_job_stat_folded_names(conn, shape, end):
+    """finish_runs writes cronbox.job_stat_folded's test out in each of its paths (one run
+    succeeding, a batch, the bookkeeping of any end, failures included): Citus plans no SQL
+    function reading a table inside a data-modifying statement. Each path must still fold
+    exactly the jobs the function names, whatever the job's shape."""
+    opts, setup = SHAPES[shape]
+    job(conn, "shaped", **opts)
+    job(conn, "free", overlap="allow")
+    if setup:
+        setup(conn)
+    fold(conn)
+    shaped = start(conn, "shaped", 0)
+    fold(conn)  # the dispatch's own change row, if any: only the finishing call's is looked at
+    expected = conn.execute(
+        "SELECT t.folded FROM cronbox.job j CROSS JOIN LATERAL cronbox.job_stat_folded("
+        " j.job_id, j.overlap, j.every_mode, j.name,"
+        " ARRAY(SELECT e.upstream FROM cronbox.job_after_edge e)) t WHERE j.name = 'shaped'").fetchone()[0]
+    assert expected is (shape.startswith("allow"))
+    before = stats(conn, "shaped")
+    if end == "complete_run":
+        complete(conn, shaped, 1)
+    elif end == "fail_run":
+        fail(conn, shaped, 1, retryable=False)
+    else:
+        free = start(conn, "free", 0)
+        fold(conn)
+        conn.execute("SELECT cronbox.complete_runs_at(%s, NULL, %s)", ([shaped, free], at(1)))
+    in_change_rows = conn.execute(
+        "SELECT count(*) FROM cronbox.job_stat_change c, cronbox.job j"
+        " WHERE j.name = 'shaped' AND j.job_id = ANY (c.job_ids)").fetchone()[0] > 0
+    assert in_change_rows is expected
+    state = "failed" if end == "fail_run" else "succeeded"
+    if expected:
+        assert stats(conn, "shaped") == before  # left to the fold
+        fold(conn)
+    assert stats(conn, "shaped")["last_run_state"] == state
+    assert stats(conn, "shaped")["active_runs"] == 0
