@@ -38,11 +38,16 @@ def enqueue(conn: psycopg.Connection, n: int, queue: str, *, payload: dict | Non
         "now() - interval '1 second', 'manual', %s, (SELECT j.bucket FROM cronbox.job j WHERE j.job_id = %s)"
         " FROM generate_series(1, %s) g",
         (job_id, done, db.Jsonb(payload or {}), job_id, n))
-    conn.execute("SELECT cronbox.dispatch(%s)", (n + 1000,))
-    rows = conn.execute("SELECT run_id FROM cronbox.runs WHERE job_id = %s AND run_id > %s ORDER BY run_id",
-                        (job_id, before)).fetchall()
-    assert len(rows) == n, f"dispatched {len(rows)} of {n}"
-    return [r[0] for r in rows]
+    def dispatched() -> list[int]:
+        # A poller running beside the test may hold the futures (SKIP LOCKED: this dispatch
+        # passes them over) and commit its runs a moment later: dispatch again until all are in.
+        conn.execute("SELECT cronbox.dispatch(%s)", (n + 1000,))
+        rows = conn.execute("SELECT run_id FROM cronbox.runs WHERE job_id = %s AND run_id > %s ORDER BY run_id",
+                            (job_id, before)).fetchall()
+        assert len(rows) <= n, f"dispatched {len(rows)} of {n}"
+        return [r[0] for r in rows] if len(rows) == n else []
+
+    return wait_until(dispatched, timeout=30, what=f"{n} runs of {job} dispatched")
 
 
 def runs(conn: psycopg.Connection, ids: list[int]) -> list[tuple]:
