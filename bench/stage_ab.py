@@ -1,7 +1,7 @@
 """bench.stage_ab: the server time of each stage of a run, this tree's SQL functions against an
 older commit's, side by side on one durable cluster, batches interleaved.
 
-    python -m bench.stage_ab REV [--flow push|push202|pull|pull2] [-n 20000] [--rounds 3] [--hold-snapshot] [--json FILE] [--quick]
+    python -m bench.stage_ab REV [--flow push|push4|push202|pull|pull2] [-n 20000] [--rounds 3] [--hold-snapshot] [--json FILE] [--quick]
 
 Two databases on one private cluster, both migrated from this tree; in the second ("old") the
 function and view files that differ from REV are replaced by REV's (`git show REV:path`, the
@@ -13,7 +13,10 @@ worker's answers; pull: dispatch, claim_runs, complete_runs; pull2: the same wit
 worker's batch in flight, each claim made while the batch claimed before it still runs and each
 complete reporting that one, as two pull workers do; push202: dispatch, claim_outbox, ack_outbox
 without answers (the worker answered 202), complete_runs of the batch acked four batches
-before, so four batches of delivered runs are in flight at each claim), one batch in one database then
+before, so four batches of delivered runs are in flight at each claim; push4: push with four
+claimed batches in flight, each ack answering the batch claimed four claims before, as the
+relay's lane keeps CRONBOX_RELAY_INFLIGHT batches out, so each claim passes their leased rows),
+one batch in one database then
 the same batch in the other, the order alternating between batches, each call its own durable
 commit. Reports per version the median over batches of each stage's call time per run, in µs,
 and the difference. Both versions see the same noise at the same moment, so the difference is
@@ -48,9 +51,9 @@ from cronbox.migrate import migrate
 from cronbox.pgcluster import Cluster
 
 BATCH = 1000
-STAGES = {"push": ("dispatch", "claim", "ack"), "pull": ("dispatch", "claim_runs", "complete"),
+STAGES = {"push": ("dispatch", "claim", "ack"), "push4": ("dispatch", "claim", "ack"), "pull": ("dispatch", "claim_runs", "complete"),
           "pull2": ("dispatch", "claim_runs", "complete"), "push202": ("dispatch", "claim", "ack202", "complete")}
-AHEAD = {"push": 0, "pull": 0, "pull2": 1, "push202": 4}  # batches in flight before the first timed one
+AHEAD = {"push": 0, "push4": 4, "pull": 0, "pull2": 1, "push202": 4}  # batches in flight before the first timed one
 
 
 def git(*args: str) -> str:
@@ -112,18 +115,27 @@ def stage_calls(conn: psycopg.Connection, flow: str) -> list[Any]:
     def dispatch() -> int:
         return conn.execute("SELECT dispatched FROM cronbox.dispatch(%s)", (BATCH,)).fetchone()[0]
 
-    def claim() -> int:
-        state["ids"] = [r[0] for r in conn.execute("SELECT outbox_id FROM cronbox.claim_outbox('ab', %s)", (BATCH,))]
-        return len(state["ids"])
+    def claim() -> int:  # the batches claimed and not yet acked, oldest first
+        state.setdefault("claimed", []).append(
+            [r[0] for r in conn.execute("SELECT outbox_id FROM cronbox.claim_outbox('ab', %s)", (BATCH,))])
+        return len(state["claimed"][-1])
+
+    # The worker's answers as the relay sends them: one plain success for every run where the
+    # version takes it (an object), else one answer per run (the relay before it).
+    try:
+        conn.execute("SELECT cronbox.ack_outbox('ab', '{}', %s)", (db.Jsonb({"state": "succeeded"}),))
+        one_answer = True
+    except psycopg.errors.InvalidParameterValue:
+        one_answer = False
 
     def ack() -> int:
-        ids = state.pop("ids")
-        answers = db.Jsonb([{"outbox_id": i, "state": "succeeded"} for i in ids])
+        ids = state["claimed"].pop(0)
+        answers = db.Jsonb({"state": "succeeded"} if one_answer else [{"outbox_id": i, "state": "succeeded"} for i in ids])
         conn.execute("SELECT cronbox.ack_outbox('ab', %s, %s)", (ids, answers))
         return len(ids)
 
     def ack202() -> int:  # the worker answered 202: delivered, reported later (complete)
-        ids = state.pop("ids")
+        ids = state["claimed"].pop(0)
         conn.execute("SELECT cronbox.ack_outbox('ab', %s)", (ids,))
         state.setdefault("pending", []).append(ids)
         return len(ids)

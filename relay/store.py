@@ -74,10 +74,32 @@ async def next_claim_at_due(pool, ahead: timedelta, bucket: int | None = None) -
     return row[0] if row else None
 
 
+ALL_SUCCEEDED = db.Jsonb({"state": "succeeded"})  # ack_outbox: the answer of every run acked
+
+
+def ack_outcomes(report: Report) -> db.Jsonb | None:
+    """The workers' answers as the ack takes them: when every row acked has one and each is a
+    plain success (no result), the one answer for all, {"state": "succeeded"}, so the database
+    reads, indexes and matches no answer per row; else the answers, one per row."""
+    outcomes = report.outcomes
+    if not outcomes:
+        return None
+    if len(outcomes) == len(report.ok) and all(len(oc) == 2 and oc["state"] == "succeeded" for oc in outcomes):
+        return ALL_SUCCEEDED
+    return db.Jsonb(outcomes)
+
+
+def id_array(ids: list[int]) -> str:
+    """Outbox ids as the text of a bigint[] (cast in the statement): one join in C, where psycopg
+    dumps a list element by element in Python (a tenth of the relay's CPU at 20,000 runs/s)."""
+    return "{" + ",".join(map(str, ids)) + "}"
+
+
 async def ack_outbox(pool, owner: str, report: Report) -> int:
-    outcomes = db.Jsonb(report.outcomes) if report.outcomes else None
+    outcomes = ack_outcomes(report)
     async with pool.connection() as conn:
-        cur = await conn.execute("SELECT cronbox.ack_outbox(%s, %s, %s, %s)", (owner, report.ok, outcomes, report.bucket))
+        cur = await conn.execute("SELECT cronbox.ack_outbox(%s, %s::bigint[], %s, %s)",
+                                 (owner, id_array(report.ok), outcomes, report.bucket))
         row = await cur.fetchone()
     return int(row[0]) if row else 0
 

@@ -177,3 +177,25 @@ def test_a_report_names_its_rows_bucket_only_when_they_share_one():
     grown = Report(same)
     grown.of([*same, row(3, 7)])  # a departure's rows grew with a later claim
     assert grown.bucket is None
+
+
+def test_an_ack_sends_one_answer_for_all_only_when_every_row_acked_has_a_plain_success():
+    from relay.sinks import Report
+    from relay.store import ALL_SUCCEEDED, ack_outcomes, id_array
+
+    def report(ok, answers):
+        r = Report()
+        r.ok.extend(ok)
+        for oid, answer in answers:
+            r.outcome(oid, answer)
+        return r
+
+    plain = {"run_id": 1, "state": "succeeded"}
+    assert ack_outcomes(report([1, 2], [(1, plain), (2, {"state": "succeeded", "result": None})])) is ALL_SUCCEEDED
+    assert ack_outcomes(report([1, 2], [])) is None  # answered 202: delivered, no outcome
+    # a row without an answer, a result, a failure: the answers one by one
+    assert ack_outcomes(report([1, 2], [(1, plain)])).obj == [{"outbox_id": 1, "state": "succeeded"}]
+    assert ack_outcomes(report([1], [(1, {"state": "succeeded", "result": 0})])).obj[0]["state"] == "succeeded"
+    assert ack_outcomes(report([1], [(1, {"state": "failed"})])).obj == [
+        {"outbox_id": 1, "state": "failed", "error": "failed (no error given)", "retryable": True}]
+    assert id_array([3, 1, 2]) == "{3,1,2}" and id_array([]) == "{}"

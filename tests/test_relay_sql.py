@@ -260,6 +260,40 @@ def test_ack_outcomes_must_be_an_array_and_a_null_result_is_no_result(conn):
                         (runs[0],)).fetchone() == ("succeeded", True)
 
 
+def test_ack_with_one_answer_for_every_run_finishes_only_the_rows_acked_once(conn):
+    """p_outcomes as one object without outbox_id: the answer of every run acked. A plain
+    success finishes each run acked (a notification's row is deleted as always; a row whose
+    lease another relay took is not acked); any other answer is the same for each run."""
+    runs = enqueue(conn, 3, job="all-ok")
+    note = notify_row(conn, "default", {"kind": "note"})
+    rows = {r[1]: r[0] for r in claim(conn, "r1")}
+    theirs = rows.pop(runs[2])
+    claim(conn, "r2", now=now_of(conn) + LEASE + timedelta(seconds=1))  # r2 took every lease
+    conn.execute("UPDATE cronbox.outbox SET lease_owner = 'r1' WHERE outbox_id <> %s", (theirs,))
+    ids = [*rows.values(), note, theirs]
+    ok = db.Jsonb({"state": "succeeded"})
+    assert conn.execute("SELECT cronbox.ack_outbox('r1', %s, %s)", (ids, ok)).fetchone()[0] == 3
+    assert [run_state(conn, r)[0] for r in runs] == ["succeeded", "succeeded", "dispatched"]
+    assert conn.execute("SELECT count(*) FROM cronbox.outbox WHERE outbox_id = %s", (note,)).fetchone()[0] == 0
+    # repeated after a lost commit: nothing acked, nothing recorded twice
+    assert conn.execute("SELECT cronbox.ack_outbox('r1', %s, %s)", (ids, ok)).fetchone()[0] == 0
+    assert conn.execute("SELECT count(*) FROM cronbox.runs WHERE run_id = ANY(%s) AND late_report IS NOT NULL",
+                        (runs,)).fetchone()[0] == 0
+    assert active_runs(conn, "all-ok") == 1
+    # one failure for all, and one success with a result for all: each run gets it
+    runs = enqueue(conn, 2, job="all-failed")
+    ids = [r[0] for r in claim(conn, "r3") if r[3] == "run"]
+    failed = db.Jsonb({"state": "failed", "error": "sink said no", "retryable": False})
+    assert conn.execute("SELECT cronbox.ack_outbox('r3', %s, %s)", (ids, failed)).fetchone()[0] == 2
+    assert [run_state(conn, r)[:2] for r in runs] == [("failed", "sink said no")] * 2
+    runs = enqueue(conn, 2, job="all-result")
+    ids = [r[0] for r in claim(conn, "r3") if r[3] == "run"]  # not the failures' notifications
+    assert conn.execute("SELECT cronbox.ack_outbox('r3', %s, %s)",
+                        (ids, db.Jsonb({"state": "succeeded", "result": {"n": 1}}))).fetchone()[0] == 2
+    assert conn.execute("SELECT array_agg(result ORDER BY run_id) FROM cronbox.runs WHERE run_id = ANY(%s)",
+                        (runs,)).fetchone()[0] == [{"n": 1}, {"n": 1}]
+
+
 def test_ack_holds_answers_to_the_bounds_of_complete_run(conn):
     """A result past cronbox.max_result_bytes fails its run with the reason (complete_run
     refuses it); an error text is cut; a retryable that is no boolean counts as true."""

@@ -8,7 +8,10 @@
 -- the relay's lease on the message, lease_until, ends). p_outcomes (optional, a JSON array of {outbox_id, state:
 -- succeeded|failed, result, error, retryable}) finishes those runs instead, straight from
 -- dispatched, set-based through cronbox.finish_runs (one call per kind, not per run), only
--- for rows acked here, so repeating an ack whose commit was lost changes nothing. The answers
+-- for rows acked here, so repeating an ack whose commit was lost changes nothing. p_outcomes
+-- may also be one answer for every run acked here, a JSON object {state, result, error,
+-- retryable} without outbox_id (what a relay sends when every row's worker answered the same
+-- plain success: no answer per row to read, look up or match). The answers
 -- are held to complete_run's bounds: a result over cronbox.max_result_bytes fails its run (not
 -- retryable, with the reason), error texts are cut by finish_runs; a retryable that is not a
 -- JSON boolean counts as true. Returns the number of rows acked.
@@ -51,6 +54,7 @@ DECLARE
     v_errors text[];
     v_retryable boolean[];
     v_max_result integer;
+    v_all_ok boolean := false;  -- p_outcomes is {"state": "succeeded"}: every run acked succeeded
 BEGIN
     -- Runs as cronbox_runner, whom row security lets through (docs/architecture.md, "Row security
     -- on the batch paths"): only an all-seeing caller may, as only such roles may call it.
@@ -60,9 +64,21 @@ BEGIN
     END IF;
     -- The worker's answers, by outbox id (no join: a join's row estimates through a DELETE
     -- ... RETURNING and a JSON function are guesses, and a nested loop over them is quadratic).
+    -- One answer for every run acked (an object with a state): a plain success needs no answer
+    -- per row; any other is spelled out per row and read as an array of them.
+    IF jsonb_typeof(p_outcomes) = 'object' AND p_outcomes ->> 'state' IN ('succeeded', 'failed')
+       AND NOT p_outcomes ? 'outbox_id' THEN
+        IF p_outcomes ->> 'state' = 'succeeded' AND nullif(p_outcomes -> 'result', 'null') IS NULL THEN
+            v_all_ok := true;
+            p_outcomes := NULL;
+        ELSE
+            p_outcomes := coalesce((SELECT jsonb_agg(p_outcomes || jsonb_build_object('outbox_id', i))
+                                    FROM unnest(p_ids) AS i), '[]');
+        END IF;
+    END IF;
     IF p_outcomes IS NOT NULL THEN
         IF jsonb_typeof(p_outcomes) <> 'array' THEN
-            RAISE EXCEPTION 'p_outcomes: must be a JSON array of {outbox_id, state, ...}, got %',
+            RAISE EXCEPTION 'p_outcomes: must be a JSON array of {outbox_id, state, ...} or one {state, ...} for every row, got %',
                 jsonb_typeof(p_outcomes) USING ERRCODE = 'invalid_parameter_value';
         END IF;
         v_max_result := cronbox.max_result_bytes();
@@ -88,10 +104,11 @@ BEGIN
         -- the rows', as every finisher does): a notification's row is deleted; a run's row stays
         -- the run until its final report: delivered in place (HOT: state, lease), or finished
         -- below with the worker's answer (finish_runs deletes the row and inserts its history row).
-        -- Each row's answer is looked up in the batch's answers once (`oc`, NULL without one).
+        -- Each row's answer is looked up in the batch's answers once (`oc`, NULL without one);
+        -- with one plain success for all (v_all_ok) there is nothing to look up: every run succeeded.
         SELECT count(*)::integer,
                array_agg(s.outbox_id ORDER BY s.outbox_id) FILTER (WHERE s.kind <> 'run'),
-               array_agg(s.outbox_id ORDER BY s.outbox_id) FILTER (WHERE s.kind = 'run' AND s.oc IS NULL),
+               array_agg(s.outbox_id ORDER BY s.outbox_id) FILTER (WHERE s.kind = 'run' AND s.st IS NULL),
                array_cat(v_ok, array_agg(s.outbox_id ORDER BY s.outbox_id)
                    FILTER (WHERE s.kind = 'run' AND s.st = 'succeeded')),
                array_cat(v_ok_results, array_agg(nullif(s.oc -> 'result', 'null') ORDER BY s.outbox_id)
@@ -105,8 +122,8 @@ BEGIN
                    FILTER (WHERE s.kind = 'run' AND s.st = 'failed'))
           INTO v_n, v_notes, v_runs, v_ok, v_ok_results, v_failed, v_errors, v_retryable
         FROM (
-            SELECT a.outbox_id, a.kind, a.oc, a.oc ->> 'state' AS st
-            FROM (SELECT o.outbox_id, o.kind, v_outcome_of -> o.outbox_id::text AS oc
+            SELECT a.outbox_id, a.kind, a.oc, CASE WHEN v_all_ok THEN 'succeeded' ELSE a.oc ->> 'state' END AS st
+            FROM (SELECT o.outbox_id, o.kind, CASE WHEN NOT v_all_ok THEN v_outcome_of -> o.outbox_id::text END AS oc
                   FROM cronbox.outbox o
                   WHERE o.bucket = ANY (v_set) AND o.outbox_id = ANY (p_ids) AND o.lease_owner = p_owner
                   OFFSET 0) a  -- not flattened: `oc` computed once per row, not once per reference below
@@ -158,7 +175,7 @@ END
 $$;
 
 COMMENT ON FUNCTION cronbox.ack_outbox_at(text, bigint[], jsonb, integer, timestamp with time zone) IS
-'Internal (no cronbox role may execute it): the body of cronbox.ack_outbox(text, bigint[], jsonb, integer) with the time as p_now; tests use it to fix the clock. Relay: for the outbox rows of bucket p_bucket (NULL: every bucket) still leased to p_owner, deletes notifications and marks runs delivered in place (lease = run timeout); optional p_outcomes (JSON array of {outbox_id, state, result, error, retryable}) completes or fails those runs in the same transaction. Returns the count acked.';
+'Internal (no cronbox role may execute it): the body of cronbox.ack_outbox(text, bigint[], jsonb, integer) with the time as p_now; tests use it to fix the clock. Relay: for the outbox rows of bucket p_bucket (NULL: every bucket) still leased to p_owner, deletes notifications and marks runs delivered in place (lease = run timeout); optional p_outcomes (JSON array of {outbox_id, state, result, error, retryable}) completes or fails those runs in the same transaction, or one object {state, ...} without outbox_id answers for every run acked. Returns the count acked.';
 
 ALTER FUNCTION cronbox.ack_outbox_at(text, bigint[], jsonb, integer, timestamp with time zone) OWNER TO cronbox_runner;
 REVOKE ALL ON FUNCTION cronbox.ack_outbox_at(text, bigint[], jsonb, integer, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

@@ -4,7 +4,8 @@
 -- lease of the run's timeout. p_outcomes (optional, a JSON array of {outbox_id, state:
 -- succeeded|failed, result, error, retryable}) finishes those runs instead, straight from
 -- dispatched, set-based through cronbox.finish_runs (one call per kind, not per run), only
--- for rows acked here, so repeating an ack whose commit was lost changes nothing.
+-- for rows acked here, so repeating an ack whose commit was lost changes nothing; or one
+-- answer for every run acked, a JSON object without outbox_id ({"state": "succeeded"}).
 -- Returns the number of rows acked. p_bucket: the bucket of the rows (NULL: every bucket; on
 -- Citus one bucket is one shard, and the call runs on the node holding it: docs/citus.md).
 -- Thin wrapper: the body is cronbox.ack_outbox_at (internal/ack_outbox_at.sql), called with now().
@@ -24,7 +25,7 @@ AS $$
 $$;
 
 COMMENT ON FUNCTION cronbox.ack_outbox(text, bigint[], jsonb, integer) IS
-'Relay: deletes delivered outbox rows still leased to p_owner and marks their runs delivered (lease = run timeout); optional p_outcomes (JSON array of {outbox_id, state, result, error, retryable}) completes or fails those runs in the same transaction. Only the rows of bucket p_bucket (NULL: every bucket). Returns the count acked.';
+'Relay: deletes delivered outbox rows still leased to p_owner and marks their runs delivered (lease = run timeout); optional p_outcomes (JSON array of {outbox_id, state, result, error, retryable}) completes or fails those runs in the same transaction; p_outcomes may also be one object {state, ...} without outbox_id, the answer of every run acked. Only the rows of bucket p_bucket (NULL: every bucket). Returns the count acked.';
 
 ALTER FUNCTION cronbox.ack_outbox(text, bigint[], jsonb, integer) OWNER TO cronbox_runner;
 REVOKE ALL ON FUNCTION cronbox.ack_outbox(text, bigint[], jsonb, integer) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
