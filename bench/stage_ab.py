@@ -170,6 +170,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.runs, args.rounds = 2_000, 1
     n = args.runs - args.runs % BATCH
+    if n // BATCH <= AHEAD[args.flow]:
+        raise SystemExit(f"--flow {args.flow} keeps {AHEAD[args.flow]} batches in flight: -n must be more than "
+                         f"{AHEAD[args.flow] * BATCH}")
     folder = Path(tempfile.mkdtemp(prefix="cronbox-bench-stage-ab-"))
     cluster = Cluster(folder / "pg", settings=DURABLE_SETTINGS)
     report: dict[str, Any] = {"bench": "stage_ab", "command": "python -m bench.stage_ab " + " ".join(argv or sys.argv[1:]),
