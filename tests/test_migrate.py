@@ -226,3 +226,30 @@ def test_the_after_job_edges_are_made_from_every_existing_after_list(pg, tmp_pat
                     ("c", "a", True), ("c", "b", True), ("d", "c", True)]
     finally:
         pg.drop_db(name)
+
+
+def _outbox_queue_idx(dsn: str) -> tuple[int, str]:
+    with db.connect(dsn) as conn:
+        return conn.execute(
+            "SELECT c.relfilenode, pg_get_indexdef(c.oid) FROM pg_catalog.pg_class c"
+            " WHERE c.oid = 'cronbox.outbox_queue_idx'::regclass").fetchone()
+
+
+@pytest.mark.parametrize("before", ["0469_outbox_queue_idx_key_tiebreak.sql", "0472_outbox_queue_idx_without_key.sql"])
+def test_the_outbox_claim_index_ends_as_queue_and_due_time_built_only_where_it_had_the_key(pg, tmp_path: Path, before):
+    # From before 0469 (the index never had the key): upgraded without rebuilding it (the same
+    # file node). From before 0472 as it was released (0469 added the key): rebuilt once, without it.
+    old = sql_before(before, tmp_path)
+    name = f"cronbox_q{os.getpid()}"
+    dsn = pg.create_db(name)
+    try:
+        migrate(dsn, old)
+        node, definition = _outbox_queue_idx(dsn)
+        had_key = definition.endswith("(queue, available_at, outbox_id)")
+        assert had_key is before.startswith("0472"), definition
+        migrate(dsn)
+        after_node, after_definition = _outbox_queue_idx(dsn)
+        assert after_definition.endswith("USING btree (queue, available_at)"), after_definition
+        assert (after_node != node) is had_key
+    finally:
+        pg.drop_db(name)

@@ -4,5 +4,14 @@
 -- (deduplication), so the index is several times larger, and bench.scale at 200,000
 -- every-minute schedules with two pull workers measured the claim at 58.8 buffers and 142 µs
 -- per run claimed against 18.7 and 38 with the old index and walk (docs/benchmarks.md).
-DROP INDEX cronbox.outbox_queue_idx;
-CREATE INDEX outbox_queue_idx ON cronbox.outbox (queue, available_at);
+-- Rebuilt only where the original 0469 added the key (0469 is a no-op now): a database that
+-- never had it keeps its index as it is, no lock on the outbox while it builds.
+DO $$
+BEGIN
+    IF (SELECT i.indnatts FROM pg_catalog.pg_index i
+        WHERE i.indexrelid = 'cronbox.outbox_queue_idx'::regclass) <> 2 THEN
+        DROP INDEX cronbox.outbox_queue_idx;
+        CREATE INDEX outbox_queue_idx ON cronbox.outbox (queue, available_at);
+    END IF;
+END
+$$;
