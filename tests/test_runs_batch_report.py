@@ -183,3 +183,34 @@ def test_a_run_ended_by_another_report_while_the_batch_waits_for_its_lock_is_a_l
         assert watch.execute("SELECT count(*) FROM cronbox.run WHERE run_id = ANY (%s)", ([r1, r2],)).fetchone()[0] == 2
         assert watch.execute("SELECT count(*) FROM cronbox.outbox WHERE outbox_id = ANY (%s)", ([r1, r2],)).fetchone()[0] == 0
         assert watch.execute("SELECT count(*) FROM cronbox.run_late_report WHERE run_id = %s", (r1,)).fetchone()[0] == 1
+
+
+def test_a_batch_of_jobs_a_policy_reads_reads_each_job_row_once(conn):
+    """A batch of successes of jobs a policy reads (overlap 'skip', the default): step 0b's
+    check stops at its first job row and hands what it read and locked to the general way, which
+    reads each job row once (step 3, under the locks): the jobs' names come from the runs in
+    flight, not from the job rows. Each run ends with its statistics written at once."""
+    from .plan_support import nodes, plans_of
+    names = [f"sk{k}" for k in range(20)]
+    for name in names:
+        job(conn, name)  # overlap 'skip'
+    for name in names:
+        future(conn, name, 0)
+    dispatch(conn, 0)
+    ids = [active(conn, name)[-1] for name in names]
+    conn.execute("ANALYZE cronbox.job")
+    plans = plans_of(conn, "SELECT * FROM cronbox.complete_runs_at(%s, NULL, %s)", (ids, at(1)), analyze=True)
+    # (not the foreign-key checks of job_stat's update: its rows were written in this test's
+    # transaction, so PostgreSQL checks their key again; a report's own transaction does not)
+    scans = [n for p in plans if not p["Query Text"].startswith("SELECT 1 FROM ONLY")
+             for n in nodes(p["Plan"]) if n["Node Type"].endswith("Scan")]
+    job_rows = sum(n.get("Actual Rows", 0) * n.get("Actual Loops", 1) for n in scans
+                   if n.get("Relation Name") == "job")
+    assert job_rows <= len(names) + 1, job_rows  # one per run, and step 0b's first
+    # and the runs in flight are read by key twice, not three times: step 1 is not run again
+    outbox_rows = sum(n.get("Actual Rows", 0) * n.get("Actual Loops", 1) for n in scans
+                      if n.get("Relation Name") == "outbox")
+    assert outbox_rows <= 2 * len(names), outbox_rows
+    assert [r["state"] for name in names for r in runs(conn, name)] == ["succeeded"] * len(names)
+    for name, rid in zip(names, ids):
+        assert stat(conn, name) == (0, "succeeded", rid)

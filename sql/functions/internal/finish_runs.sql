@@ -58,6 +58,7 @@ DECLARE
     v_limited boolean;        -- some of these runs' queues have a limit (cronbox.queue_limit)
     v_asked bigint[] := p_run_ids;  -- the ids asked about (step 0b may leave steps 1-8 fewer)
     v_queues text[];          -- step 0b: the queues of the runs in flight
+    v_locked_all boolean;     -- step 0b found every id in flight and locked all their jobs: no step 1
     v_fast bigint[];          -- step 0b: the runs it ended
     v_after_buckets integer[];  -- the buckets of the after-jobs (v_after), parallel to it
     v_up_all text[];          -- step 8: the upstreams the after-jobs list
@@ -207,6 +208,11 @@ BEGIN
     --    fails. Anything else goes to steps 1-8 (the locks taken here are held already). A run
     --    that another finisher ended between the read and the lock is not deleted here: the ids
     --    this step did not end go on to steps 1-8, which tell a late report from an unknown id.
+    --    When a check fails (the common case for jobs a policy reads: overlap 'skip', the
+    --    default), what the first statement read and locked is what step 1 would read and lock
+    --    (every run in flight, every job locked, no after-job naming them): step 1 is skipped,
+    --    and the job rows are read once, by step 3 (the job check below stops at the first job
+    --    a policy reads).
     IF p_outcome = 'succeeded' AND cardinality(p_run_ids) > 1 THEN
         WITH runs AS MATERIALIZED (
             SELECT o.job_id, o.queue FROM cronbox.outbox o
@@ -228,21 +234,23 @@ BEGIN
             ORDER BY s.job_id
             FOR NO KEY UPDATE OF s
         )
-        SELECT ARRAY(SELECT l.job_id FROM locked l ORDER BY l.job_id), f.queues
-          INTO v_jobs, v_queues
+        SELECT ARRAY(SELECT l.job_id FROM locked l ORDER BY l.job_id), f.queues,
+               cardinality(f.jobs) = (SELECT count(*) FROM locked)
+          INTO v_jobs, v_queues, v_locked_all
         FROM fit f;
         IF cardinality(v_jobs) > 0 THEN
             WITH fits AS MATERIALIZED (
-                SELECT NOT EXISTS (SELECT 1 FROM cronbox.queue_limit q WHERE q.queue = ANY (v_queues))
+                -- folded (cronbox.job_stat_folded's test written out, as in step 0), first: a
+                -- batch of jobs a policy reads stops at its first job row
+                SELECT NOT EXISTS (SELECT 1 FROM cronbox.job j
+                                   WHERE (p_bucket IS NULL OR j.bucket = p_bucket)
+                                     AND j.job_id = ANY (v_jobs)
+                                     AND NOT (j.overlap = 'allow' AND j.every_mode <> 'fixed_delay'))
+                       AND NOT EXISTS (SELECT 1 FROM cronbox.queue_limit q WHERE q.queue = ANY (v_queues))
                        AND NOT EXISTS (SELECT 1 FROM cronbox.job_future h
                                        WHERE (p_bucket IS NULL OR h.bucket = p_bucket)
                                          AND h.job_id = ANY (v_jobs) AND h.hold = 'overlap')
                        AND NOT EXISTS (SELECT 1 FROM cronbox.job_after_edge)
-                       -- folded (cronbox.job_stat_folded's test written out, as in step 0)
-                       AND NOT EXISTS (SELECT 1 FROM cronbox.job j
-                                       WHERE (p_bucket IS NULL OR j.bucket = p_bucket)
-                                         AND j.job_id = ANY (v_jobs)
-                                         AND NOT (j.overlap = 'allow' AND j.every_mode <> 'fixed_delay'))
                        AND ((SELECT NOT EXISTS (SELECT 1 FROM cronbox.job_dependency))
                             OR NOT EXISTS (SELECT 1 FROM cronbox.job_dependency d
                                            WHERE d.job_id = ANY (v_jobs) OR d.upstream_id = ANY (v_jobs))) AS ok
@@ -289,7 +297,15 @@ BEGIN
                 p_run_ids := ARRAY(SELECT u.id FROM unnest(p_run_ids) AS u(id) WHERE NOT u.id = ANY (v_fast));
             END IF;
         END IF;
-        v_jobs := NULL;
+        IF coalesce(v_locked_all, false) AND cardinality(v_jobs) > 0 THEN
+            -- every id was in flight and every job of them is locked, no after-job at all: what
+            -- step 1 would find (v_jobs stays, for step 2b)
+            v_after := '{}';
+            v_after_names := '{}';
+        ELSE
+            v_jobs := NULL;
+            v_locked_all := false;
+        END IF;
     END IF;
 
     -- 1. The jobs concerned (of the runs in flight: their outbox rows, by key), read without
@@ -300,56 +316,55 @@ BEGIN
     --    statistics are written where they are read (cronbox.job_stat_folded). The locks are
     --    taken by the same statement (every statement started costs its executor start-up),
     --    after its reads: the reads below, statements of their own, see what the locks' holders
-    --    committed.
-    WITH jobs AS MATERIALIZED (
-        SELECT array_agg(DISTINCT o.job_id) AS ids
-        FROM cronbox.outbox o
-        WHERE (p_bucket IS NULL OR o.bucket = p_bucket) AND o.outbox_id = ANY (p_run_ids) AND o.kind = 'run'
-    ),
-    names AS MATERIALIZED (
-        SELECT (SELECT array_agg(j.name) FROM cronbox.job j
-                WHERE (p_bucket IS NULL OR j.bucket = p_bucket) AND j.job_id = ANY (jobs.ids)) AS of
-        FROM jobs
-    ),
-    hit AS MATERIALIZED (
-        -- the after-jobs naming these jobs, from their edges (cronbox.job_after_edge, kept
-        -- with every after list): one probe of the edges' key per name, no other bucket's
-        -- job rows read
-        SELECT e.job_id, e.upstream, e.bucket FROM cronbox.job_after_edge e
-        WHERE e.upstream = ANY ((SELECT names.of FROM names)::text[])
-    ),
-    found AS MATERIALIZED (
-        SELECT (SELECT jobs.ids FROM jobs) AS ids,
-               -- the after-jobs (with their buckets) in (bucket, job_id) order: the order of their locks
-               CASE WHEN p_outcome = 'succeeded'
-                    THEN coalesce(array_agg(h.job_id ORDER BY h.bucket, h.job_id), '{}') ELSE '{}' END AS after,
-               CASE WHEN p_outcome = 'succeeded' THEN array_agg(h.bucket ORDER BY h.bucket, h.job_id) END AS after_buckets,
-               ARRAY(SELECT DISTINCT x.upstream FROM hit x) AS after_names
-        FROM (SELECT DISTINCT x.job_id, x.bucket FROM hit x) h
-    ),
-    locked AS MATERIALIZED (
-        -- with p_bucket, that bucket's rows (the after-jobs of other buckets: below)
-        SELECT s.job_id
-        FROM cronbox.job_stat s
-        WHERE (p_bucket IS NULL OR s.bucket = p_bucket)
-          AND s.job_id = ANY (ARRAY(SELECT u.id FROM found f CROSS JOIN LATERAL unnest(f.ids || f.after) AS u(id)))
-        ORDER BY s.job_id
-        FOR NO KEY UPDATE OF s
-    )
-    SELECT f.ids, f.after, f.after_buckets, f.after_names
-      INTO v_jobs, v_after, v_after_buckets, v_after_names
-    FROM found f
-    WHERE (SELECT count(*) FROM locked) >= 0;
-    -- With p_bucket, the after-jobs of other buckets locked a bucket at a time, in bucket order
-    -- (a statement per bucket; their jobs' locks after those of p_bucket).
-    IF p_bucket IS NOT NULL AND v_after_buckets IS NOT NULL THEN
-        FOR v_b IN SELECT DISTINCT u.b FROM unnest(v_after_buckets) AS u(b) WHERE u.b <> p_bucket ORDER BY u.b LOOP
-            PERFORM 1 FROM cronbox.job_stat s
-            WHERE s.bucket = v_b
-              AND s.job_id = ANY (ARRAY(SELECT u.id FROM unnest(v_after, v_after_buckets) AS u(id, b) WHERE u.b = v_b))
+    --    committed. Skipped when step 0b read and locked all of that already.
+    IF NOT coalesce(v_locked_all, false) THEN
+        WITH jobs AS MATERIALIZED (
+            -- the jobs' names as the runs carry them (a job's name never changes): the job rows
+            -- are read once, by step 3, under the locks
+            SELECT array_agg(DISTINCT o.job_id) AS ids, array_agg(DISTINCT o.job_name) AS names
+            FROM cronbox.outbox o
+            WHERE (p_bucket IS NULL OR o.bucket = p_bucket) AND o.outbox_id = ANY (p_run_ids) AND o.kind = 'run'
+        ),
+        hit AS MATERIALIZED (
+            -- the after-jobs naming these jobs, from their edges (cronbox.job_after_edge, kept
+            -- with every after list): one probe of the edges' key per name, no other bucket's
+            -- job rows read
+            SELECT e.job_id, e.upstream, e.bucket FROM cronbox.job_after_edge e
+            WHERE e.upstream = ANY ((SELECT jobs.names FROM jobs)::text[])
+        ),
+        found AS MATERIALIZED (
+            SELECT (SELECT jobs.ids FROM jobs) AS ids,
+                   -- the after-jobs (with their buckets) in (bucket, job_id) order: the order of their locks
+                   CASE WHEN p_outcome = 'succeeded'
+                        THEN coalesce(array_agg(h.job_id ORDER BY h.bucket, h.job_id), '{}') ELSE '{}' END AS after,
+                   CASE WHEN p_outcome = 'succeeded' THEN array_agg(h.bucket ORDER BY h.bucket, h.job_id) END AS after_buckets,
+                   ARRAY(SELECT DISTINCT x.upstream FROM hit x) AS after_names
+            FROM (SELECT DISTINCT x.job_id, x.bucket FROM hit x) h
+        ),
+        locked AS MATERIALIZED (
+            -- with p_bucket, that bucket's rows (the after-jobs of other buckets: below)
+            SELECT s.job_id
+            FROM cronbox.job_stat s
+            WHERE (p_bucket IS NULL OR s.bucket = p_bucket)
+              AND s.job_id = ANY (ARRAY(SELECT u.id FROM found f CROSS JOIN LATERAL unnest(f.ids || f.after) AS u(id)))
             ORDER BY s.job_id
-            FOR NO KEY UPDATE OF s;
-        END LOOP;
+            FOR NO KEY UPDATE OF s
+        )
+        SELECT f.ids, f.after, f.after_buckets, f.after_names
+          INTO v_jobs, v_after, v_after_buckets, v_after_names
+        FROM found f
+        WHERE (SELECT count(*) FROM locked) >= 0;
+        -- With p_bucket, the after-jobs of other buckets locked a bucket at a time, in bucket order
+        -- (a statement per bucket; their jobs' locks after those of p_bucket).
+        IF p_bucket IS NOT NULL AND v_after_buckets IS NOT NULL THEN
+            FOR v_b IN SELECT DISTINCT u.b FROM unnest(v_after_buckets) AS u(b) WHERE u.b <> p_bucket ORDER BY u.b LOOP
+                PERFORM 1 FROM cronbox.job_stat s
+                WHERE s.bucket = v_b
+                  AND s.job_id = ANY (ARRAY(SELECT u.id FROM unnest(v_after, v_after_buckets) AS u(id, b) WHERE u.b = v_b))
+                ORDER BY s.job_id
+                FOR NO KEY UPDATE OF s;
+            END LOOP;
+        END IF;
     END IF;
 
     -- 2b. The runs that end here, in one statement under the jobs' locks (every finisher of a
