@@ -1,7 +1,7 @@
 """A batch of successes (the relay's ack with its worker's answers, complete_runs): when ending
 them asks for nothing but their history rows and one change row, cronbox.finish_runs ends them
 in two statements (step 0b); a batch with anything more (a job a policy reads, a held fire, a
-limited queue, a run not in flight, any after-job in the database) goes the general way. Either way each run ends
+limited queue, a run not in flight, a job an after-job names) goes the general way. Either way each run ends
 the same, and a run another report ended between the batch's read and its locks is a late report."""
 
 from __future__ import annotations
@@ -91,8 +91,8 @@ def test_a_batch_of_successes_ends_each_run_as_the_general_way_does(conn):
 def test_a_batch_with_a_job_a_policy_reads_ends_every_run_the_general_way(conn):
     """Beside a job no policy reads: a job with an overlap policy (statistics written at once),
     a job with a held backfilled fire (released), a job in a limited queue (its slot freed), an
-    upstream of an after-job (which fires; an after-job anywhere sends every batch the general
-    way): each batch of two ends both runs, with every consequence."""
+    upstream of an after-job (which fires): each batch of two ends both runs, with every
+    consequence."""
     conn.execute("SELECT cronbox.set_queue_limit_at('narrow', 5, %s)", (at(0),))
     job(conn, "plain", overlap="allow")
     job(conn, "skipper", overlap="skip")
@@ -122,7 +122,7 @@ def test_a_batch_with_a_job_a_policy_reads_ends_every_run_the_general_way(conn):
     assert [f["hold"] for f in futures(conn, "held")] == [None]
     batch(limited, 6)
     assert conn.execute("SELECT running FROM cronbox.queue_limit WHERE queue = 'narrow'").fetchone()[0] == running - 1
-    # the first after-job of the database: from now on every batch goes the general way
+    # an after-job naming 'upstream': a batch with its run goes the general way
     conn.execute("SELECT cronbox.schedule('downstream', after => ARRAY['upstream'])")
     batch(upstream, 8)
     assert [f["origin"] for f in futures(conn, "downstream")] == ["dependency"]

@@ -328,3 +328,43 @@ def test_dispatch_finds_the_after_jobs_naming_its_jobs_by_their_edges_not_by_eve
     folded = dict(conn.execute("SELECT j.name, s.last_fire_at IS NOT NULL FROM cronbox.job j "
                                "JOIN cronbox.job_stat s USING (job_id) WHERE j.name IN ('extract', 'solo')"))
     assert folded == {"extract": True, "solo": False}, folded
+
+
+def test_a_batch_of_successes_beside_after_jobs_naming_other_jobs_ends_in_the_fast_path(conn):
+    """complete_runs of jobs no policy reads, in a database with after-jobs that name other
+    jobs: whether an after-job names a finished job is a probe of cronbox.job_after_edge's key
+    per name (step 0b), so the batch ends in step 0b's two statements (its runs read by key
+    twice, no job bookkeeping statement), not the general way that any after-job in the
+    database used to send it. A batch with a job an after-job names still fires that after-job."""
+    from .plan_support import nodes, plans_of
+    for k in range(300):
+        job(conn, f"elsewhere{k}")
+        after_job(conn, f"waits{k}", [f"elsewhere{k}"])
+    names = [f"solo{k}" for k in range(10)]
+    for name in names:
+        job(conn, name, overlap="allow")  # 'allow': statistics no policy of its own reads
+    job(conn, "extract", overlap="allow")
+    after_job(conn, "load", ["extract"])
+    for name in names + ["extract"]:
+        future(conn, name, 100)
+    dispatch(conn, 100)
+    ids = [active(conn, name)[0] for name in names]
+    conn.execute("ANALYZE cronbox.job_after_edge")
+    plans = plans_of(conn, "SELECT * FROM cronbox.complete_runs_at(%s, NULL, %s)", (ids, at(101)), analyze=True)
+    texts = [p["Query Text"] for p in plans]
+    assert not [t for t in texts if "decide AS MATERIALIZED" in t], "the general way's bookkeeping ran"
+    scans = [n for p in plans for n in nodes(p["Plan"]) if n["Node Type"].endswith("Scan")]
+    outbox_rows = sum(n.get("Actual Rows", 0) * n.get("Actual Loops", 1) for n in scans
+                      if n.get("Relation Name") == "outbox")
+    assert outbox_rows <= 2 * len(names), outbox_rows
+    edge_rows = sum(n.get("Actual Rows", 0) * n.get("Actual Loops", 1) for n in scans
+                    if n.get("Relation Name") == "job_after_edge")
+    assert edge_rows <= 1, edge_rows  # the probe that there is an edge at all; none by these names
+    assert [s for name in names for s in states(conn, name)] == ["succeeded"] * len(names)
+    # the upstream of an after-job, in a batch with one of the others: the general way, it fires
+    future(conn, "solo0", 200)
+    dispatch(conn, 200)
+    both = [active(conn, "extract")[0], active(conn, "solo0")[0]]
+    assert [v for _, _, v in conn.execute("SELECT * FROM cronbox.complete_runs_at(%s, NULL, %s)",
+                                          (both, at(201))).fetchall()] == ["finished", "finished"]
+    assert [f["origin"] for f in futures(conn, "load")] == ["dependency"]

@@ -199,13 +199,14 @@ BEGIN
     --    relay's ack with its worker's answers, complete_runs): two statements, as step 0 for one
     --    run, when every id is a run in flight (no duplicate, none unknown or final), holding no
     --    pool units, of jobs whose statistics are folded (cronbox.job_stat_folded), in queues
-    --    without a limit, with no fire of these jobs held for overlap, while no job has an
-    --    after-job edge (cronbox.job_after_edge; a database with after-jobs goes steps 1-8,
-    --    which find those naming these jobs). The first statement finds the runs by the outbox's key and takes their jobs'
-    --    locks in job_id order (no after-job to lock with them); the second, with
-    --    a snapshot taken under the locks, checks the jobs' policies again, deletes the outbox
-    --    rows and inserts their history rows and the change row, or does nothing when a check
-    --    fails. Anything else goes to steps 1-8 (the locks taken here are held already). A run
+    --    without a limit, with no fire of these jobs held for overlap, named by no after-job
+    --    (cronbox.job_after_edge, one probe of its key per name, read without a lock as in
+    --    steps 0 and 1; a job an after-job names goes steps 1-8, which lock and fire it). The
+    --    first statement finds the runs by the outbox's key, with their jobs' names as the runs
+    --    carry them, and takes their jobs' locks in job_id order (no after-job to lock with
+    --    them); the second, with a snapshot taken under the locks, checks the jobs' policies
+    --    again, deletes the outbox rows and inserts their history rows and the change row, or
+    --    does nothing when a check fails. Anything else goes to steps 1-8 (the locks taken here are held already). A run
     --    that another finisher ended between the read and the lock is not deleted here: the ids
     --    this step did not end go on to steps 1-8, which tell a late report from an unknown id.
     --    When a check fails (the common case for jobs a policy reads: overlap 'skip', the
@@ -215,22 +216,24 @@ BEGIN
     --    a policy reads).
     IF p_outcome = 'succeeded' AND cardinality(p_run_ids) > 1 THEN
         WITH runs AS MATERIALIZED (
-            SELECT o.job_id, o.queue FROM cronbox.outbox o
+            SELECT o.job_id, o.job_name, o.queue FROM cronbox.outbox o
             WHERE (p_bucket IS NULL OR o.bucket = p_bucket)
               AND o.outbox_id = ANY (p_run_ids) AND o.kind = 'run' AND o.needs IS NULL
         ),
         fit AS MATERIALIZED (
             SELECT CASE WHEN count(*) = cardinality(p_run_ids) THEN array_agg(DISTINCT r.job_id) END AS jobs,
-                   array_agg(DISTINCT r.queue) AS queues
+                   array_agg(DISTINCT r.queue) AS queues, array_agg(DISTINCT r.job_name) AS names
             FROM runs r
         ),
         locked AS MATERIALIZED (
             SELECT s.job_id FROM cronbox.job_stat s
             WHERE (p_bucket IS NULL OR s.bucket = p_bucket)
               AND s.job_id = ANY (ARRAY(SELECT u.id FROM fit f CROSS JOIN LATERAL unnest(f.jobs) AS u(id)))
-              -- no after-job at all (one probe of cronbox.job_after_edge): those naming these
-              -- jobs are left to steps 1-8
-              AND NOT EXISTS (SELECT 1 FROM cronbox.job_after_edge)
+              -- no after-job names these jobs (none at all: one probe; else a probe of the
+              -- edges' key per name): those naming them are left to steps 1-8
+              AND (NOT EXISTS (SELECT 1 FROM cronbox.job_after_edge)
+                   OR NOT EXISTS (SELECT 1 FROM cronbox.job_after_edge e
+                                  WHERE e.upstream = ANY ((SELECT f.names FROM fit f)::text[])))
             ORDER BY s.job_id
             FOR NO KEY UPDATE OF s
         )
@@ -250,7 +253,6 @@ BEGIN
                        AND NOT EXISTS (SELECT 1 FROM cronbox.job_future h
                                        WHERE (p_bucket IS NULL OR h.bucket = p_bucket)
                                          AND h.job_id = ANY (v_jobs) AND h.hold = 'overlap')
-                       AND NOT EXISTS (SELECT 1 FROM cronbox.job_after_edge)
                        AND ((SELECT NOT EXISTS (SELECT 1 FROM cronbox.job_dependency))
                             OR NOT EXISTS (SELECT 1 FROM cronbox.job_dependency d
                                            WHERE d.job_id = ANY (v_jobs) OR d.upstream_id = ANY (v_jobs))) AS ok
@@ -298,8 +300,8 @@ BEGIN
             END IF;
         END IF;
         IF coalesce(v_locked_all, false) AND cardinality(v_jobs) > 0 THEN
-            -- every id was in flight and every job of them is locked, no after-job at all: what
-            -- step 1 would find (v_jobs stays, for step 2b)
+            -- every id was in flight and every job of them is locked, no after-job names them:
+            -- what step 1 would find (v_jobs stays, for step 2b)
             v_after := '{}';
             v_after_names := '{}';
         ELSE
