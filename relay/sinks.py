@@ -277,7 +277,14 @@ def _accept_batch(ids: Sequence[int], payload: bytes, report: Report) -> None:
     if len(answer) != len(ids):
         report.fail(ids, f"batch answer has {len(answer)} entries for {len(ids)} messages")
         return
+    ok, outcomes = report.ok, report.outcomes
     for oid, entry in zip(ids, answer):
+        # the common answer first, as Report.outcome records it: a plain success (no result)
+        if type(entry) is dict and entry.get("state") == "succeeded" and entry.get("result") is None \
+                and entry.get("accepted") is not False:
+            ok.append(oid)
+            outcomes.append({"outbox_id": oid, "state": "succeeded"})
+            continue
         if isinstance(entry, dict) and entry.get("accepted") is False and entry.get("reason") == DB_UNAVAILABLE:
             report.defer([oid], None)
             continue
