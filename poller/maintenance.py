@@ -45,8 +45,8 @@ async def reap_once(pool, buckets: Sequence[int | None] = EVERY_BUCKET) -> tuple
     """Declare expired leases lost (retrying per policy), give held futures their second look, and
     fold the job statistics dispatch and the reports left off the hot path (every view shows
     them a round later: docs/architecture.md, "Statistics off the hot path"). `buckets`: the
-    leases and holds looked at, bucket by bucket (a poller leasing buckets: those it holds); by
-    default one call over every bucket. The fold stays over every bucket."""
+    leases, holds and statistics looked at, bucket by bucket (a poller leasing buckets: those it
+    holds); by default one call over every bucket."""
     lost = released = 0
     async with pool.connection() as conn:
         for bucket in buckets:
@@ -57,9 +57,10 @@ async def reap_once(pool, buckets: Sequence[int | None] = EVERY_BUCKET) -> tuple
                     break
         for bucket in buckets:
             released += await store.release_holds(conn, RELEASE_BATCH, bucket)
-        for _ in range(FOLD_ROUNDS):
-            if await store.fold_job_stats(conn, FOLD_BATCH) < FOLD_BATCH:
-                break
+        for bucket in buckets:
+            for _ in range(FOLD_ROUNDS):
+                if await store.fold_job_stats(conn, FOLD_BATCH, bucket) < FOLD_BATCH:
+                    break
     return lost, released
 
 

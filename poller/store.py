@@ -193,10 +193,10 @@ async def sync_schedule_names(conn: psycopg.AsyncConnection, batch: int) -> int:
     return (await cur.fetchone())[0]
 
 
-async def fold_job_stats(conn: psycopg.AsyncConnection, batch: int) -> int:
-    """Folds the job statistics left off the hot path into cronbox.job_stat; returns the change
-    rows folded (0 also when another poller is folding)."""
-    cur = await conn.execute("SELECT cronbox.fold_job_stats(%s)", (batch,))
+async def fold_job_stats(conn: psycopg.AsyncConnection, batch: int, bucket: int | None = None) -> int:
+    """Folds the job statistics left off the hot path into cronbox.job_stat, of one bucket (None:
+    every bucket); returns the change rows folded (0 also when another poller is folding them)."""
+    cur = await conn.execute("SELECT cronbox.fold_job_stats(%s, %s)", (batch, bucket))
     return (await cur.fetchone())[0]
 
 

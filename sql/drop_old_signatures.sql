@@ -182,3 +182,6 @@ DROP FUNCTION IF EXISTS cronbox.finish_runs(bigint[],text,jsonb[],text[],boolean
 DROP FUNCTION IF EXISTS cronbox.finish_decisions(cronbox.finished_run[]);
 -- the fixed-delay hook takes the job's bucket (finish_runs passes its p_bucket).
 DROP FUNCTION IF EXISTS cronbox.schedule_next_fixed_delay(bigint,timestamp with time zone);
+-- the fold of job statistics by bucket: fold_job_stats and apply_job_stat_changes take p_bucket.
+DROP FUNCTION IF EXISTS cronbox.fold_job_stats(integer);
+DROP FUNCTION IF EXISTS cronbox.apply_job_stat_changes(bigint[],bigint[]);

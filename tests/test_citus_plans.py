@@ -1125,3 +1125,77 @@ def test_citus_an_upstream_s_success_releases_the_fires_gated_on_it_in_their_buc
         conn.execute("RESET citus.multi_task_query_log_level")
         held = conn.execute("SELECT bucket, hold FROM cronbox.job_future WHERE origin = 'manual'").fetchall()
         assert held == [(b, None)], held
+
+
+# The statistics' change log as the layer will distribute it (its key with the bucket first),
+# and the fold planned with its bucket bound.
+DISTRIBUTE_STAT_CHANGES = """
+SET LOCAL citus.multi_shard_modify_mode TO 'sequential';
+ALTER TABLE cronbox.job_stat_change DROP CONSTRAINT job_stat_change_pkey;
+ALTER TABLE cronbox.job_stat_change ADD PRIMARY KEY (bucket, change_id);
+SELECT pg_catalog.create_distributed_table('cronbox.job_stat_change', 'bucket', colocate_with => 'cronbox.bucket_shard');
+ALTER FUNCTION cronbox.fold_job_stats(integer, integer) SET plan_cache_mode = force_custom_plan;
+ALTER FUNCTION cronbox.apply_job_stat_changes(bigint[], bigint[], integer) SET plan_cache_mode = force_custom_plan;
+"""
+
+
+def test_citus_the_fold_of_job_statistics_goes_bucket_by_bucket_one_task_per_statement(citus_clone):
+    """The poller's fold (cronbox.fold_job_stats) on jobs, statistics and the change log
+    distributed by bucket, with Citus refusing any statement of more than one task: each change
+    row, of a dispatch per bucket and of a batch of successes over two buckets, carries its jobs'
+    bucket; a fold of one bucket folds that bucket's rows alone into its jobs' statistics, a fold
+    without a bucket goes bucket by bucket; registered for delegation on p_bucket, the call is
+    one task on the node holding the bucket."""
+    with db.connect(citus_clone) as conn:
+        groups = _names_in_buckets(conn, 2, 2, "s{}")
+        (a, names_a), (b, names_b) = sorted(groups.items())
+        for name in names_a + names_b:
+            conn.execute("SELECT cronbox.schedule(%s, '0 0 1 1 *', overlap => 'allow')", (name,))
+        conn.execute("DELETE FROM cronbox.job_future")
+        conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority, origin, bucket, queue)"
+                     " SELECT j.job_id, now() - interval '1 minute', now() - interval '1 minute', j.priority,"
+                     " 'schedule', j.bucket, j.queue FROM cronbox.job j")
+        dispatch = "SELECT dispatched FROM cronbox.dispatch(100, p_bucket => %s)"
+        assert conn.execute(dispatch, (a,)).fetchone()[0] + conn.execute(dispatch, (b,)).fetchone()[0] == 4
+        runs = [r[0] for r in conn.execute("SELECT outbox_id FROM cronbox.outbox WHERE kind = 'run'")]
+        got = conn.execute("SELECT state FROM cronbox.complete_runs(%s)", (runs,)).fetchall()
+        assert got == [("succeeded",)] * 4, got
+        rows = conn.execute("SELECT c.bucket, array_agg(DISTINCT j.bucket) FROM cronbox.job_stat_change c"
+                            " CROSS JOIN LATERAL unnest(c.job_ids) AS u(job_id)"
+                            " JOIN cronbox.job j ON j.job_id = u.job_id GROUP BY c.change_id, c.bucket").fetchall()
+        assert sorted(rows) == sorted([(a, [a]), (b, [b])] * 2), rows  # a dispatch and a finish per bucket
+        conn.execute(DISTRIBUTE_JOBS)
+        conn.execute(DISTRIBUTE_STAT_CHANGES)
+
+        def stats() -> dict:
+            return {r[0]: r[1:] for r in conn.execute(
+                "SELECT j.name, s.active_runs, s.last_run_state, s.last_success_at IS NOT NULL"
+                " FROM cronbox.job_stat s JOIN cronbox.job j ON j.bucket = s.bucket AND j.job_id = s.job_id")}
+
+        before = stats()
+        conn.execute("SET citus.multi_task_query_log_level = error")  # a statement over several shards fails
+        assert conn.execute("SELECT cronbox.fold_job_stats(100, %s)", (a,)).fetchone()[0] == 2
+        conn.execute("RESET citus.multi_task_query_log_level")
+        after = stats()
+        assert {n: after[n] for n in names_a} == {n: (0, "succeeded", True) for n in names_a}, after
+        assert {n: after[n] for n in names_b} == {n: before[n] for n in names_b}, after
+        conn.execute("SET citus.multi_task_query_log_level = error")
+        assert conn.execute("SELECT cronbox.fold_job_stats(100)").fetchone()[0] == 2  # bucket by bucket
+        conn.execute("RESET citus.multi_task_query_log_level")
+        assert stats() == {n: (0, "succeeded", True) for n in names_a + names_b}
+        assert conn.execute("SELECT count(*) FROM cronbox.job_stat_change").fetchone()[0] == 0
+
+        conn.execute("SELECT pg_catalog.create_distributed_function('cronbox.fold_job_stats(integer, integer)',"
+                     " 'p_bucket', colocate_with => 'cronbox.job_stat_change')")
+        port = node_port(conn, "cronbox.job_stat_change", b)
+        plan = explain(conn, "SELECT cronbox.fold_job_stats(100, %s)", (b,))
+        assert "Task Count: 1" in plan and f"port={port}" in plan, plan
+        # delegated: a change row of the bucket folded on its node
+        conn.execute("INSERT INTO cronbox.job_stat_change (job_ids, active, last_fire, last_run, last_state, ok,"
+                     " failures, crashes, missed, success_at, bucket) SELECT ARRAY[j.job_id], '{0}', '{NULL}', '{-1}',"
+                     " '{NULL}', '{0}', '{0}', '{0}', '{3}', now(), j.bucket FROM cronbox.job j WHERE j.name = %s",
+                     (names_b[0],))
+        assert conn.execute("SELECT cronbox.fold_job_stats(100, %s)", (b,)).fetchone()[0] == 1
+        assert conn.execute("SELECT s.missed_count FROM cronbox.job_stat s JOIN cronbox.job j"
+                            " ON j.bucket = s.bucket AND j.job_id = s.job_id WHERE j.name = %s",
+                            (names_b[0],)).fetchone()[0] == 3

@@ -7,6 +7,8 @@ them at once, whenever it runs; a job that starts being read has its pending cha
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import psycopg
 import pytest
 
@@ -207,7 +209,7 @@ def test_the_fold_knows_every_run_state(conn):
         "WHERE conname = 'run_state_valid' AND conrelid = 'cronbox.run'::regclass").fetchone()[0]
     body = conn.execute("SELECT prosrc FROM pg_proc WHERE proname = 'apply_job_stat_changes'").fetchone()[0]
     states = "{dispatched,delivered,running,succeeded,failed,lost,cancelled,skipped,missed}"
-    assert body.count(f"'{states}'::text[]") == 4
+    assert body.count(f"'{states}'::text[]") == 2  # one statement, run once or twice
     assert sorted(states.strip("{}").split(",")) == sorted(
         s.split("'")[1] for s in allowed.split("ARRAY[")[1].split(",")), allowed
 
@@ -292,3 +294,92 @@ def test_every_finishing_path_folds_exactly_the_jobs_job_stat_folded_names(conn,
         fold(conn)
     assert stats(conn, "shaped")["last_run_state"] == state
     assert stats(conn, "shaped")["active_runs"] == 0
+
+
+def _change(conn, bucket: int | None, entries: dict[int, int]) -> int:
+    """A change row naming these jobs (job id -> change of active runs), written as a writer would."""
+    ids = sorted(entries)
+    n = len(ids)
+    return conn.execute(
+        "INSERT INTO cronbox.job_stat_change (job_ids, active, last_fire, last_run, last_state, ok, failures,"
+        " crashes, missed, success_at, bucket) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING change_id",
+        (ids, [entries[i] for i in ids], [None] * n, [-1] * n, [None] * n, [0] * n, [0] * n, [0] * n, [0] * n,
+         at(0), bucket)).fetchone()[0]
+
+
+def _move(conn, name: str, bucket: int) -> int:
+    """Job `name` into `bucket` (its job and statistics rows), as a database with buckets has it."""
+    job_id = conn.execute("UPDATE cronbox.job SET bucket = %s WHERE name = %s RETURNING job_id", (bucket, name)).fetchone()[0]
+    conn.execute("UPDATE cronbox.job_stat SET bucket = %s WHERE job_id = %s", (bucket, job_id))
+    return job_id
+
+
+def test_a_fold_of_one_bucket_folds_its_rows_alone_beside_other_buckets_folds_never_beside_a_fold_of_all(fresh_dsn):
+    """cronbox.fold_job_stats(limit, p_bucket): the change rows of that bucket (its jobs' every
+    change: each row carries its jobs' bucket), folded into those jobs' statistics, the others
+    left; folds of two buckets run side by side, but never beside a fold of every bucket (which
+    would take a job's older rows while the bucket's fold took its newer ones)."""
+    with psycopg.connect(fresh_dsn, autocommit=True) as setup:
+        setup.execute("SELECT cronbox.schedule(n, every => '1 hour', overlap => 'allow') FROM unnest('{b0,b7}'::text[]) n")
+        b0 = setup.execute("SELECT job_id FROM cronbox.job WHERE name = 'b0'").fetchone()[0]
+        b7 = _move(setup, "b7", 7)
+        _change(setup, 0, {b0: 1})
+        _change(setup, 7, {b7: 2})
+
+    def active_runs(c) -> dict:
+        return dict(c.execute("SELECT j.name, s.active_runs FROM cronbox.job_stat s JOIN cronbox.job j "
+                              "USING (job_id) ORDER BY 1").fetchall())
+
+    with psycopg.connect(fresh_dsn) as first, psycopg.connect(fresh_dsn) as second:
+        assert first.execute("SELECT cronbox.fold_job_stats(100, 7)").fetchone()[0] == 1
+        first.commit()
+        assert active_runs(first) == {"b0": 0, "b7": 2}
+        assert first.execute("SELECT bucket FROM cronbox.job_stat_change").fetchall() == [(0,)]
+        _change(first, 7, {b7: 3})
+        first.commit()
+        # a fold of bucket 0 open: bucket 7's folds go on, a fold of every bucket returns at once
+        assert first.execute("SELECT cronbox.fold_job_stats(100, 0)").fetchone()[0] == 1
+        assert second.execute("SELECT cronbox.fold_job_stats(100)").fetchone()[0] == 0
+        second.rollback()
+        assert second.execute("SELECT cronbox.fold_job_stats(100, 7)").fetchone()[0] == 1
+        assert second.execute("SELECT cronbox.fold_job_stats(100, 0)").fetchone()[0] == 0  # held by the first
+        second.commit()
+        first.commit()
+        assert active_runs(first) == {"b0": 1, "b7": 5}
+        # a fold of every bucket open: a fold of one bucket returns at once
+        _change(first, 7, {b7: -5})
+        _change(first, 0, {b0: -1})
+        first.commit()
+        assert first.execute("SELECT cronbox.fold_job_stats(1)").fetchone()[0] == 1  # the oldest row, of bucket 7
+        assert second.execute("SELECT cronbox.fold_job_stats(100, 0)").fetchone()[0] == 0
+        second.rollback()
+        first.commit()
+        assert second.execute("SELECT cronbox.fold_job_stats(100, 0)").fetchone()[0] == 1
+        second.commit()
+        assert active_runs(first) == {"b0": 0, "b7": 0}
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="^p_bucket: must be NULL or a bucket"):
+            first.execute("SELECT cronbox.fold_job_stats(100, -1)")
+
+
+def test_migration_0474_gives_every_change_row_its_jobs_bucket_keeping_each_job_s_order(conn):
+    """Migration 0474 on change rows written before it (bucket NULL): a row whose jobs share a
+    bucket gets it in place; a row naming jobs of several buckets (a database with buckets whose
+    tables were still local) is split into a row per bucket, written again with every row after
+    it in change_id order (so each job's changes keep their order), without the entries a fold of
+    their job alone had folded already; then the column is NOT NULL."""
+    x, y, z = (job(conn, n, overlap="allow") for n in ("x", "y", "z"))
+    _move(conn, "y", 5)
+    conn.execute("ALTER TABLE cronbox.job_stat_change ALTER COLUMN bucket DROP NOT NULL")
+    conn.execute("DELETE FROM cronbox.job_stat_change")
+    r1 = _change(conn, None, {x: 1})
+    _change(conn, None, {x: 2, y: 3, z: 4})
+    r3 = _change(conn, 0, {x: 5, z: 6})
+    r4 = _change(conn, None, {y: 7})
+    conn.execute("UPDATE cronbox.job_stat SET folded_through = %s WHERE job_id = %s", (r3, z))  # z folded alone
+    conn.execute((Path(__file__).parents[1] / "sql/migrations/0474_job_stat_change_bucket_not_null.sql").read_text())
+    got = conn.execute("SELECT change_id, bucket, job_ids, active FROM cronbox.job_stat_change ORDER BY change_id").fetchall()
+    assert got[0] == (r1, 0, [x], [1])
+    assert all(r[0] > r4 for r in got[1:])
+    assert [r[1:] for r in got[1:]] == [(0, [x], [2]), (5, [y], [3]), (0, [x], [5]), (5, [y], [7])], got
+    assert conn.execute("SELECT attnotnull FROM pg_attribute WHERE attrelid = 'cronbox.job_stat_change'::regclass"
+                        " AND attname = 'bucket'").fetchone()[0]

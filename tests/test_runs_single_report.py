@@ -102,10 +102,10 @@ def test_one_report_of_a_run_not_in_flight_is_late_or_unknown(conn):
 
 
 def test_a_change_row_carries_the_bucket_of_the_statement_that_wrote_it(conn):
-    """cronbox.job_stat_change.bucket (migration 0470): a finish with the runs' bucket
-    (finish_runs' p_bucket, as the per-bucket callers pass it) writes it; one without (plain
-    PostgreSQL's calls) writes NULL, jobs of any bucket; dispatch's write for one bucket set
-    writes that bucket (plain PostgreSQL's one bucket, 0)."""
+    """cronbox.job_stat_change.bucket (migrations 0470, 0474): every change row carries its jobs'
+    bucket, with the runs' bucket given (finish_runs' p_bucket, as the per-bucket callers pass
+    it) or not (plain PostgreSQL's calls), and from dispatch's write (plain PostgreSQL's one
+    bucket, 0)."""
     for name in ("plain", "given"):
         job(conn, name, overlap="allow")
     mark = last_change(conn)
@@ -118,4 +118,4 @@ def test_a_change_row_carries_the_bucket_of_the_statement_that_wrote_it(conn):
                         ([ids["given"]], at(2))).fetchone()[0] == "succeeded"
     got = conn.execute("SELECT bucket FROM cronbox.job_stat_change WHERE change_id > %s ORDER BY change_id",
                        (mark,)).fetchall()
-    assert got == [(None,), (0,)], got
+    assert got == [(0,), (0,)], got

@@ -83,6 +83,7 @@ FUNCTIONS = [
     ("due_jobs", [("p_limit", "integer"), ("p_bucket", "integer")], PROCESS),
     ("touch_process", [("p_process_id", "bigint"), ("p_info", "jsonb")], PROCESS),
     ("reap_lost", [("p_limit", "integer"), ("p_bucket", "integer")], PROCESS),
+    ("fold_job_stats", [("p_limit", "integer"), ("p_bucket", "integer")], PROCESS),
     ("release_holds", [("p_limit", "integer"), ("p_bucket", "integer")], PROCESS),
     ("resume_paused", [("p_limit", "integer"), ("p_bucket", "integer")], PROCESS),
     ("claim_backfills", [("p_limit", "integer"), ("p_bucket", "integer")], PROCESS),

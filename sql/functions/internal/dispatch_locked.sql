@@ -482,7 +482,7 @@ BEGIN
     ),
     -- Per job, the counts of this call.
     per_job AS MATERIALIZED (
-        SELECT fire.job_id, bool_and(fire.folded) AS folded,
+        SELECT fire.job_id, min(fire.bucket) AS bucket, bool_and(fire.folded) AS folded,
                count(*) FILTER (WHERE fire.act = 'miss') AS n_missed,
                count(*) FILTER (WHERE fire.act = 'run') AS n_run,
                count(*) FILTER (WHERE fire.act IN ('fail_dependency', 'fail_unavailable')) AS n_failed,
@@ -493,7 +493,7 @@ BEGIN
                     FILTER (WHERE fire.act IN ('run', 'fail_dependency', 'fail_unavailable')))[1] AS last_state
         FROM fire GROUP BY fire.job_id
     ),
-    -- The jobs whose statistics no policy reads: one row for all of them, folded into job_stat
+    -- The jobs whose statistics no policy reads: one row for all of them per bucket, folded into job_stat
     -- by the poller within a second (cronbox.fold_job_stats).
     stat_change AS (
         INSERT INTO cronbox.job_stat_change (job_ids, active, last_fire, last_run, last_state,
@@ -501,10 +501,10 @@ BEGIN
         SELECT array_agg(c.job_id), array_agg(c.n_run::integer), array_agg(c.last_fire),
                array_agg(c.last_run), array_agg(c.last_state), array_agg(0),
                array_agg(c.n_failed::integer), array_agg(0), array_agg(c.n_missed), p_now,
-               CASE WHEN cardinality(p_buckets) = 1 THEN p_buckets[1] END  -- the jobs' bucket, when one
+               c.bucket
         FROM per_job c
         WHERE (c.n_run > 0 OR c.n_failed > 0 OR c.n_missed > 0) AND c.folded
-        HAVING count(*) > 0
+        GROUP BY c.bucket  -- a row per bucket of the jobs (one on plain PostgreSQL)
     ),
     -- The units the new runs hold (only runs of jobs with needs; the rows locked in pool_free).
     pool_counts AS (

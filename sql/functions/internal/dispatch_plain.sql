@@ -150,20 +150,20 @@ BEGIN
     ),
     -- per job, its runs of this call (a skipped fire changes no statistic)
     per_job AS MATERIALIZED (
-        SELECT fire.job_id, bool_and(fire.folded) AS folded, count(*)::integer AS n_run,
+        SELECT fire.job_id, min(fire.bucket) AS bucket, bool_and(fire.folded) AS folded, count(*)::integer AS n_run,
                max(fire.fire_at) AS last_fire, max(fire.run_id) AS last_run
         FROM fire WHERE fire.wish = 'run' GROUP BY fire.job_id
     ),
-    -- the jobs whose statistics no policy reads: one row for all of them, folded by the poller
+    -- the jobs whose statistics no policy reads: one row for all of them per bucket, folded by the poller
     stat_change AS (
         INSERT INTO cronbox.job_stat_change (job_ids, active, last_fire, last_run, last_state,
                                              ok, failures, crashes, missed, success_at, bucket)
         SELECT array_agg(c.job_id), array_agg(c.n_run), array_agg(c.last_fire), array_agg(c.last_run),
                array_agg('dispatched'::text), array_agg(0), array_agg(0), array_agg(0), array_agg(0::bigint), p_now,
-               CASE WHEN cardinality(p_buckets) = 1 THEN p_buckets[1] END  -- the jobs' bucket, when one
+               c.bucket
         FROM per_job c
         WHERE c.folded
-        HAVING count(*) > 0
+        GROUP BY c.bucket  -- a row per bucket of the jobs (one on plain PostgreSQL)
     ),
     -- the others', looked up by key in the update of step 4 (dispatch_locked's form: SQL conventions 1)
     counts AS MATERIALIZED (

@@ -167,7 +167,7 @@ BEGIN
                                                      ok, failures, crashes, missed, success_at, bucket)
                 SELECT ARRAY[g.job_id], '{-1}', '{NULL}', ARRAY[g.outbox_id], ARRAY[g.state],
                        CASE WHEN g.state = 'succeeded' THEN '{1}'::integer[] ELSE '{0}' END,
-                       '{0}', '{0}', '{0}', p_now, p_bucket
+                       '{0}', '{0}', '{0}', p_now, g.bucket
                 FROM gone g
             )
             SELECT g.state INTO state FROM gone g;
@@ -287,9 +287,10 @@ BEGIN
                 SELECT array_agg(c.job_id ORDER BY c.job_id), array_agg((-c.n)::integer ORDER BY c.job_id),
                        array_agg(NULL::timestamptz), array_agg(c.last_run ORDER BY c.job_id),
                        array_agg('succeeded'::text), array_agg(c.n::integer ORDER BY c.job_id),
-                       array_agg(0), array_agg(0), array_agg(0::bigint), p_now, p_bucket
-                FROM (SELECT g.job_id, count(*) AS n, max(g.outbox_id) AS last_run FROM gone g GROUP BY g.job_id) c
-                HAVING count(*) > 0
+                       array_agg(0), array_agg(0), array_agg(0::bigint), p_now, c.bucket
+                FROM (SELECT g.job_id, g.bucket, count(*) AS n, max(g.outbox_id) AS last_run
+                      FROM gone g GROUP BY g.job_id, g.bucket) c
+                GROUP BY c.bucket  -- a row per bucket of the jobs (one on plain PostgreSQL)
             )
             SELECT array_agg(g.outbox_id) INTO v_fast FROM gone g;
             IF cardinality(v_fast) = cardinality(p_run_ids) THEN
@@ -506,7 +507,7 @@ BEGIN
         ),
         -- Per job: the counts of this call (one row per job).
         per_job AS MATERIALIZED (
-            SELECT d.job_id, bool_and(d.folded) AS folded, count(*) AS n,
+            SELECT d.job_id, min(d.bucket) AS bucket, bool_and(d.folded) AS folded, count(*) AS n,
                    max(d.run_id) AS last_run,
                    (array_agg(d.state ORDER BY d.run_id DESC))[1] AS last_state,
                    count(*) FILTER (WHERE d.state = 'succeeded') AS n_ok,
@@ -531,17 +532,17 @@ BEGIN
             FROM per_job c
             WHERE NOT c.folded
         ),
-        -- The jobs no policy reads while deciding: one row for all of them, folded into
+        -- The jobs no policy reads while deciding: one row for all of them per bucket, folded into
         -- job_stat by the poller within a second (cronbox.fold_job_stats).
         change AS (
             INSERT INTO cronbox.job_stat_change (job_ids, active, last_fire, last_run, last_state,
                                                  ok, failures, crashes, missed, success_at, bucket)
             SELECT array_agg(c.job_id), array_agg((-c.n)::integer), array_agg(NULL::timestamptz),
                    array_agg(c.last_run), array_agg(c.last_state), array_agg(c.n_ok::integer),
-                   array_agg(c.n_runs_failed::integer), array_agg(c.n_lost::integer), array_agg(0::bigint), p_now, p_bucket
+                   array_agg(c.n_runs_failed::integer), array_agg(c.n_lost::integer), array_agg(0::bigint), p_now, c.bucket
             FROM per_job c
             WHERE c.folded
-            HAVING count(*) > 0
+            GROUP BY c.bucket  -- a row per bucket of the jobs (one on plain PostgreSQL)
         ),
         -- The statistics row (narrow, HOT: cronbox.job_stat), by key (= ANY), never by a join.
         stat AS (
