@@ -189,6 +189,35 @@ def test_dispatch_and_the_reports_write_nothing_to_the_job_table(fresh_dsn):
     assert touched.get(job_file, 0) == 0
 
 
+def test_early_skip_runs_write_nothing_to_the_job_table(fresh_dsn):
+    """Early dispatch of 'skip' jobs' fires marks each job's statistics row (early_due_at and the
+    statistics before the run) in the same update as its statistics: a second update of a
+    job_stat row in one transaction has its foreign key to cronbox.job checked again, a
+    FOR KEY SHARE lock written on the job row (a heap record and a dirtied job page per run)."""
+    with db.connect(fresh_dsn) as conn:
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pg_walinspect SCHEMA public")
+        conn.execute("INSERT INTO cronbox.job (name, kind, cron, cron_normalized, overlap) "
+                     "SELECT 'early-' || i, 'cron', '* * * * *', cronbox.normalize_cron('* * * * *'), 'skip' "
+                     "FROM generate_series(1, 40) AS i")
+        conn.execute(ADD_JOB_ROWS)
+        conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
+                     "SELECT job_id, now() + interval '5 seconds', now() + interval '5 seconds' "
+                     "FROM cronbox.job WHERE name LIKE 'early-%'")
+        start = conn.execute("SELECT pg_current_wal_insert_lsn()").fetchone()[0]
+        assert conn.execute("SELECT dispatched FROM cronbox.dispatch_ahead(100, '9 seconds')").fetchone()[0] == 40
+        end = conn.execute("SELECT pg_current_wal_insert_lsn()").fetchone()[0]
+        wait_until(lambda: conn.execute("SELECT pg_current_wal_flush_lsn() >= %s::pg_lsn", (end,)).fetchone()[0],
+                   timeout=20, what="the WAL flushed")
+        assert conn.execute("SELECT count(*) FROM cronbox.job_stat WHERE early_due_at IS NOT NULL").fetchone()[0] == 40
+        job_file, stat_file = conn.execute(
+            "SELECT pg_relation_filenode('cronbox.job'), pg_relation_filenode('cronbox.job_stat')").fetchone()
+        touched = dict(conn.execute(
+            "SELECT m[1]::oid, count(*) FROM public.pg_get_wal_records_info(%s::pg_lsn, %s::pg_lsn) w, "
+            "LATERAL regexp_matches(w.block_ref, 'rel \\d+/\\d+/(\\d+)', 'g') m "
+            "WHERE w.resource_manager = 'Heap' GROUP BY 1", (start, end)).fetchall())
+    assert touched.get(stat_file, 0) > 0
+    assert touched.get(job_file, 0) == 0
+
 def own_locks(conn: psycopg.Connection) -> tuple[int, int]:
     """(advisory, all) entries this backend holds in the server's lock table right now."""
     return conn.execute("SELECT count(*) FILTER (WHERE locktype = 'advisory'), count(*) FROM pg_locks "

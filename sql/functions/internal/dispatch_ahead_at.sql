@@ -71,7 +71,6 @@ DECLARE
     -- next wake-up (within half its lead), later than a run decided at its time and notified.
     v_skip boolean := p_lead > interval '1 second';
     v_skip_jobs bigint[];     -- the 'skip' jobs of the batch
-    v_prev jsonb;             -- skip job -> [its fire's due time, last fire, last run, its state] before
 BEGIN
     IF p_limit IS NULL OR p_limit < 1 THEN
         RAISE EXCEPTION 'p_limit: must be at least 1, got %', p_limit USING ERRCODE = 'invalid_parameter_value';
@@ -268,14 +267,10 @@ BEGIN
             -- each future by key, its job and statistics by probes (scalar sub-SELECTs, never a
             -- join: docs/architecture.md, SQL conventions)
             SELECT array_agg(x.future_id) FILTER (WHERE x.ok), array_agg(DISTINCT x.job_id) FILTER (WHERE x.ok),
-                   array_agg(x.job_id) FILTER (WHERE x.ok AND x.skip),
-                   jsonb_object_agg(x.job_id::text,
-                                    (SELECT jsonb_build_array(x.due_at, s.last_fire_at, s.last_run_id, s.last_run_state)
-                                     FROM cronbox.job_stat s WHERE s.bucket = ANY (v_set) AND s.job_id = x.job_id))
-                       FILTER (WHERE x.ok AND x.skip)
-              INTO v_futures, v_jobs, v_skip_jobs, v_prev
+                   array_agg(x.job_id) FILTER (WHERE x.ok AND x.skip)
+              INTO v_futures, v_jobs, v_skip_jobs
             FROM (
-                SELECT f.future_id, f.job_id, f.due_at,
+                SELECT f.future_id, f.job_id,
                        (SELECT j.overlap = 'skip' FROM cronbox.job j
                         WHERE j.bucket = ANY (v_set) AND j.job_id = f.job_id) AS skip,
                        coalesce((SELECT (j.overlap = 'allow'
@@ -305,19 +300,10 @@ BEGIN
             SELECT d.dispatched INTO v_dispatched
             FROM cronbox.dispatch_locked(v_futures, v_jobs, NULL, p_now, v_set, v_skip_jobs) d;
             -- A 'skip' job's early run: claimable only from its due time (claim_at_due, set as
-            -- dispatch_locked inserted it): a relay holding it would keep it from being taken
-            -- back; and marked on its job (its due time, the statistics before it), so that
-            -- whatever makes another run of the job unfinished before that time takes it back
-            -- first (cronbox.withdraw_early_skip_runs).
-            IF v_skip_jobs IS NOT NULL THEN
-                UPDATE cronbox.job_stat s SET
-                    early_due_at = (v_prev -> s.job_id::text ->> 0)::timestamptz,
-                    early_prev_fire_at = (v_prev -> s.job_id::text ->> 1)::timestamptz,
-                    early_prev_run_id = (v_prev -> s.job_id::text ->> 2)::bigint,
-                    early_prev_state = v_prev -> s.job_id::text ->> 3
-                WHERE s.bucket = ANY (v_set) AND s.job_id = ANY (v_skip_jobs)
-                  AND s.last_run_id IS DISTINCT FROM (v_prev -> s.job_id::text ->> 2)::bigint;  -- a run written
-            END IF;
+            -- dispatch_locked inserts it): a relay holding it would keep it from being taken
+            -- back; and marked on its job (its due time, the statistics before it) by the same
+            -- update as its statistics, so that whatever makes another run of the job unfinished
+            -- before that time takes it back first (cronbox.withdraw_early_skip_runs).
             PERFORM cronbox.record_finished(v_jobs, p_now, v_set);  -- as dispatch: a last fire decided
         END IF;
         v_total_dispatched := v_total_dispatched + v_dispatched;

@@ -19,7 +19,11 @@
 -- p_claim_at_due: jobs whose runs written here ahead of their due time are claimable only from
 -- it (outbox.claim_at_due: early dispatch's 'skip' runs, which must stay withdrawable until
 -- then), flagged as they are inserted (a later update of the flag, indexed by the partial
--- outbox_flagged_idx, would write every index of the outbox again).
+-- outbox_flagged_idx, would write every index of the outbox again), and marked on their job's
+-- statistics row in the same update as the statistics (job_stat.early_due_at, the run's due
+-- time, and early_prev_*, the statistics before it: cronbox.withdraw_early_skip_runs): a
+-- second update of the row in the transaction would have its foreign key to cronbox.job
+-- checked again, a lock written on the job row per run.
 CREATE OR REPLACE FUNCTION cronbox.dispatch_locked(
     p_futures bigint[],
     p_jobs bigint[],
@@ -487,6 +491,8 @@ BEGIN
                count(*) FILTER (WHERE fire.act = 'run') AS n_run,
                count(*) FILTER (WHERE fire.act IN ('fail_dependency', 'fail_unavailable')) AS n_failed,
                max(fire.fire_at) FILTER (WHERE fire.act = 'run') AS last_fire,
+               -- p_claim_at_due: the due time its run is marked with (job_stat.early_due_at)
+               max(fire.due_at) FILTER (WHERE fire.act = 'run' AND fire.job_id = ANY (p_claim_at_due)) AS early_due,
                max(fire.run_id) FILTER (WHERE fire.act IN ('run', 'fail_dependency', 'fail_unavailable')) AS last_run,
                (array_agg(CASE fire.act WHEN 'run' THEN 'dispatched' ELSE 'failed' END
                           ORDER BY fire.run_id DESC)
@@ -544,7 +550,8 @@ BEGIN
     counts AS MATERIALIZED (
         SELECT array_agg(c.job_id) AS ids,
                jsonb_object_agg(c.job_id::text, jsonb_build_array(
-                   c.n_run, extract(epoch FROM c.last_fire - p_now), c.last_run, c.last_state, c.n_failed, c.n_missed)) AS of
+                   c.n_run, extract(epoch FROM c.last_fire - p_now), c.last_run, c.last_state, c.n_failed, c.n_missed,
+                   extract(epoch FROM c.early_due - p_now))) AS of
         FROM per_job c
         WHERE (c.n_run > 0 OR c.n_failed > 0 OR c.n_missed > 0) AND NOT c.folded
     ),
@@ -605,7 +612,18 @@ BEGIN
         last_run_id = coalesce((v_stats -> s.job_id::text ->> 2)::bigint, s.last_run_id),
         last_run_state = coalesce(v_stats -> s.job_id::text ->> 3, s.last_run_state),
         consecutive_failures = s.consecutive_failures + (v_stats -> s.job_id::text ->> 4)::integer,
-        missed_count = s.missed_count + (v_stats -> s.job_id::text ->> 5)::integer
+        missed_count = s.missed_count + (v_stats -> s.job_id::text ->> 5)::integer,
+        -- p_claim_at_due's run: its due time and the statistics before it (the row's old values)
+        early_due_at = CASE WHEN (v_stats -> s.job_id::text ->> 6) IS NOT NULL
+                            THEN ((p_now AT TIME ZONE 'UTC')
+                                  + make_interval(secs => (v_stats -> s.job_id::text ->> 6)::float8)) AT TIME ZONE 'UTC'
+                            ELSE s.early_due_at END,
+        early_prev_fire_at = CASE WHEN (v_stats -> s.job_id::text ->> 6) IS NOT NULL THEN s.last_fire_at
+                                  ELSE s.early_prev_fire_at END,
+        early_prev_run_id = CASE WHEN (v_stats -> s.job_id::text ->> 6) IS NOT NULL THEN s.last_run_id
+                                 ELSE s.early_prev_run_id END,
+        early_prev_state = CASE WHEN (v_stats -> s.job_id::text ->> 6) IS NOT NULL THEN s.last_run_state
+                                ELSE s.early_prev_state END
     WHERE (p_buckets IS NULL OR s.bucket = ANY (p_buckets)) AND s.job_id = ANY (v_stat_ids);
 
     -- 7. The limited queues' running counts (their rows locked in step 4).

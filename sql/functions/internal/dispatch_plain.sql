@@ -15,7 +15,8 @@
 -- reads them for), the futures deleted; then NOTIFY cronbox_outbox. Statements as
 -- dispatch_locked's on Citus: the bucket set's rows (job, job_future, job_stat, with the
 -- reference tables) or the coordinator's own tables and the values read before, never both.
--- p_claim_at_due: as dispatch_locked's (early 'skip' runs flagged as they are inserted).
+-- p_claim_at_due: as dispatch_locked's (early 'skip' runs flagged as they are inserted, and
+-- marked on their job's statistics row by the statistics' own update).
 CREATE OR REPLACE FUNCTION cronbox.dispatch_plain(
     p_futures bigint[],
     p_grace interval,
@@ -151,7 +152,8 @@ BEGIN
     -- per job, its runs of this call (a skipped fire changes no statistic)
     per_job AS MATERIALIZED (
         SELECT fire.job_id, min(fire.bucket) AS bucket, bool_and(fire.folded) AS folded, count(*)::integer AS n_run,
-               max(fire.fire_at) AS last_fire, max(fire.run_id) AS last_run
+               max(fire.fire_at) AS last_fire, max(fire.run_id) AS last_run,
+               max(fire.due_at) FILTER (WHERE fire.job_id = ANY (p_claim_at_due)) AS early_due
         FROM fire WHERE fire.wish = 'run' GROUP BY fire.job_id
     ),
     -- the jobs whose statistics no policy reads: one row for all of them per bucket, folded by the poller
@@ -169,7 +171,8 @@ BEGIN
     counts AS MATERIALIZED (
         SELECT array_agg(c.job_id) AS ids,
                jsonb_object_agg(c.job_id::text, jsonb_build_array(
-                   c.n_run, extract(epoch FROM c.last_fire - p_now), c.last_run, 'dispatched')) AS of
+                   c.n_run, extract(epoch FROM c.last_fire - p_now), c.last_run, 'dispatched',
+                   extract(epoch FROM c.early_due - p_now))) AS of
         FROM per_job c
         WHERE NOT c.folded
     )
@@ -189,7 +192,19 @@ BEGIN
         last_fire_at = greatest(s.last_fire_at, ((p_now AT TIME ZONE 'UTC')
                                 + make_interval(secs => (v_stats -> s.job_id::text ->> 1)::float8)) AT TIME ZONE 'UTC'),
         last_run_id = (v_stats -> s.job_id::text ->> 2)::bigint,
-        last_run_state = v_stats -> s.job_id::text ->> 3
+        last_run_state = v_stats -> s.job_id::text ->> 3,
+        -- p_claim_at_due's run: its due time and the statistics before it (the row's old values),
+        -- in this update (a second one would check the row's foreign key again: a job row lock)
+        early_due_at = CASE WHEN (v_stats -> s.job_id::text ->> 4) IS NOT NULL
+                            THEN ((p_now AT TIME ZONE 'UTC')
+                                  + make_interval(secs => (v_stats -> s.job_id::text ->> 4)::float8)) AT TIME ZONE 'UTC'
+                            ELSE s.early_due_at END,
+        early_prev_fire_at = CASE WHEN (v_stats -> s.job_id::text ->> 4) IS NOT NULL THEN s.last_fire_at
+                                  ELSE s.early_prev_fire_at END,
+        early_prev_run_id = CASE WHEN (v_stats -> s.job_id::text ->> 4) IS NOT NULL THEN s.last_run_id
+                                 ELSE s.early_prev_run_id END,
+        early_prev_state = CASE WHEN (v_stats -> s.job_id::text ->> 4) IS NOT NULL THEN s.last_run_state
+                                ELSE s.early_prev_state END
     WHERE (p_buckets IS NULL OR s.bucket = ANY (p_buckets)) AND s.job_id = ANY (v_stat_ids);
 
     IF v_dispatched > 0 THEN
