@@ -353,3 +353,25 @@ def test_a_real_relay_with_a_lead_holds_early_allow_runs_but_takes_an_early_skip
     assert sorted(m["job"] for _, m in arrivals) == ["held", "skipper"]
     assert min(t for t, _ in arrivals) >= due - 0.005   # neither sent before its time
 
+
+
+def test_early_dispatch_reads_each_job_row_once_to_decide(conn):
+    """Early dispatch's check under the locks (step 2) reads each fire's job row once, its
+    eligibility and whether it is a 'skip' job in one probe, evaluated once per fire (a
+    subquery pulled up into three aggregate filters evaluated it three times, and the 'skip'
+    test once more): with the walk's read and dispatch's write, three job rows per fire
+    (six before)."""
+    from .plan_support import nodes, plans_of
+    names = [f"early{k}" for k in range(20)]
+    for name in names:
+        job(conn, name, overlap="skip")
+        future(conn, name, 10)
+    conn.execute("ANALYZE cronbox.job")
+    plans = plans_of(conn, "SELECT dispatched FROM cronbox.dispatch_ahead_at(1000, %s, p_now => %s)",
+                     (LEAD, at(9)), analyze=True)
+    scans = [n for p in plans if not p["Query Text"].startswith("SELECT 1 FROM ONLY")
+             for n in nodes(p["Plan"]) if n["Node Type"].endswith("Scan")]
+    job_rows = sum(n.get("Actual Rows", 0) * n.get("Actual Loops", 1) for n in scans
+                   if n.get("Relation Name") == "job")
+    assert job_rows <= 3 * len(names), job_rows
+    assert conn.execute("SELECT count(*) FROM cronbox.outbox WHERE claim_at_due").fetchone()[0] == len(names)

@@ -265,15 +265,13 @@ BEGIN
         v_skip_jobs := NULL;
         IF v_jobs IS NOT NULL THEN
             -- each future by key, its job and statistics by probes (scalar sub-SELECTs, never a
-            -- join: docs/architecture.md, SQL conventions)
-            SELECT array_agg(x.future_id) FILTER (WHERE x.ok), array_agg(DISTINCT x.job_id) FILTER (WHERE x.ok),
-                   array_agg(x.job_id) FILTER (WHERE x.ok AND x.skip)
-              INTO v_futures, v_jobs, v_skip_jobs
-            FROM (
+            -- join: docs/architecture.md, SQL conventions); the job row once per fire: its
+            -- verdict as one value (0 or none: not eligible; 1: eligible; 2: eligible, a 'skip'
+            -- job), materialized (a subquery pulled up copied the sub-SELECT into each of the
+            -- aggregates' filters: three probes of the job row per fire, and one more for 'skip')
+            WITH x AS MATERIALIZED (
                 SELECT f.future_id, f.job_id,
-                       (SELECT j.overlap = 'skip' FROM cronbox.job j
-                        WHERE j.bucket = ANY (v_set) AND j.job_id = f.job_id) AS skip,
-                       coalesce((SELECT (j.overlap = 'allow'
+                       (SELECT CASE WHEN ((j.overlap = 'allow'
                                          OR (v_skip AND j.overlap = 'skip' AND f.overlap IS NULL AND f.payload IS NULL
                                              AND j.every_mode = 'fixed_rate' AND j.kind IN ('cron', 'every')
                                              AND j.ends_at IS NULL AND j.max_runs IS NULL AND j.finished_at IS NULL
@@ -283,11 +281,18 @@ BEGIN
                                                              WHERE g.bucket = ANY (v_set) AND g.job_id = f.job_id
                                                                AND g.fire_at <= f.fire_at AND g.future_id <> f.future_id)))
                                         AND NOT j.paused AND j.needs IS NULL
-                                        AND NOT EXISTS (SELECT 1 FROM cronbox.job_dependency d WHERE d.job_id = j.job_id)
-                                 FROM cronbox.job j WHERE j.bucket = ANY (v_set) AND j.job_id = f.job_id), false) AS ok
+                                        AND NOT EXISTS (SELECT 1 FROM cronbox.job_dependency d WHERE d.job_id = j.job_id))
+                                    IS NOT TRUE THEN 0
+                                    WHEN j.overlap = 'skip' THEN 2 ELSE 1 END
+                        FROM cronbox.job j WHERE j.bucket = ANY (v_set) AND j.job_id = f.job_id) AS verdict
                 FROM cronbox.job_future f
                 WHERE f.bucket = ANY (v_set) AND f.future_id = ANY (v_futures) AND f.job_id = ANY (v_jobs)
-            ) x;
+            )
+            SELECT array_agg(x.future_id) FILTER (WHERE x.verdict > 0),
+                   array_agg(DISTINCT x.job_id) FILTER (WHERE x.verdict > 0),
+                   array_agg(x.job_id) FILTER (WHERE x.verdict = 2)
+              INTO v_futures, v_jobs, v_skip_jobs
+            FROM x;
             IF v_futures IS NULL THEN
                 v_jobs := NULL;
             END IF;
