@@ -1199,3 +1199,52 @@ def test_citus_the_fold_of_job_statistics_goes_bucket_by_bucket_one_task_per_sta
         assert conn.execute("SELECT s.missed_count FROM cronbox.job_stat s JOIN cronbox.job j"
                             " ON j.bucket = s.bucket AND j.job_id = s.job_id WHERE j.name = %s",
                             (names_b[0],)).fetchone()[0] == 3
+
+
+def test_citus_a_finish_frees_queue_slots_and_pool_units_and_notifies_a_failed_job_s_recipients_one_task_per_statement(citus_clone):
+    """complete_run and fail_run on jobs, futures and the outbox distributed by bucket, the queue
+    limits and pools reference tables, with Citus refusing any statement of more than one task:
+    a run of a limited queue needing a pool's unit ends, and the fire of another bucket waiting
+    for the queue's slot and the one waiting for the pool's unit are released in their bucket
+    (the counters written in statements of their own); a failed job with recipients of its own
+    (notify) has its run_failed notification copied to them in its bucket."""
+    with db.connect(citus_clone) as conn:
+        groups = _names_in_buckets(conn, 2, 2, "q{}")
+        (a, [a0, a1]), (b, [b0, b1]) = sorted(groups.items())
+        first, slot_b, unit_b, failing = f"{a0}/first", f"{b0}/slot", f"{b1}/unit", f"{a1}/failing"
+        conn.execute("SELECT cronbox.set_queue_limit('lq', 1)")
+        conn.execute("SELECT cronbox.set_pool('pp', 1)")
+        yearly = "'0 0 1 1 *'"
+        conn.execute(f"SELECT cronbox.schedule(%s, {yearly}, queue => 'lq', needs => '{{\"pp\": 1}}', overlap => 'allow')",
+                     (first,))
+        conn.execute(f"SELECT cronbox.schedule(%s, {yearly}, queue => 'lq', overlap => 'allow')", (slot_b,))
+        conn.execute(f"SELECT cronbox.schedule(%s, {yearly}, needs => '{{\"pp\": 1}}', overlap => 'allow')", (unit_b,))
+        conn.execute(f"SELECT cronbox.schedule(%s, {yearly}, overlap => 'allow', max_attempts => 1,"
+                     " notify => ARRAY['mailto:ops@example.com'])", (failing,))
+        conn.execute("DELETE FROM cronbox.job_future")
+        due = ("INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority, origin, bucket, queue)"
+               " SELECT j.job_id, now() - %s * interval '1 minute', now() - %s * interval '1 minute', j.priority,"
+               " 'schedule', j.bucket, j.queue FROM cronbox.job j WHERE j.name = %s")
+        for n, name in ((3, first), (2, slot_b), (2, unit_b), (1, failing)):
+            conn.execute(due, (n, n, name))
+        dispatch = "SELECT dispatched FROM cronbox.dispatch(100, p_bucket => %s)"
+        assert conn.execute(dispatch, (a,)).fetchone()[0] == 2  # first (slot and unit), failing
+        assert conn.execute(dispatch, (b,)).fetchone()[0] == 0  # slot_b: queue full; unit_b: pool empty
+        held = dict(conn.execute("SELECT j.name, f.hold FROM cronbox.job_future f JOIN cronbox.job j USING (job_id)").fetchall())
+        assert held == {slot_b: "queue_limit", unit_b: "pool"}, held
+        runs = dict(conn.execute("SELECT job_name, outbox_id FROM cronbox.outbox WHERE kind = 'run'").fetchall())
+        distribute_for_finishing(conn, history_policy=True)
+        conn.execute("SELECT pg_catalog.create_reference_table('cronbox.pool')")
+
+        conn.execute("SET citus.multi_task_query_log_level = error")  # a statement over several shards fails
+        assert conn.execute("SELECT cronbox.complete_run(%s)", (runs[first],)).fetchone()[0] == "succeeded"
+        assert conn.execute("SELECT cronbox.fail_run(%s, 'boom')", (runs[failing],)).fetchone()[0] == "failed"
+        conn.execute("RESET citus.multi_task_query_log_level")
+        held = dict(conn.execute("SELECT j.name, f.hold FROM cronbox.job_future f JOIN cronbox.job j"
+                                 " ON j.bucket = f.bucket AND j.job_id = f.job_id").fetchall())
+        assert held == {slot_b: None, unit_b: None}, held
+        assert conn.execute("SELECT running FROM cronbox.queue_limit WHERE queue = 'lq'").fetchone()[0] == 0
+        assert conn.execute("SELECT in_use FROM cronbox.pool WHERE name = 'pp'").fetchone()[0] == 0
+        notes = conn.execute("SELECT bucket, queue, message ->> 'event' FROM cronbox.outbox WHERE kind = 'notification'"
+                             " ORDER BY queue").fetchall()
+        assert notes == [(a, "cronbox.mail", "run_failed"), (a, "cronbox.notifications", "run_failed")], notes

@@ -13,9 +13,13 @@
 -- sending is left alone (a new digest follows).
 -- p_bucket: the notifications' bucket (a caller that knows it: quarantine); the outbox rows and
 -- jobs are then read and written in that bucket only. NULL: every bucket (the other callers).
+-- SECURITY INVOKER: it runs as its callers do (each a function of cronbox_owner or
+-- cronbox_runner, a member of it): on Citus a transaction may not read, as another role, shard
+-- placements it wrote (`cannot perform query on placements that were modified in this
+-- transaction by a different user`), and its callers have just written the notifications.
 CREATE OR REPLACE FUNCTION cronbox.notify_stakeholders(p_ids bigint[], p_bucket integer DEFAULT NULL) RETURNS void
 LANGUAGE plpgsql
-SECURITY DEFINER
+SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
