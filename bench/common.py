@@ -72,6 +72,17 @@ def claim_runs_sql(conn: Any) -> str:
     return ("SELECT run_id FROM cronbox.claim_runs(%s, %s, %s" + (", with_message => false)" if bare else ")"))
 
 
+def claim_outbox_sql(conn: Any, owner: str) -> str:
+    """The push claim as the relay makes it (relay/store.py: a run's message as its parts, which
+    the relay writes itself), or as the installed cronbox.claim_outbox allows: an older
+    revision's has no p_parts argument (it writes every message). One parameter: the limit."""
+    parts = conn.execute("SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_proc WHERE proname = 'claim_outbox'"
+                         " AND pronamespace = 'cronbox'::regnamespace"
+                         " AND 'p_parts' = ANY (proargnames))").fetchone()[0]
+    return (f"SELECT outbox_id, run_id FROM cronbox.claim_outbox('{owner}', %s"
+            + (", p_parts => true)" if parts else ")"))
+
+
 def log(msg: str) -> None:
     print(f"[{time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
 

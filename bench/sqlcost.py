@@ -55,7 +55,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any
 
-from bench.common import REPO, Database, base_report, claim_runs_sql, cpu_seconds, emit, log, parse_args
+from bench.common import REPO, Database, base_report, claim_outbox_sql, claim_runs_sql, cpu_seconds, emit, log, parse_args
 from bench.pipeline import load
 from cronbox import db
 
@@ -223,10 +223,10 @@ def run_flow(database: Database, flow: str, n: int, batch: int, statements: bool
             complete_in_batches(meter, conn, claimed, batch)
         else:
             claimed_rows: list[tuple[int, int]] = []
+            push_sql = claim_outbox_sql(conn, "sqlcost")
 
             def claim() -> int:
-                rows = conn.execute(
-                    "SELECT outbox_id, run_id FROM cronbox.claim_outbox('sqlcost', %s)", (batch,)).fetchall()
+                rows = conn.execute(push_sql, (batch,)).fetchall()
                 claimed_rows.extend(rows)
                 return len(rows)
             drain(meter, "claim", n, claim)

@@ -44,7 +44,7 @@ from typing import Any
 
 import psycopg
 
-from bench.common import REPO, claim_runs_sql, cpu_seconds, emit, log, machine
+from bench.common import REPO, claim_outbox_sql, claim_runs_sql, cpu_seconds, emit, log, machine
 from bench.database import ADD_JOB_ROWS, DURABLE_SETTINGS
 from cronbox import db
 from cronbox.migrate import migrate
@@ -115,9 +115,10 @@ def stage_calls(conn: psycopg.Connection, flow: str) -> list[Any]:
     def dispatch() -> int:
         return conn.execute("SELECT dispatched FROM cronbox.dispatch(%s)", (BATCH,)).fetchone()[0]
 
+    push_sql = claim_outbox_sql(conn, "ab")
+
     def claim() -> int:  # the batches claimed and not yet acked, oldest first
-        state.setdefault("claimed", []).append(
-            [r[0] for r in conn.execute("SELECT outbox_id FROM cronbox.claim_outbox('ab', %s)", (BATCH,))])
+        state.setdefault("claimed", []).append([r[0] for r in conn.execute(push_sql, (BATCH,))])
         return len(state["claimed"][-1])
 
     # The worker's answers as the relay sends them: one plain success for every run where the

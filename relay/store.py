@@ -8,20 +8,24 @@ from datetime import timedelta
 import psycopg
 
 from cronbox import db
+from relay.message import Columns, bodies, renders_times
 from relay.routes import OWN_ROUTE_QUEUES, Routes
 from relay.settings import RelaySettings
 from relay.sinks import Report, Row
 
 # The times as float8 seconds by date_part, not extract(...)::float8: extract computes a numeric
 # first, and four of them per row cost the server about as much as the row's message.
+# With p_parts a run's message comes as its parts (message NULL), written here (relay/message.py).
 _CLAIM = (
     "SELECT outbox_id, queue, coalesce(idempotency_key, 'outbox:' || outbox_id), message::text, "
     "date_part('epoch', clock_timestamp() - fire_at), "
     "date_part('epoch', available_at - statement_timestamp()), "
     "date_part('epoch', clock_timestamp() - statement_timestamp()), "
-    "date_part('epoch', statement_timestamp()), attempts, bucket "
-    "FROM cronbox.claim_outbox(%s, %s, %s, %s, %s, p_ahead => %s, p_bucket => %s)"
+    "date_part('epoch', statement_timestamp()), attempts, bucket, "
+    "job, payload, attempt, date_part('epoch', fire_at), date_part('epoch', deadline) "
+    "FROM cronbox.claim_outbox(%s, %s, %s, %s, %s, p_ahead => %s, p_bucket => %s, p_parts => %s)"
 )
+_PARTS = Columns(message=3, run_id=0, job=10, queue=1, payload=11, fire_at=13, attempt=12, deadline=14, key=2)
 _CLOCK = "SELECT extract(epoch FROM clock_timestamp())::float8"
 
 
@@ -52,11 +56,13 @@ async def claim_outbox(pool, owner: str, limit: int, lease: timedelta,
     async with pool.connection() as conn:
         # binary results: the server sends the floats without writing them as text, the client
         # reads them without parsing (0.4 µs a row less, both sides, timed alone); the same values
-        cur = await conn.execute(_CLAIM, (owner, limit, lease, include, exclude, ahead, bucket), binary=True)
+        parts = renders_times(conn.info.parameter_status("TimeZone"))
+        cur = await conn.execute(_CLAIM, (owner, limit, lease, include, exclude, ahead, bucket, parts), binary=True)
         raw = await cur.fetchall()
         received = time.monotonic()
+        body = bodies(raw, _PARTS)
         if not raw or max(r[5] for r in raw) <= 0:
-            return [Row(r[0], r[1], r[2], r[3], r[4], 0.0, 0.0, r[8], r[9]) for r in raw]
+            return [Row(r[0], r[1], r[2], b, r[4], 0.0, 0.0, r[8], r[9]) for r, b in zip(raw, body)]
         offset = received - (raw[0][7] + max(r[6] for r in raw))
         try:  # the rows are claimed: a failed reading must not lose them (the claim's own serves)
             cur = await conn.execute(_CLOCK)
@@ -64,8 +70,8 @@ async def claim_outbox(pool, owner: str, limit: int, lease: timedelta,
             offset = min(offset, time.monotonic() - db_now)
         except psycopg.Error:
             pass
-    return [Row(r[0], r[1], r[2], r[3], r[4], r[7] + r[5] + offset, r[7] + r[5], r[8], r[9]) if r[5] > 0
-            else Row(r[0], r[1], r[2], r[3], r[4], 0.0, 0.0, r[8], r[9]) for r in raw]
+    return [Row(r[0], r[1], r[2], b, r[4], r[7] + r[5] + offset, r[7] + r[5], r[8], r[9]) if r[5] > 0
+            else Row(r[0], r[1], r[2], b, r[4], 0.0, 0.0, r[8], r[9]) for r, b in zip(raw, body)]
 
 
 async def next_claim_at_due(pool, ahead: timedelta, bucket: int | None = None) -> float | None:

@@ -101,6 +101,9 @@ BEGIN
     END IF;
 END
 $drop$;
+-- claim_outbox gained p_parts (a run's message as its parts, for the relay to write).
+DROP FUNCTION IF EXISTS cronbox.claim_outbox(text,integer,interval,text[],text[],interval,integer);
+DROP FUNCTION IF EXISTS cronbox.claim_outbox_at(text,integer,interval,text[],text[],interval,integer,timestamp with time zone);
 -- store_fires gained the gap arrays, dispatch p_jobs and p_grace (bounded catch-up, isolation).
 DROP FUNCTION IF EXISTS cronbox.store_fires_at(bigint[],timestamp with time zone[],boolean[],bigint[],timestamp with time zone[],timestamp with time zone[],boolean[],text[],timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.store_fires(bigint[],timestamp with time zone[],boolean[],bigint[],timestamp with time zone[],timestamp with time zone[],boolean[],text[]);

@@ -48,6 +48,7 @@ ON_CITUS_MODULES = frozenset({
     "test_relay_http.py",
     "test_relay_isolation.py",
     "test_relay_mail.py",
+    "test_relay_message.py",
     "test_relay_process.py",
     "test_relay_sql.py",
     "test_worker_api.py",

@@ -37,7 +37,7 @@ CREATE POLICY outbox_read ON cronbox.outbox FOR SELECT USING (cronbox.caller_rea
 CREATE POLICY outbox_update ON cronbox.outbox FOR UPDATE USING (cronbox.caller_writes_all());
 CREATE POLICY outbox_delete ON cronbox.outbox FOR DELETE USING (cronbox.caller_writes_all());
 SELECT pg_catalog.create_distributed_table('cronbox.outbox', 'bucket', colocate_with => 'cronbox.bucket_shard');
-ALTER FUNCTION cronbox.claim_outbox_at(text, integer, interval, text[], text[], interval, integer, timestamptz)
+ALTER FUNCTION cronbox.claim_outbox_at(text, integer, interval, text[], text[], interval, integer, boolean, timestamptz)
     SET plan_cache_mode = force_custom_plan;
 ALTER FUNCTION cronbox.ack_outbox_at(text, bigint[], jsonb, integer, timestamptz)
     SET plan_cache_mode = force_custom_plan;
@@ -47,7 +47,7 @@ ALTER FUNCTION cronbox.claim_runs_at(text, text, integer, boolean, timestamptz)
 
 # The relay's functions, each registered for delegation on its bucket argument (the layer will).
 RELAY_FUNCTIONS = (
-    "cronbox.claim_outbox(text, integer, interval, text[], text[], interval, integer)",
+    "cronbox.claim_outbox(text, integer, interval, text[], text[], interval, integer, boolean)",
     "cronbox.ack_outbox(text, bigint[], jsonb, integer)",
     "cronbox.nack_outbox(text, bigint[], text[], boolean[], double precision[], integer, interval, interval, integer)",
     "cronbox.release_outbox(text, bigint[], interval, integer)",
@@ -106,7 +106,7 @@ def test_citus_the_relay_s_claim_is_one_task_per_bucket_and_runs_on_the_bucket_s
         conn.execute("RESET citus.multi_task_query_log_level")
 
         conn.execute("SELECT pg_catalog.create_distributed_function("
-                     "'cronbox.claim_outbox(text, integer, interval, text[], text[], interval, integer)',"
+                     "'cronbox.claim_outbox(text, integer, interval, text[], text[], interval, integer, boolean)',"
                      " 'p_bucket', colocate_with => 'cronbox.outbox')")
         plan = explain(conn, "SELECT * FROM cronbox.claim_outbox('r3', 10, p_bucket => %s)", (mine[0],))
         port = node_port(conn, "cronbox.outbox", mine[0])

@@ -1,7 +1,7 @@
 -- Internal: the body of cronbox.claim_outbox, with the time as its last parameter p_now. The public
 -- cronbox.claim_outbox passes now(); no cronbox role may execute this one (tests call it as the
 -- owner or a superuser to fix the clock).
--- cronbox.claim_outbox_at(p_owner, p_limit, p_lease, p_queues, p_exclude, p_ahead, p_bucket, p_now):
+-- cronbox.claim_outbox_at(p_owner, p_limit, p_lease, p_queues, p_exclude, p_ahead, p_bucket, p_parts, p_now):
 -- the relay's claim. Leases up to p_limit available outbox rows to p_owner for p_lease (lease_until), walking
 -- outbox_queue_idx (queue, available_at) queue by queue (migration 0192): the queues with rows
 -- (a loose index scan, one probe per queue), only those in p_queues (NULL = all) and not in
@@ -25,6 +25,10 @@
 -- p_limit rows are taken, so each is a router query on one shard; anywhere else all of them in
 -- one statement (plain PostgreSQL has one bucket, 0: the filter is true of every row).
 -- Returns each row's bucket (what an ack by bucket names).
+-- p_parts: a run's message (one built from its row, not a redriven one's) comes as its parts
+-- (job, payload as text, attempt, deadline) with message NULL, for a caller that writes the same
+-- text itself (the relay: relay/message.py), when its fire time and deadline are within
+-- 1900-2100 (what the relay renders exactly); otherwise the message is built here as without it.
 CREATE OR REPLACE FUNCTION cronbox.claim_outbox_at(
     p_owner text,
     p_limit integer,
@@ -33,9 +37,11 @@ CREATE OR REPLACE FUNCTION cronbox.claim_outbox_at(
     p_exclude text[] DEFAULT NULL,
     p_ahead interval DEFAULT '0',
     p_bucket integer DEFAULT NULL,
+    p_parts boolean DEFAULT false,
     p_now timestamptz DEFAULT now()
 ) RETURNS TABLE (outbox_id bigint, run_id bigint, queue text, kind text, message json, attempts integer,
-                 available_at timestamptz, bucket integer, idempotency_key text, fire_at timestamptz)
+                 available_at timestamptz, bucket integer, idempotency_key text, fire_at timestamptz,
+                 job text, payload text, attempt integer, deadline timestamptz)
 -- plpgsql, not sql: a SQL function that is not inlined (SECURITY DEFINER) is planned again at
 -- every call, ~5 ms for this statement against 0.4 ms to run it; plpgsql keeps the plan for the
 -- session (bench: one-row claim 5.9 -> 0.7 ms, the most of trigger() -> receipt).
@@ -193,28 +199,41 @@ BEGIN
         -- row's columns inside an UPDATE); a redriven run's row carries the message as sent.
         -- As json, the text the relay sends (cronbox.run_message_json writes it once; a jsonb
         -- object was built, then rendered); its idempotency key and fire time beside it, so that
-        -- no caller reads them back out of the text.
+        -- no caller reads them back out of the text. With p_parts, a run's message is not built
+        -- (NULL) but its parts returned (job, payload as text, attempt, deadline), for a caller
+        -- that writes the same text itself (the relay, relay/message.py: rendering the message
+        -- was the largest part of the claim's CPU per row); only for times the caller renders
+        -- exactly (1900 to 2100, as float8 epoch seconds: microseconds exact), else built here.
         SELECT l.outbox_id, l.run_id, l.queue, l.kind,
                CASE WHEN l.kind <> 'run' THEN l.message::json
+                    WHEN l.parts THEN NULL
                     WHEN l.message IS NULL
                     THEN cronbox.run_message_json(l.outbox_id, l.job_name, l.queue, l.payload, l.fire_at, l.attempt,
-                                                  greatest(l.available_at, p_now) + l.timeout)
-                    ELSE (l.message || jsonb_build_object('deadline', greatest(l.available_at, p_now) + l.timeout))::json END,
+                                                  l.deadline)
+                    ELSE (l.message || jsonb_build_object('deadline', l.deadline))::json END,
                l.attempts, l.available_at, l.bucket,
                CASE WHEN l.kind = 'run' AND l.message IS NULL
                     THEN textcat(textcat(l.outbox_id::text, ':'), l.attempt::text)
                     ELSE l.message ->> 'idempotency_key' END,
                CASE WHEN l.kind = 'run' AND l.message IS NULL THEN l.fire_at
-                    ELSE (l.message ->> 'fire_at')::timestamptz END
-        FROM leased l;
+                    ELSE (l.message ->> 'fire_at')::timestamptz END,
+               CASE WHEN l.parts THEN l.job_name END,
+               CASE WHEN l.parts THEN l.payload::text END,
+               CASE WHEN l.parts THEN l.attempt END,
+               CASE WHEN l.parts THEN l.deadline END
+        FROM (SELECT k.*,
+                     p_parts AND k.kind = 'run' AND k.message IS NULL
+                         AND k.fire_at >= '1900-01-01 00:00:00+00' AND k.fire_at < '2100-01-01 00:00:00+00'
+                         AND k.deadline >= '1900-01-01 00:00:00+00' AND k.deadline < '2100-01-01 00:00:00+00' AS parts
+              FROM (SELECT x.*, greatest(x.available_at, p_now) + x.timeout AS deadline FROM leased x) k) l;
         GET DIAGNOSTICS v_n = ROW_COUNT;
         v_taken := v_taken + v_n;
     END LOOP;
 END
 $$;
 
-COMMENT ON FUNCTION cronbox.claim_outbox_at(text, integer, interval, text[], text[], interval, integer, timestamp with time zone) IS
-'Internal (no cronbox role may execute it): the body of cronbox.claim_outbox(text, integer, interval, text[], text[], interval, integer) with the time as p_now; tests use it to fix the clock. Relay: leases up to p_limit outbox rows available by now + p_ahead (SKIP LOCKED; queue by queue on outbox_queue_idx, a left-out queue costs one probe) for p_lease from their available time (a row flagged claim_at_due, an early skip run, only once available), only queues in p_queues (NULL = all) and not in p_exclude, from bucket p_bucket (NULL = every bucket in turn, one statement each), and returns the messages (json), deadline included, when each is due, its bucket, and the message''s idempotency key and fire time. Unacked rows come back when the lease ends: at least once.';
+COMMENT ON FUNCTION cronbox.claim_outbox_at(text, integer, interval, text[], text[], interval, integer, boolean, timestamp with time zone) IS
+'Internal (no cronbox role may execute it): the body of cronbox.claim_outbox(text, integer, interval, text[], text[], interval, integer, boolean) with the time as p_now; tests use it to fix the clock. Relay: leases up to p_limit outbox rows available by now + p_ahead (SKIP LOCKED; queue by queue on outbox_queue_idx, a left-out queue costs one probe) for p_lease from their available time (a row flagged claim_at_due, an early skip run, only once available), only queues in p_queues (NULL = all) and not in p_exclude, from bucket p_bucket (NULL = every bucket in turn, one statement each), and returns the messages (json), deadline included, when each is due, its bucket, and the message''s idempotency key and fire time. Unacked rows come back when the lease ends: at least once.';
 
-ALTER FUNCTION cronbox.claim_outbox_at(text, integer, interval, text[], text[], interval, integer, timestamp with time zone) OWNER TO cronbox_runner;
-REVOKE ALL ON FUNCTION cronbox.claim_outbox_at(text, integer, interval, text[], text[], interval, integer, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
+ALTER FUNCTION cronbox.claim_outbox_at(text, integer, interval, text[], text[], interval, integer, boolean, timestamp with time zone) OWNER TO cronbox_runner;
+REVOKE ALL ON FUNCTION cronbox.claim_outbox_at(text, integer, interval, text[], text[], interval, integer, boolean, timestamp with time zone) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
