@@ -61,8 +61,9 @@ async def claim_outbox(pool, owner: str, limit: int, lease: timedelta,
         raw = await cur.fetchall()
         received = time.monotonic()
         body = bodies(raw, _PARTS)
+        make = Row._make  # tuple.__new__ on a tuple: not the generated Row.__new__, a Python call per row
         if not raw or max(r[5] for r in raw) <= 0:
-            return [Row(r[0], r[1], r[2], b, r[4], 0.0, 0.0, r[8], r[9]) for r, b in zip(raw, body)]
+            return [make((r[0], r[1], r[2], b, r[4], 0.0, 0.0, r[8], r[9])) for r, b in zip(raw, body)]
         offset = received - (raw[0][7] + max(r[6] for r in raw))
         try:  # the rows are claimed: a failed reading must not lose them (the claim's own serves)
             cur = await conn.execute(_CLOCK)
@@ -70,8 +71,8 @@ async def claim_outbox(pool, owner: str, limit: int, lease: timedelta,
             offset = min(offset, time.monotonic() - db_now)
         except psycopg.Error:
             pass
-    return [Row(r[0], r[1], r[2], b, r[4], r[7] + r[5] + offset, r[7] + r[5], r[8], r[9]) if r[5] > 0
-            else Row(r[0], r[1], r[2], b, r[4], 0.0, 0.0, r[8], r[9]) for r, b in zip(raw, body)]
+    return [make((r[0], r[1], r[2], b, r[4], r[7] + r[5] + offset, r[7] + r[5], r[8], r[9])) if r[5] > 0
+            else make((r[0], r[1], r[2], b, r[4], 0.0, 0.0, r[8], r[9])) for r, b in zip(raw, body)]
 
 
 async def next_claim_at_due(pool, ahead: timedelta, bucket: int | None = None) -> float | None:

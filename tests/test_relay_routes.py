@@ -139,6 +139,30 @@ def test_a_settled_batch_counts_each_row_once_by_queue_sink_and_outcome():
     assert value("cronbox_send_duration_seconds_count", sink="http") - send_before == 1
 
 
+def test_a_batch_of_rows_of_several_queues_counts_each_under_its_own_queue_and_sink():
+    from prometheus_client import REGISTRY
+
+    from relay.metrics import observe_batch
+    from relay.sinks import Row
+
+    def value(name, **labels):
+        return REGISTRY.get_sample_value(name, labels) or 0.0
+
+    labels = [(q, s, o) for q, s in (("qa", "http"), ("qb", "log")) for o in ("delivered", "retried", "dead_lettered")]
+    before = {k: value("cronbox_messages_total", queue=k[0], sink=k[1], outcome=k[2]) for k in labels}
+    lat_before = {s: value("cronbox_delivery_latency_seconds_sum", sink=s) for s in ("http", "log")}
+    # the queues interleaved, as rows of several queues would come: each row under its own
+    rows = [Row(i, "qa" if i % 2 else "qb", f"k{i}", "{}", 2.0, 0.0) for i in range(1, 9)]
+    observe_batch(rows, delivered={1, 2, 3, 8}, dead={5, 6}, sink_of=lambda q: "http://x/y" if q == "qa" else "log",
+                  seconds=-5.0)
+    assert {k: value("cronbox_messages_total", queue=k[0], sink=k[1], outcome=k[2]) - before[k] for k in labels} == {
+        ("qa", "http", "delivered"): 2, ("qa", "http", "retried"): 1, ("qa", "http", "dead_lettered"): 1,
+        ("qb", "log", "delivered"): 2, ("qb", "log", "retried"): 1, ("qb", "log", "dead_lettered"): 1}
+    # a latency below zero (clocks) counts as zero
+    assert {s: value("cronbox_delivery_latency_seconds_sum", sink=s) - lat_before[s] for s in lat_before} == \
+        {"http": 0.0, "log": 0.0}
+
+
 def test_latencies_observed_in_bulk_land_in_the_buckets_one_by_one_observations_do():
     from prometheus_client import CollectorRegistry, Histogram
 
