@@ -12,6 +12,10 @@ runs, finish each second's fires before that second begins:
     lead = max(L, max{ s + 1 : (fires due in the first s + 1 seconds) / rate > s + 1 - L })
 
 capped by CRONBOX_DISPATCH_LEAD_MAX (at most half the horizon, so the futures exist). The
+count stops at rate x cap fires (the rate counted on): that many fires are a cap's work, so
+every later second within the cap would take the lead to it, and the lead is the cap; the
+fires past them are not walked (at a million every-minute schedules the walk was the whole
+next burst every refresh). The
 profile is read by its own task on its own connection (profile_loop), never inside a dispatch
 tick: the read walks every ready future within the cap (60,000 with a thousand every-second
 schedules: 50-250 ms on the 2-core machine), and a fire coming due meanwhile waited for it. The relay
@@ -54,6 +58,7 @@ class LeadPlanner:
         self.rate = INITIAL_RATE
         self.profile: list[tuple[int, int]] = []
         self.read_at = float("-inf")  # monotonic time of the last profile
+        self.cut = False  # the last profile stopped at its count limit (count_limit): lead = cap
         self.deferred = False  # the last tick made no early call: a fire had come due (poller.tick.tick)
         # Where the next early-dispatch call resumes its walk (cronbox.dispatch_ahead's walked_to,
         # walked_id, None: the whole lead): the fires it cannot take early (a 'skip' job's, the
@@ -70,12 +75,17 @@ class LeadPlanner:
         return self.on and self.cap > self.base and now - self.read_at >= self.refresh
 
     def count_limit(self) -> int:
-        """Fires worth counting: beyond rate x cap the lead is the cap anyway."""
-        return max(1000, int(self.rate * self.cap.total_seconds()) + 1)
+        """Fires worth counting: once this many are due within the cap, every later second of
+        it that has fires needs them started now (their work, at the rate counted on, is the
+        whole cap), so the lead is the cap, whatever the uncounted rest (observe_profile)."""
+        return max(1000, int(self.rate * SAFETY * self.cap.total_seconds()) + 1)
 
-    def observe_profile(self, profile: list[tuple[int, int]], now: float | None = None) -> None:
+    def observe_profile(self, profile: list[tuple[int, int]], now: float | None = None, cut: bool = False) -> None:
+        """`cut`: the count stopped at count_limit(); the lead is then the cap, which covers
+        the fires a count of every one would have made it cover (all those within the cap)."""
         self.profile = sorted(profile)
         self.read_at = time.monotonic() if now is None else now
+        self.cut = cut
 
     def observe_rate(self, runs: int, seconds: float) -> None:
         """An early-dispatch call wrote `runs` in `seconds`: a moving average of the rate."""
@@ -95,6 +105,8 @@ class LeadPlanner:
         now = time.monotonic() if now is None else now
         base = self.base.total_seconds()
         cap = self.cap.total_seconds()
+        if self.cut:
+            return self.cap
         elapsed = max(0.0, now - self.read_at)
         rate = self.rate * SAFETY
         need, fires = base, 0
@@ -122,15 +134,20 @@ async def profile_loop(pool, planner: LeadPlanner, stop: asyncio.Event,
     while not stop.is_set():
         try:
             async with pool.connection() as conn:
+                limit = planner.count_limit()
                 if held is None:
-                    profile = await store.due_ahead(conn, planner.cap, planner.count_limit())
+                    profile = await store.due_ahead(conn, planner.cap, limit)
+                    cut = sum(n for _, n in profile) >= limit
                 else:
                     per_second: dict[int, int] = {}
+                    cut = False
                     for bucket in held():
-                        for second, fires in await store.due_ahead(conn, planner.cap, planner.count_limit(), bucket):
+                        part = await store.due_ahead(conn, planner.cap, limit, bucket)
+                        cut = cut or sum(n for _, n in part) >= limit
+                        for second, fires in part:
                             per_second[second] = per_second.get(second, 0) + fires
                     profile = list(per_second.items())
-                planner.observe_profile(profile)
+                planner.observe_profile(profile, cut=cut)
         except Exception as exc:  # the server away included: the next refresh tries again
             event(log, "reading the fires ahead failed", level=logging.WARNING, error=describe(exc))
         if await pause(stop, planner.refresh):

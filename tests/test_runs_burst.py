@@ -55,6 +55,17 @@ def test_the_lead_never_exceeds_its_cap():
     assert p.lead(now=0.0) == timedelta(seconds=30)
 
 
+def test_the_count_of_fires_ahead_stops_at_a_caps_work_and_the_lead_is_then_the_cap():
+    p = planner(cap=60, rate=10_000)  # counted at 50 %: 5,000/s, a cap's work is 300,000 fires
+    assert p.count_limit() == 300_001
+    # a burst 40-41 s away counted up to the limit: the lead covers it and whatever follows it
+    # within the cap (not counted), as a count of every fire would have made it
+    p.observe_profile([(0, 100), (40, 299_901)], now=0.0, cut=True)
+    assert p.lead(now=0.0) == timedelta(seconds=60)
+    p.observe_profile([(0, 100), (40, 299_800)], now=0.0)  # all of them counted, fewer than a cap's work
+    assert p.lead(now=0.0) == timedelta(seconds=41)
+
+
 def test_the_cap_is_kept_within_half_the_horizon_and_off_without_a_lead(monkeypatch):
     monkeypatch.setenv("CRONBOX_DISPATCH_LEAD_MAX", "10m")
     monkeypatch.setenv("CRONBOX_HORIZON", "1m")
