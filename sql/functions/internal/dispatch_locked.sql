@@ -444,6 +444,7 @@ BEGIN
                                                  WHEN 'fail_unavailable' THEN 'failed'
                                                  WHEN 'miss' THEN 'missed' ELSE 'skipped' END AS state) s
         WHERE fire.act <> 'run'
+        RETURNING 1  -- not a COPY on Citus (refused under row security): docs/citus.md
     ),
     new_message AS (
         -- A run: its outbox row carries the run (outbox_id = run_id); no message, the claim
@@ -460,6 +461,7 @@ BEGIN
                p_claim_at_due IS NOT NULL AND fire.due_at > p_now AND fire.job_id = ANY (p_claim_at_due)
         FROM fire
         WHERE fire.act = 'run'
+        RETURNING 1  -- not a COPY on Citus (refused under row security): docs/citus.md
     ),
     new_note AS (
         INSERT INTO cronbox.outbox (run_id, queue, kind, message, timeout, created_at, available_at, bucket)
@@ -511,6 +513,7 @@ BEGIN
         FROM per_job c
         WHERE (c.n_run > 0 OR c.n_failed > 0 OR c.n_missed > 0) AND c.folded
         GROUP BY c.bucket  -- a row per bucket of the jobs (one on plain PostgreSQL)
+        RETURNING 1  -- not a COPY on Citus (refused under row security): docs/citus.md
     ),
     -- The units the new runs hold (only runs of jobs with needs; the rows locked in pool_free).
     pool_counts AS (

@@ -134,6 +134,7 @@ BEGIN
                cronbox.run_trouble('skipped')
         FROM fire
         WHERE fire.wish = 'skip'
+        RETURNING 1  -- not a COPY on Citus (refused under row security): docs/citus.md
     ),
     -- a run: its outbox row carries the run until its final report (as dispatch_locked writes it)
     new_message AS (
@@ -148,6 +149,7 @@ BEGIN
                p_claim_at_due IS NOT NULL AND fire.due_at > p_now AND fire.job_id = ANY (p_claim_at_due)
         FROM fire
         WHERE fire.wish = 'run'
+        RETURNING 1  -- not a COPY on Citus (refused under row security): docs/citus.md
     ),
     -- per job, its runs of this call (a skipped fire changes no statistic)
     per_job AS MATERIALIZED (
@@ -166,6 +168,7 @@ BEGIN
         FROM per_job c
         WHERE c.folded
         GROUP BY c.bucket  -- a row per bucket of the jobs (one on plain PostgreSQL)
+        RETURNING 1  -- not a COPY on Citus (refused under row security): docs/citus.md
     ),
     -- the others', looked up by key in the update of step 4 (dispatch_locked's form: SQL conventions 1)
     counts AS MATERIALIZED (

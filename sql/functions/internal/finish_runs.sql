@@ -161,6 +161,7 @@ BEGIN
                        CASE WHEN g.state = 'cancelled' THEN coalesce(p_errors[1], 'cancelled') END,
                        NULL, g.bucket, cronbox.run_trouble(g.state)
                 FROM gone g
+                RETURNING 1  -- not a COPY on Citus (refused under row security): docs/citus.md
             ),
             change AS (
                 INSERT INTO cronbox.job_stat_change (job_ids, active, last_fire, last_run, last_state,
@@ -169,6 +170,7 @@ BEGIN
                        CASE WHEN g.state = 'succeeded' THEN '{1}'::integer[] ELSE '{0}' END,
                        '{0}', '{0}', '{0}', p_now, g.bucket
                 FROM gone g
+                RETURNING 1  -- not a COPY on Citus (refused under row security): docs/citus.md
             )
             SELECT g.state INTO state FROM gone g;
             IF state IS NOT NULL THEN
@@ -280,6 +282,7 @@ BEGIN
                        g.cancel_requested, v_result_of -> g.outbox_id::text, v_error_of ->> g.outbox_id::text,
                        NULL, g.bucket, cronbox.run_trouble('succeeded')
                 FROM gone g
+                RETURNING 1  -- not a COPY on Citus (refused under row security): docs/citus.md
             ),
             change AS (
                 INSERT INTO cronbox.job_stat_change (job_ids, active, last_fire, last_run, last_state,
@@ -291,6 +294,7 @@ BEGIN
                 FROM (SELECT g.job_id, g.bucket, count(*) AS n, max(g.outbox_id) AS last_run
                       FROM gone g GROUP BY g.job_id, g.bucket) c
                 GROUP BY c.bucket  -- a row per bucket of the jobs (one on plain PostgreSQL)
+                RETURNING 1  -- not a COPY on Citus (refused under row security): docs/citus.md
             )
             SELECT array_agg(g.outbox_id) INTO v_fast FROM gone g;
             IF cardinality(v_fast) = cardinality(p_run_ids) THEN
@@ -407,6 +411,7 @@ BEGIN
                                  THEN 'cancelled' END),
                    g.needs, g.bucket, cronbox.run_trouble(g.new_state)
             FROM gone g
+            RETURNING 1  -- not a COPY on Citus (refused under row security): docs/citus.md
         )
         -- needs: given back below exactly once, by the transition that ended the run
         SELECT array_agg(ROW(g.outbox_id, g.job_id, g.job_name, g.queue, g.new_state, g.attempt,
@@ -543,6 +548,7 @@ BEGIN
             FROM per_job c
             WHERE c.folded
             GROUP BY c.bucket  -- a row per bucket of the jobs (one on plain PostgreSQL)
+            RETURNING 1  -- not a COPY on Citus (refused under row security): docs/citus.md
         ),
         -- The statistics row (narrow, HOT: cronbox.job_stat), by key (= ANY), never by a join.
         stat AS (

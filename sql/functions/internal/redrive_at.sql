@@ -89,6 +89,7 @@ BEGIN
                    v.job_id, v.job_name, v.fire_at, v.due_at, v.attempt, v.origin, v.retry_of, v.priority,
                    v.payload, 'dispatched', v.dispatched_at, v.needs, v.bucket
             FROM revived v
+            RETURNING 1  -- not a COPY on Citus (refused under row security): docs/citus.md
         ),
         stat AS (
             UPDATE cronbox.job_stat s SET active_runs = s.active_runs + c.n

@@ -133,20 +133,23 @@ BEGIN
         FROM cronbox.job j
         WHERE j.bucket = ANY (v_set)
           AND j.job_id = ANY (ARRAY(SELECT f.job_id FROM unnest(p_fire_job, p_missed) AS f(job_id, missed) WHERE f.missed));
-        INSERT INTO cronbox.run (run_id, job_id, job_name, queue, fire_at, due_at, state,
-                                 priority, finished_at, error, missed_fires, missed_last_at, bucket, trouble)
-        SELECT cronbox.new_run_id(), f.job_id, j.g ->> 0, j.g ->> 1, f.fire_at, f.fire_at,
-               'missed', (j.g ->> 2)::integer, p_now,
-               format('missed: %s%s fire%s from %s to %s dropped by catch-up policy %s',
-                      CASE WHEN f.exact IS false THEN 'at least ' ELSE '' END, coalesce(f.n, 1),
-                      CASE WHEN coalesce(f.n, 1) = 1 THEN '' ELSE 's' END,
-                      f.fire_at, coalesce(f.last, f.fire_at), j.g ->> 3),
-               coalesce(f.n, 1), coalesce(f.last, f.fire_at), (j.g ->> 4)::integer, cronbox.run_trouble('missed')
-        FROM unnest(p_fire_job, p_fire_at, p_missed, p_gap_last, p_gap_count, p_gap_exact)
-             AS f(job_id, fire_at, missed, last, n, exact)
-        CROSS JOIN LATERAL (SELECT v_gap -> f.job_id::text AS g) j
-        WHERE f.missed AND j.g IS NOT NULL;
-        GET DIAGNOSTICS v_missed = ROW_COUNT;
+        WITH written AS (
+            INSERT INTO cronbox.run (run_id, job_id, job_name, queue, fire_at, due_at, state,
+                                     priority, finished_at, error, missed_fires, missed_last_at, bucket, trouble)
+            SELECT cronbox.new_run_id(), f.job_id, j.g ->> 0, j.g ->> 1, f.fire_at, f.fire_at,
+                   'missed', (j.g ->> 2)::integer, p_now,
+                   format('missed: %s%s fire%s from %s to %s dropped by catch-up policy %s',
+                          CASE WHEN f.exact IS false THEN 'at least ' ELSE '' END, coalesce(f.n, 1),
+                          CASE WHEN coalesce(f.n, 1) = 1 THEN '' ELSE 's' END,
+                          f.fire_at, coalesce(f.last, f.fire_at), j.g ->> 3),
+                   coalesce(f.n, 1), coalesce(f.last, f.fire_at), (j.g ->> 4)::integer, cronbox.run_trouble('missed')
+            FROM unnest(p_fire_job, p_fire_at, p_missed, p_gap_last, p_gap_count, p_gap_exact)
+                 AS f(job_id, fire_at, missed, last, n, exact)
+            CROSS JOIN LATERAL (SELECT v_gap -> f.job_id::text AS g) j
+            WHERE f.missed AND j.g IS NOT NULL
+            RETURNING 1  -- not a COPY on Citus (refused under row security): docs/citus.md
+        )
+        SELECT count(*) INTO v_missed FROM written;
     END IF;
 
     IF v_excluded IS NOT NULL THEN

@@ -94,6 +94,7 @@ BEGIN
         SELECT b.job_id, b.fire_at, b.due_at, b.priority, b.attempt, 'schedule', b.queue, b.bucket
         FROM unnest(v_back, v_fire, v_due, v_prio, v_attempt, v_queue, v_bucket)
              AS b(job_id, fire_at, due_at, priority, attempt, queue, bucket)
+        RETURNING 1  -- not a COPY on Citus (refused under row security): docs/citus.md
     )
     UPDATE cronbox.job_stat s SET
         active_runs = CASE WHEN s.job_id = ANY (v_back) THEN s.active_runs - 1 ELSE s.active_runs END,
