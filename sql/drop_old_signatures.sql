@@ -188,3 +188,9 @@ DROP FUNCTION IF EXISTS cronbox.schedule_next_fixed_delay(bigint,timestamp with 
 -- the fold of job statistics by bucket: fold_job_stats and apply_job_stat_changes take p_bucket.
 DROP FUNCTION IF EXISTS cronbox.fold_job_stats(integer);
 DROP FUNCTION IF EXISTS cronbox.apply_job_stat_changes(bigint[],bigint[]);
+-- a job found by name in its bucket: lock_job_named takes the bucket, fold_job_stats_of and
+-- add_job_rows may be given it.
+DROP FUNCTION IF EXISTS cronbox.lock_job_named(text);
+DROP FUNCTION IF EXISTS cronbox.fold_job_stats_of(bigint[]);
+DROP FUNCTION IF EXISTS cronbox.add_job_rows(bigint[]);
+DROP FUNCTION IF EXISTS cronbox.withdraw_early_runs(bigint,text,timestamp with time zone);

@@ -24,6 +24,7 @@ DECLARE
     v_job_id bigint;
     v_up_id bigint;
     v_cycle text;
+    v_bucket integer;  -- the gated job's
     -- the job's name, and the parameter the caller gave it in (messages name that one)
     v_name text := coalesce(add_dependency_at.name, add_dependency_at.job);
     v_field text := CASE WHEN add_dependency_at.name IS NULL AND add_dependency_at.job IS NOT NULL
@@ -48,7 +49,8 @@ BEGIN
     PERFORM pg_advisory_xact_lock(hashtext('cronbox.dependencies'));
     -- the job's lock (before the row's key-share lock the new edge takes): dispatch decides
     -- on its gates, and its early runs are withdrawn below, under it
-    v_job_id := cronbox.lock_job_named(v_name);
+    v_bucket := cronbox.job_bucket(v_name);
+    v_job_id := cronbox.lock_job_named(v_name, v_bucket);
     IF v_job_id IS NULL THEN
         RAISE EXCEPTION '%: no schedule named %', v_field, quote_literal(v_name)
             USING ERRCODE = 'no_data_found';
@@ -74,12 +76,12 @@ BEGIN
     -- with the gated job's bucket (a finished upstream releases its fires there)
     INSERT INTO cronbox.job_dependency AS d (job_id, upstream_id, within, wait_timeout, created_at, bucket)
     VALUES (v_job_id, v_up_id, add_dependency_at.within, add_dependency_at.wait_timeout, p_now,
-            (SELECT j.bucket FROM cronbox.job j WHERE j.job_id = v_job_id))
+            v_bucket)
     ON CONFLICT ON CONSTRAINT job_dependency_pkey
     DO UPDATE SET within = excluded.within, wait_timeout = excluded.wait_timeout, bucket = excluded.bucket;
     -- Early dispatch (on by default) decided the job's next fires without this gate: the
     -- runs no relay holds yet are withdrawn (under the job's lock, taken above).
-    PERFORM cronbox.withdraw_early_runs(v_job_id, 'cancelled: dependency added before its fire time', p_now);
+    PERFORM cronbox.withdraw_early_runs(v_job_id, 'cancelled: dependency added before its fire time', p_now, v_bucket);
     PERFORM cronbox.record_change(v_job_id, v_name, 'updated',
         format('waits for %s (within %s, wait_timeout %s)', add_dependency_at.upstream,
                coalesce(add_dependency_at.within::text, 'since previous fire'),

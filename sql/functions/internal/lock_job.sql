@@ -9,11 +9,13 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_job cronbox.job;
+    v_bucket integer;
 BEGIN
     PERFORM cronbox.assert_not_null('name', p_name);
+    v_bucket := cronbox.job_bucket(p_name);  -- the job's bucket, its name's
     -- the job's lock (its job_stat row) before its job row lock, as everyone takes them
-    PERFORM cronbox.lock_job_named(p_name);
-    SELECT * INTO v_job FROM cronbox.job j WHERE j.name = p_name FOR UPDATE;
+    PERFORM cronbox.lock_job_named(p_name, v_bucket);
+    SELECT * INTO v_job FROM cronbox.job j WHERE j.bucket = v_bucket AND j.name = p_name FOR UPDATE;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'name: no schedule named %', quote_literal(p_name) USING ERRCODE = 'no_data_found';
     END IF;

@@ -23,6 +23,7 @@ DECLARE
     v_job cronbox.job;
     v_first timestamptz;
     v_gone bigint;
+    v_before timestamptz;
 BEGIN
     PERFORM cronbox.assert_job_name('name', pause_at.name);
     PERFORM cronbox.assert_reason(pause_at.reason);
@@ -41,7 +42,7 @@ BEGIN
             paused_until = pause_at.until,
             paused_reason = coalesce(pause_at.reason, 'paused by operator'),
             updated_at = p_now
-        WHERE j.job_id = v_job.job_id;
+        WHERE j.bucket = v_job.bucket AND j.job_id = v_job.job_id;
         PERFORM cronbox.record_change(v_job.job_id, v_job.name,
                                       CASE WHEN pause_at.after_failure THEN 'paused_after_failure' ELSE 'paused' END,
                                       coalesce(pause_at.reason, 'paused by operator')
@@ -50,23 +51,25 @@ BEGIN
         RETURN true;
     END IF;
     -- Fires already written by early dispatch and not yet claimed by a relay are cancelled.
-    v_gone := cronbox.withdraw_early_runs(v_job.job_id, 'cancelled: paused before its fire time', p_now);
+    v_gone := cronbox.withdraw_early_runs(v_job.job_id, 'cancelled: paused before its fire time', p_now, v_job.bucket);
     -- Rewind the frontier before the deleted fires, so a one-off whose future is dropped
     -- here is not taken as done (resume() decides what happens to it).
     WITH gone AS (
         DELETE FROM cronbox.job_future f
-        WHERE f.job_id = v_job.job_id AND f.origin = 'schedule' AND f.attempt = 1
+        WHERE f.bucket = v_job.bucket AND f.job_id = v_job.job_id AND f.origin = 'schedule' AND f.attempt = 1
         RETURNING f.fire_at
     )
     SELECT min(g.fire_at), v_gone + count(*) INTO v_first, v_gone FROM gone g;
+    -- (the rewound frontier computed beforehand: no STABLE expression in a CASE of an update, Citus)
+    v_before := v_first - interval '1 microsecond';
     UPDATE cronbox.job_fire f SET
         frontier = CASE WHEN v_first IS NULL THEN f.frontier
-                        ELSE least(f.frontier, v_first - interval '1 microsecond') END,
+                        ELSE least(f.frontier, v_before) END,
         next_fire = CASE WHEN v_first IS NULL THEN f.next_fire
                          ELSE least(f.next_fire, v_first) END,
         fires_made = greatest(f.fires_made - v_gone, 0),  -- dropped fires do not count towards max_runs
         paused = true
-    WHERE f.job_id = v_job.job_id;
+    WHERE f.bucket = v_job.bucket AND f.job_id = v_job.job_id;
     UPDATE cronbox.job j SET
         finished_at = CASE WHEN v_first IS NULL THEN j.finished_at END,
         paused = true,
@@ -74,7 +77,7 @@ BEGIN
         paused_at = p_now,
         paused_until = pause_at.until,
         updated_at = p_now
-    WHERE j.job_id = v_job.job_id;
+    WHERE j.bucket = v_job.bucket AND j.job_id = v_job.job_id;
     PERFORM cronbox.record_change(v_job.job_id, v_job.name,
                                   CASE WHEN pause_at.after_failure THEN 'paused_after_failure' ELSE 'paused' END,
                                   coalesce(pause_at.reason, 'paused by operator')

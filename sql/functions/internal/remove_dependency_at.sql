@@ -31,7 +31,7 @@ BEGIN
     PERFORM pg_advisory_xact_lock(hashtext('cronbox.dependencies'));
     -- the job's lock (as add_dependency): dispatch decides on its gates under it, so a fire it
     -- holds for this gate is held before this release or decided after the gate is gone
-    v_job_id := cronbox.lock_job_named(v_name);
+    v_job_id := cronbox.lock_job_named(v_name, cronbox.job_bucket(v_name));
     IF v_job_id IS NULL THEN
         RAISE EXCEPTION '%: no schedule named %', v_field, quote_literal(v_name)
             USING ERRCODE = 'no_data_found';

@@ -69,6 +69,7 @@ DECLARE
     v_new cronbox.job;        -- the definition asked for (timing columns computed below)
     v_old cronbox.job;
     v_old_fire cronbox.job_fire;  -- its saturation state (frontier, next fire, fires made)
+    v_bucket integer;
     v_frontier timestamptz;   -- the new saturation state, written to cronbox.job_fire
     v_next_fire timestamptz;
     v_fires_made bigint;
@@ -114,9 +115,11 @@ BEGIN
         v_cron := cronbox.normalize_cron(schedule_at.cron);
     END IF;
 
-    PERFORM cronbox.lock_job_named(schedule_at.name);  -- the job's lock, before its row lock
-    SELECT * INTO v_old FROM cronbox.job j WHERE j.name = schedule_at.name FOR UPDATE;
-    SELECT * INTO v_old_fire FROM cronbox.job_fire f WHERE f.job_id = v_old.job_id;
+    -- the job's bucket (its name's): every statement on the job's rows in it (one task on Citus)
+    v_bucket := cronbox.job_bucket(schedule_at.name);
+    PERFORM cronbox.lock_job_named(schedule_at.name, v_bucket);  -- the job's lock, before its row lock
+    SELECT * INTO v_old FROM cronbox.job j WHERE j.bucket = v_bucket AND j.name = schedule_at.name FOR UPDATE;
+    SELECT * INTO v_old_fire FROM cronbox.job_fire f WHERE f.bucket = v_bucket AND f.job_id = v_old.job_id;
 
     -- Exclusion calendars: the schedule's owner's own (row security hides the others from a user).
     v_calendars := cronbox.resolve_calendars(schedule_at.exclude);
@@ -137,8 +140,10 @@ BEGIN
     -- The new definition may give the job (overlap, fixed delay) or the jobs it waits for
     -- (after) a policy that reads their statistics while deciding: those folded off the hot path
     -- are folded now, under the jobs' locks (cronbox.job_stat_folded).
-    PERFORM cronbox.fold_job_stats_of(ARRAY[v_old.job_id]
-                                      || ARRAY(SELECT j.job_id FROM cronbox.job j WHERE j.name = ANY (schedule_at.after)));
+    PERFORM cronbox.fold_job_stats_of(ARRAY[v_old.job_id], v_bucket);
+    IF schedule_at.after IS NOT NULL THEN  -- its upstreams, in their buckets
+        PERFORM cronbox.fold_job_stats_of(ARRAY(SELECT j.job_id FROM cronbox.job j WHERE j.name = ANY (schedule_at.after)));
+    END IF;
     -- The owner's quota (53400 when over), before anything is written; its fire rate is stored below.
     v_rate := cronbox.check_owner_quota(coalesce(v_old.owner, cronbox.caller()), v_old, v_args, v_kind, p_now);
 
@@ -148,13 +153,14 @@ BEGIN
         -- runs are not the schedule's to drop.
         WITH gone AS (
             DELETE FROM cronbox.job_future f
-            WHERE f.job_id = v_old.job_id AND f.origin = 'schedule' AND f.attempt = 1
+            WHERE f.bucket = v_bucket AND f.job_id = v_old.job_id AND f.origin = 'schedule' AND f.attempt = 1
               AND f.fire_at > p_now
             RETURNING f.fire_at
         )
         SELECT min(g.fire_at), count(*) INTO v_pending, v_gone FROM gone g;
         -- Fires of the old definition already written by early dispatch, unclaimed: cancelled.
-        v_gone := v_gone + cronbox.withdraw_early_runs(v_old.job_id, 'cancelled: schedule updated before its fire time', p_now);
+        v_gone := v_gone + cronbox.withdraw_early_runs(v_old.job_id, 'cancelled: schedule updated before its fire time', p_now,
+                                                     v_bucket);
     END IF;
 
     -- Where saturation starts: the poller materialises fires strictly after the frontier.
@@ -192,7 +198,8 @@ BEGIN
                  AND schedule_at.starts_at IS DISTINCT FROM v_old.starts_at THEN date_trunc('second', p_now)
             WHEN v_old.kind = 'every' AND v_old.every_mode = 'fixed_delay' AND v_old.every = schedule_at.every
                 THEN coalesce(v_pending, v_old_fire.next_fire,
-                              CASE WHEN (SELECT s.active_runs FROM cronbox.job_stat s WHERE s.job_id = v_old.job_id) > 0 THEN NULL
+                              CASE WHEN (SELECT s.active_runs FROM cronbox.job_stat s
+                                         WHERE s.bucket = v_bucket AND s.job_id = v_old.job_id) > 0 THEN NULL
                                    ELSE date_trunc('second', p_now) + schedule_at.every END)
             ELSE date_trunc('second', p_now) + schedule_at.every END;
         v_frontier := v_new.anchor - interval '1 microsecond';
@@ -232,21 +239,22 @@ BEGIN
         EXECUTE format('INSERT INTO cronbox.job AS j (name, bucket, created_at, %s) '
                        'VALUES (($1).name, $2, ($1).updated_at, %s) RETURNING j.job_id',
                        v_cols, v_vals)
-            USING v_new, cronbox.job_bucket(schedule_at.name) INTO v_job_id;
-        PERFORM cronbox.add_job_rows(ARRAY[v_job_id]);  -- its saturation state, statistics, owner's count
+            USING v_new, v_bucket INTO v_job_id;
+        PERFORM cronbox.add_job_rows(ARRAY[v_job_id], v_bucket);  -- its saturation state, statistics, owner's count
         PERFORM cronbox.record_change(v_job_id, schedule_at.name, 'created',
                                       coalesce(schedule_at.reason, 'created'), p_now);
     ELSE
         v_job_id := v_old.job_id;
         EXECUTE format('UPDATE cronbox.job j SET (%s) = ROW(%s), '
-                       'definition_version = j.definition_version + 1 WHERE j.job_id = $2',
+                       'definition_version = j.definition_version + 1 WHERE j.bucket = $3 AND j.job_id = $2',
                        v_cols, v_vals)
-            USING v_new, v_job_id;
+            USING v_new, v_job_id, v_bucket;
         -- Moved to another queue: its futures left (retries, manual fires, fires already due)
         -- are dispatched in the new queue's share of a batch (cronbox.dispatch).
         UPDATE cronbox.job_future f SET queue = j.queue
         FROM cronbox.job j
-        WHERE j.job_id = v_job_id AND f.job_id = v_job_id AND f.queue <> j.queue;
+        WHERE j.bucket = v_bucket AND j.job_id = v_job_id AND f.bucket = v_bucket AND f.job_id = v_job_id
+          AND f.queue <> j.queue;
         -- its after-job edges (cronbox.job_after_edge) follow its after list
         IF v_old.after IS DISTINCT FROM v_new.after THEN
             PERFORM cronbox.sync_after_edges(ARRAY[v_job_id]);
@@ -257,7 +265,7 @@ BEGIN
     -- The saturation state (its row made with the job, cronbox.add_job_rows).
     UPDATE cronbox.job_fire f
     SET frontier = v_frontier, next_fire = v_next_fire, fires_made = v_fires_made
-    WHERE f.job_id = v_job_id;
+    WHERE f.bucket = v_bucket AND f.job_id = v_job_id;
     -- The calendars the job honours (cronbox.store_fires reads these links). Key-share locked
     -- first: a drop_calendar that committed meanwhile is a clean P0002, not a foreign-key error.
     IF (SELECT count(*) FROM (SELECT 1 FROM cronbox.calendar c WHERE c.calendar_id = ANY (v_calendars)

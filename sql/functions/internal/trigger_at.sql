@@ -27,6 +27,7 @@ DECLARE
     v_fire_at timestamptz;
     v_future_id bigint;
     v_due timestamptz;
+    v_bucket integer;
 BEGIN
     PERFORM cronbox.assert_job_name('name', trigger_at.name);
     PERFORM cronbox.assert_reason(trigger_at.reason);
@@ -44,8 +45,9 @@ BEGIN
     -- The job's lock, which dispatch takes (dispatch_locked decides under it): concurrent
     -- triggers of one job, schedule()/unschedule() and a poller's dispatch of this job wait for
     -- each other. Read the job after it: a new statement sees what committed meanwhile.
-    PERFORM cronbox.lock_job_named(trigger_at.name);
-    SELECT * INTO v_job FROM cronbox.job j WHERE j.name = trigger_at.name;
+    v_bucket := cronbox.job_bucket(trigger_at.name);  -- the job's bucket: every statement in it
+    PERFORM cronbox.lock_job_named(trigger_at.name, v_bucket);
+    SELECT * INTO v_job FROM cronbox.job j WHERE j.bucket = v_bucket AND j.name = trigger_at.name;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'name: no schedule named %', quote_literal(trigger_at.name) USING ERRCODE = 'no_data_found';
     END IF;

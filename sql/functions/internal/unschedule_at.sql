@@ -20,22 +20,24 @@ DECLARE
     v_job_id bigint;
     v_owner name;
     v_rate double precision;
+    v_bucket integer;
 BEGIN
     PERFORM cronbox.assert_job_name('name', unschedule_at.name);
     PERFORM cronbox.assert_reason(unschedule_at.reason);
     IF unschedule_at.name IS NULL THEN
         RAISE EXCEPTION 'name: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
-    PERFORM cronbox.lock_job_named(unschedule_at.name);  -- the job's lock, before its row lock
-    SELECT j.job_id INTO v_job_id FROM cronbox.job j WHERE j.name = unschedule_at.name FOR UPDATE;
+    v_bucket := cronbox.job_bucket(unschedule_at.name);  -- the job's: its rows' statements in it
+    PERFORM cronbox.lock_job_named(unschedule_at.name, v_bucket);  -- the job's lock, before its row lock
+    SELECT j.job_id INTO v_job_id FROM cronbox.job j WHERE j.bucket = v_bucket AND j.name = unschedule_at.name FOR UPDATE;
     IF v_job_id IS NULL THEN
         RETURN false;
     END IF;
     -- Fires already written by early dispatch and not yet claimed by a relay are cancelled.
-    PERFORM cronbox.withdraw_early_runs(v_job_id, 'cancelled: unscheduled before its fire time', p_now);
+    PERFORM cronbox.withdraw_early_runs(v_job_id, 'cancelled: unscheduled before its fire time', p_now, v_bucket);
     -- its futures of every origin (schedule, manual, retry, backfill, rerun, dependency)
-    DELETE FROM cronbox.job_future f WHERE f.job_id = v_job_id;
-    DELETE FROM cronbox.job j WHERE j.job_id = v_job_id RETURNING j.owner, j.fire_rate INTO v_owner, v_rate;
+    DELETE FROM cronbox.job_future f WHERE f.bucket = v_bucket AND f.job_id = v_job_id;
+    DELETE FROM cronbox.job j WHERE j.bucket = v_bucket AND j.job_id = v_job_id RETURNING j.owner, j.fire_rate INTO v_owner, v_rate;
     -- its owner's schedule count and fire rate (owners with a quota), its name-search row
     UPDATE cronbox.owner_quota q SET schedules = greatest(q.schedules - 1, 0),
                                      fire_rate = greatest(q.fire_rate - coalesce(v_rate, 0), 0)
