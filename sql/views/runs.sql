@@ -8,8 +8,9 @@ SELECT r.run_id, r.job_name AS job, r.queue, r.fire_at, r.state, r.attempt, r.or
        r.finished_at - coalesce(r.started_at, r.delivered_at) AS duration,
        coalesce(r.delivered_at, r.dispatched_at) - r.fire_at AS lag,
        r.lease_until, r.worker, r.cancel_requested, r.error, r.result, r.retry_of,
-       -- a report that came after the run was final: kept beside history (0311), by key
-       (SELECT l.report FROM cronbox.run_late_report l WHERE l.run_id = r.run_id) AS late_report,
+       -- a report that came after the run was final: kept beside history (0311), by key (with
+       -- the bucket: on Citus a join on the distribution column, pushed down to the shards)
+       (SELECT l.report FROM cronbox.run_late_report l WHERE l.bucket = r.bucket AND l.run_id = r.run_id) AS late_report,
        r.run_id::text || ':' || r.attempt::text AS idempotency_key,
        r.payload, r.job_id,
        -- state 'missed': one row per gap; fire_at is its first fire
@@ -63,6 +64,6 @@ SELECT NULL::bigint, j.name, j.queue, f.fire_at, 'waiting'::text, f.attempt, f.o
        CASE f.hold WHEN 'pool' THEN 'pool ' || f.hold_queue WHEN 'queue_limit' THEN 'queue ' || f.hold_queue
                    WHEN 'dependency' THEN 'dependencies' ELSE 'earlier run' END,
        coalesce(f.held_since, f.due_at)
-FROM cronbox.job_future f JOIN cronbox.job j ON j.job_id = f.job_id
+FROM cronbox.job_future f JOIN cronbox.job j ON j.bucket = f.bucket AND j.job_id = f.job_id
 WHERE f.hold IN ('pool', 'queue_limit', 'dependency', 'overlap');
 COMMENT ON VIEW cronbox.runs IS 'Run history: one row per attempt, with its state, timings, worker and error; late_report holds a report that arrived after the run was final; a missed row stands for a gap of missed_fires fires from fire_at to missed_last_at; needs: the pool units a run holds. Also the fires held back from dispatch (state waiting, run_id NULL): waiting_for says why (pool <name>, queue <name> at its limit, dependencies, earlier run) and waiting_since since when.';

@@ -9,6 +9,8 @@
 -- records it when the run is dispatched and when it finishes; in between (delivered, running)
 -- it is read from the run itself (one primary-key probe, only for jobs whose newest run is in
 -- flight), so the hot worker paths (claim_runs, start_run, the relay's ack) write neither row.
+-- Every join is on the bucket and the job (or run) id: on Citus, where the hot tables are
+-- distributed by bucket, a join on their distribution column is pushed down to the shards.
 DROP VIEW IF EXISTS cronbox.schedules;
 CREATE VIEW cronbox.schedules AS
 SELECT j.name, j.kind,
@@ -29,8 +31,9 @@ SELECT j.name, j.kind,
        f.pending,
        s.last_fire_at,
        CASE WHEN s.last_run_state = 'dispatched' AND s.last_run_id IS NOT NULL
-            THEN coalesce((SELECT o.state FROM cronbox.outbox o WHERE o.outbox_id = s.last_run_id AND o.kind = 'run'),
-                          (SELECT r.state FROM cronbox.run r WHERE r.run_id = s.last_run_id),
+            THEN coalesce((SELECT o.state FROM cronbox.outbox o
+                           WHERE o.bucket = s.bucket AND o.outbox_id = s.last_run_id AND o.kind = 'run'),
+                          (SELECT r.state FROM cronbox.run r WHERE r.bucket = s.bucket AND r.run_id = s.last_run_id),
                           s.last_run_state)
             ELSE s.last_run_state END AS last_run_state,
        s.last_success_at,
@@ -39,10 +42,10 @@ SELECT j.name, j.kind,
        j.starts_at, j.ends_at, j.finished_at,
        j.owner, j.job_id, j.created_at, j.updated_at
 FROM cronbox.job j
-JOIN cronbox.job_stat s ON s.job_id = j.job_id  -- run statistics (migration 0122)
-JOIN cronbox.job_fire jf ON jf.job_id = j.job_id  -- saturation state (migration 0331)
+JOIN cronbox.job_stat s ON s.bucket = j.bucket AND s.job_id = j.job_id  -- run statistics (migration 0122)
+JOIN cronbox.job_fire jf ON jf.bucket = j.bucket AND jf.job_id = j.job_id  -- saturation state (migration 0331)
 LEFT JOIN LATERAL (
     SELECT min(fu.fire_at) AS next_fire, count(*) AS pending
-    FROM cronbox.job_future fu WHERE fu.job_id = j.job_id
+    FROM cronbox.job_future fu WHERE fu.bucket = j.bucket AND fu.job_id = j.job_id
 ) f ON true;
 COMMENT ON VIEW cronbox.schedules IS 'Schedules: expression, time zone, status (active, paused, quarantined, finished, waiting), paused_until (a pause that ends by itself), next fire, pending futures, last run state and success, failure and crash streaks, active runs, missed fires.';

@@ -41,6 +41,7 @@ DECLARE
     v_result_of jsonb;
     v_error_of jsonb;
     v_late bigint[];
+    v_late_buckets integer[];  -- the late runs' buckets (their history rows')
     v_missing bigint[];       -- ids not in flight: read from history (late, never ran, unknown)
     v_ids bigint[];
     v_states text[];
@@ -455,8 +456,11 @@ BEGIN
                             ELSE 'not_reportable' END),
                    array_agg(r.run_id ORDER BY r.run_id)
                        FILTER (WHERE r.state IN ('succeeded', 'failed', 'lost', 'cancelled')
+                                 AND p_outcome IN ('succeeded', 'failed')),
+                   array_agg(r.bucket ORDER BY r.run_id)
+                       FILTER (WHERE r.state IN ('succeeded', 'failed', 'lost', 'cancelled')
                                  AND p_outcome IN ('succeeded', 'failed'))
-              INTO v_ids, v_states, v_verdicts, v_late
+              INTO v_ids, v_states, v_verdicts, v_late, v_late_buckets
             FROM cronbox.run r
             WHERE (p_bucket IS NULL OR r.bucket = p_bucket)
               AND r.run_id = ANY (v_missing) AND r.run_id BETWEEN v_missing[1] AND v_missing[cardinality(v_missing)];
@@ -465,12 +469,14 @@ BEGIN
     IF v_late IS NOT NULL THEN
         -- Kept beside history, never written into it (history rows are left alone once
         -- written): the newest late report of a run wins. The run's state then is the one read
-        -- above (a final state, which nothing changes).
-        INSERT INTO cronbox.run_late_report AS l (run_id, report)
+        -- above (a final state, which nothing changes). In the bucket of the run's history row.
+        INSERT INTO cronbox.run_late_report AS l (run_id, report, bucket)
         SELECT x.id, jsonb_build_object(
                    'report', p_outcome, 'at', p_now, 'state_then', x.state,
-                   'result', v_result_of -> x.id::text, 'error', v_error_of ->> x.id::text)
+                   'result', v_result_of -> x.id::text, 'error', v_error_of ->> x.id::text),
+               b.bucket
         FROM unnest(v_ids, v_states, v_verdicts) AS x(id, state, verdict)
+        JOIN unnest(v_late, v_late_buckets) AS b(id, bucket) ON b.id = x.id
         WHERE x.verdict = 'late'
         ON CONFLICT ON CONSTRAINT run_late_report_pkey DO UPDATE SET report = excluded.report;
     END IF;
