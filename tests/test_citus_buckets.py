@@ -22,9 +22,9 @@ import pytest
 from cronbox import db
 from cronbox.buckets import BucketLeases
 from cronbox.citus import SHARD_VALUES, check_bucket_count
-from cronbox.migrate import MigrateError
+from cronbox.migrate import MigrateError, migrate
 
-from .conftest import REPO, Server, cli_migrate
+from .conftest import REPO, Server, cli_migrate, with_db
 from .procs import wait_until
 
 on_citus = pytest.mark.citus
@@ -374,3 +374,61 @@ def test_citus_processes_share_the_buckets_take_a_killed_one_s_and_make_room_for
             if p.poll() is None:
                 p.kill()
                 p.wait()
+
+
+@on_citus
+def test_citus_jobs_made_before_the_buckets_are_found_by_name_in_bucket_0(citus):
+    """A database migrated on plain PostgreSQL first, its jobs all in bucket 0, then with
+    `--citus`: the buckets are made, the jobs stay where they are while they are the
+    coordinator's own, and every call that finds a job by name (schedule again, trigger, pause,
+    resume, unschedule) finds each of them there (cronbox.job_bucket), none made twice."""
+    from cronbox.citus import migrate_citus
+
+    name = "upgraded_before_buckets"
+    nodes = [node.dsn() for node in citus.nodes]
+    for dsn in nodes:
+        with db.connect(dsn) as conn:
+            conn.execute(f"CREATE DATABASE {name}")
+        with db.connect(with_db(dsn, name, empty_search_path=False)) as conn:
+            conn.execute("CREATE EXTENSION citus")
+    target = with_db(citus.dsn(), name)
+    try:
+        with db.connect(target) as conn:
+            conn.execute("SELECT pg_catalog.citus_set_coordinator_host('127.0.0.1', %s)", (citus.coordinator.port,))
+            for node in citus.workers:
+                conn.execute("SELECT pg_catalog.citus_add_node('127.0.0.1', %s)", (node.port,))
+        migrate(target)
+        names = [f"old{i}/job" for i in range(8)]
+        with db.connect(target) as conn:
+            ids = {n: conn.execute("SELECT cronbox.schedule(%s, every => '1 hour')", (n,)).fetchone()[0] for n in names}
+        migrate_citus(target)
+        with db.connect(target) as conn:
+            elsewhere = [n for n in names if conn.execute("SELECT cronbox.bucket_of(%s)", (n,)).fetchone()[0] != 0]
+            assert elsewhere, "every name's bucket is 0: pick other names"
+            assert conn.execute("SELECT count(*) FROM cronbox.job WHERE bucket <> 0").fetchone()[0] == 0
+            for n in elsewhere:
+                assert conn.execute("SELECT cronbox.schedule(%s, every => '2 hours')", (n,)).fetchone()[0] == ids[n]
+                conn.execute("SELECT cronbox.trigger(%s)", (n,))
+                assert conn.execute("SELECT cronbox.pause(%s)", (n,)).fetchone()[0] is True
+                assert conn.execute("SELECT cronbox.resume(%s)", (n,)).fetchone()[0] is True
+            assert conn.execute("SELECT count(*), count(DISTINCT name) FROM cronbox.job").fetchone() == (8, 8)
+            assert conn.execute("SELECT count(*) FROM cronbox.job WHERE every = interval '2 hours'"
+                                " AND bucket = 0").fetchone()[0] == len(elsewhere)
+            manual = conn.execute("SELECT count(*) FROM cronbox.runs WHERE origin = 'manual'").fetchone()[0]
+            assert manual == len(elsewhere), manual
+            for n in elsewhere:
+                assert conn.execute("SELECT cronbox.unschedule(%s)", (n,)).fetchone()[0] is True
+            assert conn.execute("SELECT count(*) FROM cronbox.job").fetchone()[0] == 8 - len(elsewhere)
+            # a new job goes into its name's bucket
+            new = next(f"new{i}/job" for i in range(64)
+                       if conn.execute("SELECT cronbox.bucket_of(%s)", (f"new{i}/job",)).fetchone()[0] != 0)
+            conn.execute("SELECT cronbox.schedule(%s, every => '1 hour')", (new,))
+            assert conn.execute("SELECT bucket = cronbox.bucket_of(name) FROM cronbox.job WHERE name = %s",
+                                (new,)).fetchone()[0] is True
+    finally:
+        for dsn in nodes:
+            with db.connect(dsn) as conn:
+                conn.execute(f"ALTER DATABASE {name} ALLOW_CONNECTIONS false")
+        for dsn in reversed(nodes):
+            with db.connect(dsn) as conn:
+                conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
