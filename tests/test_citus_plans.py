@@ -752,10 +752,12 @@ def test_citus_the_reaper_round_and_the_lead_s_profile_go_bucket_by_bucket_one_t
             conn.execute("SELECT cronbox.schedule(%s, every => '1 hour')", (name,))
         jobs = dict(conn.execute("SELECT name, job_id FROM cronbox.job").fetchall())
         rows = [(jobs[n], bucket) for bucket, names in ((a, names_a), (b, names_b)) for n in names]
-        for job_id, bucket in rows:  # one due now, one due in 10 s, and one held whose second look has come
+        # one due now, one due in 10 minutes (still ahead once the tables are distributed, however
+        # loaded the machine), and one held whose second look has come
+        for job_id, bucket in rows:
             conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at, bucket, queue) VALUES"
                          " (%s, now() - interval '1 second', now() - interval '1 second', %s, 'default'),"
-                         " (%s, now() + interval '10 seconds', now() + interval '10 seconds', %s, 'default')",
+                         " (%s, now() + interval '10 minutes', now() + interval '10 minutes', %s, 'default')",
                          (job_id, bucket, job_id, bucket))
             conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at, bucket, queue, origin, hold,"
                          " held_since, hold_until) VALUES (%s, now() - interval '1 hour', now() - interval '1 hour',"
@@ -773,7 +775,7 @@ def test_citus_the_reaper_round_and_the_lead_s_profile_go_bucket_by_bucket_one_t
         conn.execute("SET citus.multi_task_query_log_level = error")  # a statement over several shards fails
         due = [r[0] for r in conn.execute("SELECT cronbox.due_jobs(100, %s)", (a,))]
         assert sorted(due) == sorted(jobs[n] for n in names_a), due
-        ahead = conn.execute("SELECT sum(fires) FROM cronbox.due_ahead('1 minute', 1000, %s)", (b,)).fetchone()[0]
+        ahead = conn.execute("SELECT sum(fires) FROM cronbox.due_ahead('1 hour', 1000, %s)", (b,)).fetchone()[0]
         assert ahead == len(names_b), ahead
         assert conn.execute("SELECT cronbox.release_holds(100, %s)", (a,)).fetchone()[0] == len(names_a)
         assert conn.execute("SELECT cronbox.release_holds(100, %s)", (a,)).fetchone()[0] == 0
@@ -1295,6 +1297,10 @@ ALTER FUNCTION cronbox.fold_job_stats_of(bigint[], integer) SET plan_cache_mode 
 ALTER FUNCTION cronbox.add_job_rows(bigint[], integer) SET plan_cache_mode = force_custom_plan;
 ALTER FUNCTION cronbox.trigger_at(text, jsonb, text, timestamptz) SET plan_cache_mode = force_custom_plan;
 ALTER FUNCTION cronbox.lock_job(text) SET plan_cache_mode = force_custom_plan;
+ALTER FUNCTION cronbox.add_dependency_at(text, text, interval, interval, text, timestamptz) SET plan_cache_mode = force_custom_plan;
+ALTER FUNCTION cronbox.remove_dependency_at(text, text, text, timestamptz) SET plan_cache_mode = force_custom_plan;
+ALTER FUNCTION cronbox.backfill_at(text, timestamptz, timestamptz, text, integer, timestamptz) SET plan_cache_mode = force_custom_plan;
+ALTER FUNCTION cronbox.rerun_at(bigint, text, timestamptz) SET plan_cache_mode = force_custom_plan;
 ALTER FUNCTION cronbox.withdraw_early_runs(bigint, text, timestamptz, integer) SET plan_cache_mode = force_custom_plan;
 ALTER FUNCTION cronbox.pause_at(text, text, boolean, timestamptz, timestamptz) SET plan_cache_mode = force_custom_plan;
 ALTER FUNCTION cronbox.unschedule_at(text, text, timestamptz) SET plan_cache_mode = force_custom_plan;
@@ -1404,6 +1410,13 @@ async def test_citus_inventory_a_flow_with_every_hot_table_distributed(citus_clo
         step("schedule (update)", "SELECT cronbox.schedule_at(%s, every => '2 minutes', overlap => 'allow')", (later,))
         step("pause", "SELECT cronbox.pause_at(%s)", (later,))
         step("resume", "SELECT cronbox.resume(%s)", (later,))
+        # dependencies across buckets, a backfill, a rerun
+        step("schedule (after)", "SELECT cronbox.schedule_at(%s, after => ARRAY[%s])", (f"{later}2", plain))
+        step("add_dependency", "SELECT cronbox.add_dependency_at(%s, %s)", (later, plain))
+        step("remove_dependency", "SELECT cronbox.remove_dependency_at(%s, %s)", (later, plain))
+        step("backfill", f"SELECT cronbox.backfill_at(%s, now(), {soon}, p_now => {soon})", (plain,))
+        if plain in runs:
+            step("rerun", "SELECT cronbox.rerun_at(%s)", (runs[plain][0],))
         step("unschedule", "SELECT cronbox.unschedule_at(%s)", (later,))
         step("runs view", "SELECT count(*) FROM cronbox.runs")
         step("schedules view", "SELECT count(*) FROM cronbox.schedules")
@@ -1431,13 +1444,21 @@ async def test_citus_inventory_a_flow_with_every_hot_table_distributed(citus_clo
         "fold_job_stats": "ok",
         "reap_lost a": "ok", "release_holds a": "ok", "reap_lost b": "ok", "release_holds b": "ok",
         "schedule (update)": "ok", "pause": "ok", "resume": "ok", "unschedule": "ok",
-        "complete_run (late)": "ok",
+        "complete_run (late)": "ok", "backfill": "ok", "rerun": "ok",
+        # what still reads or writes across buckets (docs/citus.md, "Not yet"): refused with
+        # and without the rule, their effect not needed after them
+        "schedule (after)": "correlated subqueries are not supported when the FROM clause contains a set returning function"
+                            " [PL/pgSQL function cronbox.schedule_at(",
+        "add_dependency": "multi-task query about to be executed [PL/pgSQL function cronbox.add_dependency_at(",
+        "remove_dependency": "only reference tables may be queried when targeting a reference table with multi shard"
+                             " UPDATE/DELETE queries with multiple tables  [PL/pgSQL function cronbox.remove_dependency_at(",
         # over every bucket: several tasks (refused under the rule), read without it
         "runs view": "several tasks", "schedules view": "several tasks",
     }
     assert set(got) == set(expected), got
     several = "multi-task query about to be executed [the statement] | over several tasks: ok"
-    assert all(got[k] == {"several tasks": several}.get(v, v) for k, v in expected.items()), got
+    assert all(got[k] == v if v == "ok" else got[k] == several if v == "several tasks" else got[k].startswith(v)
+               for k, v in expected.items()), got
     # and what the steps did: saturation made each bucket's futures, dispatch made their runs
     # (up's second fire skipped: overlap 'skip'; plain's manual fire dispatched by trigger), the
     # claim took them, the finishing calls wrote their history, a retry of the failed run and the

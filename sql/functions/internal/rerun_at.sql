@@ -10,7 +10,8 @@
 -- P0002 unknown run (or one whose job is gone), 55000 a run not finished or a re-run of the
 -- same fire still pending, 22004 NULL run_id, 22023 a reason over 1000 characters.
 -- Row security: the run and its job are read as the caller may see them (an owner re-runs
--- only its own). Takes the job's lock (cronbox.lock_job_id), as trigger() does.
+-- only its own). Takes the job's lock (cronbox.lock_job_id), as trigger() does. Every statement in
+-- the run's bucket (the one its id carries, cronbox.run_bucket; an id drawn without it: by key).
 CREATE OR REPLACE FUNCTION cronbox.rerun_at(
     run_id bigint,
     reason text DEFAULT 'rerun by operator',
@@ -26,27 +27,41 @@ DECLARE
     v_due timestamptz;
     v_future_id bigint;
     v_run_id bigint;
+    v_bucket integer;  -- the run's bucket; NULL: no buckets (plain PostgreSQL)
+    v_try integer;
 BEGIN
     IF rerun_at.run_id IS NULL THEN
         RAISE EXCEPTION 'run_id: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;
     PERFORM cronbox.assert_reason(rerun_at.reason);
-    -- final (history), or still in flight (its outbox row): refused below
-    SELECT x.job_id, x.fire_at, x.state, x.payload INTO v_run
-    FROM (SELECT r.job_id, r.fire_at, r.state, r.payload FROM cronbox.run r WHERE r.run_id = rerun_at.run_id
-          UNION ALL
-          SELECT o.job_id, o.fire_at, o.state, o.payload FROM cronbox.outbox o
-          WHERE o.outbox_id = rerun_at.run_id AND o.kind = 'run') x
-    LIMIT 1;
-    IF NOT FOUND THEN
+    -- Its bucket: on a database with buckets (Citus), the one its id carries (cronbox.run_bucket;
+    -- -1 for an id whose bits name no bucket); NULL on plain PostgreSQL (every row).
+    IF to_regclass('cronbox.bucket') IS NOT NULL THEN
+        v_bucket := coalesce(cronbox.run_bucket(rerun_at.run_id), -1);
+    END IF;
+    -- final (history), or still in flight (its outbox row): refused below; in its bucket, and
+    -- an id drawn without its bucket found by key over every bucket
+    FOR v_try IN 1 .. 2 LOOP
+        SELECT x.job_id, x.fire_at, x.state, x.payload, x.bucket INTO v_run
+        FROM (SELECT r.job_id, r.fire_at, r.state, r.payload, r.bucket FROM cronbox.run r
+              WHERE (v_bucket IS NULL OR r.bucket = v_bucket) AND r.run_id = rerun_at.run_id
+              UNION ALL
+              SELECT o.job_id, o.fire_at, o.state, o.payload, o.bucket FROM cronbox.outbox o
+              WHERE (v_bucket IS NULL OR o.bucket = v_bucket) AND o.outbox_id = rerun_at.run_id AND o.kind = 'run') x
+        LIMIT 1;
+        EXIT WHEN FOUND OR v_bucket IS NULL;
+        v_bucket := NULL;
+    END LOOP;
+    IF v_run.job_id IS NULL THEN
         RAISE EXCEPTION 'run_id: no run %', rerun_at.run_id USING ERRCODE = 'no_data_found';
     END IF;
     IF v_run.state NOT IN ('succeeded', 'failed', 'lost', 'cancelled', 'skipped') THEN
         RAISE EXCEPTION 'run_id: run % is %; only a finished run (succeeded, failed, lost, cancelled, skipped) can be re-run',
             rerun_at.run_id, v_run.state USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
-    PERFORM cronbox.lock_job_id(v_run.job_id);  -- the lock dispatch decides under
-    SELECT * INTO v_job FROM cronbox.job j WHERE j.job_id = v_run.job_id;
+    -- the lock dispatch decides under (cronbox.lock_job_id's, in the run's bucket: its job's)
+    PERFORM FROM cronbox.job_stat s WHERE s.bucket = v_run.bucket AND s.job_id = v_run.job_id FOR NO KEY UPDATE OF s;
+    SELECT * INTO v_job FROM cronbox.job j WHERE j.bucket = v_run.bucket AND j.job_id = v_run.job_id;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'run_id: the schedule of run % no longer exists', rerun_at.run_id
             USING ERRCODE = 'no_data_found';
@@ -76,11 +91,12 @@ BEGIN
     -- (in flight: its outbox row; or final at once, e.g. skipped: history)
     SELECT x.run_id INTO v_run_id
     FROM (SELECT o.outbox_id AS run_id FROM cronbox.outbox o
-          WHERE o.job_id = v_job.job_id AND o.kind = 'run' AND o.outbox_id > rerun_at.run_id AND o.origin = 'rerun'
+          WHERE o.bucket = v_job.bucket AND o.job_id = v_job.job_id AND o.kind = 'run' AND o.outbox_id > rerun_at.run_id
+            AND o.origin = 'rerun'
             AND o.fire_at = v_run.fire_at AND o.due_at = p_now
           UNION ALL
           SELECT r.run_id FROM cronbox.run r
-          WHERE r.job_id = v_job.job_id AND r.run_id > rerun_at.run_id AND r.origin = 'rerun'
+          WHERE r.bucket = v_job.bucket AND r.job_id = v_job.job_id AND r.run_id > rerun_at.run_id AND r.origin = 'rerun'
             AND r.fire_at = v_run.fire_at AND r.due_at = p_now) x
     ORDER BY x.run_id DESC LIMIT 1;
     RETURN v_run_id;
