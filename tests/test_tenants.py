@@ -35,9 +35,9 @@ def workers(pg, logins) -> Iterator[dict[str, str]]:  # noqa: F811
 
 
 def _run_of(su, job: str) -> int:
-    su.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at, origin) "
-               "SELECT job_id, clock_timestamp(), now() - interval '1 minute', 'manual' "
-               "FROM cronbox.job WHERE name = %s", (job,))
+    su.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at, origin, bucket) "
+               "SELECT job_id, clock_timestamp(), now() - interval '1 minute', 'manual', bucket "
+               "FROM cronbox.job WHERE name = %s", (job,))  # in the job's bucket, as every row of a job
     su.execute("SELECT cronbox.dispatch(100)")
     return su.execute("SELECT max(run_id) FROM cronbox.runs WHERE job = %s", (job,)).fetchone()[0]
 
