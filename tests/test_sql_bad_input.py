@@ -94,7 +94,7 @@ FUNCTIONS = [
     ("claim_saturation", [("p_limit", "integer"), ("p_horizon", "interval"), ("p_bucket", "integer")], PROCESS),
     ("claim_outbox", [("p_owner", "text"), ("p_limit", "integer"), ("p_lease", "interval"),
                       ("p_queues", "text[]"), ("p_exclude", "text[]"), ("p_ahead", "interval"),
-                      ("p_bucket", "integer")], PROCESS),
+                      ("p_bucket", "integer"), ("p_parts", "boolean")], PROCESS),
     ("next_claim_at_due", [("p_ahead", "interval"), ("p_bucket", "integer")], PROCESS),
     ("release_outbox", [("p_owner", "text"), ("p_ids", "bigint[]"), ("p_lease", "interval"),
                         ("p_bucket", "integer")], PROCESS),
