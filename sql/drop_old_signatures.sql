@@ -194,3 +194,6 @@ DROP FUNCTION IF EXISTS cronbox.lock_job_named(text);
 DROP FUNCTION IF EXISTS cronbox.fold_job_stats_of(bigint[]);
 DROP FUNCTION IF EXISTS cronbox.add_job_rows(bigint[]);
 DROP FUNCTION IF EXISTS cronbox.withdraw_early_runs(bigint,text,timestamp with time zone);
+-- the loose scan of ready futures by priority went with job_future_ready_idx (0485): the reads
+-- across queues walk the lanes (cronbox.ready_lanes).
+DROP FUNCTION IF EXISTS cronbox.ready_priorities();

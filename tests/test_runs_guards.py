@@ -63,17 +63,38 @@ def big_history(conn: psycopg.Connection) -> None:
     conn.execute("ANALYZE cronbox.outbox")
 
 
-def test_dispatch_uses_the_ready_index_and_never_scans_history(conn):
+def test_dispatch_uses_the_lane_index_and_never_scans_history(conn):
     big_history(conn)
     job(conn, "hot", overlap="cancel_other")
     for t in range(5):
         future(conn, "hot", t)
     plans = plans_of(conn, "SELECT * FROM cronbox.dispatch_at(100, p_now => %s)", (at(10),))
     seen = scans(plans)
-    # each queue's walk (job_future_lane_idx), the next due time (job_future_ready_idx)
-    assert {("job_future", "job_future_lane_idx"), ("job_future", "job_future_ready_idx")} <= {(rel, idx) for _, rel, idx in seen}
+    # each queue's walk and the next due time: job_future_lane_idx, the one index of ready futures
+    assert ("job_future", "job_future_lane_idx") in {(rel, idx) for _, rel, idx in seen}
     assert_no_history_scan(seen)
     assert conn.execute("SELECT count(*) FROM cronbox.runs WHERE state = 'dispatched'").fetchone()[0] == 1
+
+
+def test_ready_futures_have_one_index_the_lane_index(conn):
+    """A future stored writes one entry in the index of ready futures: the lane index serves
+    dispatch, the next due time, the count of fires ahead and cronbox.queues."""
+    ready = [r[0] for r in conn.execute(
+        "SELECT indexname FROM pg_indexes WHERE schemaname = 'cronbox' AND tablename = 'job_future' "
+        "AND indexdef LIKE '%WHERE (hold IS NULL)%' ORDER BY 1")]
+    assert ready == ["job_future_lane_idx"]
+
+
+def test_the_reads_across_queues_walk_the_lane_index(conn):
+    big_history(conn)
+    job(conn, "hot", overlap="allow")
+    for t in range(5):
+        future(conn, "hot", t)
+    conn.execute("ANALYZE cronbox.job_future")
+    for sql in ("SELECT cronbox.next_due()", "SELECT * FROM cronbox.due_ahead('1 hour', 1000)"):
+        seen = scans(plans_of(conn, sql))
+        assert {idx for _, rel, idx in seen if rel == "job_future"} == {"job_future_lane_idx"}, (sql, seen)
+        assert all(node in ("Index Scan", "Index Only Scan") for node, rel, _ in seen if rel == "job_future"), seen
 
 
 def test_claim_runs_uses_the_pull_index(conn):

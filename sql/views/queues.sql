@@ -6,24 +6,27 @@
 -- Queues listed: any with something due, held, in the outbox or running, with a limit, or
 -- with runs finished in the last day (cronbox.run_minute).
 -- Cost: what is due, held, in the outbox or running, never the whole horizon of futures:
--- ready futures are read per priority (a loose scan of job_future_ready_idx, as dispatch
--- does) up to now, held ones through the partial job_future_held_idx.
+-- ready futures are read per queue and priority (a loose scan of job_future_lane_idx, as
+-- dispatch does) up to now, held ones through the partial job_future_held_idx.
 DROP VIEW IF EXISTS cronbox.queues;
 CREATE VIEW cronbox.queues AS
-WITH RECURSIVE prio(p) AS (
-    (SELECT f.priority FROM cronbox.job_future f WHERE f.hold IS NULL ORDER BY f.priority LIMIT 1)
+WITH RECURSIVE lane(q, p) AS (
+    -- the queues and priorities with ready futures, one probe each (as cronbox.ready_lanes)
+    (SELECT f.queue, f.priority FROM cronbox.job_future f WHERE f.hold IS NULL
+     ORDER BY f.queue, f.priority LIMIT 1)
     UNION ALL
-    SELECT (SELECT f.priority FROM cronbox.job_future f WHERE f.hold IS NULL AND f.priority > prio.p
-            ORDER BY f.priority LIMIT 1)
-    FROM prio WHERE prio.p IS NOT NULL
+    SELECT nxt.queue, nxt.priority
+    FROM lane CROSS JOIN LATERAL (
+        SELECT f.queue, f.priority FROM cronbox.job_future f
+        WHERE f.hold IS NULL AND (f.queue, f.priority) > (lane.q, lane.p)
+        ORDER BY f.queue, f.priority LIMIT 1) nxt
 ),
 waiting AS (
-    -- ready and due: one range of job_future_ready_idx (priority, due_at) per priority
+    -- ready and due: one range of job_future_lane_idx (queue, priority, due_at) per pair
     SELECT f.job_id, f.due_at, false AS held
-    FROM prio CROSS JOIN LATERAL (
+    FROM lane CROSS JOIN LATERAL (
         SELECT f.job_id, f.due_at FROM cronbox.job_future f
-        WHERE f.hold IS NULL AND f.priority = prio.p AND f.due_at <= now()) f
-    WHERE prio.p IS NOT NULL
+        WHERE f.hold IS NULL AND f.queue = lane.q AND f.priority = lane.p AND f.due_at <= now()) f
     UNION ALL
     SELECT f.job_id, f.due_at, true FROM cronbox.job_future f WHERE f.hold IS NOT NULL
 ),

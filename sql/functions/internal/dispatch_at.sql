@@ -107,8 +107,8 @@ BEGIN
                         SELECT f.future_id, f.job_id
                         FROM cronbox.job_future f
                         -- one range of job_future_lane_idx, written as a range of its whole key:
-                        -- no other index serves it (walking job_future_ready_idx's priority and
-                        -- filtering the queue reads every other queue's burst first)
+                        -- no other index serves it (an index on priority and due time, filtering
+                        -- the queue, would read every other queue's burst first)
                         WHERE f.hold IS NULL AND f.bucket = ANY (v_set)
                           AND (f.queue, f.priority, f.due_at) >= (v_lane_queue[i], v_lane_prio[i], '-infinity'::timestamptz)
                           AND (f.queue, f.priority, f.due_at) <= (v_lane_queue[i], v_lane_prio[i], p_now)

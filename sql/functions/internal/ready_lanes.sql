@@ -1,7 +1,8 @@
 -- cronbox.ready_lanes(p_buckets): each queue and priority that has ready (not held) futures, with the
 -- earliest due time among them, in queue and priority order: a loose index scan of
 -- job_future_lane_idx (one probe per pair in use, however many futures share it). Used by
--- cronbox.dispatch to share a batch between the queues with due work. p_buckets: only the
+-- cronbox.dispatch to share a batch between the queues with due work, and by cronbox.next_due
+-- and cronbox.due_ahead. p_buckets: only the
 -- futures of these buckets (dispatch walks bucket by bucket: docs/citus.md); NULL: every
 -- bucket. PL/pgSQL, not an inlined SQL function: Citus plans no parameterized SQL function
 -- over a distributed table, and its statement is planned with the buckets bound.
@@ -10,8 +11,9 @@ LANGUAGE plpgsql STABLE
 SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 -- Each probe is served in its order by job_future_lane_idx: a generic plan made while job_future
--- looked empty (no policy filter on it since dispatch runs as cronbox_runner) walked
--- job_future_ready_idx instead, filtering the pair and sorting, and read every future per probe.
+-- looked empty (no policy filter on it since dispatch runs as cronbox_runner) walked another
+-- index instead (job_future_ready_idx, dropped since), filtering the pair and sorting, and read
+-- every future per probe.
 SET enable_sort = off
 AS $$
 BEGIN

@@ -1,12 +1,13 @@
 -- cronbox.due_ahead(p_within, p_limit, p_bucket): how many ready futures fall due in each of the next
--- seconds, (now(), now() + p_within], counting at most p_limit of them (soonest first): the
--- poller sizes its early-dispatch lead from it (CRONBOX_DISPATCH_LEAD_MAX: a burst of fires on
--- one minute boundary is dispatched ahead early enough to be written by its time). No locks, no
--- writes: an index-only walk of job_future_ready_idx, priority by priority. p_bucket: that
--- bucket's futures only (a poller leasing buckets sizes its lead from those it holds, one call
--- each; the priorities from cronbox.ready_lanes of the bucket); NULL: every bucket (the
--- priorities from cronbox.ready_priorities). PL/pgSQL, planned with the bucket bound (Citus
--- plans no parameterized SQL function over a distributed table).
+-- seconds, (now(), now() + p_within], counting at most p_limit of them (lane by lane, soonest
+-- first in each: a count that reaches the limit makes the lead the cap, whichever fires it left
+-- uncounted, poller/lead.py): the poller sizes its early-dispatch lead from it
+-- (CRONBOX_DISPATCH_LEAD_MAX: a burst of fires on one minute boundary is dispatched ahead early
+-- enough to be written by its time). No locks, no writes: an index-only walk of job_future_lane_idx, queue and priority by queue and priority
+-- (the pairs from cronbox.ready_lanes). p_bucket: that bucket's futures only (a poller leasing
+-- buckets sizes its lead from those it holds, one call each); NULL: every bucket. PL/pgSQL,
+-- planned with the bucket bound (Citus plans no parameterized SQL function over a distributed
+-- table).
 CREATE OR REPLACE FUNCTION cronbox.due_ahead(p_within interval, p_limit integer, p_bucket integer DEFAULT NULL)
 RETURNS TABLE (second integer, fires integer)
 LANGUAGE plpgsql STABLE
@@ -19,25 +20,26 @@ DECLARE
     v_within interval := cronbox.checked_interval('p_within', p_within, interval '0', interval '1 hour');
     v_lim integer := cronbox.checked_limit('p_limit', p_limit, 10000000);
     v_set integer[];
-    v_prio integer[];  -- the bucket's priorities with ready futures, read first: on Citus a statement
-                       -- may not call a function that reads a distributed table
+    v_queue text[];    -- the queues and priorities with ready futures (of the bucket), read first:
+    v_prio integer[];  -- on Citus a statement may not call a function that reads a distributed table
 BEGIN
     IF p_bucket IS NOT NULL THEN
         v_set := ARRAY(SELECT unnest(cronbox.bucket_walks('cronbox.job_future', p_bucket)));
-        v_prio := ARRAY(SELECT DISTINCT l.priority FROM cronbox.ready_lanes(v_set) l ORDER BY 1);
-    ELSE
-        v_prio := ARRAY(SELECT r.p FROM cronbox.ready_priorities() AS r(p));
     END IF;
-    -- priority by priority, each walk in due order up to the limit (v_set NULL: every bucket)
+    SELECT array_agg(l.queue ORDER BY l.queue, l.priority), array_agg(l.priority ORDER BY l.queue, l.priority)
+      INTO v_queue, v_prio
+    FROM cronbox.ready_lanes(v_set) l;
+    -- lane by lane, each walk in due order up to the limit (v_set NULL: every bucket)
     RETURN QUERY
     WITH
-    prio(p) AS (SELECT u.p FROM unnest(v_prio) AS u(p)),
+    lane(q, p) AS (SELECT u.q, u.p FROM unnest(v_queue, v_prio) AS u(q, p)),
     due AS (
         SELECT x.due_at
-        FROM prio CROSS JOIN LATERAL (
+        FROM lane CROSS JOIN LATERAL (
             SELECT f.due_at
             FROM cronbox.job_future f
-            WHERE f.hold IS NULL AND (v_set IS NULL OR f.bucket = ANY (v_set)) AND f.priority = prio.p
+            WHERE f.hold IS NULL AND (v_set IS NULL OR f.bucket = ANY (v_set))
+              AND f.queue = lane.q AND f.priority = lane.p
               AND f.due_at > now() AND f.due_at <= now() + v_within
             ORDER BY f.due_at
             LIMIT v_lim
@@ -52,7 +54,7 @@ END
 $$;
 
 COMMENT ON FUNCTION cronbox.due_ahead(interval, integer, integer) IS
-'Poller: per second from now, how many ready futures fall due within p_within (0 .. 1 hour), counting at most p_limit (1 .. 10,000,000) of them, soonest first, of p_bucket only when given (NULL: every bucket). No locks. Sizes the early-dispatch lead for bursts (CRONBOX_DISPATCH_LEAD_MAX).';
+'Poller: per second from now, how many ready futures fall due within p_within (0 .. 1 hour), counting at most p_limit (1 .. 10,000,000) of them, soonest first in each queue and priority, of p_bucket only when given (NULL: every bucket). No locks. Sizes the early-dispatch lead for bursts (CRONBOX_DISPATCH_LEAD_MAX).';
 
 ALTER FUNCTION cronbox.due_ahead(interval, integer, integer) OWNER TO cronbox_owner;
 REVOKE ALL ON FUNCTION cronbox.due_ahead(interval, integer, integer) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
