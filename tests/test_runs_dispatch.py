@@ -435,6 +435,53 @@ def test_dispatch_opens_only_the_run_partitions_it_writes_however_much_history_i
     assert conn.execute("SELECT count(*) FROM cronbox.runs WHERE state = 'dispatched'").fetchone()[0] == 20
 
 
+@pytest.mark.parametrize("overlap, fires", [("skip", (0,)), ("allow", (0, 30))],
+                         ids=["one-fire-per-job", "allow-fires"])
+def test_the_jobs_a_plain_batch_finishes_are_logged_finished_once_as_the_general_path_logs_them(conn, overlap, fires):
+    """Dispatch's write logs 'finished' for a job whose last scheduled fire it decided (nothing
+    left to schedule, no scheduled fire left), once per finish: the plain path
+    (cronbox.dispatch_plain, which tells it from its own read of the batch with one fire per
+    job) logs the same rows as the general path (cronbox.dispatch_locked, the batch made not
+    plain by a paused job's fire); a job with a scheduled fire left, or already logged, is not."""
+    ids: dict[str, list[int]] = {"p": [], "g": []}
+    for group in ("p", "g"):
+        conn.execute("SELECT cronbox.schedule_at(%s, at => %s, overlap => %s, p_now => %s)",
+                     (f"{group}-once", at(0), overlap, at(-86400)))
+        job(conn, f"{group}-ends", overlap=overlap, ends_at=at(40))
+        job(conn, f"{group}-left", overlap=overlap, ends_at=at(200))
+        job(conn, f"{group}-max", overlap=overlap, max_runs=2)
+        job(conn, f"{group}-logged", overlap=overlap, ends_at=at(40))
+        for kind in ("once", "ends", "left", "max", "logged"):
+            ids[group] += [future(conn, f"{group}-{kind}", t, due=0) for t in fires]
+        future(conn, f"{group}-left", 100)  # a scheduled fire left
+        # nothing left to schedule (as saturation found), the max_runs job at its count
+        conn.execute("UPDATE cronbox.job SET finished_at = %s WHERE name LIKE %s", (at(-3600), f"{group}-%"))
+        conn.execute("UPDATE cronbox.job_fire f SET fires_made = 2 FROM cronbox.job j "
+                     "WHERE j.job_id = f.job_id AND j.name = %s", (f"{group}-max",))
+        conn.execute("INSERT INTO cronbox.job_change (job_id, job_name, action, reason, changed_at) "
+                     "SELECT job_id, name, 'finished', 'logged before', %s FROM cronbox.job WHERE name = %s",
+                     (at(-60), f"{group}-logged"))
+    job(conn, "paused")
+    conn.execute("SELECT cronbox.pause_at('paused', 'test', p_now => %s)", (at(-1),))
+    held = future(conn, "paused", 0)
+    jobs = [r[0] for r in conn.execute("SELECT DISTINCT job_id FROM cronbox.job_future WHERE future_id = ANY (%s)",
+                                       (ids["g"] + [held],))]
+    n = 5 * len(fires)
+    assert conn.execute("SELECT * FROM cronbox.dispatch_plain(%s, NULL, %s)", (ids["p"], at(0))).fetchall() == [
+        (n, 0, 0, 0)]
+    assert conn.execute("SELECT * FROM cronbox.dispatch_locked(%s, %s, NULL, %s)",
+                        (ids["g"] + [held], jobs, at(0))).fetchall() == [(n, 0, 0, 1)]
+
+    def finished(group: str) -> list[tuple[str, str, Any]]:
+        return [(name.split("-", 1)[1], reason, changed_at) for name, reason, changed_at in conn.execute(
+            "SELECT job_name, reason, changed_at FROM cronbox.job_change WHERE action = 'finished' "
+            "AND job_name LIKE %s ORDER BY job_name, change_id", (f"{group}-%",))]
+
+    assert finished("p") == [("ends", "ends_at passed", at(0)), ("logged", "logged before", at(-60)),
+                             ("max", "max_runs reached: 2 fires", at(0)), ("once", "one-off fire handled", at(0))]
+    assert finished("g") == finished("p")
+
+
 PLAIN_KINDS = {
     "allow": {"overlap": "allow", "payload": psycopg.types.json.Jsonb({"k": 1}), "queue": "etl",
               "timeout": "90 seconds", "priority": 3},

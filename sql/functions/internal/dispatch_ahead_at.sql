@@ -308,8 +308,8 @@ BEGIN
             -- dispatch_locked inserts it): a relay holding it would keep it from being taken
             -- back; and marked on its job (its due time, the statistics before it) by the same
             -- update as its statistics, so that whatever makes another run of the job unfinished
-            -- before that time takes it back first (cronbox.withdraw_early_skip_runs).
-            PERFORM cronbox.record_finished(v_jobs, p_now, v_set);  -- as dispatch: a last fire decided
+            -- before that time takes it back first (cronbox.withdraw_early_skip_runs). A job
+            -- whose last fire it decided is logged finished there too.
         END IF;
         v_total_dispatched := v_total_dispatched + v_dispatched;
         v_total_picked := v_total_picked + v_picked;

@@ -148,10 +148,7 @@ BEGIN
         v_dispatched := v_dispatched + d.dispatched;
         v_skipped := v_skipped + d.skipped;
         v_failed := v_failed + d.failed;
-        v_held := v_held + d.held;
-        -- 4. A job whose last scheduled fire was just decided has finished: the change log says so
-        --    now, not when saturation found nothing left to schedule (cronbox.record_finished).
-        PERFORM cronbox.record_finished(v_jobs, p_now, v_set);
+        v_held := v_held + d.held;  -- (and the jobs that finished with it logged: dispatch_locked)
     END LOOP;
     RETURN QUERY SELECT v_dispatched, v_skipped, v_failed, v_held, cronbox.next_due_in(v_walks, p_bucket);
 END
