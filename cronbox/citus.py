@@ -9,8 +9,12 @@ every node, written on all of them in one distributed transaction), and the Citu
 and views) is applied: the buckets of the job (B of them, one per shard of the colocation group
 cronbox.bucket_shard, listed in the reference table cronbox.bucket) and the bucket leases of
 the pollers and relays. The hot tables (jobs, job futures, outbox, run history, job statistics)
-stay local tables on the coordinator for now: docs/citus.md says why and what distributing them
-by a bucket of the job takes.
+stay local tables on the coordinator unless `--distribute` is given (`cronbox migrate --citus
+--distribute`): then the layer's migration 0356 distributes them by the bucket of the job,
+colocated with the buckets (docs/citus.md, "Distributing the hot tables"), and every later
+migrate keeps them so and plans their hot functions with the bucket bound
+(sql/citus/distributed_plans.sql, set again after every run: a function file applied again
+drops the setting).
 
 On a database without the Citus extension, on a Citus worker node, with a bucket count that is
 not a power of two from 1 to 1,024, or with one other than the count the database already has,
@@ -51,6 +55,9 @@ RUNNER_ROLE = "cronbox_runner"
 # `--buckets` says otherwise when the buckets are made; it never changes afterwards.
 DEFAULT_BUCKETS = 32
 MAX_BUCKETS = 1024
+# The layer's migrations applied only when asked for (`--distribute`), kept by every migrate once
+# applied: the hot tables distributed by bucket.
+DISTRIBUTE_VERSIONS = frozenset({356})
 # The process kinds that lease buckets, each kind its own set of leases.
 LEASE_KINDS = ("poller", "relay")
 
@@ -86,6 +93,7 @@ class CitusResult:
     buckets: int = 0
     buckets_made: bool = False
     citus_applied: list[str] = dataclasses.field(default_factory=list)
+    distributed: bool = False
 
 
 def check_bucket_count(buckets: int) -> int:
@@ -196,15 +204,30 @@ def make_buckets(conn: psycopg.Connection, buckets: int) -> None:
                      " FROM cronbox.bucket b, unnest(%s::text[]) k", (list(LEASE_KINDS),))
 
 
-def apply_citus_layer(conn: psycopg.Connection, buckets: int | None) -> tuple[list[str], int, bool]:
-    """Under the migrate lock: the Citus layer's pending migrations (each in its own transaction
-    with its version row), the buckets if not made yet, then its functions and views if their
-    digest changed, and the grants again (sql/grants.sql: ownership, view grants, the check
-    that every function states its grants). Returns (migrations applied, buckets, made now)."""
+def is_distributed(conn: psycopg.Connection) -> bool:
+    """Whether the layer's migration that distributes the hot tables has been applied."""
+    return conn.execute("SELECT to_regclass('cronbox.citus_version') IS NOT NULL AND EXISTS"
+                        " (SELECT FROM cronbox.citus_version WHERE version = ANY (%s))",
+                        (sorted(DISTRIBUTE_VERSIONS),)).fetchone()[0]
+
+
+def apply_citus_layer(conn: psycopg.Connection, buckets: int | None,
+                      distribute: bool = False) -> tuple[list[str], int, bool]:
+    """Under the migrate lock: the buckets if not made yet, the Citus layer's pending migrations
+    (each in its own transaction with its version row; those of DISTRIBUTE_VERSIONS only with
+    `distribute` or once applied), then its functions and views if their digest changed, and the
+    grants again (sql/grants.sql: ownership, view grants, the check that every function states its
+    grants); on a distributed database the hot functions' plan setting, every time. Returns
+    (migrations applied, buckets, made now)."""
     root = citus_root()
     with conn.transaction():
         conn.execute(_CITUS_BOOTSTRAP)
-    applied = apply_migrations(conn, migrations(root), "cronbox.citus_version", "'s Citus layer")
+    done = {r[0] for r in conn.execute("SELECT version FROM cronbox.citus_version")}
+    keep = distribute or bool(done & DISTRIBUTE_VERSIONS)
+    known = [m for m in migrations(root) if keep or m.version not in DISTRIBUTE_VERSIONS]
+    # the distribution last, once the buckets and the layer's functions (bucket_of) are there
+    first = [m for m in known if m.version not in DISTRIBUTE_VERSIONS or m.version in done]
+    applied = apply_migrations(conn, first, "cronbox.citus_version", "'s Citus layer")
     count, made = bucket_count(conn), False
     if count == 0:
         count, made = buckets or DEFAULT_BUCKETS, True
@@ -212,12 +235,17 @@ def apply_citus_layer(conn: psycopg.Connection, buckets: int | None) -> tuple[li
         log.info("made %d buckets", count)
     files = [*code_files(root), sql_root() / "grants.sql"]
     apply_code(conn, files, code_digest(files), "cronbox.citus_code", force=bool(applied) or made)
+    applied += apply_migrations(conn, known, "cronbox.citus_version", "'s Citus layer")
+    if keep:
+        with conn.transaction():
+            conn.execute((root / "distributed_plans.sql").read_text())
     return applied, count, made
 
 
-def migrate_citus(dsn: str, buckets: int | None = None) -> CitusResult:
+def migrate_citus(dsn: str, buckets: int | None = None, distribute: bool = False) -> CitusResult:
     """Check the coordinator and the bucket count, run the migrations, make the shared tables
-    reference tables, apply the Citus layer (buckets, leases)."""
+    reference tables, apply the Citus layer (buckets, leases; with `distribute`, the hot tables
+    distributed by bucket)."""
     if buckets is not None:
         check_bucket_count(buckets)
     with db.connect(dsn) as conn:
@@ -239,10 +267,12 @@ def migrate_citus(dsn: str, buckets: int | None = None) -> CitusResult:
                     if table not in done:
                         conn.execute("SELECT pg_catalog.create_reference_table(%s::regclass)", (f"cronbox.{table}",))
                         made.append(table)
-            citus_applied, count, buckets_made = apply_citus_layer(conn, buckets)
+            citus_applied, count, buckets_made = apply_citus_layer(conn, buckets, distribute)
+            distributed = is_distributed(conn)
         finally:
             conn.execute("SELECT pg_catalog.pg_advisory_unlock(%s)", (LOCK_KEY,))
     if made:
         log.info("made reference tables: %s", ", ".join(made))
     return CitusResult(schema=schema, citus_version=version, worker_nodes=workers, made_reference=made,
-                       buckets=count, buckets_made=buckets_made, citus_applied=citus_applied)
+                       buckets=count, buckets_made=buckets_made, citus_applied=citus_applied,
+                       distributed=distributed)

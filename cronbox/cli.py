@@ -105,7 +105,8 @@ def _print_citus(done) -> None:
     print(f"cronbox schema at version {done.schema.version} on Citus {done.citus_version}, "
           f"{done.worker_nodes} worker node(s); reference tables made: "
           f"{', '.join(done.made_reference) or 'none (already)'}; "
-          f"{done.buckets} buckets{' made' if done.buckets_made else ''}")
+          f"{done.buckets} buckets{' made' if done.buckets_made else ''}"
+          f"{'; hot tables distributed by bucket' if done.distributed else ''}")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -144,6 +145,9 @@ def _parser() -> argparse.ArgumentParser:
                             help="on a Citus coordinator: the same schema, with the shared tables made "
                                  "reference tables, the buckets of the job and the bucket leases "
                                  "(docs/citus.md); refused without Citus")
+            sp.add_argument("--distribute", action="store_true",
+                            help="with --citus: distribute the hot tables by the bucket of the job "
+                                 "(docs/citus.md, \"Distributing the hot tables\"); kept by every later migrate")
             sp.add_argument("--buckets", metavar="B",
                             help="with --citus, when the buckets are first made: how many, a power of two "
                                  "from 1 to 1024 (default 32); it cannot change afterwards")
@@ -238,10 +242,12 @@ def main(argv: list[str] | None = None) -> int:
 
             return run_dev(cfg, Path(args.data), args.cron, args.sink)
         cfg = _require_dsn_or_env(cfg, args.command)
-        if args.command == "migrate" and (args.citus or args.buckets is not None):
+        if args.command == "migrate" and (args.citus or args.buckets is not None or args.distribute):
             from cronbox.citus import migrate_citus
 
-            done = migrate_citus(cfg.dsn, _buckets(args.buckets, args.citus))
+            if args.distribute and not args.citus:
+                raise MigrateError("--distribute: only with --citus (plain PostgreSQL has nothing to distribute)")
+            done = migrate_citus(cfg.dsn, _buckets(args.buckets, args.citus), distribute=args.distribute)
             _print_citus(done)
             return 0
         if args.command == "migrate":

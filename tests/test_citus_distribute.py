@@ -1,0 +1,163 @@
+"""`cronbox migrate --citus --distribute` (docs/citus.md, "Distributing the hot tables"): the
+Citus layer's migration 0356 distributes the hot tables by the bucket of the job, colocated
+with cronbox.bucket_shard, the small shared tables as reference tables, after moving the jobs
+made before the buckets into their name's bucket; every later migrate keeps the hot functions
+planned with their bucket bound. Marker `citus`: each test makes its own database on the
+session's Citus cluster."""
+
+from __future__ import annotations
+
+import os
+
+import psycopg
+import pytest
+
+from cronbox import db
+from cronbox.citus import migrate_citus
+from cronbox.migrate import migrate
+
+from .conftest import CitusServer, Server, cli_migrate
+
+pytestmark = pytest.mark.citus
+
+HOT = ("job", "job_future", "job_stat", "job_fire", "backfill", "outbox", "job_stat_change", "run", "run_late_report")
+SHARED = ("job_dependency", "queue_limit", "job_after_edge", "pool", "time_zone", "queue_grant", "bucket")
+# the rows of each hot table that carry their job's bucket, by the job's key
+JOB_ROWS = ("job_fire", "job_stat", "job_future", "outbox", "run")
+
+
+@pytest.fixture
+def citus_bare(pg: Server) -> str:
+    """A database on the session's Citus cluster with the extension and nothing of cronbox."""
+    if not isinstance(pg, CitusServer):
+        pytest.skip("needs the Citus session (pytest -m citus, or CRONBOX_TEST_CITUS=1)")
+    name = f"cronbox_dist{os.getpid()}"
+    dsn = pg.create_citus_db(name)
+    yield dsn
+    pg.drop_db(name)
+
+
+def layout(conn: psycopg.Connection) -> dict[str, tuple[str, bool]]:
+    """cronbox's Citus tables: name -> (method: 'h' distributed, 'n' reference; colocated with
+    cronbox.bucket_shard)."""
+    return {r[0]: (r[1], r[2]) for r in conn.execute(
+        "SELECT c.relname, p.partmethod, p.colocationid = (SELECT colocationid FROM pg_catalog.pg_dist_partition"
+        " WHERE logicalrelid = 'cronbox.bucket_shard'::regclass)"
+        " FROM pg_catalog.pg_dist_partition p JOIN pg_catalog.pg_class c ON c.oid = p.logicalrelid"
+        " WHERE c.relnamespace = 'cronbox'::regnamespace AND NOT c.relispartition")}
+
+
+def custom_plans(conn: psycopg.Connection) -> dict[str, bool]:
+    """Whether each of a few hot functions is planned with its arguments bound."""
+    return {r[0]: r[1] for r in conn.execute(
+        "SELECT p.proname, coalesce('plan_cache_mode=force_custom_plan' = ANY (p.proconfig), false)"
+        " FROM pg_catalog.pg_proc p WHERE p.pronamespace = 'cronbox'::regnamespace"
+        " AND p.proname IN ('dispatch_at', 'claim_outbox_at', 'finish_runs', 'schedule_at')")}
+
+
+def test_citus_distribute_moves_jobs_made_before_the_buckets_and_distributes_every_hot_table_colocated(citus_bare):
+    """A database migrated on plain terms first (its jobs in bucket 0, a run in flight), then
+    `cronbox migrate --citus --distribute`: every job in its name's bucket with every row of it,
+    every hot table distributed by bucket in the buckets' colocation group (the history's
+    partitions with it), keys and foreign keys with the bucket first, the shared tables
+    reference tables, no policy with a subquery on any of them; the run in flight then
+    completes, and a new job's fires are dispatched and completed, on the distributed tables.
+    Again: nothing applied, nothing changed."""
+    migrate(citus_bare)
+    with db.connect(citus_bare) as conn:
+        for name in ("etl/extract", "etl/load", "report", "cleanup"):
+            conn.execute("SELECT cronbox.schedule(%s, every => '1 hour')", (name,))
+        conn.execute("SELECT cronbox.trigger('report')")
+        assert conn.execute("SELECT count(*) FROM cronbox.job WHERE bucket <> 0").fetchone()[0] == 0
+    done = migrate_citus(citus_bare, 8, distribute=True)
+    assert done.distributed and "0356_distribute_hot_tables" in done.citus_applied, done
+    with db.connect(citus_bare) as conn:
+        jobs = dict(conn.execute("SELECT name, bucket FROM cronbox.job").fetchall())
+        for name, bucket in jobs.items():
+            assert conn.execute("SELECT cronbox.bucket_of(%s)", (name,)).fetchone()[0] == bucket, (name, jobs)
+        assert set(jobs.values()) - {0} and jobs["etl/extract"] == jobs["etl/load"], jobs  # some moved
+        of_job = dict(conn.execute("SELECT job_id, bucket FROM cronbox.job").fetchall())
+        for table in JOB_ROWS:  # read on their own: a join on job_id alone would cross buckets
+            rows = conn.execute(f"SELECT job_id, bucket FROM cronbox.{table}").fetchall()
+            assert all(of_job[j] == b for j, b in rows), (table, rows, of_job)
+            assert rows or table in ("job_future", "run"), table  # no poller ran: no futures, no history yet
+        tables = layout(conn)
+        for table in HOT:
+            assert tables.get(table) == ("h", True), (table, tables)
+        for table in SHARED:
+            assert tables.get(table, ("?",))[0] == "n", (table, tables)
+        partitions = conn.execute("SELECT count(*) FILTER (WHERE p.logicalrelid IS NULL) FROM pg_catalog.pg_inherits i"
+                                  " LEFT JOIN pg_catalog.pg_dist_partition p ON p.logicalrelid = i.inhrelid"
+                                  " WHERE i.inhparent = 'cronbox.run'::regclass").fetchone()[0]
+        assert partitions == 0
+        keys = dict(conn.execute(
+            "SELECT conname, pg_catalog.pg_get_constraintdef(oid) FROM pg_catalog.pg_constraint"
+            " WHERE connamespace = 'cronbox'::regnamespace AND contype IN ('p', 'u', 'f') AND conparentid = 0"
+            " AND conrelid = ANY (%s::regclass[])", ([f"cronbox.{t}" for t in HOT],)).fetchall())
+        assert keys and all("(bucket, " in d for d in keys.values()), keys
+        assert keys["job_fire_job_fkey"].endswith("REFERENCES cronbox.job(bucket, job_id) ON DELETE CASCADE"), keys
+        with_subquery = conn.execute(
+            "SELECT count(*) FROM pg_catalog.pg_policies WHERE schemaname = 'cronbox' AND tablename = ANY (%s)"
+            " AND (qual ~ 'SELECT' OR with_check ~ 'SELECT')", (list(HOT + SHARED),)).fetchone()[0]
+        assert with_subquery == 0
+        assert all(custom_plans(conn).values()), custom_plans(conn)
+        # the run made before, in flight, completes where its rows now are
+        (run_id,) = conn.execute("SELECT outbox_id FROM cronbox.outbox WHERE kind = 'run'").fetchone()
+        assert conn.execute("SELECT state FROM cronbox.complete_runs(%s)", ([run_id],)).fetchone()[0] == "succeeded"
+        conn.execute("SELECT cronbox.trigger('etl/load')")
+        conn.execute("SELECT cronbox.dispatch(100, p_bucket => %s)", (jobs["etl/load"],))
+        runs = [r[0] for r in conn.execute("SELECT outbox_id FROM cronbox.outbox WHERE kind = 'run'")]
+        assert len(runs) == 1
+        assert conn.execute("SELECT state FROM cronbox.complete_runs(%s)", (runs,)).fetchone()[0] == "succeeded"
+        states = conn.execute("SELECT job, state FROM cronbox.runs ORDER BY job").fetchall()
+        assert states == [("etl/load", "succeeded"), ("report", "succeeded")], states
+        before = layout(conn)
+    again = migrate_citus(citus_bare)
+    assert again.distributed and again.citus_applied == [] and not again.made_reference, again
+    with db.connect(citus_bare) as conn:
+        assert layout(conn) == before
+
+
+def test_citus_without_distribute_the_hot_tables_stay_the_coordinator_s_own_until_asked(citus_bare):
+    """`cronbox migrate --citus` (the real command) leaves every hot table local and does not
+    record the distributing migration; a later plain `cronbox migrate` does not apply it either;
+    `--citus --distribute` then does, and `--distribute` without `--citus` is refused with one
+    line, exit status 1."""
+    refused = cli_migrate(citus_bare, "--distribute")
+    assert refused.returncode == 1 and "--distribute: only with --citus" in refused.stderr, refused.stderr
+    for args in (("--citus", "--buckets", "4"), ()):
+        out = cli_migrate(citus_bare, *args)
+        assert out.returncode == 0, out.stderr
+        assert "distributed" not in out.stdout, out.stdout
+    with db.connect(citus_bare) as conn:
+        assert not set(HOT) & set(layout(conn))
+        assert conn.execute("SELECT count(*) FROM cronbox.citus_version WHERE version = 356").fetchone()[0] == 0
+        assert not any(custom_plans(conn).values())
+    out = cli_migrate(citus_bare, "--citus", "--distribute")
+    assert out.returncode == 0 and "hot tables distributed by bucket" in out.stdout, (out.stdout, out.stderr)
+    with db.connect(citus_bare) as conn:
+        assert set(HOT) <= set(layout(conn))
+
+
+def test_citus_a_migrate_that_applies_the_function_files_again_plans_the_hot_functions_with_their_bucket_again(citus_bare):
+    """A function file applied again (CREATE OR REPLACE with its own SET list) drops the
+    functions' plan_cache_mode: the core migrate alone leaves them with their generic plans
+    (the failure this guards against: `could not create distributed plan`), and every migrate
+    of a distributed database, plain `cronbox migrate` included, sets it again."""
+    migrate_citus(citus_bare, 4, distribute=True)
+    with db.connect(citus_bare) as conn:
+        assert all(custom_plans(conn).values())
+        conn.execute("DELETE FROM cronbox.schema_code")
+    assert migrate(citus_bare).code_reapplied
+    with db.connect(citus_bare) as conn:
+        assert not any(custom_plans(conn).values()), custom_plans(conn)
+        conn.execute("DELETE FROM cronbox.schema_code")
+    out = cli_migrate(citus_bare)
+    assert out.returncode == 0 and "hot tables distributed by bucket" in out.stdout, (out.stdout, out.stderr)
+    with db.connect(citus_bare) as conn:
+        assert all(custom_plans(conn).values()), custom_plans(conn)
+        conn.execute("SELECT cronbox.schedule('after/reapply', every => '1 minute')")
+        conn.execute("SELECT cronbox.trigger('after/reapply')")
+        made = conn.execute("SELECT (SELECT count(*) FROM cronbox.job_future)"
+                            " + (SELECT count(*) FROM cronbox.outbox WHERE kind = 'run')").fetchone()[0]
+        assert made == 1  # the manual fire, as a future or already a run
