@@ -8,10 +8,11 @@
 -- foreign keys that Citus cannot keep (from a reference or local table to a distributed one)
 -- dropped: the functions that delete jobs delete those rows; (3) the row-security policies
 -- that hold subqueries replaced by plain function calls (Citus refuses subqueries in policies):
--- a job's own owner still sees and changes it, but an owner limited to its own schedules no
--- longer sees the other hot rows of its jobs (futures, runs, statistics): they are the
--- administrators', the processes' and the readers' (docs/citus.md, "Distributing the hot
--- tables"); (4) the tables distributed, the small shared ones made reference tables.
+-- a job's owner checked by a plain call; elsewhere only the callers that read or write every
+-- schedule's rows. Not met: evaluated on the worker nodes, inside the SECURITY DEFINER
+-- functions, cronbox.caller() is their owner there, so owner isolation does not hold through
+-- the functions (docs/citus.md, "Distributing the hot tables"); (4) the tables distributed,
+-- the small shared ones made reference tables.
 -- The hot functions are planned with their bucket bound (plan_cache_mode), set by the migrate
 -- after every run (sql/citus/distributed_plans.sql): a function file applied again resets it.
 SET LOCAL citus.multi_shard_modify_mode TO 'sequential';
