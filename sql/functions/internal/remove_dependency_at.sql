@@ -18,6 +18,9 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_job_id bigint;
+    v_up_id bigint;
+    v_up_bucket integer;
+    v_bucket integer;
     v_name text := coalesce(remove_dependency_at.name, remove_dependency_at.job);
     v_field text := CASE WHEN remove_dependency_at.name IS NULL AND remove_dependency_at.job IS NOT NULL
                          THEN 'job' ELSE 'name' END;
@@ -31,14 +34,18 @@ BEGIN
     PERFORM pg_advisory_xact_lock(hashtext('cronbox.dependencies'));
     -- the job's lock (as add_dependency): dispatch decides on its gates under it, so a fire it
     -- holds for this gate is held before this release or decided after the gate is gone
-    v_job_id := cronbox.lock_job_named(v_name, cronbox.job_bucket(v_name));
+    v_bucket := cronbox.job_bucket(v_name);  -- the job's: its futures' statements in it
+    v_job_id := cronbox.lock_job_named(v_name, v_bucket);
     IF v_job_id IS NULL THEN
         RAISE EXCEPTION '%: no schedule named %', v_field, quote_literal(v_name)
             USING ERRCODE = 'no_data_found';
     END IF;
-    DELETE FROM cronbox.job_dependency d
-    USING cronbox.job u
-    WHERE d.job_id = v_job_id AND u.job_id = d.upstream_id AND u.name = remove_dependency_at.upstream;
+    -- the upstream's id, read in the bucket its name gives, then the edge by key (on Citus the
+    -- edges are a reference table, the jobs distributed: no statement joins the two)
+    v_up_bucket := cronbox.job_bucket(remove_dependency_at.upstream);
+    SELECT u.job_id INTO v_up_id FROM cronbox.job u
+    WHERE u.bucket = v_up_bucket AND u.name = remove_dependency_at.upstream;
+    DELETE FROM cronbox.job_dependency d WHERE d.job_id = v_job_id AND d.upstream_id = v_up_id;
     IF NOT FOUND THEN
         RETURN false;
     END IF;
@@ -46,7 +53,7 @@ BEGIN
         format('no longer waits for %s', remove_dependency_at.upstream), p_now);
     PERFORM cronbox.release_futures(ARRAY(
         SELECT f.future_id FROM cronbox.job_future f
-        WHERE f.job_id = v_job_id AND f.hold = 'dependency'));
+        WHERE f.bucket = v_bucket AND f.job_id = v_job_id AND f.hold = 'dependency'), ARRAY[v_bucket]);
     RETURN true;
 END
 $$;
