@@ -25,6 +25,7 @@ DECLARE
     v_up_id bigint;
     v_cycle text;
     v_bucket integer;  -- the gated job's
+    v_up_bucket integer;
     -- the job's name, and the parameter the caller gave it in (messages name that one)
     v_name text := coalesce(add_dependency_at.name, add_dependency_at.job);
     v_field text := CASE WHEN add_dependency_at.name IS NULL AND add_dependency_at.job IS NOT NULL
@@ -55,7 +56,8 @@ BEGIN
         RAISE EXCEPTION '%: no schedule named %', v_field, quote_literal(v_name)
             USING ERRCODE = 'no_data_found';
     END IF;
-    SELECT j.job_id INTO v_up_id FROM cronbox.job j WHERE j.name = add_dependency_at.upstream;
+    v_up_bucket := cronbox.job_bucket(add_dependency_at.upstream);  -- the upstream's, its name's
+    SELECT j.job_id INTO v_up_id FROM cronbox.job j WHERE j.bucket = v_up_bucket AND j.name = add_dependency_at.upstream;
     IF v_up_id IS NULL THEN
         RAISE EXCEPTION 'upstream: no schedule named %', quote_literal(add_dependency_at.upstream)
             USING ERRCODE = 'no_data_found';
@@ -72,7 +74,8 @@ BEGIN
     END IF;
     -- A gate reads the job's last fire and the upstream's last success while deciding: their
     -- statistics folded off the hot path are folded now (cronbox.job_stat_folded).
-    PERFORM cronbox.fold_job_stats_of(ARRAY[v_job_id, v_up_id]);
+    PERFORM cronbox.fold_job_stats_of(ARRAY[v_job_id], v_bucket);
+    PERFORM cronbox.fold_job_stats_of(ARRAY[v_up_id], v_up_bucket);
     -- with the gated job's bucket (a finished upstream releases its fires there)
     INSERT INTO cronbox.job_dependency AS d (job_id, upstream_id, within, wait_timeout, created_at, bucket)
     VALUES (v_job_id, v_up_id, add_dependency_at.within, add_dependency_at.wait_timeout, p_now,

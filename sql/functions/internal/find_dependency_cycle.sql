@@ -16,22 +16,48 @@ DECLARE
     v_parents bigint[];
     v_path bigint[];
     v_cur bigint;
+    v_level_nodes bigint[];  -- the pairs reached at this level
+    v_level_parents bigint[];
+    v_from bigint[];
+    v_names text[];  -- the after-lists' names at this level, and the jobs listing them
+    v_named_by bigint[];
+    v_bucket integer;
 BEGIN
-    WITH RECURSIVE walk(node, parent) AS (
-        SELECT u.id, p_job_id FROM unnest(p_upstream_ids) u(id)
-        UNION
-        SELECT nx.id, w.node
-        FROM walk w
-        CROSS JOIN LATERAL (
-            SELECT d.upstream_id AS id FROM cronbox.job_dependency d WHERE d.job_id = w.node
-            UNION
-            SELECT up.job_id FROM cronbox.job x JOIN cronbox.job up ON up.name = ANY (x.after)
-            WHERE x.job_id = w.node
-        ) nx
-        WHERE w.node <> p_job_id
-    )
-    SELECT array_agg(walk.node), array_agg(walk.parent) INTO v_nodes, v_parents FROM walk;
-    IF v_nodes IS NULL OR NOT p_job_id = ANY (v_nodes) THEN
+    -- Level by level (a statement per level, and per bucket of the after-lists' names), over the
+    -- gates (cronbox.job_dependency) and the after-job edges (cronbox.job_after_edge), reference
+    -- tables on Citus; an edge's upstream name found in the bucket the name gives: no statement
+    -- reads the jobs of several buckets (Citus refuses a recursive walk over a distributed table).
+    v_level_nodes := p_upstream_ids;
+    v_level_parents := array_fill(p_job_id, ARRAY[cardinality(p_upstream_ids)]);
+    v_nodes := '{}';
+    v_parents := '{}';
+    LOOP
+        -- the pairs (job, reached from) not seen yet: each is visited once
+        SELECT coalesce(array_agg(l.node), '{}'), coalesce(array_agg(l.parent), '{}') INTO v_level_nodes, v_level_parents
+        FROM (SELECT DISTINCT x.node, x.parent FROM unnest(v_level_nodes, v_level_parents) AS x(node, parent)
+              WHERE x.node IS NOT NULL
+                AND NOT EXISTS (SELECT 1 FROM unnest(v_nodes, v_parents) AS s(node, parent)
+                                WHERE s.node = x.node AND s.parent = x.parent)) l;
+        EXIT WHEN cardinality(v_level_nodes) = 0;
+        v_nodes := v_nodes || v_level_nodes;
+        v_parents := v_parents || v_level_parents;
+        v_from := ARRAY(SELECT DISTINCT u.node FROM unnest(v_level_nodes) AS u(node) WHERE u.node <> p_job_id);
+        -- what those jobs wait for: their gates' upstreams, and the jobs their after-lists name
+        SELECT coalesce(array_agg(d.upstream_id), '{}'), coalesce(array_agg(d.job_id), '{}')
+          INTO v_level_nodes, v_level_parents
+        FROM cronbox.job_dependency d WHERE d.job_id = ANY (v_from);
+        SELECT coalesce(array_agg(e.upstream), '{}'), coalesce(array_agg(e.job_id), '{}') INTO v_names, v_named_by
+        FROM cronbox.job_after_edge e WHERE e.job_id = ANY (v_from);
+        FOR v_bucket IN SELECT DISTINCT cronbox.job_bucket(n.name) FROM unnest(v_names) AS n(name) LOOP
+            SELECT v_level_nodes || coalesce(array_agg(up.job_id), '{}'), v_level_parents || coalesce(array_agg(n.by), '{}')
+              INTO v_level_nodes, v_level_parents
+            FROM unnest(v_names, v_named_by) AS n(name, by)
+            JOIN cronbox.job up ON up.bucket = v_bucket AND up.name = n.name
+            WHERE n.name = ANY (ARRAY(SELECT m.name FROM unnest(v_names) AS m(name)
+                                      WHERE cronbox.job_bucket(m.name) = v_bucket));
+        END LOOP;
+    END LOOP;
+    IF NOT p_job_id = ANY (v_nodes) THEN
         RETURN NULL;
     END IF;
     -- Walk back from the job (reached) to the edge being added (parent = the job itself).
