@@ -1,7 +1,7 @@
 -- cronbox.find_dependency_cycle(p_job_id, p_upstream_ids): would making job p_job_id wait for
 -- p_upstream_ids close a cycle? Follows "waits for" edges (cronbox.job_dependency and
 -- `after` lists) upward from the upstreams; each (job, reached-from) pair is visited once, so
--- the cost is linear in the edges reached. Returns the cycle as names ('a -> b -> a', each
+-- the cost is linear in the edges reached (a round of statements per after-list hop). Returns the cycle as names ('a -> b -> a', each
 -- waiting for the next; past 10 jobs the first 5 and the last 4 around '... N more ...') or NULL. No locks: callers serialise with the dependency lock.
 CREATE OR REPLACE FUNCTION cronbox.find_dependency_cycle(
     p_job_id bigint,
@@ -12,50 +12,47 @@ SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
-    v_nodes bigint[];
-    v_parents bigint[];
+    v_nodes bigint[] := '{}';  -- every pair (job, reached from) found
+    v_parents bigint[] := '{}';
     v_path bigint[];
     v_cur bigint;
-    v_level_nodes bigint[];  -- the pairs reached at this level
-    v_level_parents bigint[];
-    v_from bigint[];
-    v_names text[];  -- the after-lists' names at this level, and the jobs listing them
+    v_front bigint[] := p_upstream_ids;  -- where a walk starts: the upstreams, then after-list names' jobs
+    v_front_parents bigint[] := array_fill(p_job_id, ARRAY[cardinality(p_upstream_ids)]);
+    v_walked bigint[];  -- the pairs one walk found
+    v_walked_parents bigint[];
+    v_new bigint[];  -- the jobs one walk reached first
+    v_names text[];  -- their after-lists' names, and the jobs listing them
     v_named_by bigint[];
-    v_bucket integer;
 BEGIN
-    -- Level by level (a statement per level, and per bucket of the after-lists' names), over the
-    -- gates (cronbox.job_dependency) and the after-job edges (cronbox.job_after_edge), reference
-    -- tables on Citus; an edge's upstream name found in the bucket the name gives: no statement
-    -- reads the jobs of several buckets (Citus refuses a recursive walk over a distributed table).
-    v_level_nodes := p_upstream_ids;
-    v_level_parents := array_fill(p_job_id, ARRAY[cardinality(p_upstream_ids)]);
-    v_nodes := '{}';
-    v_parents := '{}';
-    LOOP
-        -- the pairs (job, reached from) not seen yet: each is visited once
-        SELECT coalesce(array_agg(l.node), '{}'), coalesce(array_agg(l.parent), '{}') INTO v_level_nodes, v_level_parents
-        FROM (SELECT DISTINCT x.node, x.parent FROM unnest(v_level_nodes, v_level_parents) AS x(node, parent)
-              WHERE x.node IS NOT NULL
-                AND NOT EXISTS (SELECT 1 FROM unnest(v_nodes, v_parents) AS s(node, parent)
-                                WHERE s.node = x.node AND s.parent = x.parent)) l;
-        EXIT WHEN cardinality(v_level_nodes) = 0;
-        v_nodes := v_nodes || v_level_nodes;
-        v_parents := v_parents || v_level_parents;
-        v_from := ARRAY(SELECT DISTINCT u.node FROM unnest(v_level_nodes) AS u(node) WHERE u.node <> p_job_id);
-        -- what those jobs wait for: their gates' upstreams, and the jobs their after-lists name
-        SELECT coalesce(array_agg(d.upstream_id), '{}'), coalesce(array_agg(d.job_id), '{}')
-          INTO v_level_nodes, v_level_parents
-        FROM cronbox.job_dependency d WHERE d.job_id = ANY (v_from);
+    -- In rounds: a walk through the gates (one recursive statement over cronbox.job_dependency, a
+    -- reference table on Citus), then the after-lists of the jobs it reached first
+    -- (cronbox.job_after_edge, also one), each name read in the bucket it gives
+    -- (cronbox.find_jobs_named: a statement per bucket): no statement reads the jobs of several buckets (Citus refuses a recursive walk
+    -- over a distributed table). A job is walked from in one round only (a hashed NOT IN), so
+    -- the rounds together cost what one walk over the edges reached costs.
+    WHILE cardinality(v_front) > 0 LOOP
+        WITH RECURSIVE walk(node, parent) AS (
+            SELECT f.node, f.parent FROM unnest(v_front, v_front_parents) AS f(node, parent)
+            WHERE f.node IS NOT NULL
+            UNION
+            SELECT g.upstream_id, w.node FROM walk w
+            -- each job's gates by their key (OFFSET 0 keeps the probe: a generic plan's hash
+            -- join would read every gate at each level)
+            CROSS JOIN LATERAL (SELECT d.upstream_id FROM cronbox.job_dependency d WHERE d.job_id = w.node OFFSET 0) g
+            WHERE w.node <> p_job_id AND w.node NOT IN (SELECT unnest(v_nodes))
+        )
+        SELECT coalesce(array_agg(w.node), '{}'), coalesce(array_agg(w.parent), '{}') INTO v_walked, v_walked_parents
+        FROM walk w;
+        v_new := ARRAY(SELECT DISTINCT w.node FROM unnest(v_walked) AS w(node)
+                       WHERE w.node <> p_job_id AND w.node NOT IN (SELECT unnest(v_nodes)));
+        v_nodes := v_nodes || v_walked;
+        v_parents := v_parents || v_walked_parents;
         SELECT coalesce(array_agg(e.upstream), '{}'), coalesce(array_agg(e.job_id), '{}') INTO v_names, v_named_by
-        FROM cronbox.job_after_edge e WHERE e.job_id = ANY (v_from);
-        FOR v_bucket IN SELECT DISTINCT cronbox.job_bucket(n.name) FROM unnest(v_names) AS n(name) LOOP
-            SELECT v_level_nodes || coalesce(array_agg(up.job_id), '{}'), v_level_parents || coalesce(array_agg(n.by), '{}')
-              INTO v_level_nodes, v_level_parents
-            FROM unnest(v_names, v_named_by) AS n(name, by)
-            JOIN cronbox.job up ON up.bucket = v_bucket AND up.name = n.name
-            WHERE n.name = ANY (ARRAY(SELECT m.name FROM unnest(v_names) AS m(name)
-                                      WHERE cronbox.job_bucket(m.name) = v_bucket));
-        END LOOP;
+        FROM cronbox.job_after_edge e WHERE e.job_id = ANY (v_new);
+        -- the jobs those names give, the next round's start
+        SELECT coalesce(array_agg(up.job_id), '{}'), coalesce(array_agg(n.by), '{}') INTO v_front, v_front_parents
+        FROM unnest(v_names, v_named_by) AS n(name, by)
+        JOIN cronbox.find_jobs_named(v_names) up ON up.name = n.name;
     END LOOP;
     IF NOT p_job_id = ANY (v_nodes) THEN
         RETURN NULL;

@@ -76,6 +76,9 @@ DECLARE
     v_pending timestamptz;    -- fixed delay: the deleted pending fire, kept when `every` is unchanged
     v_job_id bigint;
     v_missing text;
+    v_up_names text[];  -- (after) the upstreams found: names, ids, buckets
+    v_up_ids bigint[];
+    v_up_buckets integer[];
     v_cycle text;
     v_calendars bigint[];     -- exclude, resolved (cronbox.job_calendar)
     v_gone bigint := 0;       -- scheduled fires dropped by this update: no longer counted (max_runs)
@@ -103,9 +106,13 @@ BEGIN
         -- Upstreams must exist (and be visible to the caller); serialise with add_dependency
         -- so two concurrent changes cannot close a cycle between them.
         PERFORM pg_advisory_xact_lock(hashtext('cronbox.dependencies'));
+        -- each read in the bucket its name gives (one task per statement on Citus)
+        SELECT coalesce(array_agg(u.name), '{}'), coalesce(array_agg(u.job_id), '{}'), coalesce(array_agg(u.bucket), '{}')
+          INTO v_up_names, v_up_ids, v_up_buckets
+        FROM cronbox.find_jobs_named(schedule_at.after) u;
         SELECT string_agg(quote_literal(u.name), ', ') INTO v_missing
         FROM unnest(schedule_at.after) AS u(name)
-        WHERE NOT EXISTS (SELECT 1 FROM cronbox.job j WHERE j.name = u.name);
+        WHERE NOT u.name = ANY (v_up_names);
         IF v_missing IS NOT NULL THEN
             RAISE EXCEPTION 'after: no schedule named %', v_missing
                 USING ERRCODE = 'no_data_found';
@@ -141,8 +148,9 @@ BEGIN
     -- (after) a policy that reads their statistics while deciding: those folded off the hot path
     -- are folded now, under the jobs' locks (cronbox.job_stat_folded).
     PERFORM cronbox.fold_job_stats_of(ARRAY[v_old.job_id], v_bucket);
-    IF schedule_at.after IS NOT NULL THEN  -- its upstreams, in their buckets
-        PERFORM cronbox.fold_job_stats_of(ARRAY(SELECT j.job_id FROM cronbox.job j WHERE j.name = ANY (schedule_at.after)));
+    IF v_kind = 'after' THEN  -- its upstreams, in their buckets
+        PERFORM cronbox.fold_job_stats_of(array_agg(u.job_id), u.bucket)
+        FROM unnest(v_up_ids, v_up_buckets) AS u(job_id, bucket) GROUP BY u.bucket;
     END IF;
     -- The owner's quota (53400 when over), before anything is written; its fire rate is stored below.
     v_rate := cronbox.check_owner_quota(coalesce(v_old.owner, cronbox.caller()), v_old, v_args, v_kind, p_now);
@@ -279,8 +287,7 @@ BEGIN
     ON CONFLICT ON CONSTRAINT job_calendar_pkey DO NOTHING;
     IF v_kind = 'after' THEN
         -- A cycle can only close through existing jobs; the error aborts the whole statement.
-        v_cycle := cronbox.find_dependency_cycle(v_job_id, ARRAY(
-            SELECT j.job_id FROM cronbox.job j WHERE j.name = ANY (schedule_at.after)));
+        v_cycle := cronbox.find_dependency_cycle(v_job_id, v_up_ids);
         IF v_cycle IS NOT NULL THEN
             RAISE EXCEPTION 'after: % waiting for % would make a cycle: %', quote_literal(schedule_at.name),
                 cronbox.clip_text(array_to_string(schedule_at.after, ', '), 300), v_cycle
