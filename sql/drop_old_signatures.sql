@@ -26,6 +26,7 @@ DROP FUNCTION IF EXISTS cronbox.fail_run(bigint,text,boolean,timestamp with time
 DROP FUNCTION IF EXISTS cronbox.fail_runs(bigint[],text[],boolean,timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.heartbeat(bigint,text,timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.job_stat_folded(bigint,text[]);
+DROP FUNCTION IF EXISTS cronbox.lock_job_id(bigint);
 -- job_stat_folded(bigint,text,text,text,text[]) returned a boolean before it became a table
 -- function (inlined in FROM): the scalar one goes, the table function stays.
 DO $$

@@ -1293,6 +1293,7 @@ SELECT pg_catalog.create_reference_table('cronbox.pool');
 # the job's bucket (cronbox.job_bucket(name)), planned with that bucket bound.
 NAMED_PLANS = """
 ALTER FUNCTION cronbox.lock_job_named(text, integer) SET plan_cache_mode = force_custom_plan;
+ALTER FUNCTION cronbox.lock_job_id(bigint, integer) SET plan_cache_mode = force_custom_plan;
 ALTER FUNCTION cronbox.find_jobs_named(text[]) SET plan_cache_mode = force_custom_plan;
 ALTER FUNCTION cronbox.fold_job_stats_of(bigint[], integer) SET plan_cache_mode = force_custom_plan;
 ALTER FUNCTION cronbox.add_job_rows(bigint[], integer) SET plan_cache_mode = force_custom_plan;

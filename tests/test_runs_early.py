@@ -191,7 +191,7 @@ def test_an_eligible_fire_whose_job_is_locked_elsewhere_is_reported_busy(fresh_d
     with db.connect(fresh_dsn) as saturating, db.connect(fresh_dsn) as poller:
         with saturating.transaction():
             # the job's lock as a saturation pass holds it (cronbox.claim_saturation)
-            saturating.execute("SELECT cronbox.lock_job_id(job_id) FROM cronbox.job WHERE name = 'tick'")
+            saturating.execute("SELECT cronbox.lock_job_id(job_id, bucket) FROM cronbox.job WHERE name = 'tick'")
             assert poller.execute("SELECT dispatched, busy FROM cronbox.dispatch_ahead_at(10, '1 second', p_now => %s)",
                                   (at(9.5),)).fetchone() == (0, 1)
         assert poller.execute("SELECT dispatched, busy FROM cronbox.dispatch_ahead_at(10, '1 second', p_now => %s)",
@@ -311,7 +311,7 @@ def test_a_walk_cut_short_or_meeting_a_busy_job_says_where_to_resume_nowhere(fre
         job(conn, "locked", overlap="allow")
         future(conn, "locked", 2)
         with saturating.transaction():
-            saturating.execute("SELECT cronbox.lock_job_id(job_id) FROM cronbox.job WHERE name = 'locked'")
+            saturating.execute("SELECT cronbox.lock_job_id(job_id, bucket) FROM cronbox.job WHERE name = 'locked'")
             assert walk(conn, 0) == (0, 1, None)  # busy: worth another whole walk soon
         dispatched, busy, walked = walk(conn, 0)
         assert (dispatched, busy) == (1, 0) and walked is not None

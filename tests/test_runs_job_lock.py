@@ -130,7 +130,7 @@ def test_a_report_waits_for_a_dispatch_deciding_on_its_job(fresh_dsn):
         run_id = setup.execute("SELECT run_id FROM cronbox.runs WHERE job = 'w'").fetchone()[0]
     with db.connect(fresh_dsn, autocommit=False) as poller, db.connect(fresh_dsn) as worker, \
             db.connect(fresh_dsn) as watch:
-        poller.execute("SELECT cronbox.lock_job_id(job_id) FROM cronbox.job WHERE name = 'w'")  # as dispatch holds it
+        poller.execute("SELECT cronbox.lock_job_id(job_id, bucket) FROM cronbox.job WHERE name = 'w'")  # as dispatch holds it
         pid = worker.execute("SELECT pg_backend_pid()").fetchone()[0]
         worker.execute("SELECT set_config('statement_timeout', '20s', false)")
         done: list[str] = []

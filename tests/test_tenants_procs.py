@@ -123,7 +123,7 @@ def test_a_canary_keeps_its_second_while_many_due_jobs_are_locked_elsewhere(fres
                    what=f"the canary firing; poller: {poller.output[-1500:]}")
         with db.connect(fresh_dsn, autocommit=False) as bulk:
             # as resume_schedules holds them: every bulk job's lock, until this transaction ends
-            assert bulk.execute("SELECT count(*) FROM (SELECT cronbox.lock_job_id(job_id) FROM cronbox.job "
+            assert bulk.execute("SELECT count(*) FROM (SELECT cronbox.lock_job_id(job_id, bucket) FROM cronbox.job "
                                 "WHERE queue = 'bulk') x").fetchone()[0] == n
             held = bulk.execute("SELECT now()").fetchone()[0]
             wait_until(lambda: len(_lags(fresh_dsn, "canary", held)) >= 5, timeout=60,

@@ -20,8 +20,7 @@ BEGIN
         IF v_id IS NULL THEN
             RETURN NULL;
         END IF;
-        -- cronbox.lock_job_id's lock, in the bucket
-        PERFORM FROM cronbox.job_stat s WHERE s.bucket = p_bucket AND s.job_id = v_id FOR NO KEY UPDATE OF s;
+        PERFORM cronbox.lock_job_id(v_id, p_bucket);
         -- a new statement: sees what committed while we waited
         SELECT j.job_id INTO v_now FROM cronbox.job j WHERE j.bucket = p_bucket AND j.name = p_name;
         IF v_now IS NOT DISTINCT FROM v_id THEN

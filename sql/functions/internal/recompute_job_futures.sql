@@ -14,18 +14,19 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     v_job bigint;
+    v_bucket integer;
     v_gone bigint;
     v_jobs integer := 0;
 BEGIN
-    FOR v_job IN
-        SELECT j.job_id FROM cronbox.job j
+    FOR v_job, v_bucket IN
+        SELECT j.job_id, j.bucket FROM cronbox.job j
         WHERE j.job_id = ANY (p_job_ids) AND j.finished_at IS NULL
           AND (j.kind = 'cron' OR (j.kind = 'every' AND j.every_mode = 'fixed_rate'))
         ORDER BY j.job_id
     LOOP
         -- the job's lock first (dispatch, early dispatch and saturation decide under it), then
         -- the row, read again: it may have finished while we waited
-        PERFORM cronbox.lock_job_id(v_job);
+        PERFORM cronbox.lock_job_id(v_job, v_bucket);
         PERFORM FROM cronbox.job j WHERE j.job_id = v_job AND j.finished_at IS NULL FOR UPDATE;
         IF NOT FOUND THEN
             CONTINUE;

@@ -59,8 +59,8 @@ BEGIN
         RAISE EXCEPTION 'run_id: run % is %; only a finished run (succeeded, failed, lost, cancelled, skipped) can be re-run',
             rerun_at.run_id, v_run.state USING ERRCODE = 'object_not_in_prerequisite_state';
     END IF;
-    -- the lock dispatch decides under (cronbox.lock_job_id's, in the run's bucket: its job's)
-    PERFORM FROM cronbox.job_stat s WHERE s.bucket = v_run.bucket AND s.job_id = v_run.job_id FOR NO KEY UPDATE OF s;
+    -- the lock dispatch decides under, in the run's bucket (its job's)
+    PERFORM cronbox.lock_job_id(v_run.job_id, v_run.bucket);
     SELECT * INTO v_job FROM cronbox.job j WHERE j.bucket = v_run.bucket AND j.job_id = v_run.job_id;
     IF NOT FOUND THEN
         RAISE EXCEPTION 'run_id: the schedule of run % no longer exists', rerun_at.run_id

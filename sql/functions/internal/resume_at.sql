@@ -54,7 +54,7 @@ BEGIN
         IF v_id IS NULL THEN
             RAISE EXCEPTION 'name: no schedule named %', quote_literal(resume_at.name) USING ERRCODE = 'no_data_found';
         END IF;
-        PERFORM FROM cronbox.job_stat s WHERE s.bucket = v_bucket AND s.job_id = v_id FOR NO KEY UPDATE OF s;
+        PERFORM cronbox.lock_job_id(v_id, v_bucket);
         SELECT * INTO v_job FROM cronbox.job j WHERE j.bucket = v_bucket AND j.name = resume_at.name FOR UPDATE;
         EXIT WHEN v_job.job_id IS NOT DISTINCT FROM v_id;
         v_id := v_job.job_id;

@@ -34,8 +34,7 @@ BEGIN
             RETURN false;
         END IF;
     END IF;
-    -- the job's lock (cronbox.lock_job_id, in the bucket), before its row lock
-    PERFORM FROM cronbox.job_stat s WHERE s.bucket = v_bucket AND s.job_id = p_job_id FOR NO KEY UPDATE OF s;
+    PERFORM cronbox.lock_job_id(p_job_id, v_bucket);  -- the job's lock, before its row lock
     SELECT j.name, j.paused INTO v_name, v_paused
     FROM cronbox.job j WHERE j.bucket = v_bucket AND j.job_id = p_job_id FOR UPDATE;
     IF NOT FOUND OR v_paused THEN
