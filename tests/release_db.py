@@ -39,9 +39,9 @@ def _enqueue(conn: psycopg.Connection, job: str, queue: str, n: int, **opts: str
         f"overlap => 'allow', timeout => %(timeout)s::interval{extra})",
         {"name": job, "queue": queue, "timeout": LONG, **opts}).fetchone()[0]
     conn.execute(
-        "INSERT INTO cronbox.job_future (job_id, fire_at, due_at, origin) "
-        "SELECT %s, date_trunc('second', now()) - g * interval '1 minute', now() - interval '1 second', 'manual' "
-        "FROM generate_series(1, %s) g", (job_id, n))
+        "INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at, origin) "
+        "SELECT j.job_id, j.bucket, date_trunc('second', now()) - g * interval '1 minute', now() - interval '1 second', "
+        "'manual' FROM cronbox.job j, generate_series(1, %s) g WHERE j.job_id = %s", (n, job_id))
     conn.execute("SELECT cronbox.dispatch(1000)")
     rows = conn.execute("SELECT run_id FROM cronbox.runs WHERE job_id = %s ORDER BY run_id", (job_id,)).fetchall()
     assert len(rows) == n, (job, rows)

@@ -110,10 +110,10 @@ def end_quietly(conn: psycopg.Connection, run_ids: list[int], state: str, finish
     with such an end."""
     conn.execute(
         "WITH gone AS (DELETE FROM cronbox.outbox WHERE outbox_id = ANY(%(ids)s) AND kind = 'run' RETURNING *) "
-        "INSERT INTO cronbox.run (run_id, job_id, job_name, queue, fire_at, due_at, state, attempt, origin, "
+        "INSERT INTO cronbox.run (run_id, job_id, bucket, job_name, queue, fire_at, due_at, state, attempt, origin, "
         "retry_of, payload, priority, dispatched_at, delivered_at, started_at, finished_at, worker, "
         "cancel_requested, needs, trouble) "
-        "SELECT outbox_id, job_id, job_name, queue, fire_at, due_at, %(state)s, attempt, origin, retry_of, "
+        "SELECT outbox_id, job_id, bucket, job_name, queue, fire_at, due_at, %(state)s, attempt, origin, retry_of, "
         "payload, coalesce(priority, 0), dispatched_at, delivered_at, started_at, coalesce(%(at)s, now()), worker, "
         "cancel_requested, needs, cronbox.run_trouble(%(state)s) FROM gone",
         {"ids": list(run_ids), "state": state, "at": finished_at})

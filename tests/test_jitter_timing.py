@@ -31,7 +31,7 @@ def test_an_early_batch_is_cut_to_end_before_the_next_fire_comes_due(fresh_dsn):
         # 400 fires eligible for early dispatch, due in 2 s; a jittered fire (overlap 'buffer_one':
         # never eligible, dispatch's at its due time; a 'skip' job's first fire may go early when
         # the lead is over a second) comes due before them
-        c.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) SELECT job_id, "
+        c.execute("INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at) SELECT job_id, bucket, "
                   "now() + interval '2 seconds', now() + interval '2 seconds' FROM cronbox.job WHERE name LIKE 'allow-%'")
         c.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) SELECT job_id, "
                   "now(), now() + interval '200 milliseconds' FROM cronbox.job WHERE name = 'jittered'")
@@ -68,7 +68,7 @@ def test_no_early_call_runs_while_a_fire_that_came_due_during_dispatch_waits(fre
                   "FROM generate_series(1, 50) i")
         # due now: dispatch takes it and locks its queue's limit row; the jittered fire comes due
         # 300 ms later, while that statement waits; 50 fires eligible for early dispatch in 3 s
-        c.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) SELECT job_id, now(), now() "
+        c.execute("INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at) SELECT job_id, bucket, now(), now() "
                   "FROM cronbox.job WHERE name = 'gate'")
         due = c.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) SELECT job_id, now(), "
                         "now() + interval '300 milliseconds' FROM cronbox.job WHERE name = 'jittered' "

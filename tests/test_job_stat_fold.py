@@ -137,8 +137,8 @@ def test_a_backfilled_fire_with_its_own_overlap_policy_reads_exact_active_runs(c
     job(conn, "bf", overlap="allow")
     start(conn, "bf", 0)  # in flight, counted only in a change row
     conn.execute(
-        "INSERT INTO cronbox.job_future (job_id, fire_at, due_at, origin, overlap) "
-        "SELECT job_id, %s, %s, 'backfill', 'skip' FROM cronbox.job WHERE name = 'bf'", (at(-500), at(1)))
+        "INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at, origin, overlap) "
+        "SELECT job_id, bucket, %s, %s, 'backfill', 'skip' FROM cronbox.job WHERE name = 'bf'", (at(-500), at(1)))
     dispatch(conn, 1)
     assert [r[0] for r in conn.execute(
         "SELECT state FROM cronbox.runs WHERE job = 'bf' ORDER BY run_id")] == ["dispatched", "skipped"]
@@ -149,8 +149,8 @@ def test_a_backfilled_fire_with_its_own_overlap_policy_reads_exact_active_runs(c
 def test_one_poller_folds_at_a_time(fresh_dsn):
     with psycopg.connect(fresh_dsn, autocommit=True) as setup:
         setup.execute("SELECT cronbox.schedule('solo', every => '1 hour', overlap => 'allow')")
-        setup.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
-                      "SELECT job_id, now(), now() FROM cronbox.job WHERE name = 'solo'")
+        setup.execute("INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at) "
+                      "SELECT job_id, bucket, now(), now() FROM cronbox.job WHERE name = 'solo'")
         setup.execute("SELECT cronbox.dispatch(10)")
     with psycopg.connect(fresh_dsn) as first, psycopg.connect(fresh_dsn) as second:
         assert first.execute("SELECT cronbox.fold_job_stats(10)").fetchone()[0] == 1
@@ -176,8 +176,8 @@ def test_the_fold_never_waits_for_a_job_held_elsewhere_and_folds_the_others(fres
     with psycopg.connect(fresh_dsn, autocommit=True) as setup:
         setup.execute("SELECT cronbox.schedule('held-' || i, every => '1 hour', overlap => 'allow') "
                       "FROM generate_series(1, 3) i")
-        setup.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
-                      "SELECT job_id, now(), now() FROM cronbox.job WHERE name LIKE 'held-%'")
+        setup.execute("INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at) "
+                      "SELECT job_id, bucket, now(), now() FROM cronbox.job WHERE name LIKE 'held-%'")
         setup.execute("SELECT cronbox.dispatch(10)")  # one change row naming the three jobs
         setup.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
                       "SELECT job_id, now() + interval '1 second', now() FROM cronbox.job WHERE name = 'held-3'")

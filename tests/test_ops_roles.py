@@ -30,8 +30,8 @@ def _job(conn, name: str) -> tuple | None:
 
 def _dispatch_one(conn, job: str) -> int:
     """Make a run of `job` exist (as the superuser): a due future, dispatched."""
-    conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
-                 "SELECT job_id, now() - interval '1 minute', now() - interval '1 minute' "
+    conn.execute("INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at) "
+                 "SELECT job_id, bucket, now() - interval '1 minute', now() - interval '1 minute' "
                  "FROM cronbox.job WHERE name = %s", (job,))
     conn.execute("SELECT cronbox.dispatch(100)")
     return conn.execute("SELECT max(run_id) FROM cronbox.runs WHERE job = %s", (job,)).fetchone()[0]

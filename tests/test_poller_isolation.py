@@ -93,8 +93,8 @@ def test_an_every_second_canary_stays_on_time_while_another_queue_has_a_backlog_
                          "SELECT 'bulk-' || i, 'at', now(), now(), 'allow', 'bulk' FROM generate_series(1, %s) i",
                          (BACKLOG,))
             conn.execute("SELECT cronbox.add_job_rows(ARRAY(SELECT job_id FROM cronbox.job WHERE queue = 'bulk'))")
-            conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at, queue) "
-                         "SELECT job_id, now(), now(), queue FROM cronbox.job WHERE queue = 'bulk'")
+            conn.execute("INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at, queue) "
+                         "SELECT job_id, bucket, now(), now(), queue FROM cronbox.job WHERE queue = 'bulk'")
         t0 = watch.execute("SELECT now()").fetchone()[0]
 
         def backlog() -> int:

@@ -41,8 +41,8 @@ def test_poisoned_jobs_are_quarantined_and_canaries_keep_firing_on_time(fresh_ds
             conn.execute("SELECT cronbox.schedule(%s, every => '1 second', overlap => 'allow')", (name,))
             conn.execute(poison, (name,))
         # A manual future due at 'infinity': every poller used to die computing its sleep.
-        conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at, origin) "
-                     "SELECT job_id, 'infinity', 'infinity', 'manual' FROM cronbox.job WHERE name = 'canary-b'")
+        conn.execute("INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at, origin) "
+                     "SELECT job_id, bucket, 'infinity', 'infinity', 'manual' FROM cronbox.job WHERE name = 'canary-b'")
     port = free_port()
     with Proc("poller", fresh_dsn, tmp_path, CRONBOX_METRICS_PORT=str(port), CRONBOX_HORIZON="10s") as poller:
         def quarantined() -> dict:

@@ -19,7 +19,7 @@ def test_the_database_says_when_the_first_early_skip_run_becomes_claimable(conn)
         return conn.execute("SELECT extract(epoch FROM cronbox.next_claim_at_due(%s))::float8", (ahead,)).fetchone()[0]
 
     assert wait("1 minute") is None   # nothing waits
-    conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) SELECT job_id, now() + interval '3 seconds', "
+    conn.execute("INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at) SELECT job_id, bucket, now() + interval '3 seconds', "
                  "now() + interval '3 seconds' + CASE WHEN name = 'skipper' THEN interval '5 seconds' ELSE '0' END "
                  "FROM cronbox.job")
     assert conn.execute("SELECT dispatched FROM cronbox.dispatch_ahead(100, '10 seconds')").fetchone()[0] == 2
@@ -40,8 +40,8 @@ def test_a_real_relay_claims_an_early_skip_run_at_its_time_not_at_its_next_wake_
     with db.connect(fresh_dsn) as conn:
         conn.execute("SELECT cronbox.schedule('skipper', cron => '0 0 1 1 *', overlap => 'skip')")
         conn.execute("DELETE FROM cronbox.job_future")
-        conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
-                     "SELECT job_id, now() + interval '10 seconds', now() + interval '10 seconds' FROM cronbox.job")
+        conn.execute("INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at) "
+                     "SELECT job_id, bucket, now() + interval '10 seconds', now() + interval '10 seconds' FROM cronbox.job")
         assert conn.execute("SELECT dispatched FROM cronbox.dispatch_ahead(100, '11 seconds')").fetchone()[0] == 1
         due = conn.execute("SELECT extract(epoch FROM available_at)::float8 FROM cronbox.outbox WHERE claim_at_due").fetchone()[0]
     with ThreadedWorker(answer) as worker:

@@ -103,8 +103,8 @@ def test_a_batch_with_a_job_a_policy_reads_ends_every_run_the_general_way(conn):
     skipper = start(conn, "skipper", 0)
     held = start(conn, "held", 0)
     conn.execute(
-        "INSERT INTO cronbox.job_future (job_id, fire_at, due_at, origin, overlap, queue) "
-        "SELECT job_id, %s, %s, 'backfill', 'buffer_one', queue FROM cronbox.job WHERE name = 'held'",
+        "INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at, origin, overlap, queue) "
+        "SELECT job_id, bucket, %s, %s, 'backfill', 'buffer_one', queue FROM cronbox.job WHERE name = 'held'",
         (at(-500), at(1)))
     dispatch(conn, 1)
     assert [f["hold"] for f in futures(conn, "held")] == ["overlap"]
@@ -153,7 +153,7 @@ def test_a_run_ended_by_another_report_while_the_batch_waits_for_its_lock_is_a_l
     with db.connect(fresh_dsn) as setup:
         for name in ("r1", "r2"):
             setup.execute("SELECT cronbox.schedule(%s, every => '1 hour', overlap => 'allow')", (name,))
-            setup.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at, origin) SELECT job_id, "
+            setup.execute("INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at, origin) SELECT job_id, bucket, "
                           "now() - interval '1 second', now() - interval '1 second', 'manual' "
                           "FROM cronbox.job WHERE name = %s", (name,))
         assert setup.execute("SELECT dispatched FROM cronbox.dispatch(10)").fetchone()[0] == 2

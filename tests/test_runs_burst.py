@@ -88,8 +88,8 @@ def test_due_ahead_counts_ready_fires_per_second_from_now(fresh_dsn):
     with db.connect(fresh_dsn) as c:
         c.execute("SELECT cronbox.schedule('b' || i, cron => '0 0 1 1 *', overlap => 'allow') "
                   "FROM generate_series(1, 3) i")
-        c.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority, origin) "
-                  "SELECT j.job_id, t, t, 0, 'schedule' FROM cronbox.job j, "
+        c.execute("INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at, priority, origin) "
+                  "SELECT j.job_id, j.bucket, t, t, 0, 'schedule' FROM cronbox.job j, "
                   "LATERAL (VALUES (now() + interval '10.2 seconds'), (now() + interval '30.5 seconds'), "
                   "(now() + interval '2 hours')) v(t)")
         c.execute("UPDATE cronbox.job_future SET hold = 'paused' WHERE due_at > now() + interval '30 seconds' "
@@ -141,8 +141,8 @@ def test_a_relay_picks_up_a_run_written_beyond_its_lead_in_time_without_a_notify
         with Proc("relay", fresh_dsn, tmp_path, **env) as relay:
             with db.connect(fresh_dsn) as conn:
                 conn.execute("SELECT cronbox.schedule('far', cron => '0 0 1 1 *', overlap => 'allow')")
-                conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
-                             "SELECT job_id, now() + interval '3 seconds', now() + interval '3 seconds' "
+                conn.execute("INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at) "
+                             "SELECT job_id, bucket, now() + interval '3 seconds', now() + interval '3 seconds' "
                              "FROM cronbox.job WHERE name = 'far'")
                 assert conn.execute("SELECT dispatched FROM cronbox.dispatch_ahead(10, '5 seconds')").fetchone()[0] == 1
             wait_until(lambda: arrivals, timeout=20, what="the far run delivered")
@@ -172,8 +172,8 @@ def test_fires_of_one_instant_claimed_in_several_claims_leave_together_and_never
                 wait_until(lambda: requests, timeout=20, what="the warm-up run delivered")
                 for i in range(20):
                     conn.execute(f"SELECT cronbox.schedule('same-{i}', cron => '0 0 1 1 *', overlap => 'allow')")
-                conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
-                             "SELECT job_id, date_trunc('second', now()) + interval '2 seconds', "
+                conn.execute("INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at) "
+                             "SELECT job_id, bucket, date_trunc('second', now()) + interval '2 seconds', "
                              "date_trunc('second', now()) + interval '2 seconds' "
                              "FROM cronbox.job WHERE name LIKE 'same-%'")
                 assert conn.execute("SELECT dispatched FROM cronbox.dispatch_ahead(100, '5 seconds')").fetchone()[0] == 20

@@ -86,8 +86,9 @@ def test_the_jobs_a_failed_batch_is_bisected_over_include_every_queues_share(con
     # a batch may take: the canary's, though 3,000 fires of another queue are due before it.
     due_burst(conn, "burst", 3000, queue="bulk", due=-10)
     canary = job(conn, "canary", queue="canary", overlap="allow")
-    conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at, queue) "
-                 "VALUES (%s, now() - interval '1 second', now() - interval '1 second', 'canary')", (canary,))
+    conn.execute("INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at, queue) "
+                 "SELECT job_id, bucket, now() - interval '1 second', now() - interval '1 second', 'canary' "
+                 "FROM cronbox.job WHERE job_id = %s", (canary,))
     conn.execute("UPDATE cronbox.job_future f SET due_at = now() - interval '1 hour' FROM cronbox.job j "
                  "WHERE j.job_id = f.job_id AND j.name = 'burst'")
     jobs = [r[0] for r in conn.execute("SELECT cronbox.due_jobs(100)")]
@@ -391,7 +392,7 @@ def test_skip_dispatches_only_after_the_previous_run_committed_its_end_timestamp
     with psycopg.connect(fresh_dsn, autocommit=True) as setup:
         setup.execute("SELECT cronbox.schedule_at('sk', every => '1 hour', overlap => 'skip', "
                       "p_now => now() - interval '1 day')")
-        setup.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) SELECT job_id, now() - interval '2 seconds', "
+        setup.execute("INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at) SELECT job_id, bucket, now() - interval '2 seconds', "
                       "now() - interval '2 seconds' FROM cronbox.job WHERE name = 'sk'")
         assert setup.execute("SELECT dispatched FROM cronbox.dispatch(10)").fetchone()[0] == 1
         first = setup.execute("SELECT run_id FROM cronbox.runs WHERE state = 'dispatched'").fetchone()[0]
@@ -422,8 +423,8 @@ def test_dispatch_opens_only_the_run_partitions_it_writes_however_much_history_i
     assert conn.execute("SELECT count(*) FROM pg_inherits WHERE inhparent = 'cronbox.run'::regclass"
                         ).fetchone()[0] >= 39
     conn.execute("SELECT cronbox.schedule('hist', at => now() + interval '1 day', overlap => 'allow')")
-    due = ("INSERT INTO cronbox.job_future (job_id, fire_at, due_at, origin) "
-           "SELECT j.job_id, timestamptz '2020-01-01 00:00Z' + g * interval '1 second', now() - interval '1 second', 'manual' "
+    due = ("INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at, origin) "
+           "SELECT j.job_id, j.bucket, timestamptz '2020-01-01 00:00Z' + g * interval '1 second', now() - interval '1 second', 'manual' "
            "FROM cronbox.job j, generate_series(1, 20) g WHERE j.name = 'hist'")
     for _ in range(6):  # past the custom plans: the kept plan is the one that runs from then on
         conn.execute("SAVEPOINT s")

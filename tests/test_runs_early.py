@@ -59,8 +59,8 @@ def test_a_burst_inside_the_lead_takes_its_share_and_another_queues_fire_goes_in
     # dispatch shares its batch between the queues as dispatch does, not in due order.
     job(conn, "burst", queue="bulk", overlap="allow")
     conn.execute(
-        "INSERT INTO cronbox.job_future (job_id, fire_at, due_at, queue) "
-        "SELECT j.job_id, %s + make_interval(secs => g / 10000.0), %s + make_interval(secs => g / 10000.0), j.queue "
+        "INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at, queue) "
+        "SELECT j.job_id, j.bucket, %s + make_interval(secs => g / 10000.0), %s + make_interval(secs => g / 10000.0), j.queue "
         "FROM cronbox.job j, generate_series(1, 3000) g WHERE j.name = 'burst'", (at(10), at(10)))
     job(conn, "canary", queue="canary", overlap="allow")
     future(conn, "canary", 10.5)
@@ -208,8 +208,8 @@ def test_early_rows_of_a_relay_that_died_holding_them_are_sent_by_another_after_
 
     with db.connect(fresh_dsn) as conn:
         conn.execute("SELECT cronbox.schedule('held', cron => '0 0 1 1 *', overlap => 'allow')")
-        conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
-                     "SELECT job_id, now() + interval '300 ms' + n * interval '1 ms', now() + interval '300 ms' "
+        conn.execute("INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at) "
+                     "SELECT job_id, bucket, now() + interval '300 ms' + n * interval '1 ms', now() + interval '300 ms' "
                      "FROM cronbox.job, generate_series(1, 5) AS n WHERE name = 'held'")
         assert conn.execute("SELECT dispatched FROM cronbox.dispatch_ahead(100, '1 second')").fetchone()[0] == 5
         conn.execute("SELECT * FROM cronbox.claim_outbox('dead-relay', 100, '1 second', p_ahead => '1 second')")

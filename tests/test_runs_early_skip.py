@@ -334,8 +334,8 @@ def test_a_real_relay_with_a_lead_holds_early_allow_runs_but_takes_an_early_skip
         for name, overlap in (("held", "allow"), ("skipper", "skip")):
             conn.execute("SELECT cronbox.schedule(%s, cron => '0 0 1 1 *', overlap => %s)", (name, overlap))
         conn.execute("DELETE FROM cronbox.job_future")
-        conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
-                     "SELECT job_id, now() + interval '8 seconds', now() + interval '8 seconds' FROM cronbox.job")
+        conn.execute("INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at) "
+                     "SELECT job_id, bucket, now() + interval '8 seconds', now() + interval '8 seconds' FROM cronbox.job")
         assert conn.execute("SELECT dispatched FROM cronbox.dispatch_ahead(100, '9 seconds')").fetchone()[0] == 2
         due = conn.execute("SELECT extract(epoch FROM min(available_at))::float8 FROM cronbox.outbox").fetchone()[0]
     with ThreadedWorker(answer) as worker:

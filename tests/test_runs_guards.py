@@ -49,14 +49,14 @@ def big_history(conn: psycopg.Connection) -> None:
     job(conn, "hist", overlap="allow")
     # finished runs in every partition (yesterday .. a week ahead), as a running system has
     conn.execute(
-        "INSERT INTO cronbox.run (run_id, job_id, job_name, queue, fire_at, state, finished_at) "
+        "INSERT INTO cronbox.run (run_id, job_id, bucket, job_name, queue, fire_at, state, finished_at) "
         "SELECT cronbox.run_id_at(date_trunc('day', now()) + make_interval(days => d)) + g, "
-        "       j.job_id, j.name, j.queue, %s, 'succeeded', %s "
+        "       j.job_id, j.bucket, j.name, j.queue, %s, 'succeeded', %s "
         "FROM cronbox.job j, generate_series(-1, 7) d, generate_series(1, 3000) g "
         "WHERE j.name = 'hist'", (T0, T0))
     conn.execute(
-        "INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
-        "SELECT j.job_id, %s + make_interval(secs => g), %s + make_interval(secs => g) "
+        "INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at) "
+        "SELECT j.job_id, j.bucket, %s + make_interval(secs => g), %s + make_interval(secs => g) "
         "FROM cronbox.job j, generate_series(1, 20000) g WHERE j.name = 'hist'", (at(3600), at(3600)))
     conn.execute("ANALYZE cronbox.run")
     conn.execute("ANALYZE cronbox.job_future")
@@ -239,8 +239,8 @@ def test_a_dispatch_planned_while_no_future_was_due_walks_the_index_when_a_burst
         future(conn, "burst", t)
         dispatch(conn, t)
     conn.execute(
-        "INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
-        "SELECT j.job_id, %s + make_interval(secs => g), %s FROM cronbox.job j, generate_series(1, 20000) g "
+        "INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at) "
+        "SELECT j.job_id, j.bucket, %s + make_interval(secs => g), %s FROM cronbox.job j, generate_series(1, 20000) g "
         "WHERE j.name = 'burst'", (at(100), at(100)))
     assert job_future_rows_read(conn, "SELECT * FROM cronbox.dispatch_at(100, p_now => %s)", (at(100),)) < 1000
     assert conn.execute("SELECT count(*) FROM cronbox.job_future").fetchone()[0] == 19900
@@ -297,8 +297,8 @@ def held_jobs(conn, prefix: str, hold: str, paused: bool = False) -> list[int]:
         (prefix, at(0), paused))
     conn.execute(ADD_JOB_ROWS)
     conn.execute(
-        "INSERT INTO cronbox.job_future (job_id, fire_at, due_at, hold, held_since, hold_until) "
-        "SELECT job_id, %s, %s, %s, %s, %s + make_interval(secs => job_id) FROM cronbox.job "
+        "INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at, hold, held_since, hold_until) "
+        "SELECT job_id, bucket, %s, %s, %s, %s, %s + make_interval(secs => job_id) FROM cronbox.job "
         "WHERE name LIKE %s", (at(0), at(0), hold, at(0), at(0), prefix + "%"))
     return [r[0] for r in conn.execute("SELECT job_id FROM cronbox.job WHERE name LIKE %s ORDER BY job_id",
                                        (prefix + "%",))]
@@ -325,7 +325,7 @@ def test_a_finish_planned_while_the_jobs_looked_empty_reads_only_the_jobs_it_fin
         "INSERT INTO cronbox.job (name, kind, at, finished_at, overlap, max_attempts, on_error) "
         "SELECT 'many-' || i, 'at', now(), now(), 'allow', 2, 'pause' FROM generate_series(1, 20000) i")
     conn.execute(ADD_JOB_ROWS)
-    conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) SELECT job_id, at, now() FROM cronbox.job")
+    conn.execute("INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at) SELECT job_id, bucket, at, now() FROM cronbox.job")
     for _ in range(3):
         conn.execute("SELECT * FROM cronbox.dispatch_at(1000, p_now => now())")
     claimed = conn.execute("SELECT outbox_id, run_id FROM cronbox.claim_outbox_at('r1', 3000, p_now => now())").fetchall()
@@ -358,8 +358,8 @@ def test_after_jobs_of_a_finish_planned_while_the_jobs_looked_empty_are_found_by
     conn.execute("INSERT INTO cronbox.job (name, kind, after) "
                  "SELECT 'down-' || i, 'after', ARRAY['up-' || i] FROM generate_series(1, 900) i")
     conn.execute(ADD_JOB_ROWS)
-    conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
-                 "SELECT job_id, at, now() FROM cronbox.job WHERE name LIKE 'up-%' ORDER BY job_id LIMIT 900")
+    conn.execute("INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at) "
+                 "SELECT job_id, bucket, at, now() FROM cronbox.job WHERE name LIKE 'up-%' ORDER BY job_id LIMIT 900")
     conn.execute("SELECT * FROM cronbox.dispatch_at(1000, p_now => now())")
     runs = [r[0] for r in conn.execute("SELECT run_id FROM cronbox.runs ORDER BY run_id")]
     look_empty(conn, looked_empty)
@@ -412,8 +412,8 @@ def many_due_futures(conn, due_in: int) -> None:
         "SELECT 'many-' || i, 'every', interval '1 hour', %s, 'allow' FROM generate_series(1, 20000) i",
         (at(0),))
     conn.execute(ADD_JOB_ROWS)
-    conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
-                 "SELECT job_id, %s, %s FROM cronbox.job WHERE name LIKE 'many-%%'", (at(due_in), at(due_in)))
+    conn.execute("INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at) "
+                 "SELECT job_id, bucket, %s, %s FROM cronbox.job WHERE name LIKE 'many-%%'", (at(due_in), at(due_in)))
 
 
 @pytest.mark.parametrize("dispatch_sql, due_in", DISPATCHES_OF_100)
@@ -533,8 +533,8 @@ def test_superseded_runs_are_withdrawn_from_the_outbox_in_one_walk_while_it_look
         "SELECT 'newest-' || i, 'every', interval '1 hour', %s, 'cancel_other' FROM generate_series(1, 2000) i",
         (at(0),))
     conn.execute(ADD_JOB_ROWS)
-    conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
-                 "SELECT job_id, %s, %s FROM cronbox.job WHERE name LIKE 'newest-%%'", (at(0), at(0)))
+    conn.execute("INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at) "
+                 "SELECT job_id, bucket, %s, %s FROM cronbox.job WHERE name LIKE 'newest-%%'", (at(0), at(0)))
     assert conn.execute("SELECT dispatched FROM cronbox.dispatch_at(2000, p_now => %s)", (at(0),)).fetchone()[0] == 2000
     conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
                  "SELECT job_id, %s, %s FROM cronbox.job WHERE name LIKE 'newest-%%'", (at(60), at(60)))

@@ -104,11 +104,13 @@ def test_queues_view_shows_due_blocked_outbox_running_and_lag(conn):
     conn.execute("SELECT cronbox.schedule('v1', every => '1 hour', queue => 'vq', overlap => 'allow')")
     jid = conn.execute("SELECT job_id FROM cronbox.job WHERE name = 'v1'").fetchone()[0]
     for secs in (40, 30, 20):
-        conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
-                     "VALUES (%s, now() - make_interval(secs => %s), now() - make_interval(secs => %s))",
-                     (jid, secs, secs))
+        conn.execute("INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at) "
+                     "SELECT job_id, bucket, now() - make_interval(secs => %s), now() - make_interval(secs => %s) "
+                     "FROM cronbox.job WHERE job_id = %s", (secs, secs, jid))
     conn.execute("SELECT * FROM cronbox.dispatch(2)")  # one dispatched (the cap), one held
-    conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) VALUES (%s, now() - interval '5 seconds', now() - interval '5 seconds')", (jid,))
+    conn.execute("INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at) "
+                 "SELECT job_id, bucket, now() - interval '5 seconds', now() - interval '5 seconds' FROM cronbox.job WHERE job_id = %s",
+                 (jid,))
     row = conn.execute(
         "SELECT due, blocked, in_outbox, running, max_running, oldest_lag FROM cronbox.queues WHERE queue = 'vq'").fetchone()
     due, blocked, in_outbox, running, max_running, lag = row
@@ -122,8 +124,8 @@ def test_poller_loop_respects_the_dispatch_cap_per_wake_up(fresh_dsn):
 
     with db.connect(fresh_dsn) as conn:
         conn.execute("SELECT cronbox.schedule_at('cap', every => '1 hour', overlap => 'allow', p_now => now() - interval '1 day')")
-        conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
-                     "SELECT j.job_id, now() - make_interval(secs => g), now() - make_interval(secs => g) "
+        conn.execute("INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at) "
+                     "SELECT j.job_id, j.bucket, now() - make_interval(secs => g), now() - make_interval(secs => g) "
                      "FROM cronbox.job j, generate_series(1, 25) g")
 
     async def one_wake_up() -> None:

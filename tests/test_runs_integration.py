@@ -17,15 +17,15 @@ def test_fixed_delay_job_fires_one_interval_after_each_run_finished(conn):
     # what a saturation pass leaves for a fixed-delay job: its one fire materialised, no next
     conn.execute("UPDATE cronbox.job_fire f SET frontier = %s, next_fire = NULL FROM cronbox.job j "
                  "WHERE j.job_id = f.job_id AND j.name = 'fd'", (at(0),))
-    conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
-                 "SELECT job_id, %s, %s FROM cronbox.job WHERE name = 'fd'", (at(0), at(0)))
+    conn.execute("INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at) "
+                 "SELECT job_id, bucket, %s, %s FROM cronbox.job WHERE name = 'fd'", (at(0), at(0)))
     assert dispatch(conn, 0)["dispatched"] == 1
     (first,) = active(conn, "fd")
     complete(conn, first, 7.5)                      # finished 7.5 s after its fire
     # the hook hands the next fire to the poller (which materialises from next_fire)
     assert jobrow(conn, "fd")["next_fire"] == at(17.5)
-    conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
-                 "SELECT job_id, %s, %s FROM cronbox.job WHERE name = 'fd'", (at(17.5), at(17.5)))
+    conn.execute("INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at) "
+                 "SELECT job_id, bucket, %s, %s FROM cronbox.job WHERE name = 'fd'", (at(17.5), at(17.5)))
     conn.execute("UPDATE cronbox.job_fire f SET frontier = %s, next_fire = NULL FROM cronbox.job j "
                  "WHERE j.job_id = f.job_id AND j.name = 'fd'", (at(17.5),))
     assert dispatch(conn, 17.5)["dispatched"] == 1
@@ -36,8 +36,8 @@ def test_fixed_delay_job_fires_one_interval_after_each_run_finished(conn):
 
 def test_resume_releases_held_retries_at_once(conn):
     job(conn, "rr", max_attempts=3, retry_delay=timedelta(seconds=1), retry_max_delay=timedelta(seconds=1))
-    conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
-                 "SELECT job_id, %s, %s FROM cronbox.job WHERE name = 'rr'", (at(0), at(0)))
+    conn.execute("INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at) "
+                 "SELECT job_id, bucket, %s, %s FROM cronbox.job WHERE name = 'rr'", (at(0), at(0)))
     dispatch(conn, 0)
     (run_id,) = active(conn, "rr")
     fail(conn, run_id, 1)                            # retry due at ~2 s

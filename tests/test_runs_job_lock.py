@@ -54,7 +54,7 @@ def test_dispatch_leaves_a_job_alone_while_any_writer_of_it_is_in_flight(fresh_d
         setup.execute("SELECT cronbox.schedule('up', every => '1 hour')")
         setup.execute("SELECT cronbox.schedule('w', every => '1 hour', overlap => 'allow')")
         if writer == "complete_run":  # an unfinished run to report on
-            setup.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) SELECT job_id, "
+            setup.execute("INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at) SELECT job_id, bucket, "
                           "now() - interval '1 minute', now() - interval '1 minute' FROM cronbox.job WHERE name = 'w'")
             assert counts(setup)[0] == 1
         if writer == "resume":
@@ -75,13 +75,13 @@ def test_dispatch_leaves_a_job_alone_while_any_writer_of_it_is_in_flight(fresh_d
             setup.execute("SELECT cronbox.create_calendar('cal', dates => '{2031-01-01}')")
             setup.execute("SELECT cronbox.schedule('w', every => '1 hour', overlap => 'allow', exclude => 'cal')")
         if writer == "redrive":  # a run of 'w' that could not be delivered
-            setup.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) SELECT job_id, "
+            setup.execute("INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at) SELECT job_id, bucket, "
                           "now() - interval '1 minute', now() - interval '1 minute' FROM cronbox.job WHERE name = 'w'")
             assert counts(setup)[0] == 1
             setup.execute("SELECT cronbox.nack_outbox('r', array_agg(c.outbox_id), array_agg('HTTP 400'::text), "
                           "array_agg(false)) FROM cronbox.claim_outbox('r', 100) c")
         # a fire of 'w' due now (a manual one, so pause and schedule updates leave it in place)
-        setup.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at, origin) SELECT job_id, "
+        setup.execute("INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at, origin) SELECT job_id, bucket, "
                       "now() - interval '1 second', now() - interval '1 second', 'manual' "
                       "FROM cronbox.job WHERE name = 'w'")
     with db.connect(fresh_dsn, autocommit=False) as writing, db.connect(fresh_dsn) as poller:
@@ -104,7 +104,7 @@ def test_futures_of_jobs_locked_elsewhere_do_not_fill_the_batch_ahead_of_a_free_
                       "FROM generate_series(1, 30) i")
         setup.execute("SELECT cronbox.schedule('canary', every => '1 hour', queue => 'canary', overlap => 'allow')")
         # every bulk job has a fire due before the canary's (same priority: the walk meets them first)
-        setup.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at, origin) SELECT job_id, "
+        setup.execute("INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at, origin) SELECT job_id, bucket, "
                       "now() - interval '2 seconds', now() - interval '2 seconds', 'manual' "
                       "FROM cronbox.job WHERE queue = 'bulk'")
         setup.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at, origin) SELECT job_id, "
@@ -124,7 +124,7 @@ def test_a_report_waits_for_a_dispatch_deciding_on_its_job(fresh_dsn):
     run's end is never counted while a dispatch is deciding with the old count."""
     with db.connect(fresh_dsn) as setup:
         setup.execute("SELECT cronbox.schedule('w', every => '1 hour', overlap => 'skip')")
-        setup.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) SELECT job_id, "
+        setup.execute("INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at) SELECT job_id, bucket, "
                       "now() - interval '1 minute', now() - interval '1 minute' FROM cronbox.job WHERE name = 'w'")
         assert counts(setup)[0] == 1
         run_id = setup.execute("SELECT run_id FROM cronbox.runs WHERE job = 'w'").fetchone()[0]
@@ -160,8 +160,8 @@ def test_dispatch_and_the_reports_write_nothing_to_the_job_table(fresh_dsn):
                      "       CASE WHEN i % 3 = 0 THEN 'pull' ELSE 'default' END "
                      "FROM generate_series(1, 60) AS i")
         conn.execute(ADD_JOB_ROWS)
-        conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
-                     "SELECT job_id, at, now() - interval '1 second' FROM cronbox.job WHERE name LIKE 'wal-%'")
+        conn.execute("INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at) "
+                     "SELECT job_id, bucket, at, now() - interval '1 second' FROM cronbox.job WHERE name LIKE 'wal-%'")
         start = conn.execute("SELECT pg_current_wal_insert_lsn()").fetchone()[0]
         assert counts(conn)[0] == 60
         rows = conn.execute("SELECT outbox_id, run_id FROM cronbox.claim_outbox('r', 100, p_exclude => ARRAY['pull'])"
@@ -200,8 +200,8 @@ def test_early_skip_runs_write_nothing_to_the_job_table(fresh_dsn):
                      "SELECT 'early-' || i, 'cron', '* * * * *', cronbox.normalize_cron('* * * * *'), 'skip' "
                      "FROM generate_series(1, 40) AS i")
         conn.execute(ADD_JOB_ROWS)
-        conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
-                     "SELECT job_id, now() + interval '5 seconds', now() + interval '5 seconds' "
+        conn.execute("INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at) "
+                     "SELECT job_id, bucket, now() + interval '5 seconds', now() + interval '5 seconds' "
                      "FROM cronbox.job WHERE name LIKE 'early-%'")
         start = conn.execute("SELECT pg_current_wal_insert_lsn()").fetchone()[0]
         assert conn.execute("SELECT dispatched FROM cronbox.dispatch_ahead(100, '9 seconds')").fetchone()[0] == 40
@@ -238,8 +238,8 @@ def test_a_batch_of_20000_distinct_jobs_takes_no_lock_table_entry_per_job(fresh_
                      "SELECT 'many-' || i, 'at', now(), now(), 'allow' FROM generate_series(1, %s) AS i",
                      (n,))
         conn.execute(ADD_JOB_ROWS)
-        conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
-                     "SELECT job_id, at, now() - interval '1 second' FROM cronbox.job WHERE name LIKE 'many-%'")
+        conn.execute("INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at) "
+                     "SELECT job_id, bucket, at, now() - interval '1 second' FROM cronbox.job WHERE name LIKE 'many-%'")
     with db.connect(fresh_dsn, autocommit=False) as conn:
         assert conn.execute("SELECT sum(dispatched) FROM cronbox.dispatch(%s)", (n,)).fetchone()[0] == n
         advisory, held = own_locks(conn)  # before commit: the jobs' locks are still held

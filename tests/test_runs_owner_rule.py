@@ -43,8 +43,8 @@ PROCESS_WRAPPERS = {
 
 
 def _runs(su, job: str, n: int) -> list[int]:
-    su.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
-               "SELECT job_id, now() - g * interval '1 minute', now() - g * interval '1 minute' "
+    su.execute("INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at) "
+               "SELECT job_id, bucket, now() - g * interval '1 minute', now() - g * interval '1 minute' "
                "FROM cronbox.job, generate_series(1, %s) g WHERE name = %s", (n, job))
     su.execute("SELECT cronbox.dispatch(100)")
     return [r[0] for r in su.execute("SELECT run_id FROM cronbox.runs WHERE job = %s ORDER BY run_id", (job,))]
@@ -140,8 +140,8 @@ def test_a_limited_caller_cannot_run_the_process_functions_through_a_lent_wrappe
     """Dispatch, the relay's claim and ack and the fold run as cronbox_runner for the processes
     (all-seeing); a caller limited to its own schedules is refused, nothing written."""
     with db.connect(fresh_dsn) as su:
-        su.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
-                   "SELECT job_id, now() - interval '1 hour', now() - interval '1 hour' FROM cronbox.job")
+        su.execute("INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at) "
+                   "SELECT job_id, bucket, now() - interval '1 hour', now() - interval '1 hour' FROM cronbox.job")
         before = su.execute("SELECT count(*) FROM cronbox.job_future").fetchone()[0]
     with logins.connect(fresh_dsn, "alice") as alice:
         for name in PROCESS_WRAPPERS:

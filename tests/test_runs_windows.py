@@ -23,7 +23,7 @@ def _run(conn: psycopg.Connection, name: str, timeout: str = "1 minute") -> int:
     """One run of a new job `name`, dispatched now; returns its run id."""
     conn.execute("SELECT cronbox.schedule(%s, every => '1 hour', overlap => 'allow', timeout => %s::interval, "
                  "max_attempts => 2, retry_delay => '1 hour')", (name, timeout))
-    conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at, origin) SELECT job_id, "
+    conn.execute("INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at, origin) SELECT job_id, bucket, "
                  "now() - interval '1 second', now() - interval '1 second', 'manual' FROM cronbox.job WHERE name = %s",
                  (name,))
     assert conn.execute("SELECT dispatched FROM cronbox.dispatch(10)").fetchone()[0] == 1

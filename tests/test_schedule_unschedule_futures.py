@@ -27,8 +27,8 @@ async def test_unschedule_deletes_the_futures_of_every_origin_and_held_ones_and_
     # one future of each other origin, one of them held, as trigger, retries, dependencies,
     # backfills and re-runs write them
     await aconn.execute(
-        "INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority, origin, hold, queue) "
-        "SELECT j.job_id, %s + o.n * interval '1 second', %s, j.priority, o.origin, o.hold, j.queue "
+        "INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at, priority, origin, hold, queue) "
+        "SELECT j.job_id, j.bucket, %s + o.n * interval '1 second', %s, j.priority, o.origin, o.hold, j.queue "
         "FROM cronbox.job j, (VALUES ('manual', NULL, 1), ('retry', NULL, 2), ('dependency', 'dependency', 3), "
         "                            ('backfill', NULL, 4), ('rerun', 'overlap', 5)) o(origin, hold, n) "
         "WHERE j.name = 'gone'", (T0 - 30 * MIN, T0))

@@ -133,8 +133,8 @@ def test_every_bad_input_is_rejected_with_its_sqlstate_and_field_and_leaves_no_r
 
 def test_a_rejected_update_leaves_the_existing_job_and_its_futures_untouched(conn):
     job_id = _call(conn, {"name": "keep", "cron": "*/5 * * * *", "p_now": "2030-01-01 00:00Z"})
-    conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) "
-                 "VALUES (%s, '2030-01-01 00:05Z', '2030-01-01 00:05Z')", (job_id,))
+    conn.execute("INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at) "
+                 "SELECT job_id, bucket, '2030-01-01 00:05Z', '2030-01-01 00:05Z' FROM cronbox.job WHERE job_id = %s", (job_id,))
     snapshot = "SELECT to_jsonb(j) FROM cronbox.job j WHERE j.job_id = %s"
     before = conn.execute(snapshot, (job_id,)).fetchone()[0]
     for args in ({"name": "keep", "cron": "*/5 * * *"}, {"name": "keep", "every": "-1 minute"},

@@ -250,7 +250,7 @@ def test_bulk_pause_and_resume_by_queue_owner_and_pattern(fresh_dsn, logins):  #
         assert c.execute("SELECT cronbox.pause_schedules(queue => 'billing')").fetchone()[0] == 2
         assert c.execute("SELECT cronbox.resume_schedules(name_like => 'bill-%%')").fetchone()[0] == 1
     with db.connect(fresh_dsn) as su:
-        su.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at) SELECT job_id, now() + interval "
+        su.execute("INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at) SELECT job_id, bucket, now() + interval "
                    "'1 minute', now() + interval '1 minute' FROM cronbox.job WHERE NOT paused")
     with logins.connect(fresh_dsn, "admin") as c:
         n = c.execute("SELECT cronbox.pause_schedules(queue => 'billing', owner => %s, reason => 'incident')",

@@ -78,13 +78,13 @@ def stored_before(pg, tmp_path: Path) -> Iterator[str]:
                 conn.execute(f"SELECT cronbox.schedule_at(%s, every => '1 hour'{extra}, payload => %s::jsonb, "
                              "p_now => %s)", (job, payload, T0 - timedelta(days=1)))
             for job, payload in (("deep", None), ("canary", None), ("shallow", None), ("plain", deep)):
-                conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority, origin, queue, "
-                             "payload) SELECT job_id, %s, %s, priority, %s, queue, %s::jsonb FROM cronbox.job "
+                conn.execute("INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at, priority, origin, queue, "
+                             "payload) SELECT job_id, bucket, %s, %s, priority, %s, queue, %s::jsonb FROM cronbox.job "
                              "WHERE name = %s", (at(0), at(0), "schedule" if payload is None else "manual",
                                                   payload, job))
             conn.execute("SELECT cronbox.dispatch_at(1000, p_now => %s)", (at(0),))
-            conn.execute("INSERT INTO cronbox.job_future (job_id, fire_at, due_at, priority, origin, queue, "
-                         "payload) SELECT job_id, %s, %s, priority, 'manual', queue, %s::jsonb FROM cronbox.job "
+            conn.execute("INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at, priority, origin, queue, "
+                         "payload) SELECT job_id, bucket, %s, %s, priority, 'manual', queue, %s::jsonb FROM cronbox.job "
                          "WHERE name = 'plain'", (at(60), at(60), deep))
         yield dsn
     finally:
