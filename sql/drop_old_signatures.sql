@@ -198,3 +198,6 @@ DROP FUNCTION IF EXISTS cronbox.withdraw_early_runs(bigint,text,timestamp with t
 -- the loose scan of ready futures by priority went with job_future_ready_idx (0485): the reads
 -- across queues walk the lanes (cronbox.ready_lanes).
 DROP FUNCTION IF EXISTS cronbox.ready_priorities();
+-- the 'finished' row's helpers went back into cronbox.record_finished, its one caller.
+DROP FUNCTION IF EXISTS cronbox.log_finished(bigint[], text[], text[], timestamp with time zone[], timestamp with time zone);
+DROP FUNCTION IF EXISTS cronbox.finished_reason(integer, bigint, text, timestamp with time zone);

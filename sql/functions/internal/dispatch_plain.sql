@@ -42,11 +42,6 @@ DECLARE
     v_gone bigint[];          -- the futures decided: deleted
     v_stat_ids bigint[];
     v_stats jsonb;            -- job -> [runs, last fire in seconds from p_now, last run, its state, failures, missed]
-    v_one_each boolean;       -- every future of the batch read (none held or gone), one per job
-    v_fin_ids bigint[];       -- the batch's jobs that finish with it (step 5), side by side:
-    v_fin_names text[];
-    v_fin_reasons text[];
-    v_fin_since timestamptz[];
 BEGIN
     -- 1. The batch in its bucket set: each future by key, its job and statistics by a probe
     --    (docs/architecture.md, SQL conventions 2 and 4), whether it is plain, and what its job
@@ -72,11 +67,10 @@ BEGIN
                              OR NOT EXISTS (SELECT 1 FROM cronbox.queue_limit q WHERE q.queue = j.queue))
                         AND (coalesce(k.overlap, j.overlap) IN ('allow', 'skip') OR s.active_runs = 0), false) AS plain,
                -- with several fires of a job: catch-up (dispatch_locked's late_missed) might miss it
-               p_grace IS NOT NULL AND k.due_at < p_now - p_grace AS late,
-               fin.finished_reason, j.finished_at
+               p_grace IS NOT NULL AND k.due_at < p_now - p_grace AS late
         FROM keyed k
         CROSS JOIN LATERAL (SELECT j.name, j.queue, j.payload, j.timeout, j.overlap, j.paused, j.needs,
-                                   j.every_mode, j.finished_at, j.max_runs, j.kind, j.ends_at
+                                   j.every_mode
                             FROM cronbox.job j
                             WHERE (p_buckets IS NULL OR j.bucket = ANY (p_buckets)) AND j.job_id = k.job_id LIMIT 1) j
         CROSS JOIN LATERAL (SELECT s.active_runs FROM cronbox.job_stat s
@@ -85,23 +79,6 @@ BEGIN
         -- copied into every expression that reads folded)
         CROSS JOIN LATERAL (SELECT t.folded FROM cronbox.job_stat_folded(k.job_id, j.overlap, j.every_mode, j.name, '{}') t
                             OFFSET 0) fo
-        -- The job finishes with this fire: nothing left to schedule (finished_at) and no scheduled
-        -- fire but this one left (cronbox.record_finished's test, read before the fire is decided:
-        -- with one fire per job in the batch, this one is the batch's). OFFSET 0: once per fire
-        -- (pulled up, its probes were copied into each aggregate that reads it).
-        CROSS JOIN LATERAL (
-            SELECT CASE WHEN j.finished_at IS NOT NULL
-                             AND NOT EXISTS (SELECT 1 FROM cronbox.job_future o
-                                             WHERE (p_buckets IS NULL OR o.bucket = ANY (p_buckets))
-                                               AND o.job_id = k.job_id AND o.origin = 'schedule'
-                                               AND o.future_id <> k.future_id)
-                        THEN cronbox.finished_reason(j.max_runs,
-                                                     CASE WHEN j.max_runs IS NOT NULL THEN (
-                                                         SELECT f.fires_made FROM cronbox.job_fire f
-                                                         WHERE (p_buckets IS NULL OR f.bucket = ANY (p_buckets))
-                                                           AND f.job_id = k.job_id) END,
-                                                     j.kind, j.ends_at) END AS finished_reason
-            OFFSET 0) fin
         WHERE k.hold IS NULL  -- held meanwhile: left alone
     )
     SELECT coalesce(bool_and(x.plain), true)
@@ -112,16 +89,11 @@ BEGIN
                          NULL, NULL, NULL, NULL, NULL, NULL, x.bucket, NULL, NULL, NULL, x.folded,
                          CASE WHEN x.overlap = 'allow' OR x.active_runs = 0 THEN 'run' ELSE 'skip' END
                         )::cronbox.dispatch_fire ORDER BY x.fire_at, x.future_id),
-           array_agg(x.name) FILTER (WHERE x.folded),
-           count(*) = cardinality(p_futures) AND count(*) = count(DISTINCT x.job_id),
-           array_agg(x.job_id) FILTER (WHERE x.finished_reason IS NOT NULL),
-           array_agg(x.name) FILTER (WHERE x.finished_reason IS NOT NULL),
-           array_agg(x.finished_reason) FILTER (WHERE x.finished_reason IS NOT NULL),
-           array_agg(x.finished_at) FILTER (WHERE x.finished_reason IS NOT NULL)
-      INTO v_plain, v_fires, v_candidates, v_one_each, v_fin_ids, v_fin_names, v_fin_reasons, v_fin_since
+           array_agg(x.name) FILTER (WHERE x.folded)
+      INTO v_plain, v_fires, v_candidates
     FROM fire x;
     -- the general path's, and a batch of which a future was held or gone meanwhile (rare: the
-    -- general path also tells which of their jobs finished)
+    -- general path also tells which of the batch's jobs finished, gone fires included)
     IF NOT v_plain OR coalesce(cardinality(v_fires), 0) <> cardinality(p_futures) THEN
         RETURN;
     END IF;
@@ -237,15 +209,8 @@ BEGIN
     WHERE (p_buckets IS NULL OR s.bucket = ANY (p_buckets)) AND s.job_id = ANY (v_stat_ids);
 
     -- 5. A job whose last scheduled fire was just decided has finished: the change log says so
-    --    now (cronbox.record_finished). With one fire per job, the jobs were found in step 1;
-    --    with several (every fire 'allow'), read again now that the fires are decided.
-    IF v_one_each THEN
-        IF v_fin_ids IS NOT NULL THEN
-            PERFORM cronbox.log_finished(v_fin_ids, v_fin_names, v_fin_reasons, v_fin_since, p_now);
-        END IF;
-    ELSE
-        PERFORM cronbox.record_finished(ARRAY(SELECT DISTINCT f.job_id FROM unnest(v_fires) f), p_now, p_buckets);
-    END IF;
+    --    now, as on the general path (cronbox.record_finished, the one test of it).
+    PERFORM cronbox.record_finished(ARRAY(SELECT DISTINCT f.job_id FROM unnest(v_fires) f), p_now, p_buckets);
 
     IF v_dispatched > 0 THEN
         PERFORM pg_notify('cronbox_outbox', '');
