@@ -26,6 +26,7 @@ DECLARE
     v_detail text;
     v_hint text;
 BEGIN
+    PERFORM cronbox.carry_caller();  -- on Citus, the caller for the policies on the worker nodes
     PERFORM cronbox.add_dependency_at($1, $2, $3, $4, $5, now());
 EXCEPTION WHEN OTHERS THEN
     -- Re-raised from here so that psql shows the message and one CONTEXT line naming the

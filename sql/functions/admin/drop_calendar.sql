@@ -16,6 +16,7 @@ DECLARE
     v_detail text;
     v_hint text;
 BEGIN
+    PERFORM cronbox.carry_caller();  -- on Citus, the caller for the policies on the worker nodes
     RETURN cronbox.drop_calendar_at($1, now());
 EXCEPTION WHEN OTHERS THEN
     -- Re-raised from here so that psql shows the message and one CONTEXT line naming the

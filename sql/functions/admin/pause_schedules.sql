@@ -26,6 +26,7 @@ DECLARE
     v_detail text;
     v_hint text;
 BEGIN
+    PERFORM cronbox.carry_caller();  -- on Citus, the caller for the policies on the worker nodes
     PERFORM cronbox.assert_reason(pause_schedules.reason);
     v_ids := cronbox.lock_matching_jobs(pause_schedules.queue, pause_schedules.owner, pause_schedules.name_like, false);
     IF v_ids IS NULL THEN

@@ -19,6 +19,7 @@ DECLARE
     v_detail text;
     v_hint text;
 BEGIN
+    PERFORM cronbox.carry_caller();  -- on Citus, the caller for the policies on the worker nodes
     RETURN cronbox.remove_dependency_at($1, $2, $3, now());
 EXCEPTION WHEN OTHERS THEN
     -- Re-raised from here so that psql shows the message and one CONTEXT line naming the

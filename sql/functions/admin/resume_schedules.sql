@@ -24,6 +24,7 @@ DECLARE
     v_detail text;
     v_hint text;
 BEGIN
+    PERFORM cronbox.carry_caller();  -- on Citus, the caller for the policies on the worker nodes
     PERFORM cronbox.assert_reason(resume_schedules.reason);
     v_ids := cronbox.lock_matching_jobs(resume_schedules.queue, resume_schedules.owner, resume_schedules.name_like, true);
     IF v_ids IS NULL THEN

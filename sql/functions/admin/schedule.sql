@@ -46,6 +46,7 @@ DECLARE
     v_detail text;
     v_hint text;
 BEGIN
+    PERFORM cronbox.carry_caller();  -- on Citus, the caller for the policies on the worker nodes
     RETURN cronbox.schedule_at($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24, $25, $26, $27, $28, now());
 EXCEPTION WHEN OTHERS THEN
     -- Re-raised from here so that psql shows the message and one CONTEXT line naming the

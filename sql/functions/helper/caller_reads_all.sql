@@ -6,8 +6,10 @@ SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
-    -- a reader first (one role check), then the writers' checks
-    RETURN pg_catalog.pg_has_role(coalesce(nullif(pg_catalog.current_setting('role'), 'none'), session_user)::name,
+    -- a reader first (one role check; cronbox.caller()'s expression), then the writers' checks
+    RETURN pg_catalog.pg_has_role(CASE WHEN session_user IN ('cronbox_owner', 'cronbox_runner')
+                                       THEN coalesce(nullif(pg_catalog.current_setting('cronbox.caller', true), ''), session_user)
+                                       ELSE coalesce(nullif(pg_catalog.current_setting('role'), 'none'), session_user) END::name,
                                   'cronbox_reader', 'USAGE')
         OR cronbox.caller_writes_all();
 END

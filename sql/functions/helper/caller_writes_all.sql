@@ -10,7 +10,9 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     -- cronbox.caller()'s expression, not a call of it (a PL/pgSQL call per policy check)
-    v_caller name := coalesce(nullif(pg_catalog.current_setting('role'), 'none'), session_user)::name;
+    v_caller name := CASE WHEN session_user IN ('cronbox_owner', 'cronbox_runner')
+                          THEN coalesce(nullif(pg_catalog.current_setting('cronbox.caller', true), ''), session_user)
+                          ELSE coalesce(nullif(pg_catalog.current_setting('role'), 'none'), session_user) END::name;
 BEGIN
     -- The roles that call most first, as one expression (OR stops at the first true; a
     -- superuser has the privileges of every role): the catalog is read, by a statement of its

@@ -15,6 +15,7 @@ SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
+    PERFORM cronbox.carry_caller();  -- on Citus, the caller for the policies on the worker nodes
     PERFORM cronbox.assert_job_name('name', dependency_graph.name);
     IF dependency_graph.depth IS NULL OR dependency_graph.depth NOT BETWEEN 1 AND 5 THEN
         RAISE EXCEPTION 'depth: must be 1 to 5, got %', coalesce(dependency_graph.depth::text, 'NULL')

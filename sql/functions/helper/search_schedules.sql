@@ -23,6 +23,7 @@ DECLARE
     v_n integer;
     v_synced bigint;
 BEGIN
+    PERFORM cronbox.carry_caller();  -- on Citus, the caller for the policies on the worker nodes
     IF p_text IS NULL THEN
         RAISE EXCEPTION 'p_text: must not be NULL' USING ERRCODE = 'null_value_not_allowed';
     END IF;

@@ -6,16 +6,21 @@
 -- SECURITY DEFINER only to read the outbox, which no cronbox role may read directly; row
 -- security on the outbox (the owner of the run's job) still decides which runs come out; a
 -- worker limited to queues sees the runs of the queues it may work (cronbox.worker_may_work).
+-- PL/pgSQL so that it carries the caller to Citus's worker nodes first (cronbox.carry_caller).
 CREATE OR REPLACE FUNCTION cronbox.unfinished_runs()
 RETURNS TABLE (run_id bigint, job_id bigint, queue text, state text)
-LANGUAGE sql STABLE
+LANGUAGE plpgsql STABLE
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+BEGIN
+    PERFORM cronbox.carry_caller();  -- on Citus, the caller for the policies on the worker nodes
+    RETURN QUERY
     SELECT o.outbox_id, o.job_id, o.queue, o.state
     FROM cronbox.outbox o
     WHERE o.kind = 'run'
-      AND (NOT (SELECT cronbox.caller_work_scoped()) OR cronbox.worker_may_work(o.queue))
+      AND (NOT (SELECT cronbox.caller_work_scoped()) OR cronbox.worker_may_work(o.queue));
+END
 $$;
 
 COMMENT ON FUNCTION cronbox.unfinished_runs() IS
