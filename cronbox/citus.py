@@ -14,7 +14,9 @@ stay local tables on the coordinator unless `--distribute` is given (`cronbox mi
 colocated with the buckets (docs/citus.md, "Distributing the hot tables"), and every later
 migrate keeps them so and plans their hot functions with the bucket bound
 (sql/citus/distributed_plans.sql, set again after every run: a function file applied again
-drops the setting).
+drops the setting), and wraps the views that read them in cronbox.read_view
+(sql/citus/distributed_views.sql, again after every run: a view file applied again makes the
+view anew).
 
 On a database without the Citus extension, on a Citus worker node, with a bucket count that is
 not a power of two from 1 to 1,024, or with one other than the count the database already has,
@@ -239,6 +241,7 @@ def apply_citus_layer(conn: psycopg.Connection, buckets: int | None,
     if keep:
         with conn.transaction():
             conn.execute((root / "distributed_plans.sql").read_text())
+            conn.execute((root / "distributed_views.sql").read_text())
     return applied, count, made
 
 

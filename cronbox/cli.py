@@ -148,7 +148,7 @@ def _parser() -> argparse.ArgumentParser:
             sp.add_argument("--distribute", action="store_true",
                             help="with --citus: distribute the hot tables by the bucket of the job "
                                  "(docs/citus.md, \"Distributing the hot tables\"); kept by every later migrate. "
-                                 "Not yet for the views, which fail there for every role but a superuser (docs/citus.md)")
+                                 "Not every call and view works there yet (the list is in docs/citus.md)")
             sp.add_argument("--buckets", metavar="B",
                             help="with --citus, when the buckets are first made: how many, a power of two "
                                  "from 1 to 1024 (default 32); it cannot change afterwards")

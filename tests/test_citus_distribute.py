@@ -264,3 +264,39 @@ def test_every_security_definer_function_an_owner_may_call_carries_the_caller(ci
             " AND p.prosrc NOT LIKE '%%cronbox.carry_caller()%%'"
             " AND p.oid <> ALL (%s::regprocedure[])", (list(READ_NO_DISTRIBUTED_TABLE),)).fetchall()
     assert missing == [], missing
+
+
+def test_citus_the_views_over_the_distributed_tables_are_read_by_the_roles_that_may_read_them(citus_bare, logins):  # noqa: F811
+    """The views that read the distributed tables (sql/citus/distributed_views.sql) are read as
+    cronbox's owner through cronbox.read_view, where every role but a superuser was refused the
+    shards: an administrator and a reader see every owner's schedules and runs, a role limited to
+    its own schedules only its own (row security, with the caller carried to the worker nodes),
+    and no view it was not granted (cronbox.pools), nor any other relation, through read_view.
+    A migrate that applies the view files again wraps them again."""
+    migrate_citus(citus_bare, 4, distribute=True)
+    for who in ("alice", "bob"):
+        with logins.connect(citus_bare, who) as conn:
+            conn.execute("SELECT cronbox.schedule(%s, cron => '0 0 1 1 *')", (f"{who}/job",))
+            conn.execute("SELECT cronbox.trigger(%s)", (f"{who}/job",))
+    with db.connect(citus_bare) as conn:
+        for (bucket,) in conn.execute("SELECT DISTINCT bucket FROM cronbox.job").fetchall():
+            conn.execute("SELECT cronbox.dispatch(100, p_bucket => %s)", (bucket,))
+    for attempt in ("first", "after the view files applied again"):
+        for who, jobs in (("admin", ["alice/job", "bob/job"]), ("reader", ["alice/job", "bob/job"]),
+                          ("alice", ["alice/job"])):
+            with logins.connect(citus_bare, who) as conn:
+                conn.autocommit = True
+                assert [r[0] for r in conn.execute("SELECT name FROM cronbox.schedules ORDER BY name")] == jobs, (who, attempt)
+                assert [r[0] for r in conn.execute("SELECT job FROM cronbox.runs WHERE state <> 'waiting'"
+                                                   " ORDER BY job")] == jobs, (who, attempt)
+                for view in ("backfills", "run_minutes"):
+                    conn.execute(f"SELECT count(*) FROM cronbox.{view}")
+        with logins.connect(citus_bare, "alice") as conn:
+            conn.autocommit = True
+            for stmt in ("SELECT * FROM cronbox.pools", "SELECT * FROM cronbox.read_view(NULL::cronbox.pools_rows)",
+                         "SELECT * FROM cronbox.read_view(NULL::cronbox.job)"):
+                with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                    conn.execute(stmt)
+        with db.connect(citus_bare) as conn:
+            conn.execute("DELETE FROM cronbox.schema_code")
+        migrate_citus(citus_bare)
