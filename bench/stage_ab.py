@@ -91,7 +91,10 @@ def migrate_as_of(dsn: str, rev: str) -> list[str]:
             "SELECT p.oid::regprocedure::text FROM pg_catalog.pg_proc p"
             " WHERE p.pronamespace = 'cronbox'::regnamespace AND p.proname = ANY (%s)", (names,)).fetchall() if names else []
         for (proc,) in procs:
-            conn.execute(f"DROP FUNCTION {proc}")
+            try:
+                conn.execute(f"DROP FUNCTION {proc}")
+            except psycopg.errors.DependentObjectsStillExist:
+                pass  # a policy or a default uses it (cronbox.caller()): replaced in place below
         for text in files.values():
             conn.execute(text)
     return sorted(files)
