@@ -303,6 +303,8 @@ ALTER FUNCTION cronbox.dispatch_locked(bigint[], bigint[], interval, timestamptz
     SET plan_cache_mode = force_custom_plan;
 ALTER FUNCTION cronbox.dispatch_plain(bigint[], interval, timestamptz, integer[], bigint[])
     SET plan_cache_mode = force_custom_plan;
+ALTER FUNCTION cronbox.dispatch_plain_fires(cronbox.dispatch_fire[], timestamptz, integer[], bigint[])
+    SET plan_cache_mode = force_custom_plan;
 ALTER FUNCTION cronbox.record_finished(bigint[], timestamptz, integer[]) SET plan_cache_mode = force_custom_plan;
 """
 

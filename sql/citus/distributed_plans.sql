@@ -16,7 +16,7 @@ BEGIN
                    'ack_outbox_at', 'add_dependency_at', 'add_job_rows', 'apply_job_stat_changes',
                    'backfill_at', 'claim_backfills_at', 'claim_outbox_at', 'claim_runs_at',
                    'claim_saturation_at', 'dispatch_ahead_at', 'dispatch_at', 'dispatch_locked',
-                   'dispatch_plain', 'find_dependency_cycle', 'find_jobs_named', 'finish_runs', 'fold_job_stats',
+                   'dispatch_plain', 'dispatch_plain_fires', 'find_dependency_cycle', 'find_jobs_named', 'finish_runs', 'fold_job_stats',
                    'fold_job_stats_of', 'heartbeat_at', 'lock_job', 'lock_job_id', 'lock_job_named', 'pause_at', 'ready_lanes', 'record_excluded',
                    'record_finished', 'release_futures', 'relock_saturation', 'remove_dependency_at',
                    'rerun_at', 'resume_at', 'resume_paused_at', 'schedule_at', 'schedule_next_fixed_delay',

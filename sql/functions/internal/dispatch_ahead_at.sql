@@ -71,6 +71,8 @@ DECLARE
     -- next wake-up (within half its lead), later than a run decided at its time and notified.
     v_skip boolean := p_lead > interval '1 second';
     v_skip_jobs bigint[];     -- the 'skip' jobs of the batch
+    v_plain boolean;          -- the batch is plain (cronbox.dispatch_plain's sense): written as read
+    v_fires cronbox.dispatch_fire[];  -- the batch as decided under the locks, when plain
 BEGIN
     IF p_limit IS NULL OR p_limit < 1 THEN
         RAISE EXCEPTION 'p_limit: must be at least 1, got %', p_limit USING ERRCODE = 'invalid_parameter_value';
@@ -262,48 +264,83 @@ BEGIN
         -- 2. Still eligible, read under the locks (a pause or an update that committed before them
         --    is seen here; one after them waits for this transaction).
         --    A 'skip' job's fire: still its first, still with no run of the job unfinished.
+        --    The same read decides the batch for the write when it is plain (as
+        --    cronbox.dispatch_plain decides one: every fire a run, no fire with an overlap policy
+        --    of its own, no queue limit on its job's queue, one fire per job or every fire
+        --    'allow'): the job row is read once under the locks, not again by the write.
         v_skip_jobs := NULL;
+        v_plain := false;
         IF v_jobs IS NOT NULL THEN
-            -- each future by key, its job and statistics by probes (scalar sub-SELECTs, never a
-            -- join: docs/architecture.md, SQL conventions); the job row once per fire: its
-            -- verdict as one value (0 or none: not eligible; 1: eligible; 2: eligible, a 'skip'
-            -- job), materialized (a subquery pulled up copied the sub-SELECT into each of the
-            -- aggregates' filters: three probes of the job row per fire, and one more for 'skip')
+            -- each future by key, its job and statistics by probes (a lateral probe with LIMIT 1
+            -- and scalar sub-SELECTs, never a join: docs/architecture.md, SQL conventions); the
+            -- job row once per fire, its verdict as one value (0: not eligible; 1: eligible; 2:
+            -- eligible, a 'skip' job), materialized (a subquery pulled up copied the sub-SELECT
+            -- into each of the aggregates' filters: a probe of the job row per filter)
             WITH x AS MATERIALIZED (
-                SELECT f.future_id, f.job_id,
-                       (SELECT CASE WHEN ((j.overlap = 'allow'
-                                         OR (v_skip AND j.overlap = 'skip' AND f.overlap IS NULL AND f.payload IS NULL
-                                             AND j.every_mode = 'fixed_rate' AND j.kind IN ('cron', 'every')
-                                             AND j.ends_at IS NULL AND j.max_runs IS NULL AND j.finished_at IS NULL
-                                             AND (SELECT s.active_runs = 0 FROM cronbox.job_stat s
-                                                  WHERE s.bucket = ANY (v_set) AND s.job_id = f.job_id)
-                                             AND NOT EXISTS (SELECT 1 FROM cronbox.job_future g
-                                                             WHERE g.bucket = ANY (v_set) AND g.job_id = f.job_id
-                                                               AND g.fire_at <= f.fire_at AND g.future_id <> f.future_id)))
-                                        AND NOT j.paused AND j.needs IS NULL
-                                        AND NOT EXISTS (SELECT 1 FROM cronbox.job_dependency d WHERE d.job_id = j.job_id))
-                                    IS NOT TRUE THEN 0
-                                    WHEN j.overlap = 'skip' THEN 2 ELSE 1 END
-                        FROM cronbox.job j WHERE j.bucket = ANY (v_set) AND j.job_id = f.job_id) AS verdict
+                SELECT f.future_id, f.job_id, f.fire_at, f.due_at, f.priority, f.attempt, f.origin, f.retry_of,
+                       f.bucket, f.hold, f.overlap AS future_overlap, j.name, j.queue, j.message_payload,
+                       j.timeout, j.overlap, j.verdict, fo.folded,
+                       -- no queue limit at all (one probe per statement), else the job's queue's, a probe per fire
+                       ((SELECT NOT EXISTS (SELECT 1 FROM cronbox.queue_limit))
+                        OR NOT EXISTS (SELECT 1 FROM cronbox.queue_limit q WHERE q.queue = j.queue)) AS unlimited
                 FROM cronbox.job_future f
+                CROSS JOIN LATERAL (
+                    SELECT j.name, j.queue, coalesce(f.payload, j.payload) AS message_payload, j.timeout, j.overlap,
+                           j.every_mode,
+                           CASE WHEN ((j.overlap = 'allow'
+                                       OR (v_skip AND j.overlap = 'skip' AND f.overlap IS NULL AND f.payload IS NULL
+                                           AND j.every_mode = 'fixed_rate' AND j.kind IN ('cron', 'every')
+                                           AND j.ends_at IS NULL AND j.max_runs IS NULL AND j.finished_at IS NULL
+                                           AND (SELECT s.active_runs = 0 FROM cronbox.job_stat s
+                                                WHERE s.bucket = ANY (v_set) AND s.job_id = f.job_id)
+                                           AND NOT EXISTS (SELECT 1 FROM cronbox.job_future g
+                                                           WHERE g.bucket = ANY (v_set) AND g.job_id = f.job_id
+                                                             AND g.fire_at <= f.fire_at AND g.future_id <> f.future_id)))
+                                      AND NOT j.paused AND j.needs IS NULL
+                                      AND NOT EXISTS (SELECT 1 FROM cronbox.job_dependency d WHERE d.job_id = j.job_id))
+                                     IS NOT TRUE THEN 0
+                                WHEN j.overlap = 'skip' THEN 2 ELSE 1 END AS verdict
+                    FROM cronbox.job j WHERE j.bucket = ANY (v_set) AND j.job_id = f.job_id LIMIT 1) j
+                -- OFFSET 0: evaluated once per fire (as in cronbox.dispatch_plain)
+                CROSS JOIN LATERAL (SELECT t.folded FROM cronbox.job_stat_folded(f.job_id, j.overlap, j.every_mode, j.name, '{}') t
+                                    OFFSET 0) fo
                 WHERE f.bucket = ANY (v_set) AND f.future_id = ANY (v_futures) AND f.job_id = ANY (v_jobs)
             )
             SELECT array_agg(x.future_id) FILTER (WHERE x.verdict > 0),
                    array_agg(DISTINCT x.job_id) FILTER (WHERE x.verdict > 0),
-                   array_agg(x.job_id) FILTER (WHERE x.verdict = 2)
-              INTO v_futures, v_jobs, v_skip_jobs
+                   array_agg(x.job_id) FILTER (WHERE x.verdict = 2),
+                   coalesce(bool_and(x.hold IS NULL AND (x.future_overlap IS NULL OR x.future_overlap = 'allow') AND x.unlimited)
+                              FILTER (WHERE x.verdict > 0), true)
+                   AND (count(*) FILTER (WHERE x.verdict > 0) = count(DISTINCT x.job_id) FILTER (WHERE x.verdict > 0)
+                        OR coalesce(bool_and(x.overlap = 'allow') FILTER (WHERE x.verdict > 0), true)),
+                   -- every eligible fire a run (a 'skip' job's: no run of it unfinished); run ids
+                   -- drawn in fire order; active_runs is not read by the write
+                   array_agg(ROW(x.future_id, x.job_id, x.name, x.queue, x.fire_at, x.due_at, x.priority, x.attempt,
+                                 x.origin, x.retry_of, x.message_payload, x.timeout, x.overlap, NULL, NULL,
+                                 NULL, NULL, NULL, NULL, NULL, NULL, x.bucket, NULL, NULL, NULL, x.folded, 'run'
+                                )::cronbox.dispatch_fire ORDER BY x.fire_at, x.future_id) FILTER (WHERE x.verdict > 0)
+              INTO v_futures, v_jobs, v_skip_jobs, v_plain, v_fires
             FROM x;
             IF v_futures IS NULL THEN
                 v_jobs := NULL;
             END IF;
         END IF;
 
-        -- 3. The same write as dispatch (cronbox.dispatch_locked): every eligible fire is a run,
-        --    dispatched as of its due time and available to the relays then.
+        -- 3. The same write as dispatch: every eligible fire is a run, dispatched as of its due
+        --    time and available to the relays then. A plain batch is written as decided above
+        --    (cronbox.dispatch_plain_fires) once no early 'skip' run of its jobs waits to be
+        --    taken back (cronbox.withdraw_early_skip_runs, as dispatch_locked first calls it: none
+        --    taken back, the read above still holds); any other batch by cronbox.dispatch_locked,
+        --    which reads and decides it again.
         v_dispatched := 0;
         IF v_futures IS NOT NULL THEN
-            SELECT d.dispatched INTO v_dispatched
-            FROM cronbox.dispatch_locked(v_futures, v_jobs, NULL, p_now, v_set, v_skip_jobs) d;
+            IF v_plain AND cronbox.withdraw_early_skip_runs(v_jobs, p_now, v_set) = 0 THEN
+                SELECT d.dispatched INTO v_dispatched
+                FROM cronbox.dispatch_plain_fires(v_fires, p_now, v_set, v_skip_jobs) d;
+            ELSE
+                SELECT d.dispatched INTO v_dispatched
+                FROM cronbox.dispatch_locked(v_futures, v_jobs, NULL, p_now, v_set, v_skip_jobs) d;
+            END IF;
             -- A 'skip' job's early run: claimable only from its due time (claim_at_due, set as
             -- dispatch_locked inserts it): a relay holding it would keep it from being taken
             -- back; and marked on its job (its due time, the statistics before it) by the same
