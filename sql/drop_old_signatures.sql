@@ -201,3 +201,6 @@ DROP FUNCTION IF EXISTS cronbox.ready_priorities();
 -- the 'finished' row's helpers went back into cronbox.record_finished, its one caller.
 DROP FUNCTION IF EXISTS cronbox.log_finished(bigint[], text[], text[], timestamp with time zone[], timestamp with time zone);
 DROP FUNCTION IF EXISTS cronbox.finished_reason(integer, bigint, text, timestamp with time zone);
+-- a finish is read from the job's state (cronbox.job_finishes): record_finished logs it, with the
+-- time the view shows, only before schedule() reopens or unschedule() deletes the job.
+DROP FUNCTION IF EXISTS cronbox.record_finished(bigint[], timestamp with time zone, integer[]);

@@ -438,12 +438,13 @@ def test_dispatch_opens_only_the_run_partitions_it_writes_however_much_history_i
 
 @pytest.mark.parametrize("overlap, fires", [("skip", (0,)), ("allow", (0, 30))],
                          ids=["one-fire-per-job", "allow-fires"])
-def test_the_jobs_a_plain_batch_finishes_are_logged_finished_once_as_the_general_path_logs_them(conn, overlap, fires):
-    """Dispatch's write logs 'finished' for a job whose last scheduled fire it decided (nothing
-    left to schedule, no scheduled fire left), once per finish: the plain path
-    (cronbox.dispatch_plain, which tells it from its own read of the batch with one fire per
-    job) logs the same rows as the general path (cronbox.dispatch_locked, the batch made not
-    plain by a paused job's fire); a job with a scheduled fire left, or already logged, is not."""
+def test_the_jobs_a_batch_finishes_show_finished_once_from_their_state_and_dispatch_writes_no_row(conn, overlap, fires):
+    """A job whose last scheduled fire a batch decided (nothing left to schedule, no scheduled
+    fire left) shows 'finished' in cronbox.schedule_changes from that commit, once per finish,
+    read from its state (cronbox.job_finishes): neither the plain path (cronbox.dispatch_plain)
+    nor the general one (cronbox.dispatch_locked, the batch made not plain by a paused job's
+    fire) writes a change row for it; a job with a scheduled fire left is not finished, one
+    whose finish a row logs already shows that row alone."""
     ids: dict[str, list[int]] = {"p": [], "g": []}
     for group in ("p", "g"):
         conn.execute("SELECT cronbox.schedule_at(%s, at => %s, overlap => %s, p_now => %s)",
@@ -455,8 +456,11 @@ def test_the_jobs_a_plain_batch_finishes_are_logged_finished_once_as_the_general
         for kind in ("once", "ends", "left", "max", "logged"):
             ids[group] += [future(conn, f"{group}-{kind}", t, due=0) for t in fires]
         future(conn, f"{group}-left", 100)  # a scheduled fire left
-        # nothing left to schedule (as saturation found), the max_runs job at its count
+        # nothing left to schedule (as saturation found: the frontier at the last fire), the
+        # max_runs job at its count
         conn.execute("UPDATE cronbox.job SET finished_at = %s WHERE name LIKE %s", (at(-3600), f"{group}-%"))
+        conn.execute("UPDATE cronbox.job_fire f SET frontier = %s FROM cronbox.job j "
+                     "WHERE j.job_id = f.job_id AND j.name LIKE %s", (at(fires[-1]), f"{group}-%"))
         conn.execute("UPDATE cronbox.job_fire f SET fires_made = 2 FROM cronbox.job j "
                      "WHERE j.job_id = f.job_id AND j.name = %s", (f"{group}-max",))
         conn.execute("INSERT INTO cronbox.job_change (job_id, job_name, action, reason, changed_at) "
@@ -467,20 +471,59 @@ def test_the_jobs_a_plain_batch_finishes_are_logged_finished_once_as_the_general
     held = future(conn, "paused", 0)
     jobs = [r[0] for r in conn.execute("SELECT DISTINCT job_id FROM cronbox.job_future WHERE future_id = ANY (%s)",
                                        (ids["g"] + [held],))]
+
+    def finished(group: str) -> list[tuple[str, str, Any, str]]:
+        return [(name.split("-", 1)[1], reason, changed_at, by) for name, reason, changed_at, by in conn.execute(
+            "SELECT job, reason, changed_at, changed_by FROM cronbox.schedule_changes WHERE action = 'finished' "
+            "AND job LIKE %s ORDER BY job, change_id", (f"{group}-%",))]
+
+    logged = [("logged", "logged before", at(-60), conn.execute("SELECT cronbox.caller()").fetchone()[0])]
+    assert finished("p") == finished("g") == logged  # each fire still pending
+    rows = conn.execute("SELECT count(*) FROM cronbox.job_change").fetchone()[0]
     n = 5 * len(fires)
     assert conn.execute("SELECT * FROM cronbox.dispatch_plain(%s, NULL, %s)", (ids["p"], at(0))).fetchall() == [
         (n, 0, 0, 0)]
     assert conn.execute("SELECT * FROM cronbox.dispatch_locked(%s, %s, NULL, %s)",
                         (ids["g"] + [held], jobs, at(0))).fetchall() == [(n, 0, 0, 1)]
-
-    def finished(group: str) -> list[tuple[str, str, Any]]:
-        return [(name.split("-", 1)[1], reason, changed_at) for name, reason, changed_at in conn.execute(
-            "SELECT job_name, reason, changed_at FROM cronbox.job_change WHERE action = 'finished' "
-            "AND job_name LIKE %s ORDER BY job_name, change_id", (f"{group}-%",))]
-
-    assert finished("p") == [("ends", "ends_at passed", at(0)), ("logged", "logged before", at(-60)),
-                             ("max", "max_runs reached: 2 fires", at(0)), ("once", "one-off fire handled", at(0))]
+    assert conn.execute("SELECT count(*) FROM cronbox.job_change").fetchone()[0] == rows  # no row written
+    last = at(fires[-1])  # the time of the job's last fire
+    assert finished("p") == [("ends", "ends_at passed", last, "cronbox"), logged[0],
+                             ("max", "max_runs reached: 2 fires", last, "cronbox"),
+                             ("once", "one-off fire handled", last, "cronbox")]
     assert finished("g") == finished("p")
+
+
+def test_a_finish_read_from_the_jobs_state_is_logged_before_unschedule_or_a_reopening_schedule(conn):
+    """A finish shown from the job's state survives what takes that state away: unschedule()
+    deletes the job, schedule() reopens a finished one-off (a new `at`); each writes the finish
+    the view showed (its time, reason) as a row first, once, and a second finish shows again."""
+    for name in ("gone", "again"):
+        conn.execute("SELECT cronbox.schedule_at(%s, at => %s, overlap => 'allow', p_now => %s)",
+                     (name, at(0), at(-3600)))
+        future(conn, name, 0, due=0)
+        conn.execute("UPDATE cronbox.job SET finished_at = %s WHERE name = %s", (at(-60), name))
+        conn.execute("UPDATE cronbox.job_fire f SET frontier = %s FROM cronbox.job j "
+                     "WHERE j.job_id = f.job_id AND j.name = %s", (at(0), name))
+    assert conn.execute("SELECT dispatched FROM cronbox.dispatch_at(100, p_now => %s)", (at(0),)).fetchone()[0] == 2
+    shown = "SELECT action, reason, changed_at, changed_by, change_id IS NULL FROM cronbox.schedule_changes " \
+            "WHERE job = %s AND action IN ('finished', 'unscheduled') ORDER BY change_id"
+    assert conn.execute(shown, ("gone",)).fetchall() == [("finished", "one-off fire handled", at(0), "cronbox", True)]
+    assert conn.execute("SELECT cronbox.unschedule_at('gone', p_now => %s)", (at(10),)).fetchone()[0] is True
+    assert [r[:5] for r in conn.execute(shown, ("gone",)).fetchall()] == [
+        ("finished", "one-off fire handled", at(0), "cronbox", False),
+        ("unscheduled", "unscheduled by operator", at(10), conn.execute("SELECT cronbox.caller()").fetchone()[0], False)]
+    # reopened with a later fire: the first finish logged, the job active (no finish shown) ...
+    conn.execute("SELECT cronbox.schedule_at('again', at => %s, overlap => 'allow', p_now => %s)", (at(600), at(20)))
+    assert conn.execute(shown, ("again",)).fetchall() == [("finished", "one-off fire handled", at(0), "cronbox", False)]
+    assert conn.execute("SELECT finished_at FROM cronbox.job WHERE name = 'again'").fetchone()[0] is None
+    # ... until its new fire is decided: a second finish, shown from the state again
+    conn.execute("UPDATE cronbox.job SET finished_at = %s WHERE name = 'again'", (at(500),))
+    conn.execute("UPDATE cronbox.job_fire f SET frontier = %s FROM cronbox.job j "
+                 "WHERE j.job_id = f.job_id AND j.name = 'again'", (at(600),))
+    future(conn, "again", 600, due=600)
+    assert [r[2] for r in conn.execute(shown, ("again",)).fetchall()] == [at(0)]
+    assert conn.execute("SELECT dispatched FROM cronbox.dispatch_at(100, p_now => %s)", (at(600),)).fetchone()[0] == 1
+    assert [(r[2], r[4]) for r in conn.execute(shown, ("again",)).fetchall()] == [(at(0), False), (at(600), True)]
 
 
 PLAIN_KINDS = {

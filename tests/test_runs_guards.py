@@ -436,8 +436,9 @@ def test_a_dispatch_planned_while_the_jobs_looked_empty_locks_only_its_jobs(conn
 
 @pytest.mark.parametrize("looked_empty", [None, "job", "job_future"])
 def test_finished_jobs_are_looked_up_by_key_not_by_walking_every_jobs_futures(conn, looked_empty):
-    # record_finished (after each dispatch batch) looks for a scheduled future of each finished
-    # job of the batch, as NOT EXISTS: planned as a merge anti-join, it would walk every job's
+    # cronbox.job_finishes (the change log's finishes, read from the jobs' state; logged by
+    # record_finished before schedule() reopens or unschedule() deletes a job) looks for a
+    # scheduled future of each finished job, as NOT EXISTS: planned as a merge anti-join, it would walk every job's
     # futures in job order up to the batch's last job (20,000 other jobs' futures read to find
     # that 1,000 jobs have none). Each job's futures are reached by its key, whatever the
     # statistics say (bench.finished_lookup: the same at a million schedules).
@@ -450,12 +451,35 @@ def test_finished_jobs_are_looked_up_by_key_not_by_walking_every_jobs_futures(co
     conn.execute("ANALYZE cronbox.job, cronbox.job_stat, cronbox.job_future")
     if looked_empty:
         look_empty(conn, looked_empty)
-    sql = "SELECT cronbox.record_finished(%s::bigint[], %s)"
-    assert conn.execute(sql, (done, at(1))).fetchone()[0] == 1000   # each finish logged once
+    sql = "SELECT cronbox.record_finished(%s::bigint[])"
+    assert conn.execute(sql, (done,)).fetchone()[0] == 1000   # each finish logged once
     for _ in range(8):  # past PostgreSQL's five custom plans
-        assert conn.execute(sql, (done, at(1))).fetchone()[0] == 0
-    read = rows_read_per_table(conn, sql, (done, at(1)))
+        assert conn.execute(sql, (done,)).fetchone()[0] == 0
+    read = rows_read_per_table(conn, sql, (done,))
     assert read["job_future"] < 1000, read
+
+
+@pytest.mark.parametrize("by", ["job", "job_id"])
+def test_one_jobs_change_log_reads_that_jobs_rows_whatever_the_finished_jobs_and_their_rows(conn, by):
+    # cronbox.schedule_changes shows a finished job's 'finished' from its state unless a row
+    # logs it: filtered by one job (the web console by job_id, psql by name), both the finished
+    # jobs and the change log's finished rows are reached by that job's key, not read whole.
+    conn.execute(
+        "INSERT INTO cronbox.job (name, kind, at, finished_at, overlap) "
+        "SELECT 'done-' || i, 'at', %s, %s, 'allow' FROM generate_series(1, 5000) i", (at(0), at(0)))
+    conn.execute(ADD_JOB_ROWS)
+    conn.execute("INSERT INTO cronbox.job_change (job_id, job_name, action, reason, changed_at) "
+                 "SELECT job_id, name, 'finished', 'logged', %s FROM cronbox.job WHERE name LIKE 'done-%%'", (at(1),))
+    conn.execute("INSERT INTO cronbox.job_change (job_id, job_name, action, reason, changed_at) "
+                 "SELECT job_id + 10000000, 'gone-' || name, 'finished', 'logged', %s FROM cronbox.job WHERE name LIKE 'done-%%'",
+                 (at(1),))
+    conn.execute("UPDATE cronbox.job SET finished_at = %s WHERE name = 'done-7'", (at(2),))  # finished again
+    conn.execute("ANALYZE cronbox.job, cronbox.job_fire, cronbox.job_future, cronbox.job_change")
+    key = "done-7" if by == "job" else conn.execute("SELECT job_id FROM cronbox.job WHERE name = 'done-7'").fetchone()[0]
+    sql = f"SELECT action, reason, changed_at FROM cronbox.schedule_changes WHERE {by} = %s ORDER BY changed_at"
+    assert conn.execute(sql, (key,)).fetchall() == [("finished", "logged", at(1)), ("finished", "one-off fire handled", at(2))]
+    read = rows_read_per_table(conn, sql, (key,))
+    assert all(read.get(t, 0) < 100 for t in ("job", "job_fire", "job_change")), (read, read.heavy)
 
 
 @pytest.mark.parametrize("dispatch_sql, due_in", DISPATCHES_OF_100)

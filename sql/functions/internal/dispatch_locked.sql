@@ -8,8 +8,9 @@
 -- units, else on_unavailable) and writes: a run's outbox row, which is the run until its final
 -- report (dispatched as of the later of its due time and p_now: early runs are dispatched as of
 -- their due time), skipped/missed/failed run rows (history, final at once), holds, the job's
--- statistics, queue slots, pool units, and the change log's 'finished' row of a job whose last
--- scheduled fire it decided (cronbox.record_finished). Then NOTIFY cronbox_outbox. Returns the counts.
+-- statistics, queue slots, pool units (a job whose last scheduled fire it decided shows as
+-- finished in the change log from its state: cronbox.job_finishes, nothing written for it).
+-- Then NOTIFY cronbox_outbox. Returns the counts.
 -- p_buckets: the bucket set the caller walked (cronbox.bucket_walks), NULL: any. Every statement
 -- reads either that set's rows of the bucket's tables (job, job_future, job_stat: one shard's
 -- where they are distributed by bucket, with reference tables beside them) or the coordinator's
@@ -243,7 +244,6 @@ BEGIN
           FROM gate g
           WHERE g.pre IS NOT NULL) x;
     IF v_fires IS NULL AND v_pre IS NULL THEN
-        PERFORM cronbox.record_finished(p_jobs, p_now, p_buckets);  -- as below
         RETURN QUERY SELECT 0, 0, 0, 0;  -- every future held or gone meanwhile
         RETURN;
     END IF;
@@ -668,11 +668,6 @@ BEGIN
     IF v_superseded IS NOT NULL THEN
         PERFORM cronbox.withdraw_superseded_runs(v_superseded, p_now);
     END IF;
-
-    -- A job whose last scheduled fire was just decided has finished: the change log says so
-    -- now, not when saturation found nothing left to schedule (cronbox.record_finished; the
-    -- plain path tells it from its own read of the batch: cronbox.dispatch_plain).
-    PERFORM cronbox.record_finished(p_jobs, p_now, p_buckets);
 
     IF v_dispatched > 0 OR v_failed > 0 THEN
         PERFORM pg_notify('cronbox_outbox', '');

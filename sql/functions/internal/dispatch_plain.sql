@@ -12,8 +12,7 @@
 -- The caller holds the futures' (FOR UPDATE) and the jobs' locks and calls this in a new
 -- statement (snapshot taken under the locks). Reads and decides the batch in one statement,
 -- then writes it with cronbox.dispatch_plain_fires (each run's outbox row, each skipped fire's
--- history row, the statistics, the futures deleted, the 'finished' row of a job whose last
--- scheduled fire it decided; NOTIFY cronbox_outbox). Statements as dispatch_locked's on Citus: the bucket
+-- history row, the statistics, the futures deleted; NOTIFY cronbox_outbox). Statements as dispatch_locked's on Citus: the bucket
 -- set's rows (job, job_future, job_stat, with the reference tables) or the coordinator's own
 -- tables and the values read before, never both.
 -- p_claim_at_due: as dispatch_locked's (early 'skip' runs flagged as they are inserted, and

@@ -4,8 +4,9 @@
 -- of p_fires as decided (wish: run or skip; folded: its statistics left to the poller's fold).
 -- The caller holds the futures' (FOR UPDATE) and the jobs' locks. Writes: each run's outbox
 -- row, each skipped fire's history row, the statistics (to the poller's fold, or in job_stat
--- for jobs a policy reads them for), the futures deleted, the 'finished' change row of a job
--- whose last scheduled fire this was (cronbox.record_finished); then NOTIFY cronbox_outbox.
+-- for jobs a policy reads them for), the futures deleted (a job whose last scheduled fire this
+-- was shows as finished in the change log from its state: cronbox.job_finishes, nothing written
+-- for it); then NOTIFY cronbox_outbox.
 -- Statements as dispatch_locked's on Citus: the bucket set's rows (job_future, job_stat) or the
 -- coordinator's own tables and the values read before, never both.
 -- p_claim_at_due: as dispatch_locked's (early 'skip' runs flagged as they are inserted, and
@@ -145,10 +146,6 @@ BEGIN
                                 ELSE s.early_prev_state END
     WHERE (p_buckets IS NULL OR s.bucket = ANY (p_buckets)) AND s.job_id = ANY (v_stat_ids);
 
-    -- 4. A job whose last scheduled fire was just decided has finished: the change log says so
-    --    now, as on the general path (cronbox.record_finished, the one test of it).
-    PERFORM cronbox.record_finished(ARRAY(SELECT DISTINCT f.job_id FROM unnest(v_fires) f), p_now, p_buckets);
-
     IF v_dispatched > 0 THEN
         PERFORM pg_notify('cronbox_outbox', '');
     END IF;
@@ -157,7 +154,7 @@ END
 $$;
 
 COMMENT ON FUNCTION cronbox.dispatch_plain_fires(cronbox.dispatch_fire[], timestamp with time zone, integer[], bigint[]) IS
-'Internal: the write of a plain batch decided by its caller (cronbox.dispatch_plain, cronbox.dispatch_ahead_at) under the futures'' and jobs'' locks: runs'' outbox rows, skipped fires'' history rows, the statistics, the futures deleted, the ''finished'' row of a job whose last scheduled fire it decided. Returns the counts.';
+'Internal: the write of a plain batch decided by its caller (cronbox.dispatch_plain, cronbox.dispatch_ahead_at) under the futures'' and jobs'' locks: runs'' outbox rows, skipped fires'' history rows, the statistics, the futures deleted. Returns the counts.';
 
 ALTER FUNCTION cronbox.dispatch_plain_fires(cronbox.dispatch_fire[], timestamp with time zone, integer[], bigint[]) OWNER TO cronbox_owner;
 REVOKE ALL ON FUNCTION cronbox.dispatch_plain_fires(cronbox.dispatch_fire[], timestamp with time zone, integer[], bigint[]) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;

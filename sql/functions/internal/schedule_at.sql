@@ -156,6 +156,11 @@ BEGIN
     v_rate := cronbox.check_owner_quota(coalesce(v_old.owner, cronbox.caller()), v_old, v_args, v_kind, p_now);
 
     IF v_old.job_id IS NOT NULL THEN
+        -- A finish the change log reads from the job's state (cronbox.job_finishes) is logged
+        -- before the update may reopen the job or delete its pending fires.
+        IF v_old.finished_at IS NOT NULL THEN
+            PERFORM cronbox.record_finished(ARRAY[v_old.job_id], ARRAY[v_bucket]);
+        END IF;
         -- Pending fires of the old definition go; the poller recomputes them. Fires already
         -- due (<= p_now) stay: they belonged to the old definition's past. Retries and manual
         -- runs are not the schedule's to drop.

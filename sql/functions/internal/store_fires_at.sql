@@ -167,8 +167,9 @@ BEGIN
     -- A pass where a job may finish, break, reach max_runs, count missed fires or change its job
     -- row is read per job in the bucket first: the job rows that change, the missed counts, and
     -- the change-log rows of jobs that break in this pass or finish with no scheduled fire pending
-    -- (read before the updates; a job finishing with fires pending is logged finished when
-    -- dispatch has decided the last one: cronbox.record_finished). Most passes have none of it.
+    -- (read before the updates; a job finishing with fires pending shows as finished in the
+    -- change log once dispatch has decided the last one: cronbox.job_finishes). Most passes have
+    -- none of it.
     IF v_max_runs OR v_missed > 0 OR true = ANY (p_finished) OR cardinality(v_rows) > 0
        OR EXISTS (SELECT 1 FROM unnest(p_error) AS e(error) WHERE e.error IS NOT NULL) THEN
         WITH pass AS (

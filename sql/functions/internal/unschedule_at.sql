@@ -4,7 +4,8 @@
 -- cronbox.unschedule_at(name, reason, p_now): removes a job and its pending futures (deleted
 -- here: job_future has no foreign key to the job, migration 0442; every writer of futures
 -- holds the job's lock, taken here first, so none is written for the job after this);
--- run history and the change log stay (they have no foreign key to the job).
+-- run history and the change log stay (they have no foreign key to the job); a finish the change
+-- log read from the job's state is written as a row first (cronbox.record_finished).
 -- Takes the job's lock, so it waits for a poller's saturation pass on that job to commit.
 -- Returns false (and writes nothing) when no job has that name: safe to call twice.
 CREATE OR REPLACE FUNCTION cronbox.unschedule_at(
@@ -33,6 +34,8 @@ BEGIN
     IF v_job_id IS NULL THEN
         RETURN false;
     END IF;
+    -- A finish the change log reads from the job's state is logged before the job goes.
+    PERFORM cronbox.record_finished(ARRAY[v_job_id], ARRAY[v_bucket]);
     -- Fires already written by early dispatch and not yet claimed by a relay are cancelled.
     PERFORM cronbox.withdraw_early_runs(v_job_id, 'cancelled: unscheduled before its fire time', p_now, v_bucket);
     -- its futures of every origin (schedule, manual, retry, backfill, rerun, dependency)
