@@ -900,6 +900,55 @@ def test_citus_start_run_and_heartbeat_find_the_run_in_the_bucket_its_id_carries
                                        (theirs, b, "running", "w1")]), rows
 
 
+@pytest.fixture
+def distributed_clone(citus_clone: str) -> str:
+    """The clone with its hot tables distributed as `cronbox migrate --citus --distribute` does
+    (the Citus layer's migration 0356, docs/citus.md, "Distributing the hot tables")."""
+    from cronbox.citus import is_distributed, migrate_citus
+
+    with db.connect(citus_clone) as conn:
+        done = is_distributed(conn)
+    if not done:  # (a session run with CRONBOX_TEST_CITUS_DISTRIBUTE=1 has it already)
+        migrate_citus(citus_clone, distribute=True)
+    return citus_clone
+
+
+def test_citus_start_runs_starts_a_batch_of_several_buckets_one_task_per_statement(distributed_clone):
+    """cronbox.start_runs (the worker kit's batch start) on the distributed tables, with Citus
+    refusing any statement of more than one task: a batch of runs of two buckets is locked,
+    decided and started bucket by bucket (the bucket each id carries), each run leased for its
+    job's timeout; a run already running elsewhere is refused as start_run refuses it, an
+    unknown id is P0002, and the batch's answers come back in the order given."""
+    with db.connect(distributed_clone) as conn:
+        groups = _names_in_buckets(conn, 2, 1, "sr{}")
+        (a, [ga]), (b, [gb]) = sorted(groups.items())
+        for name, timeout in ((f"{ga}/job", "7 minutes"), (f"{gb}/job", "9 minutes")):
+            conn.execute("SELECT cronbox.schedule(%s, every => '1 hour', overlap => 'allow', timeout => %s)",
+                         (name, timeout))
+            for _ in range(2):
+                conn.execute("SELECT cronbox.trigger(%s)", (name,))
+        for bucket in (a, b):
+            conn.execute("SELECT * FROM cronbox.dispatch(100, p_bucket => %s)", (bucket,))
+        ids = dict(conn.execute("SELECT job_name, array_agg(outbox_id ORDER BY outbox_id) FROM cronbox.outbox"
+                                " WHERE kind = 'run' GROUP BY 1").fetchall())
+        (a1, a2), (b1, b2) = ids[f"{ga}/job"], ids[f"{gb}/job"]
+        assert conn.execute("SELECT cronbox.run_bucket(%s), cronbox.run_bucket(%s)", (a1, b1)).fetchone() == (a, b)
+        conn.execute("SELECT cronbox.start_run(%s, 'w2')", (a2,))
+        conn.execute("SET citus.multi_task_query_log_level = error")  # a statement over several shards fails
+        got = conn.execute("SELECT run_id, deadline - now(), code FROM cronbox.start_runs(%s, 'w1')",
+                           ([b1, a1, a2, b2],)).fetchall()
+        assert got == [(b1, timedelta(minutes=9), None), (a1, timedelta(minutes=7), None), (a2, None, "55000"),
+                       (b2, timedelta(minutes=9), None)], got
+        conn.execute("RESET citus.multi_task_query_log_level")
+        # an id in no bucket's outbox: looked up by key over every bucket (the rare path)
+        got = conn.execute("SELECT run_id, deadline - now(), code FROM cronbox.start_runs(%s, 'w1')",
+                           ([a2, b2 + 1_000_000],)).fetchall()
+        assert got == [(a2, None, "55000"), (b2 + 1_000_000, None, "P0002")], got
+        rows = conn.execute("SELECT outbox_id, state, worker FROM cronbox.outbox WHERE kind = 'run'").fetchall()
+        assert sorted(rows) == sorted([(a1, "running", "w1"), (a2, "running", "w2"), (b1, "running", "w1"),
+                                       (b2, "running", "w1")]), rows
+
+
 def test_citus_the_after_jobs_naming_finished_jobs_are_read_from_the_edges_in_one_task(citus_clone):
     """The after-job edges (cronbox.job_after_edge, kept by schedule) as a reference table: the
     after-jobs that name a finished job, with their buckets, are one task on a copy of the

@@ -11,7 +11,10 @@
 -- unknown to it; the others' outbox rows (the runs in flight) are locked in one statement, by
 -- key, in id order, and each decided as start_run_try decides it (with its job's timeout, a
 -- probe per run); the runs to start are updated in a second statement by key, their leases read
--- by key from one JSON object. An id with no outbox row here (a run already final, an unknown id,
+-- by key from one JSON object (seconds from now). On a database with buckets, these two statements per bucket the
+-- ids carry (cronbox.run_bucket), in bucket order, each on that bucket's rows alone: where Citus
+-- distributes the outbox and the jobs, each is one shard's (a statement over several buckets is
+-- refused there); plain PostgreSQL: the two statements once, no bucket filter. An id with no outbox row here (a run already final, an unknown id,
 -- or on a database with buckets an id drawn without its bucket) is answered by
 -- cronbox.start_run_try, one at a time (history by key, the refusal returned, not raised: no
 -- subtransaction per run).
@@ -28,9 +31,11 @@ AS $$
 DECLARE
     v_now timestamptz := now();
     v_unknown bigint[];     -- hidden by the owner rule, or of a queue the caller may not work
-    v_buckets integer[];    -- the buckets the ids carry (NULL: no buckets, plain PostgreSQL)
-    v_answers jsonb;        -- id -> [deadline, code, error]
-    v_start jsonb;          -- id -> the new lease end of each run started here
+    v_buckets integer[];    -- the buckets the ids carry ({NULL}: no buckets, plain PostgreSQL)
+    v_b integer;            -- the bucket worked (NULL: every row, plain PostgreSQL)
+    v_answers jsonb := '{}'; -- id -> [deadline, code, error]
+    v_decided jsonb;        -- the same, of the bucket worked
+    v_start jsonb;          -- id -> seconds from now to the lease end of each run started in the bucket worked
     v_found bigint[];
     v_id bigint;
     v_try record;
@@ -42,56 +47,66 @@ BEGIN
     END IF;
     v_unknown := coalesce(cronbox.caller_hidden_runs(start_runs.run_ids), '{}')
                  || cronbox.worker_denied_run_ids(start_runs.run_ids);
+    v_buckets := ARRAY[NULL]::integer[];
     IF to_regclass('cronbox.bucket') IS NOT NULL THEN
-        v_buckets := ARRAY(SELECT DISTINCT coalesce(cronbox.run_bucket(u.id), -1) FROM unnest(start_runs.run_ids) AS u(id));
+        -- (an id whose bits name no bucket has no outbox row in one: answered in step 3)
+        v_buckets := ARRAY(SELECT DISTINCT b.b FROM unnest(start_runs.run_ids) AS u(id)
+                           CROSS JOIN LATERAL cronbox.run_bucket(u.id) AS b(b)
+                           WHERE b.b IS NOT NULL ORDER BY b.b);
     END IF;
-    -- 1. The runs in flight, locked by key in id order, and decided (start_run_try's order of
-    --    refusals): already running here (its lease), running elsewhere or final, asked to cancel,
-    --    else started with its job's timeout from now.
-    WITH
-    locked AS MATERIALIZED (
-        SELECT o.outbox_id, o.state, o.worker, o.cancel_requested, o.run_lease_until, o.bucket, o.job_id
-        FROM cronbox.outbox o
-        WHERE o.outbox_id = ANY (ARRAY(SELECT DISTINCT u.id FROM unnest(start_runs.run_ids) AS u(id)
-                                       WHERE u.id <> ALL (v_unknown)))
-          AND o.kind = 'run' AND (v_buckets IS NULL OR o.bucket = ANY (v_buckets))
-        ORDER BY o.outbox_id
-        FOR UPDATE
-    ),
-    decided AS (
-        SELECT l.outbox_id,
-               CASE WHEN l.state = 'running' AND l.worker = start_runs.worker AND NOT l.cancel_requested
-                        THEN 'again'
-                    WHEN l.state NOT IN ('dispatched', 'delivered') THEN 'busy'
-                    WHEN l.cancel_requested THEN 'cancel'
-                    ELSE 'start' END AS verdict,
-               l.state, l.worker, l.run_lease_until,
-               v_now + coalesce(j.timeout, interval '5 minutes') AS lease
-        FROM locked l
-        LEFT JOIN LATERAL (SELECT j.timeout FROM cronbox.job j
-                           WHERE j.bucket = l.bucket AND j.job_id = l.job_id LIMIT 1) j ON true
-    )
-    SELECT array_agg(d.outbox_id),
-           jsonb_object_agg(d.outbox_id::text, CASE d.verdict
-               WHEN 'again' THEN jsonb_build_array(d.run_lease_until, NULL, NULL)
-               WHEN 'start' THEN jsonb_build_array(d.lease, NULL, NULL)
-               WHEN 'busy' THEN jsonb_build_array(NULL, '55000', format('run_id: run %s is %s, it cannot be started', d.outbox_id,
-                   d.state || CASE WHEN d.state = 'running' THEN format(' on worker %s', d.worker) ELSE '' END))
-               ELSE jsonb_build_array(NULL, '55000', format('run_id: run %s was asked to cancel, it cannot be started', d.outbox_id))
-               END),
-           jsonb_object_agg(d.outbox_id::text, d.lease) FILTER (WHERE d.verdict = 'start')
-      INTO v_found, v_answers, v_start
-    FROM decided d;
-    -- 2. The runs started: the run's lease only (as start_run_try: a run started before any
-    --    relay's ack keeps its delivery open).
-    IF v_start IS NOT NULL THEN
-        UPDATE cronbox.outbox o SET
-            state = 'running', started_at = v_now, worker = start_runs.worker,
-            run_lease_until = (v_start ->> o.outbox_id::text)::timestamptz
-        WHERE o.outbox_id = ANY (v_found) AND (v_buckets IS NULL OR o.bucket = ANY (v_buckets))
-          AND v_start ? o.outbox_id::text;
-    END IF;
-    v_answers := coalesce(v_answers, '{}');
+    FOREACH v_b IN ARRAY v_buckets LOOP
+        -- 1. The runs in flight, locked by key in id order, and decided (start_run_try's order of
+        --    refusals): already running here (its lease), running elsewhere or final, asked to
+        --    cancel, else started with its job's timeout from now.
+        WITH
+        locked AS MATERIALIZED (
+            SELECT o.outbox_id, o.state, o.worker, o.cancel_requested, o.run_lease_until, o.bucket, o.job_id
+            FROM cronbox.outbox o
+            WHERE o.outbox_id = ANY (ARRAY(SELECT DISTINCT u.id FROM unnest(start_runs.run_ids) AS u(id)
+                                           WHERE u.id <> ALL (v_unknown)))
+              AND o.kind = 'run' AND (v_b IS NULL OR o.bucket = v_b)
+            ORDER BY o.outbox_id
+            FOR UPDATE
+        ),
+        decided AS (
+            SELECT l.outbox_id,
+                   CASE WHEN l.state = 'running' AND l.worker = start_runs.worker AND NOT l.cancel_requested
+                            THEN 'again'
+                        WHEN l.state NOT IN ('dispatched', 'delivered') THEN 'busy'
+                        WHEN l.cancel_requested THEN 'cancel'
+                        ELSE 'start' END AS verdict,
+                   l.state, l.worker, l.run_lease_until,
+                   v_now + coalesce(j.timeout, interval '5 minutes') AS lease
+            FROM locked l
+            LEFT JOIN LATERAL (SELECT j.timeout FROM cronbox.job j
+                               WHERE j.bucket = l.bucket AND (v_b IS NULL OR j.bucket = v_b) AND j.job_id = l.job_id
+                               LIMIT 1) j ON true
+        )
+        SELECT array_agg(d.outbox_id),
+               jsonb_object_agg(d.outbox_id::text, CASE d.verdict
+                   WHEN 'again' THEN jsonb_build_array(d.run_lease_until, NULL, NULL)
+                   WHEN 'start' THEN jsonb_build_array(d.lease, NULL, NULL)
+                   WHEN 'busy' THEN jsonb_build_array(NULL, '55000', format('run_id: run %s is %s, it cannot be started', d.outbox_id,
+                       d.state || CASE WHEN d.state = 'running' THEN format(' on worker %s', d.worker) ELSE '' END))
+                   ELSE jsonb_build_array(NULL, '55000', format('run_id: run %s was asked to cancel, it cannot be started', d.outbox_id))
+                   END),
+               jsonb_object_agg(d.outbox_id::text, extract(epoch FROM d.lease - v_now)) FILTER (WHERE d.verdict = 'start')
+          INTO v_found, v_decided, v_start
+        FROM decided d;
+        v_answers := v_answers || coalesce(v_decided, '{}');
+        -- 2. The runs started: the run's lease only (as start_run_try: a run started before any
+        --    relay's ack keeps its delivery open).
+        IF v_start IS NOT NULL THEN
+            UPDATE cronbox.outbox o SET
+                state = 'running', started_at = v_now, worker = start_runs.worker,
+                -- v_now plus the seconds to the lease end, in UTC (Citus refuses a STABLE
+                -- function of a column in an UPDATE: timestamptz + interval, text::timestamptz)
+                run_lease_until = ((v_now AT TIME ZONE 'UTC')
+                                   + make_interval(secs => (v_start ->> o.outbox_id::text)::float8)) AT TIME ZONE 'UTC'
+            WHERE o.outbox_id = ANY (v_found) AND (v_b IS NULL OR o.bucket = v_b)
+              AND v_start ? o.outbox_id::text;
+        END IF;
+    END LOOP;
     -- 3. The ids unknown to the caller, and those with no outbox row here, one at a time.
     FOREACH v_id IN ARRAY ARRAY(SELECT DISTINCT u.id FROM unnest(start_runs.run_ids) AS u(id)
                                 WHERE NOT v_answers ? u.id::text) LOOP
