@@ -949,6 +949,44 @@ def test_citus_start_runs_starts_a_batch_of_several_buckets_one_task_per_stateme
                                        (b2, "running", "w1")]), rows
 
 
+def test_citus_the_run_tally_counts_the_runs_of_every_bucket_on_the_distributed_history(distributed_clone):
+    """cronbox.tally_runs (the poller's maintenance, the console's per-minute counts) on the
+    distributed tables: the new runs of two buckets are counted per minute, queue and owner, those
+    still in flight remembered, and counted once they have finished (their history rows and their
+    jobs' owners read by key, a statement per bucket); each run counted once."""
+    with db.connect(distributed_clone) as conn:
+        groups = _names_in_buckets(conn, 2, 1, "t{}")
+        (a, [ga]), (b, [gb]) = sorted(groups.items())
+        for name in (f"{ga}/job", f"{gb}/job"):
+            conn.execute("SELECT cronbox.schedule(%s, every => '1 hour', overlap => 'allow', queue => 'tq')", (name,))
+            for _ in range(3):
+                conn.execute("SELECT cronbox.trigger(%s)", (name,))
+        runs = dict(conn.execute("SELECT job_name, array_agg(outbox_id ORDER BY outbox_id) FROM cronbox.outbox"
+                                 " WHERE kind = 'run' GROUP BY 1").fetchall())
+        first, second = [], []
+        for name in (f"{ga}/job", f"{gb}/job"):
+            x, y, z = runs[name]
+            conn.execute("SELECT * FROM cronbox.complete_runs(%s)", ([x],))
+            conn.execute("SELECT cronbox.fail_run(%s, 'boom', false)", (y,))
+            first.append(x)
+            second.append(z)
+
+        def counts() -> tuple:
+            return conn.execute("SELECT sum(succeeded), sum(failed), array_agg(DISTINCT owner) FROM cronbox.run_minute"
+                                " WHERE queue = 'tq'").fetchone()
+
+        later = "now() + interval '1 minute'"
+        conn.execute(f"SELECT cronbox.tally_runs_at(1000, {later})")
+        assert counts() == (2, 2, ["postgres"])
+        assert conn.execute("SELECT count(*) FROM cronbox.run_tally_pending").fetchone()[0] == 2  # in flight
+        conn.execute("SELECT * FROM cronbox.complete_runs(%s)", (second,))
+        conn.execute(f"SELECT cronbox.tally_runs_at(1000, {later})")
+        assert counts() == (4, 2, ["postgres"])
+        assert conn.execute("SELECT count(*) FROM cronbox.run_tally_pending").fetchone()[0] == 0
+        conn.execute(f"SELECT cronbox.tally_runs_at(1000, {later})")
+        assert counts() == (4, 2, ["postgres"])  # each once
+
+
 def test_citus_the_after_jobs_naming_finished_jobs_are_read_from_the_edges_in_one_task(citus_clone):
     """The after-job edges (cronbox.job_after_edge, kept by schedule) as a reference table: the
     after-jobs that name a finished job, with their buckets, are one task on a copy of the

@@ -20,7 +20,7 @@ BEGIN
                    'fold_job_stats_of', 'heartbeat_at', 'lock_job', 'lock_job_id', 'lock_job_named', 'pause_at', 'ready_lanes', 'record_excluded',
                    'record_finished', 'release_futures', 'relock_saturation', 'remove_dependency_at',
                    'rerun_at', 'resume_at', 'resume_paused_at', 'schedule_at', 'schedule_next_fixed_delay',
-                   'start_run_at', 'start_runs', 'store_backfill_at', 'store_fires_at', 'trigger_at', 'unschedule_at',
+                   'start_run_at', 'start_runs', 'store_backfill_at', 'store_fires_at', 'tally_runs_at', 'trigger_at', 'unschedule_at',
                    'withdraw_early_runs'
                ]) LOOP
         EXECUTE format('ALTER FUNCTION %s SET plan_cache_mode = force_custom_plan', f);
