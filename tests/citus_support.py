@@ -64,6 +64,17 @@ ON_CITUS_MODULES = frozenset({
 ON_CITUS_SKIPS: dict[str, str] = {
 }
 
+# The behaviour modules (of ON_CITUS_MODULES) that hold on the distributed tables too (`cronbox
+# migrate --citus --distribute`): on Citus each of their tests also runs there, as `[distributed]`
+# with the marker `citus_distributed` (docs/citus.md, "Distributing the hot tables": the table of
+# every module, and why the others do not hold yet).
+ON_DISTRIBUTED_MODULES = frozenset({
+})
+
+# test (module.py::name) of ON_DISTRIBUTED_MODULES -> why it does not hold on the distributed tables
+ON_DISTRIBUTED_SKIPS: dict[str, str] = {
+}
+
 
 # The bucket leases of the poller and relay lease tests (tests/test_citus_poller_leases.py,
 # tests/test_citus_relay_leases.py): one fixture, `bucket_leases`, gives either kind's.

@@ -30,10 +30,19 @@ from cronbox import db
 from cronbox.migrate import migrate
 from cronbox.pgcluster import FAST_SETTINGS, Cluster
 
-from .citus_support import ON_CITUS_MODULES, ON_CITUS_SKIPS, bucket_leases  # noqa: F401 (a fixture)
+from .citus_support import (  # noqa: F401 (bucket_leases: a fixture)
+    ON_CITUS_MODULES,
+    ON_CITUS_SKIPS,
+    ON_DISTRIBUTED_MODULES,
+    ON_DISTRIBUTED_SKIPS,
+    bucket_leases,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 TEMPLATE = f"cronbox_template_{os.getpid()}"
+# On Citus, the template migrated with `cronbox migrate --citus --distribute` (the hot tables
+# distributed by bucket), for the tests marked `citus_distributed`
+DISTRIBUTED_TEMPLATE = f"cronbox_dtemplate_{os.getpid()}"
 _counter = itertools.count()
 
 
@@ -52,7 +61,8 @@ def pytest_configure(config: pytest.Config) -> None:
     global ON_CITUS
     marks = config.option.markexpr or ""
     ON_CITUS = (os.environ.get("CRONBOX_TEST_CITUS", "") not in ("", "0") or DISTRIBUTED
-                or "citus" in keyword or ("citus" in marks and "not citus" not in marks))
+                or "citus" in keyword or ("citus" in marks and "not citus" not in marks)
+                or "citus_distributed" in marks.replace("not citus_distributed", ""))
 
 
 ON_CITUS = False
@@ -62,21 +72,50 @@ ON_CITUS = False
 DISTRIBUTED = os.environ.get("CRONBOX_TEST_CITUS_DISTRIBUTE", "") not in ("", "0")
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """On Citus, each test of a behaviour module that holds on the distributed tables
+    (ON_DISTRIBUTED_MODULES) runs twice: against the template migrated with `--citus` (`[citus]`)
+    and against the one migrated with `--citus --distribute` (`[distributed]`)."""
+    module = metafunc.module.__name__.rsplit(".", 1)[-1] + ".py"
+    if ON_CITUS and not DISTRIBUTED and module in ON_DISTRIBUTED_MODULES and "citus_layout" in metafunc.fixturenames:
+        metafunc.parametrize("citus_layout", ["citus", "distributed"], indirect=True)
+
+
+@pytest.fixture(autouse=True)
+def citus_layout(request: pytest.FixtureRequest) -> str | None:
+    """How the test's database lays out the hot tables: 'citus' (the coordinator's own),
+    'distributed' (by bucket), None on plain PostgreSQL."""
+    if not ON_CITUS:
+        return None
+    return getattr(request, "param", "distributed" if DISTRIBUTED else "citus")
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """On Citus, the behaviour modules' tests (not the slow ones) join the `citus` marker, so
     `pytest -m citus` and `pytest -k citus` run them on the coordinator, and the tests known not
-    to hold there are skipped with their reason (docs/citus.md lists them)."""
+    to hold there are skipped with their reason (docs/citus.md lists them). Those of the modules
+    that hold on the distributed tables also run there, as `[distributed]` and marker
+    `citus_distributed` (`pytest -m citus_distributed`, and `pytest -k citus` with the others)."""
     if not ON_CITUS:
         return
     for item in items:
         module = item.nodeid.split("::", 1)[0].rsplit("/", 1)[-1]
-        if module in ON_CITUS_MODULES and not item.get_closest_marker("slow"):
-            item.add_marker(pytest.mark.citus)
         name = item.nodeid.split("[", 1)[0].rsplit("/", 1)[-1]
+        distributed = getattr(item, "callspec", None) and item.callspec.params.get("citus_layout") == "distributed"
+        if module in ON_CITUS_MODULES and not item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.citus_distributed if distributed else pytest.mark.citus)
         why = ON_CITUS_SKIPS.get(name) or ON_CITUS_SKIPS.get(module)
+        if distributed:
+            why = why or ON_DISTRIBUTED_SKIPS.get(name)
         if why:
             item.add_marker(pytest.mark.skip(reason=f"on Citus: {why}"))
+
+
+def wants_distributed(request: pytest.FixtureRequest) -> bool:
+    """Whether the test runs against the distributed tables without the session's template being
+    distributed (the `[distributed]` copy of a behaviour test)."""
+    return not DISTRIBUTED and request.node.get_closest_marker("citus_distributed") is not None
 
 
 def with_db(dsn: str, dbname: str, *, empty_search_path: bool = True) -> str:
@@ -140,7 +179,7 @@ class CitusServer(Server):
             with db.connect(dsn) as conn:
                 conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name)))
 
-    def create_citus_template(self, name: str) -> str:
+    def create_citus_template(self, name: str, distribute: bool = DISTRIBUTED) -> str:
         """The database on every node with the extension, the nodes registered, then
         `cronbox migrate --citus` through the coordinator, then closed to connections on every
         node (Citus keeps a maintenance daemon connected to each of its databases, and CREATE
@@ -148,7 +187,7 @@ class CitusServer(Server):
         target = self.create_citus_db(name)
         from cronbox.citus import migrate_citus
 
-        migrate_citus(target, distribute=DISTRIBUTED)
+        migrate_citus(target, distribute=distribute)
         self.seal(name)
         return target
 
@@ -234,13 +273,36 @@ def template_dsn(pg: Server) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def shared_dsn(pg: Server, template_dsn: str) -> Iterator[str]:
-    """One clone shared by the rolled-back-transaction tests."""
-    name = f"cronbox_shared_{os.getpid()}"
+def distributed_template_dsn(pg: Server) -> Iterator[str]:
+    """On Citus, a second template migrated with `cronbox migrate --citus --distribute`, made when
+    a `[distributed]` test first needs it."""
+    yield pg.create_citus_template(DISTRIBUTED_TEMPLATE, distribute=True)
+    pg.drop_db(DISTRIBUTED_TEMPLATE)
+
+
+def shared_clone(pg: Server, template: str, kind: str) -> Iterator[str]:
+    name = f"cronbox_{kind}_{os.getpid()}"
     pg.drop_db(name)
-    dsn = pg.create_db(name, template=TEMPLATE)
+    dsn = pg.create_db(name, template=template)
     yield dsn
     pg.drop_db(name)
+
+
+@pytest.fixture(scope="session")
+def shared_template_dsn(pg: Server, template_dsn: str) -> Iterator[str]:
+    yield from shared_clone(pg, TEMPLATE, "shared")
+
+
+@pytest.fixture(scope="session")
+def shared_distributed_dsn(pg: Server, distributed_template_dsn: str) -> Iterator[str]:
+    yield from shared_clone(pg, DISTRIBUTED_TEMPLATE, "dshared")
+
+
+@pytest.fixture
+def shared_dsn(request: pytest.FixtureRequest) -> str:
+    """One clone shared by the rolled-back-transaction tests (of the distributed template for a
+    `[distributed]` test)."""
+    return request.getfixturevalue("shared_distributed_dsn" if wants_distributed(request) else "shared_template_dsn")
 
 
 @pytest.fixture
@@ -255,10 +317,13 @@ def conn(shared_dsn: str) -> Iterator[psycopg.Connection]:
 
 
 @pytest.fixture
-def fresh_dsn(pg: Server, template_dsn: str) -> Iterator[str]:
-    """A fresh database cloned from the template, dropped after the test."""
+def fresh_dsn(pg: Server, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh database cloned from the template (the distributed one for a `[distributed]`
+    test), dropped after the test."""
+    distributed = wants_distributed(request)
+    request.getfixturevalue("distributed_template_dsn" if distributed else "template_dsn")
     name = f"cronbox_t{os.getpid()}_{next(_counter)}"
-    dsn = pg.create_db(name, template=TEMPLATE)
+    dsn = pg.create_db(name, template=DISTRIBUTED_TEMPLATE if distributed else TEMPLATE)
     yield dsn
     pg.drop_db(name)
 
