@@ -1,8 +1,9 @@
 """bench.start_batch: what the worker kit's push mode pays to mark a request's runs running, one
 `cronbox.start_run` per message (each its own statement and durable commit, as the kit did)
-against one `cronbox.start_runs` per request.
+against one `cronbox.start_runs` per request; with `--base REV`, REV's `cronbox.start_runs`
+against this tree's, both one call per request (an A/B of a change to it).
 
-    python -m bench.start_batch [--runs 20000] [--batch 100] [--rounds 3] [--json FILE]
+    python -m bench.start_batch [--runs 20000] [--batch 100] [--rounds 3] [--base REV] [--json FILE]
 
 One private cluster (durable). Per round, the runs are dispatched (one-off jobs triggered), then
 started batch by batch, alternately by the two ways (each on its own runs), over one
@@ -15,6 +16,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -41,8 +43,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--runs", type=int, default=20_000, help="runs per way and round")
     p.add_argument("--batch", type=int, default=100, help="messages per request (the relay's HTTP batch)")
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--base", help="a commit: its start_runs (as cronbox.start_runs_base) against this tree's")
     p.add_argument("--json", dest="json_out", type=Path)
     args = p.parse_args(argv)
+    other = "base" if args.base else "one_by_one"
     report: dict[str, Any] = {"bench": "start_batch", "command": "python -m bench.start_batch " + " ".join(argv or sys.argv[1:]),
                               "started_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "machine": machine(),
                               "runs": args.runs, "batch": args.batch, "rounds": []}
@@ -51,6 +55,12 @@ def main(argv: list[str] | None = None) -> int:
         cluster.init()
         dsn = cluster.start()
         migrate(dsn)
+        if args.base:
+            old = subprocess.run(["git", "show", f"{args.base}:sql/functions/worker/start_runs.sql"], check=True,
+                                 capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent).stdout
+            report["base"] = args.base
+            with psycopg.connect(dsn, autocommit=True) as c:
+                c.execute(old.replace("start_runs", "start_runs_base"))  # its name, and its body's qualified names
         with psycopg.connect(dsn, autocommit=True) as c:
             pid = c.execute("SELECT pg_backend_pid()").fetchone()[0]
             for r in range(args.rounds):
@@ -65,15 +75,16 @@ def main(argv: list[str] | None = None) -> int:
                 ids = [row[0] for row in c.execute("SELECT outbox_id FROM cronbox.outbox WHERE kind = 'run' ORDER BY 1")]
                 c.execute("VACUUM ANALYZE cronbox.outbox")
                 batches = [ids[i:i + args.batch] for i in range(0, len(ids), args.batch)]
-                spent = {"one_by_one": [0.0, 0.0], "batched": [0.0, 0.0]}
+                spent = {other: [0.0, 0.0], "batched": [0.0, 0.0]}
                 for k, batch in enumerate(batches):
-                    way = "one_by_one" if (k + r) % 2 == 0 else "batched"
+                    way = other if (k + r) % 2 == 0 else "batched"
                     t, cpu = time.perf_counter(), backend_cpu(pid)
                     if way == "one_by_one":
                         for run_id in batch:
                             c.execute("SELECT cronbox.start_run(%s, 'w1'), now()", (run_id,)).fetchone()
                     else:
-                        c.execute("SELECT s.deadline, s.code, s.error, now() FROM cronbox.start_runs(%s, 'w1') s",
+                        fn = "start_runs_base" if way == "base" else "start_runs"
+                        c.execute(f"SELECT s.deadline, s.code, s.error, now() FROM cronbox.{fn}(%s, 'w1') s",
                                   (batch,)).fetchall()
                     spent[way][0] += time.perf_counter() - t
                     spent[way][1] += backend_cpu(pid) - cpu
@@ -88,10 +99,11 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         cluster.stop()
     med = {way: {m: statistics.median(rd[way][m] for rd in report["rounds"]) for m in ("wall_us_per_run", "backend_cpu_us_per_run")}
-           for way in ("one_by_one", "batched")}
+           for way in (other, "batched")}
     report["median"] = med
+    first = f"start_runs of {args.base}" if args.base else "start_run one by one"
     summary = [f"start_batch: {args.runs} runs a way x {args.rounds} rounds, batch {args.batch}: "
-               f"start_run one by one {med['one_by_one']}, start_runs {med['batched']}"]
+               f"{first} {med[other]}, start_runs {med['batched']}"]
     emit(args, report, summary)
     return 0
 
