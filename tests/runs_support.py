@@ -80,7 +80,7 @@ def jobrow(conn: psycopg.Connection, name: str) -> dict[str, Any]:
 
 def futures(conn: psycopg.Connection, name: str) -> list[dict[str, Any]]:
     cur = conn.execute(
-        "SELECT f.* FROM cronbox.job_future f JOIN cronbox.job j USING (job_id) "
+        "SELECT f.* FROM cronbox.job_future f JOIN cronbox.job j USING (bucket, job_id) "
         "WHERE j.name = %s ORDER BY f.due_at, f.future_id", (name,))
     cols = [d.name for d in cur.description]
     return [dict(zip(cols, r)) for r in cur.fetchall()]

@@ -64,7 +64,7 @@ async def one(conn: psycopg.AsyncConnection, query: str, *params: Any) -> Any:
 
 
 async def futures(conn: psycopg.AsyncConnection, name: str, origin: str = "schedule") -> list[datetime]:
-    return await rows(conn, "SELECT f.fire_at FROM cronbox.job_future f JOIN cronbox.job j USING (job_id) "
+    return await rows(conn, "SELECT f.fire_at FROM cronbox.job_future f JOIN cronbox.job j USING (bucket, job_id) "
                             "WHERE j.name = %s AND f.origin = %s ORDER BY f.fire_at", name, origin)
 
 

@@ -88,7 +88,7 @@ def test_dispatch_leaves_a_job_alone_while_any_writer_of_it_is_in_flight(fresh_d
         writing.execute(WRITERS[writer])  # holds the job's lock, not committed
         # busy: nothing is decided for the job (not even a hold), its fire stays due
         assert counts(poller) == (0, 0, 0, 0)
-        assert poller.execute("SELECT count(*) FROM cronbox.job_future f JOIN cronbox.job j USING (job_id) "
+        assert poller.execute("SELECT count(*) FROM cronbox.job_future f JOIN cronbox.job j USING (bucket, job_id) "
                               "WHERE j.name = 'w' AND f.origin = 'manual' AND f.hold IS NULL").fetchone()[0] == 1
         writing.rollback()
         # the lock went with the transaction: the fire is decided now (dispatched, or held: paused)
