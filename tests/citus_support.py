@@ -46,7 +46,6 @@ ON_CITUS_MODULES = frozenset({
     "test_runs_waiting.py",
     "test_runs_worker_api.py",
     "test_relay_http.py",
-    "test_relay_isolation.py",
     "test_relay_mail.py",
     "test_relay_message.py",
     "test_relay_process.py",
@@ -69,6 +68,15 @@ ON_CITUS_SKIPS: dict[str, str] = {
 # with the marker `citus_distributed` (docs/citus.md, "Distributing the hot tables": the table of
 # every module, and why the others do not hold yet).
 ON_DISTRIBUTED_MODULES = frozenset({
+    "test_pipeline.py",
+    "test_relay_http.py",
+    "test_relay_mail.py",
+    "test_relay_process.py",
+    "test_schedule_ops_procs.py",
+    "test_schedule_pollers.py",
+    "test_worker_api.py",
+    "test_worker_push.py",
+    "test_worker_shutdown.py",
 })
 
 # test (module.py::name) of ON_DISTRIBUTED_MODULES -> why it does not hold on the distributed tables
