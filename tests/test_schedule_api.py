@@ -145,6 +145,22 @@ async def test_at_job_fires_once_and_then_reads_finished(aconn):
     assert [c[:2] for c in await changes(aconn, "at")].count(("finished", "one-off fire handled")) == 1
 
 
+async def test_a_pending_one_off_changed_at_the_same_time_still_fires_once(aconn):
+    # its fire stored, then another payload for the same time: the pending fire is recomputed
+    # under the new definition, not dropped with the old one's (the job never fired)
+    await schedule(aconn, name="at-edit", at=T0 + 5 * MIN, payload='{"v": 1}', p_now=T0)
+    await saturate(aconn, T0, horizon=10 * MIN)
+    assert await futures(aconn, "at-edit") == [T0 + 5 * MIN]
+    await schedule(aconn, name="at-edit", at=T0 + 5 * MIN, payload='{"v": 2}', p_now=T0 + MIN)
+    assert "finished" not in [c[0] for c in await changes(aconn, "at-edit")]
+    await saturate(aconn, T0 + MIN, horizon=10 * MIN)
+    assert await futures(aconn, "at-edit") == [T0 + 5 * MIN]
+    await one(aconn, "SELECT dispatched FROM cronbox.dispatch_at(100, p_now => %s)", T0 + 5 * MIN)
+    assert await rows(aconn, "SELECT payload FROM cronbox.runs WHERE job = 'at-edit'") == [{"v": 2}]
+    assert await saturate(aconn, T0 + HOUR) == (0, 0, 0)
+    assert [c[:2] for c in await changes(aconn, "at-edit")].count(("finished", "one-off fire handled")) == 1
+
+
 @pytest.mark.parametrize("catchup, fired, dropped", [("latest", 1, 0), ("all", 1, 0), ("skip", 0, 1)])
 async def test_at_in_the_past_follows_the_catchup_policy(aconn, catchup, fired, dropped):
     await schedule(aconn, name="late", at=T0 - HOUR, catchup=catchup, p_now=T0)

@@ -179,9 +179,10 @@ BEGIN
     -- Where saturation starts: the poller materialises fires strictly after the frontier.
     v_frontier := CASE
         WHEN v_kind = 'after' THEN NULL
-        -- A one-off: consider its time unless it is the same time that was already handled.
+        -- A one-off: consider its time unless it is the same time that was already handled
+        -- (its fire decided: not one of the pending fires this update just dropped).
         WHEN v_kind = 'at' THEN
-            CASE WHEN v_old.kind = 'at' AND v_old.at = schedule_at.at THEN v_old_fire.frontier
+            CASE WHEN v_old.kind = 'at' AND v_old.at = schedule_at.at AND v_gone = 0 THEN v_old_fire.frontier
                  ELSE least(schedule_at.at, p_now) - interval '1 microsecond' END
         -- Fixed delay: the single next fire is the anchor itself.
         WHEN v_kind = 'every' AND schedule_at.every_mode = 'fixed_delay' THEN NULL
