@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta, timezone
+from functools import lru_cache
 from typing import NamedTuple
 
 import orjson
@@ -33,16 +34,22 @@ def renders_times(time_zone: str | None) -> bool:
     return time_zone in UTC_ZONES
 
 
+@lru_cache(maxsize=4096)
+def _whole_second(seconds: int) -> str:
+    """`2026-11-29T08:00:00` for whole epoch seconds: the date and time of day, written once per
+    second (strftime and the datetime arithmetic were ~2.5 µs of iso_time's ~3.2)."""
+    return (_EPOCH + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%S")
+
+
 def iso_time(epoch: float) -> str:
     """A timestamptz as to_json writes it in a UTC session, quoted: `"2026-11-29T08:00:00.25+00:00"`
     (fractional seconds without trailing zeros, none when whole). `epoch`: float8 seconds, within
-    1900-2100 (the microseconds are exact there)."""
-    micros = round(epoch * 1_000_000)
-    seconds, fraction = divmod(micros, 1_000_000)
-    text = (_EPOCH + timedelta(seconds=seconds)).strftime("%Y-%m-%dT%H:%M:%S")
+    1900-2100 (the microseconds are exact there). Times that differ within a second (runs claimed
+    ahead of their due times each get their own deadline) share the written second."""
+    seconds, fraction = divmod(round(epoch * 1_000_000), 1_000_000)
     if fraction:
-        text += "." + f"{fraction:06d}".rstrip("0")
-    return '"' + text + '+00:00"'
+        return '"' + _whole_second(seconds) + "." + f"{fraction:06d}".rstrip("0") + '+00:00"'
+    return '"' + _whole_second(seconds) + '+00:00"'
 
 
 class Columns(NamedTuple):
