@@ -14,6 +14,7 @@ fault's recovery time (first dispatch and first delivery after it), p50/max per 
     python -m bench.chaos --quick               # ~25 s (the test suite runs this)
     python -m bench.chaos --duration 120 --seed 7 --kills 30 --pg-restarts 4 --json out.json
     python -m bench.chaos --quick --citus       # on a Citus coordinator + 2 workers (docs/citus.md)
+    python -m bench.chaos --quick --citus --distribute  # ... the hot tables distributed by bucket
 Exit status 1 when anything was lost, doubled or stuck, or a process exited on its own.
 """
 
@@ -88,7 +89,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     try:
         if citus is not None:
             dsn = citus.start()  # the extension lives in database postgres on every node
-            migrate_citus(dsn)
+            migrate_citus(dsn, distribute=args.distribute)
         else:
             cluster.start()
             with db.connect(cluster.dsn()) as conn:
@@ -128,7 +129,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         done = finish(dsn, fleet, children, args.settle)
         report = {
             "bench": "chaos", "command": "python -m bench.chaos " + " ".join(args.argv), "seed": args.seed,
-            "machine": machine(), "durable": DURABLE, "citus": bool(args.citus), "duration_s": args.duration, "jobs_per_second": len(fleet.names),
+            "machine": machine(), "durable": DURABLE, "citus": bool(args.citus),
+            "distributed": bool(args.distribute), "duration_s": args.duration, "jobs_per_second": len(fleet.names),
             "pollers": args.pollers, "relays": args.relays, "warm_up_s": round(fleet.warm_s, 1),
             "faults": {k: sum(1 for f in faults if f["kind"] == k) for k in ("sigkill", "pg_restart", "terminate", "worker_death")},
             "pg_down_s": [f["down_s"] for f in faults if "down_s" in f],
@@ -171,7 +173,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--citus", action="store_true",
                    help="on a Citus coordinator and two worker nodes after `cronbox migrate --citus` "
                         "(PostgreSQL crashes are the coordinator's)")
+    p.add_argument("--distribute", action="store_true",
+                   help="with --citus: `cronbox migrate --citus --distribute`, the hot tables distributed by "
+                        "bucket over the worker nodes (docs/citus.md)")
     args = p.parse_args(argv)
+    if args.distribute and not args.citus:
+        p.error("--distribute needs --citus")
     args.argv = list(argv if argv is not None else sys.argv[1:])
     full = {"duration": 600, "jobs": 40, "kills": 110, "pg_restarts": 12, "terminations": 20, "worker_deaths": 3}
     quick = {"duration": 25, "jobs": 8, "kills": 6, "pg_restarts": 2, "terminations": 2, "worker_deaths": 1}

@@ -19,7 +19,9 @@ import contextlib
 import dataclasses
 import logging
 import time
+from collections.abc import Awaitable, Callable
 from datetime import timedelta
+from typing import TypeVar
 
 import psycopg
 
@@ -29,6 +31,9 @@ from cronbox.log import event
 from cronbox.proc import identity
 
 log = logging.getLogger("cronbox.buckets")
+
+# seconds a bucket whose worker node could not be reached is passed over before it is tried again
+UNREACHED_PAUSE = 1.0
 
 @dataclasses.dataclass(frozen=True)
 class Lease:
@@ -80,6 +85,42 @@ class Turns:
             self.quiet = 0
             return True
         return False
+
+
+T = TypeVar("T")
+
+
+class Unreached:
+    """The held buckets whose worker node could not be reached, per loop (docs/citus.md, "A
+    worker node stopped"). A loop going bucket by bucket calls each bucket through `call`: a
+    bucket whose node is unreachable gives `default` (nothing done) and is passed over for
+    `UNREACHED_PAUSE` seconds, so a stopped worker node stops only its own buckets' work while
+    the loop goes on with the others; logged once when a bucket's node goes and once when it
+    is reached again. Without a bucket (plain PostgreSQL, one call over every bucket) the call
+    is made as it is, any error its caller's."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.until: dict[int, float] = {}  # bucket -> monotonic time before which it is passed over
+
+    async def call(self, bucket: int | None, op: Callable[[], Awaitable[T]], default: T) -> T:
+        if bucket is None:
+            return await op()
+        if time.monotonic() < self.until.get(bucket, 0.0):
+            return default
+        try:
+            result = await op()
+        except psycopg.Error as exc:
+            if not db.node_unreachable(exc):
+                raise
+            if bucket not in self.until:
+                event(log, "a bucket's worker node is unreachable: its work waits, the other buckets go on",
+                      level=logging.WARNING, loop=self.what, bucket=bucket, error=db.explain(exc))
+            self.until[bucket] = time.monotonic() + UNREACHED_PAUSE
+            return default
+        if self.until.pop(bucket, None) is not None:
+            event(log, "a bucket's worker node is reached again", loop=self.what, bucket=bucket)
+        return result
 
 
 async def wake_on_change(leases: BucketLeases, wakes: list[asyncio.Event], stop: asyncio.Event) -> None:

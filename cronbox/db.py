@@ -38,7 +38,7 @@ import psycopg
 from psycopg.types.json import Jsonb, set_json_dumps, set_json_loads  # noqa: F401  (Jsonb re-exported)
 from psycopg_pool import AsyncConnectionPool, PoolTimeout
 from psycopg_pool.base import AttemptWithBackoff
-from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_delay, wait_exponential_jitter
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_delay, wait_exponential_jitter
 
 log = logging.getLogger("cronbox.db")
 T = TypeVar("T")
@@ -333,6 +333,18 @@ def _count_db_error() -> None:
     metrics.observe_db_error()
 
 
+def node_unreachable(exc: BaseException) -> bool:
+    """Whether `exc` is a Citus worker node the coordinator could not reach for the statement:
+    the coordinator reports it as the statement's error with a connection-failure SQLSTATE
+    (class 08), the process's own connection alive (the process's own connection lost carries
+    no SQLSTATE: psycopg raises it client-side), or, for a node lost within the statement's
+    transaction, as an internal error (XX000) that only its message tells apart."""
+    if not isinstance(exc, psycopg.Error):
+        return False
+    return (exc.sqlstate or "").startswith("08") or (
+        exc.sqlstate == "XX000" and "failure on connection marked as essential" in str(exc))
+
+
 async def retrying(op: Callable[[], Awaitable[T]], *, budget: float, what: str,
                    stop: asyncio.Event | None = None) -> T:
     """Run a whole transaction again on connection errors, bounded by time (they carry no
@@ -342,7 +354,10 @@ async def retrying(op: Callable[[], Awaitable[T]], *, budget: float, what: str,
     if stop is not None:
         give_up = give_up | (lambda _state: stop.is_set())
     async for attempt in AsyncRetrying(
-        retry=retry_if_exception_type((psycopg.OperationalError, psycopg.InterfaceError)),
+        # not a Citus worker node unreachable: the loops going bucket by bucket pass over its
+        # buckets (cronbox.buckets.Unreached) rather than hold every other bucket here
+        retry=retry_if_exception(lambda e: isinstance(e, (psycopg.OperationalError, psycopg.InterfaceError))
+                                 and not node_unreachable(e)),
         # 0.1 s doubling to 1 s: a restarted or promoted server is used within ~1 s of accepting connections
         wait=wait_exponential_jitter(multiplier=0.1, max=1, jitter=0.2),
         stop=give_up,

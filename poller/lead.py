@@ -33,6 +33,7 @@ import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
 
+from cronbox.buckets import Unreached
 from cronbox.log import event
 from cronbox.proc import pause
 from poller import store
@@ -131,6 +132,7 @@ async def profile_loop(pool, planner: LeadPlanner, stop: asyncio.Event,
     dispatch; None: one read over every bucket."""
     if not (planner.on and planner.cap > planner.base):
         return
+    unreached = Unreached("dispatch lead")  # a bucket whose worker node is unreachable: left out
     while not stop.is_set():
         try:
             async with pool.connection() as conn:
@@ -142,7 +144,7 @@ async def profile_loop(pool, planner: LeadPlanner, stop: asyncio.Event,
                     per_second: dict[int, int] = {}
                     cut = False
                     for bucket in held():
-                        part = await store.due_ahead(conn, planner.cap, limit, bucket)
+                        part = await unreached.call(bucket, lambda: store.due_ahead(conn, planner.cap, limit, bucket), [])
                         cut = cut or sum(n for _, n in part) >= limit
                         for second, fires in part:
                             per_second[second] = per_second.get(second, 0) + fires

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from datetime import timedelta
 
 from cronbox import db
+from cronbox.buckets import Unreached
 from cronbox.log import event
 from cronbox.proc import Waker
 from poller import backfill, metrics, store
@@ -39,6 +40,8 @@ SYNC_ROUNDS = 40  # a million new schedules are searchable by name within five m
 
 
 EVERY_BUCKET: tuple[int | None, ...] = (None,)  # plain PostgreSQL: one call over every bucket
+# the held buckets whose worker node could not be reached: passed over, the others maintained
+UNREACHED = Unreached("maintenance")
 
 
 async def reap_once(pool, buckets: Sequence[int | None] = EVERY_BUCKET) -> tuple[int, int]:
@@ -51,15 +54,15 @@ async def reap_once(pool, buckets: Sequence[int | None] = EVERY_BUCKET) -> tuple
     async with pool.connection() as conn:
         for bucket in buckets:
             while True:
-                n = await store.reap_lost(conn, REAP_BATCH, bucket)
+                n = await UNREACHED.call(bucket, lambda: store.reap_lost(conn, REAP_BATCH, bucket), 0)
                 lost += n
                 if n < REAP_BATCH:
                     break
         for bucket in buckets:
-            released += await store.release_holds(conn, RELEASE_BATCH, bucket)
+            released += await UNREACHED.call(bucket, lambda: store.release_holds(conn, RELEASE_BATCH, bucket), 0)
         for bucket in buckets:
             for _ in range(FOLD_ROUNDS):
-                if await store.fold_job_stats(conn, FOLD_BATCH, bucket) < FOLD_BATCH:
+                if await UNREACHED.call(bucket, lambda: store.fold_job_stats(conn, FOLD_BATCH, bucket), 0) < FOLD_BATCH:
                     break
     return lost, released
 
@@ -72,10 +75,11 @@ async def schedule_ops_once(pool, buckets: Sequence[int | None] = EVERY_BUCKET) 
     made = resumed = 0
     async with pool.connection() as conn:
         for bucket in buckets:
-            resumed += await store.resume_paused(conn, RESUME_BATCH, bucket=bucket)
+            resumed += await UNREACHED.call(bucket, lambda: store.resume_paused(conn, RESUME_BATCH, bucket=bucket), 0)
         for bucket in buckets:
             for _ in range(BACKFILL_PASSES):
-                claimed, n, _dups = await backfill.backfill_once(conn, bucket=bucket)
+                claimed, n, _dups = await UNREACHED.call(bucket, lambda: backfill.backfill_once(conn, bucket=bucket),
+                                                         (0, 0, 0))
                 made += n
                 if claimed < backfill.BATCH or n == 0:
                     break

@@ -21,6 +21,7 @@ from typing import TypeVar
 import psycopg
 from prometheus_client import Counter
 
+from cronbox import db
 from cronbox.log import event
 from poller import store
 
@@ -82,6 +83,8 @@ async def isolate(conn: psycopg.AsyncConnection, items: Sequence[T],
     except CONNECTION_ERRORS:
         raise
     except Exception as exc:
+        if db.node_unreachable(exc):  # a Citus worker node lost: not the jobs' fault
+            raise
         raise NotTheJobs(describe(exc)) from cause
     done, bad = await bisect(conn, items, run)
     if len(items) > 1 and len(bad) == len(items):
@@ -103,6 +106,8 @@ async def bisect(conn: psycopg.AsyncConnection, items: Sequence[T],
     except CONNECTION_ERRORS:
         raise
     except Exception as exc:
+        if db.node_unreachable(exc):  # a Citus worker node lost: not the items' fault
+            raise
         if len(items) == 1:
             return [], [(items[0], describe(exc))]
     mid = len(items) // 2

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import logging
 
-from cronbox.buckets import BucketLeases, Turns
+from cronbox.buckets import BucketLeases, Turns, Unreached
 from cronbox.config import Config
 from cronbox.log import event
 from cronbox.proc import Waker
@@ -56,6 +56,7 @@ async def saturate_loop(pool, cfg: Config, ps: PollerSettings, waker: Waker, dis
     health = health or LoopHealth("saturation", register=False)
     sizer = sizer or PassSizer(ps.saturate_hold, ps.saturate_batch)
     turns = turns or Turns()
+    unreached = Unreached("saturation")
     while not waker.stop.is_set():
         bucket, span = None, 1
         if leases is not None:
@@ -66,7 +67,9 @@ async def saturate_loop(pool, cfg: Config, ps: PollerSettings, waker: Waker, dis
             bucket, span = turns.next(held), len(held)
         asked = sizer.jobs()
         try:
-            done = await unless_stopped(lambda: saturate(pool, ps, backlog, sizer, bucket), "saturation", cfg, waker)
+            # a bucket whose worker node is unreachable: an empty pass, the next bucket's next
+            done = await unless_stopped(lambda: unreached.call(bucket, lambda: saturate(pool, ps, backlog, sizer, bucket),
+                                                               Pass()), "saturation", cfg, waker)
         except Exception as exc:
             await failed(health, exc, waker, cfg)
             continue

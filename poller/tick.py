@@ -10,6 +10,8 @@ import logging
 import time
 from collections.abc import Sequence
 
+from cronbox import db
+from cronbox.buckets import Unreached
 from cronbox.config import Config
 from cronbox.log import event
 from poller import store
@@ -62,6 +64,8 @@ def lead_planner(cfg: Config, ps: PollerSettings) -> LeadPlanner:
 
 
 EVERY_BUCKET: tuple[int | None, ...] = (None,)  # plain PostgreSQL: one call over every bucket
+# the held buckets whose worker node could not be reached: passed over, the others dispatched
+UNREACHED = Unreached("dispatch")
 
 
 async def tick(pool, cfg: Config, ps: PollerSettings, limit: int, planner: LeadPlanner | None = None,
@@ -91,14 +95,21 @@ async def tick(pool, cfg: Config, ps: PollerSettings, limit: int, planner: LeadP
     cut = False
     lead = planner.lead() if planner.on else None
     async with pool.connection() as conn:
-        async def one(bucket: int | None, asked: int) -> int:
-            nonlocal dispatched, skipped, failed, held, decided
+        async def batch(bucket: int | None, asked: int) -> store.Dispatched:
             try:
-                d = await store.dispatch(conn, asked, None, grace, bucket)
+                return await store.dispatch(conn, asked, None, grace, bucket)
             except CONNECTION_ERRORS:
                 raise
             except Exception as exc:
-                d = await _dispatch_isolating(conn, asked, grace, exc, bucket)
+                if db.node_unreachable(exc):  # a Citus worker node lost: no job is at fault
+                    raise
+                return await _dispatch_isolating(conn, asked, grace, exc, bucket)
+
+        async def one(bucket: int | None, asked: int) -> int:
+            nonlocal dispatched, skipped, failed, held, decided
+            d = await UNREACHED.call(bucket, lambda: batch(bucket, asked), None)
+            if d is None:  # its worker node unreachable: the other buckets go on
+                return 0
             note(bucket, d[4], d[5])
             dispatched, skipped, failed, held = dispatched + d[0], skipped + d[1], failed + d[2], held + d[3]
             decided = dispatched + skipped + failed + held
@@ -140,7 +151,11 @@ async def tick(pool, cfg: Config, ps: PollerSettings, limit: int, planner: LeadP
                 for bucket in buckets:
                     # each bucket's walk resumes at its own cursor (plain PostgreSQL: the planner's)
                     walked = planner.walked if bucket is None else walks.get(bucket)
-                    e, b, wait, behind, walked = await store.dispatch_ahead(conn, room - early, lead, walked, bucket)
+                    ahead = await UNREACHED.call(
+                        bucket, lambda: store.dispatch_ahead(conn, room - early, lead, walked, bucket), None)
+                    if ahead is None:
+                        continue
+                    e, b, wait, behind, walked = ahead
                     if bucket is None:
                         planner.walked = walked
                     else:

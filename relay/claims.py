@@ -10,7 +10,7 @@ import contextlib
 
 import psycopg
 
-from cronbox.buckets import BucketLeases, Turns
+from cronbox.buckets import BucketLeases, Turns, Unreached
 from cronbox.config import Config
 from relay import store
 from relay.settings import RelaySettings
@@ -26,6 +26,7 @@ class Claimer:
         self.cfg, self.s, self.pool, self.owner, self.stop = cfg, s, pool, owner, stop
         self.leases = leases   # on Citus: the buckets this relay holds (None: every bucket)
         self.turns = Turns()   # which held bucket the next claim starts from
+        self.unreached = Unreached("relay claim")
 
     async def claim(self, limit: int, include: list[str] | None, exclude: list[str] | None) -> list[Row]:
         """One claim, retried while PostgreSQL is away, abandoned on stop (the final release
@@ -47,9 +48,11 @@ class Claimer:
         claim per bucket held (one shard each on Citus), starting one bucket further at each
         call so no bucket always goes first, until `limit` rows; none while it holds no bucket."""
         def one(n: int, bucket: int | None):
-            return retrying(lambda: store.claim_outbox(self.pool, self.owner, n, self.s.lease, include, exclude,
-                                                       self.cfg.dispatch_lead, bucket),
-                            budget=3600, what="relay claim")
+            # a bucket whose worker node is unreachable gives nothing: the other buckets are claimed
+            return retrying(lambda: self.unreached.call(
+                bucket, lambda: store.claim_outbox(self.pool, self.owner, n, self.s.lease, include, exclude,
+                                                   self.cfg.dispatch_lead, bucket), []),
+                budget=3600, what="relay claim")
         if self.leases is None:
             return await one(limit, None)
         rows: list[Row] = []

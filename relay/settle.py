@@ -5,13 +5,16 @@ claimed too often without a settlement (worn) and those of a queue the relay doe
 A value the database refuses never stops the process: the ack is made again with the workers'
 outcomes replaced by failures naming the reason, and what still fails is left to the lease,
 whose claims are bounded (`Settler.worn`). Connection errors are retried for SETTLE_BUDGET
-seconds; after that the lease brings the rows back (at least once)."""
+seconds; after that the lease brings the rows back (at least once). On Citus, a bucket whose
+worker node is unreachable is not retried: its rows wait for their lease, the other buckets'
+are settled (cronbox.buckets.Unreached)."""
 
 from __future__ import annotations
 
 import logging
 
 from cronbox import db
+from cronbox.buckets import Unreached
 from cronbox.log import event
 from relay import store
 from relay.lanes import Lane
@@ -28,6 +31,7 @@ class Settler:
 
     def __init__(self, pool, owner: str, s: RelaySettings):
         self.pool, self.owner, self.s = pool, owner, s
+        self.unreached = Unreached("relay settle")
 
     async def worn(self, rows: list[Row]) -> None:
         """Rows claimed more often than CRONBOX_RELAY_MAX_ATTEMPTS and never settled: a relay
@@ -50,7 +54,9 @@ class Settler:
         bucket (each call names the bucket of its rows); returns the dead-lettered outbox ids."""
         dead: set[int] = set()
         for part in report.by_bucket():
-            dead |= await self.settle_bucket(part, lane)
+            # a bucket whose worker node is unreachable: its rows wait for their lease, the other
+            # buckets' are settled
+            dead |= await self.unreached.call(part.bucket, lambda: self.settle_bucket(part, lane), set())
         return dead
 
     async def settle_and_release(self, report: Report, lane: Lane, cut: list[int]) -> None:
@@ -70,6 +76,8 @@ class Settler:
         try:
             return await self._settle(report, lane)
         except Exception as exc:  # connection errors were retried within: a value refused
+            if db.node_unreachable(exc):  # not a value refused: the caller passes the bucket over
+                raise
             event(log, "settling refused", level=logging.ERROR,
                   queue=lane.queue if lane else None, error=db.explain(exc))
             if not report.outcomes:
