@@ -70,6 +70,7 @@ ON_CITUS_SKIPS: dict[str, str] = {
 ON_DISTRIBUTED_MODULES = frozenset({
     "test_pipeline.py",
     "test_relay_http.py",
+    "test_relay_isolation.py",
     "test_relay_mail.py",
     "test_relay_process.py",
     "test_schedule_ops_procs.py",
