@@ -300,3 +300,54 @@ def test_citus_the_views_over_the_distributed_tables_are_read_by_the_roles_that_
         with db.connect(citus_bare) as conn:
             conn.execute("DELETE FROM cronbox.schema_code")
         migrate_citus(citus_bare)
+
+
+def _one_job_per_node(conn: psycopg.Connection) -> dict[int, str]:
+    """A job name whose bucket is on each worker node: port -> name."""
+    node_of = {b: int(n.rsplit(":", 1)[1]) for b, n in conn.execute("SELECT bucket, node FROM cronbox.bucket_placement()")}
+    names: dict[int, str] = {}
+    for i in range(200):
+        name = f"g{i}/job"
+        names.setdefault(node_of[conn.execute("SELECT cronbox.bucket_of(%s)", (name,)).fetchone()[0]], name)
+    assert len(names) == 2, names
+    return names
+
+
+def test_citus_with_a_worker_node_down_an_owner_still_pauses_resumes_and_reschedules_its_jobs_on_the_other_node(
+        citus_bare, pg, logins):  # noqa: F811
+    """The caller carried to the worker nodes involves only the nodes a call reaches
+    (cronbox.carry_caller makes the transaction a coordinated one without a lock on any node):
+    with either worker node stopped, an owner limited to its own schedules pauses, resumes and
+    reschedules its job whose bucket is on the other node; a call on a job of the stopped node,
+    and a view (it reads every bucket), fail with a connection error (08006), the view's naming
+    itself; everything answers again once the node is back."""
+    migrate_citus(citus_bare, 4, distribute=True)
+    with db.connect(citus_bare) as conn:
+        on_node = _one_job_per_node(conn)
+    with logins.connect(citus_bare, "alice") as conn:
+        for name in on_node.values():
+            conn.execute("SELECT cronbox.schedule(%s, cron => '0 0 1 1 *')", (name,))
+    for index, node in enumerate(pg.citus.workers):
+        down = on_node[node.port]
+        up = next(name for port, name in on_node.items() if port != node.port)
+        pg.citus.stop_worker(index)
+        try:
+            with logins.connect(citus_bare, "alice") as conn:
+                assert conn.execute("SELECT cronbox.pause(%s)", (up,)).fetchone()[0] is True
+                assert conn.execute("SELECT cronbox.resume(%s)", (up,)).fetchone()[0] is True
+                assert conn.execute("SELECT cronbox.pause(%s)", (up,)).fetchone()[0] is True
+                conn.execute("SELECT cronbox.schedule(%s, cron => %s)", (up, f"0 0 {index + 2} 1 *"))
+                with pytest.raises(psycopg.OperationalError) as refused:
+                    conn.execute("SELECT cronbox.pause(%s)", (down,))
+                assert refused.value.sqlstate == "08006", refused.value
+                with pytest.raises(psycopg.OperationalError) as refused:
+                    conn.execute("SELECT count(*) FROM cronbox.schedules")
+                assert refused.value.sqlstate == "08006", refused.value
+                assert "cronbox.schedules reads every bucket" in str(refused.value), refused.value
+        finally:
+            pg.citus.start_worker(index)
+    with logins.connect(citus_bare, "alice") as conn:
+        assert sorted(conn.execute("SELECT name, paused FROM cronbox.schedules").fetchall()) == sorted(
+            (name, True) for name in on_node.values())
+    with db.connect(citus_bare) as conn:
+        assert sorted(conn.execute("SELECT cron FROM cronbox.job").fetchall()) == [("0 0 2 1 *",), ("0 0 3 1 *",)]

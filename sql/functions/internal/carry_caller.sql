@@ -7,29 +7,30 @@
 -- block, is sent to the transaction's worker connections and to those it opens later), read by
 -- cronbox.caller() only in the sessions of cronbox's owner roles (docs/citus.md, "Distributing
 -- the hot tables"). Without Citus loaded it returns at once. With the hot tables distributed it
--- takes a key-share lock on one bucket's row of cronbox.bucket_shard, which nothing updates.
+-- also makes the transaction a coordinated one, without contacting any node: no lock, no write
+-- but an empty intermediate result file on the coordinator, removed when the transaction ends.
 CREATE OR REPLACE FUNCTION cronbox.carry_caller() RETURNS void
 LANGUAGE plpgsql VOLATILE
 SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $$
-DECLARE
-    v_bucket integer;
 BEGIN
     IF pg_catalog.current_setting('citus.propagate_set_commands', true) IS NULL
        OR pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
         RETURN;  -- plain PostgreSQL (or no Citus here): the policies run here, where cronbox.caller() reads the session
     END IF;
-    -- both reverted on this node when the function returns (its SET clause); the propagated SET
-    -- stays on the worker connections until the transaction (or its savepoint) ends
+    -- both until the transaction (or the savepoint it runs in) ends, here and on the worker
+    -- connections (cronbox.caller() ignores the setting here: the session is not an owner role's)
     SET LOCAL citus.propagate_set_commands = 'local';
     EXECUTE pg_catalog.format('SET LOCAL cronbox.caller = %L', cronbox.caller());
     -- A read outside a transaction block is sent to the workers without BEGIN, so without the
     -- SET: with the hot tables distributed, make this a coordinated transaction (every later
-    -- statement sent in a block that starts with the SETs) by one row lock of a bucket's row.
+    -- statement sent in a block that starts with the SETs). Citus starts one for an
+    -- intermediate result (create_intermediate_result: UseCoordinatedTransaction), an empty one
+    -- here, which involves no node: a node that is down fails only the calls that reach its
+    -- buckets (a lock of a bucket's row made that bucket's node join every call).
     IF EXISTS (SELECT 1 FROM pg_catalog.pg_dist_partition p WHERE p.logicalrelid = 'cronbox.job'::regclass) THEN
-        SELECT b.bucket INTO v_bucket FROM cronbox.bucket b LIMIT 1;
-        EXECUTE pg_catalog.format('SELECT 1 FROM cronbox.bucket_shard s WHERE s.bucket = %s FOR KEY SHARE', v_bucket);
+        PERFORM pg_catalog.create_intermediate_result('cronbox_carry_caller', 'SELECT 1 WHERE false');
     END IF;
 END
 $$;

@@ -7,7 +7,8 @@
 -- row-security policies still decide which rows the caller sees, as the view's own do on one
 -- primary. Refused (42501) unless the row type is such a view's and the caller may read the view
 -- itself. Costs the whole view: a filter on the view is applied to its rows, not pushed into its
--- query. No locks.
+-- query. A worker node down fails the read (every bucket is read) with the view named, 08006. No
+-- locks.
 CREATE OR REPLACE FUNCTION cronbox.read_view(p_row anyelement) RETURNS SETOF anyelement
 LANGUAGE plpgsql STABLE
 SECURITY DEFINER
@@ -27,7 +28,14 @@ BEGIN
             USING ERRCODE = 'insufficient_privilege';
     END IF;
     PERFORM cronbox.carry_caller();  -- the caller for the policies on the worker nodes
-    RETURN QUERY EXECUTE pg_catalog.format('SELECT * FROM %s', v_rows);
+    BEGIN
+        RETURN QUERY EXECUTE pg_catalog.format('SELECT * FROM %s', v_rows);
+    EXCEPTION WHEN connection_exception THEN
+        -- a worker node down: the view needs every bucket, the calls on one job do not
+        RAISE EXCEPTION '% reads every bucket, and a worker node holding some of them is unreachable: %', v_view, SQLERRM
+            USING ERRCODE = SQLSTATE,
+                  HINT = 'The calls on one job (pause, resume, schedule) still work for the jobs whose bucket is on a node that is up; an administrator or a reader sees which node holds which bucket in cronbox.buckets.';
+    END;
 END
 $$;
 
