@@ -14,7 +14,8 @@ DECLARE
     v text;
     g record;
 BEGIN
-    FOREACH v IN ARRAY ARRAY['schedules', 'runs', 'backfills', 'pools', 'run_minutes'] LOOP
+    FOREACH v IN ARRAY ARRAY['schedules', 'runs', 'backfills', 'pools', 'run_minutes', 'calendars', 'dependencies',
+                            'schedule_definitions', 'upcoming_fires', 'schedule_changes', 'queues'] LOOP
         IF pg_catalog.pg_get_viewdef(pg_catalog.format('cronbox.%I', v)::regclass) !~ 'read_view' THEN
             EXECUTE pg_catalog.format('DROP VIEW IF EXISTS cronbox.%I', v || '_rows');
             EXECUTE pg_catalog.format('ALTER VIEW cronbox.%I RENAME TO %I', v, v || '_rows');

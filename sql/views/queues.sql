@@ -7,35 +7,19 @@
 -- with runs finished in the last day (cronbox.run_minute).
 -- Cost: what is due, held, in the outbox or running, never the whole horizon of futures:
 -- ready futures are read per queue and priority (a loose scan of job_future_lane_idx, as
--- dispatch does) up to now, held ones through the partial job_future_held_idx.
+-- dispatch does) up to now, held ones through the partial job_future_held_idx
+-- (cronbox.queue_waiting, bucket by bucket on Citus).
 DROP VIEW IF EXISTS cronbox.queues;
 CREATE VIEW cronbox.queues AS
-WITH RECURSIVE lane(q, p) AS (
-    -- the queues and priorities with ready futures, one probe each (as cronbox.ready_lanes)
-    (SELECT f.queue, f.priority FROM cronbox.job_future f WHERE f.hold IS NULL
-     ORDER BY f.queue, f.priority LIMIT 1)
-    UNION ALL
-    SELECT nxt.queue, nxt.priority
-    FROM lane CROSS JOIN LATERAL (
-        SELECT f.queue, f.priority FROM cronbox.job_future f
-        WHERE f.hold IS NULL AND (f.queue, f.priority) > (lane.q, lane.p)
-        ORDER BY f.queue, f.priority LIMIT 1) nxt
-),
-waiting AS (
-    -- ready and due: one range of job_future_lane_idx (queue, priority, due_at) per pair
-    SELECT f.job_id, f.due_at, false AS held
-    FROM lane CROSS JOIN LATERAL (
-        SELECT f.job_id, f.due_at FROM cronbox.job_future f
-        WHERE f.hold IS NULL AND f.queue = lane.q AND f.priority = lane.p AND f.due_at <= now()) f
-    UNION ALL
-    SELECT f.job_id, f.due_at, true FROM cronbox.job_future f WHERE f.hold IS NOT NULL
+WITH waiting AS (
+    SELECT w.bucket, w.job_id, w.due_at, w.held FROM cronbox.queue_waiting() w
 ),
 fut AS (
     SELECT j.queue,
            count(*) FILTER (WHERE NOT w.held) AS due,
            count(*) FILTER (WHERE w.held) AS blocked,
            min(w.due_at) FILTER (WHERE w.due_at <= now()) AS oldest_due
-    FROM waiting w JOIN cronbox.job j ON j.job_id = w.job_id
+    FROM waiting w JOIN cronbox.job j ON j.bucket = w.bucket AND j.job_id = w.job_id
     GROUP BY j.queue
 ),
 box AS (
@@ -51,9 +35,15 @@ act AS (
     FROM cronbox.unfinished_runs() u
     GROUP BY u.queue
 ),
+-- the limits, read on their own: on Citus a reference table joined with the other steps' results
+-- would be read on a node's copy over a connection of its own (as cronbox's owner, who may not
+-- log in on the coordinator); on its own, it is read on the coordinator's copy
+lim AS MATERIALIZED (
+    SELECT q.queue, q.max_running FROM cronbox.queue_limit q
+),
 names AS (
     SELECT queue FROM fut UNION SELECT queue FROM box UNION SELECT queue FROM act
-    UNION SELECT q.queue FROM cronbox.queue_limit q
+    UNION SELECT lim.queue FROM lim
     UNION SELECT m.queue FROM cronbox.run_minute m WHERE m.minute >= now() - interval '1 day'
 )
 SELECT n.queue,
@@ -67,5 +57,5 @@ FROM names n
 LEFT JOIN fut ON fut.queue = n.queue
 LEFT JOIN box ON box.queue = n.queue
 LEFT JOIN act ON act.queue = n.queue
-LEFT JOIN cronbox.queue_limit l ON l.queue = n.queue;
+LEFT JOIN lim l ON l.queue = n.queue;
 COMMENT ON VIEW cronbox.queues IS 'Per queue (any with work due, held, in the outbox or running, a limit, or runs in the last day): due fires not yet moved, blocked (held) fires, messages in the outbox, unfinished runs, the limit, and the oldest lag.';
