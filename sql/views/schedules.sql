@@ -23,21 +23,26 @@ SELECT j.name, j.kind,
        j.timezone,
        CASE WHEN j.paused AND j.paused_reason LIKE 'quarantined: %' THEN 'quarantined'
             WHEN j.paused THEN 'paused'
-            WHEN j.finished_at IS NOT NULL AND s.active_runs = 0 AND f.next_fire IS NULL THEN 'finished'
+            WHEN j.finished_at IS NOT NULL AND CASE WHEN s.stats_from_runs THEN d.active_runs ELSE s.active_runs END = 0
+                 AND f.next_fire IS NULL THEN 'finished'
             WHEN j.kind = 'after' THEN 'waiting'
             ELSE 'active' END AS status,
        j.paused, j.paused_reason, j.paused_at, j.paused_until,
        coalesce(f.next_fire, CASE WHEN NOT j.paused AND jf.next_fire > jf.frontier THEN jf.next_fire END) AS next_fire,
        f.pending,
-       s.last_fire_at,
-       CASE WHEN s.last_run_state = 'dispatched' AND s.last_run_id IS NOT NULL
+       CASE WHEN s.stats_from_runs THEN d.last_fire_at ELSE s.last_fire_at END AS last_fire_at,
+       CASE WHEN s.stats_from_runs THEN d.last_run_state
+            WHEN s.last_run_state = 'dispatched' AND s.last_run_id IS NOT NULL
             THEN coalesce((SELECT o.state FROM cronbox.outbox o
                            WHERE o.bucket = s.bucket AND o.outbox_id = s.last_run_id AND o.kind = 'run'),
                           (SELECT r.state FROM cronbox.run r WHERE r.bucket = s.bucket AND r.run_id = s.last_run_id),
                           s.last_run_state)
             ELSE s.last_run_state END AS last_run_state,
-       s.last_success_at,
-       s.consecutive_failures, s.consecutive_crashes, s.active_runs, s.missed_count,
+       CASE WHEN s.stats_from_runs THEN d.last_success_at ELSE s.last_success_at END AS last_success_at,
+       CASE WHEN s.stats_from_runs THEN d.consecutive_failures ELSE s.consecutive_failures END AS consecutive_failures,
+       CASE WHEN s.stats_from_runs THEN d.consecutive_crashes ELSE s.consecutive_crashes END AS consecutive_crashes,
+       CASE WHEN s.stats_from_runs THEN d.active_runs ELSE s.active_runs END AS active_runs,
+       s.missed_count,
        j.queue, j.priority, j.overlap, j.on_error, j.catchup, j.catchup_window, j.jitter,
        j.starts_at, j.ends_at, j.finished_at,
        j.owner, j.job_id, j.created_at, j.updated_at
@@ -47,5 +52,38 @@ JOIN cronbox.job_fire jf ON jf.bucket = j.bucket AND jf.job_id = j.job_id  -- sa
 LEFT JOIN LATERAL (
     SELECT min(fu.fire_at) AS next_fire, count(*) AS pending
     FROM cronbox.job_future fu WHERE fu.bucket = j.bucket AND fu.job_id = j.job_id
-) f ON true;
+) f ON true
+-- A one-off whose statistics are derived from its runs (job_stat.stats_from_runs; the same read as
+-- cronbox.job_stat_derived, written out: tables in a view are read with the view's rights): its
+-- runs in flight and in history by bucket and job, only for such a job (a one-time filter).
+LEFT JOIN LATERAL (
+    WITH r AS MATERIALIZED (
+        SELECT o.outbox_id AS run_id, o.fire_at, o.state, NULL::timestamptz AS finished_at, o.retry_of,
+               true AS in_flight
+        FROM cronbox.outbox o
+        WHERE s.stats_from_runs AND o.bucket = j.bucket AND o.job_id = j.job_id AND o.kind = 'run'
+        UNION ALL
+        SELECT h.run_id, h.fire_at, h.state, h.finished_at, h.retry_of, false
+        FROM cronbox.run h
+        WHERE s.stats_from_runs AND h.bucket = j.bucket AND h.job_id = j.job_id AND h.dispatched_at IS NOT NULL
+    ),
+    retried AS MATERIALIZED (
+        SELECT r.retry_of AS run_id FROM r WHERE r.retry_of IS NOT NULL
+        UNION
+        SELECT fr.retry_of FROM cronbox.job_future fr
+        WHERE s.stats_from_runs AND fr.bucket = j.bucket AND fr.job_id = j.job_id AND fr.retry_of IS NOT NULL
+    ),
+    ok AS (SELECT max(r.finished_at) FILTER (WHERE r.state = 'succeeded') AS at FROM r)
+    SELECT (count(*) FILTER (WHERE r.in_flight))::integer AS active_runs,
+           max(r.fire_at) AS last_fire_at,
+           (array_agg(r.state ORDER BY r.run_id DESC))[1] AS last_run_state,
+           ok.at AS last_success_at,
+           (count(*) FILTER (WHERE r.state IN ('failed', 'lost') AND r.finished_at > coalesce(ok.at, '-infinity')
+                             AND NOT EXISTS (SELECT 1 FROM retried x WHERE x.run_id = r.run_id)))::integer
+               AS consecutive_failures,
+           (count(*) FILTER (WHERE r.state = 'lost' AND r.finished_at > coalesce(ok.at, '-infinity')))::integer
+               AS consecutive_crashes
+    FROM ok LEFT JOIN r ON true
+    GROUP BY ok.at
+) d ON true;
 COMMENT ON VIEW cronbox.schedules IS 'Schedules: expression, time zone, status (active, paused, quarantined, finished, waiting), paused_until (a pause that ends by itself), next fire, pending futures, last run state and success, failure and crash streaks, active runs, missed fires.';

@@ -20,7 +20,11 @@ DECLARE
 BEGIN
     WITH
     added AS MATERIALIZED (
-        SELECT j.job_id, j.paused, j.bucket
+        SELECT j.job_id, j.paused, j.bucket,
+               -- a one-off no policy reads (cronbox.job_stat_folded; no dependency can exist yet),
+               -- its attempts bounded: its statistics derived from its runs, never written
+               j.kind = 'at' AND j.overlap = 'allow' AND j.on_error <> 'retry_soon'
+               AND NOT EXISTS (SELECT 1 FROM cronbox.job_after_edge e WHERE e.upstream = j.name) AS derived
         FROM cronbox.job j WHERE (p_bucket IS NULL OR j.bucket = p_bucket) AND j.job_id = ANY (p_job_ids)
     ),
     fire AS (
@@ -29,8 +33,8 @@ BEGIN
         ON CONFLICT ON CONSTRAINT job_fire_pkey DO NOTHING
     ),
     stat AS (
-        INSERT INTO cronbox.job_stat (job_id, bucket)
-        SELECT a.job_id, a.bucket FROM added a
+        INSERT INTO cronbox.job_stat (job_id, bucket, stats_from_runs)
+        SELECT a.job_id, a.bucket, a.derived FROM added a
         ON CONFLICT ON CONSTRAINT job_stat_pkey DO NOTHING
         RETURNING job_id
     )

@@ -317,7 +317,7 @@ BEGIN
                    -- drawn in fire order; active_runs is not read by the write
                    array_agg(ROW(x.future_id, x.job_id, x.name, x.queue, x.fire_at, x.due_at, x.priority, x.attempt,
                                  x.origin, x.retry_of, x.message_payload, x.timeout, x.overlap, NULL, NULL,
-                                 NULL, NULL, NULL, NULL, NULL, NULL, x.bucket, NULL, NULL, NULL, x.folded, 'run'
+                                 NULL, NULL, NULL, NULL, NULL, NULL, x.bucket, NULL, NULL, NULL, x.folded, 'run', NULL
                                 )::cronbox.dispatch_fire ORDER BY x.fire_at, x.future_id) FILTER (WHERE x.verdict > 0)
               INTO v_futures, v_jobs, v_skip_jobs, v_plain, v_fires
             FROM x;

@@ -232,14 +232,14 @@ BEGIN
     FROM (SELECT ROW(w.future_id, w.job_id, w.name, w.queue, w.fire_at, w.due_at, w.priority, w.attempt,
                      w.origin, w.retry_of, w.message_payload, w.timeout, w.overlap, w.active_runs, w.catchup,
                      w.needs, w.on_unavailable, w.unavailable_timeout, w.held_since, w.retry_delay,
-                     w.retry_max_delay, w.bucket, NULL, NULL, NULL, w.folded, w.wish)::cronbox.dispatch_fire AS f,
+                     w.retry_max_delay, w.bucket, NULL, NULL, NULL, w.folded, w.wish, NULL)::cronbox.dispatch_fire AS f,
                  w.name, w.folded, w.queue, w.wish, w.needs, NULL::text AS pre
           FROM wish w
           UNION ALL
           SELECT ROW(g.future_id, g.job_id, g.name, g.queue, g.fire_at, g.due_at, g.priority, g.attempt,
                      g.origin, g.retry_of, g.message_payload, g.timeout, g.overlap, g.active_runs, g.catchup,
                      g.needs, g.on_unavailable, g.unavailable_timeout, g.held_since, g.retry_delay,
-                     g.retry_max_delay, g.bucket, g.waiting, g.timeout_at, g.pre, g.folded, NULL)::cronbox.dispatch_fire,
+                     g.retry_max_delay, g.bucket, g.waiting, g.timeout_at, g.pre, g.folded, NULL, NULL)::cronbox.dispatch_fire,
                  g.name, g.folded, g.queue, NULL, g.needs, g.pre
           FROM gate g
           WHERE g.pre IS NOT NULL) x;

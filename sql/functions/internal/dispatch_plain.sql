@@ -48,7 +48,7 @@ BEGIN
     fire AS (
         SELECT k.future_id, k.job_id, j.name, j.queue, k.fire_at, k.due_at, k.priority, k.attempt,
                k.origin, k.retry_of, coalesce(k.payload, j.payload) AS message_payload, j.timeout,
-               coalesce(k.overlap, j.overlap) AS overlap, s.active_runs, k.bucket, fo.folded,
+               coalesce(k.overlap, j.overlap) AS overlap, s.active_runs, k.bucket, fo.folded, s.stats_from_runs,
                coalesce((k.overlap IS NULL OR k.overlap = 'allow')  -- else its job's statistics are read, folded first
                         AND NOT (j.paused AND k.origin NOT IN ('manual', 'rerun'))  -- trigger(), rerun() run anyway
                         AND j.needs IS NULL
@@ -65,7 +65,7 @@ BEGIN
                                    j.every_mode
                             FROM cronbox.job j
                             WHERE (p_buckets IS NULL OR j.bucket = ANY (p_buckets)) AND j.job_id = k.job_id LIMIT 1) j
-        CROSS JOIN LATERAL (SELECT s.active_runs FROM cronbox.job_stat s
+        CROSS JOIN LATERAL (SELECT s.active_runs, s.stats_from_runs FROM cronbox.job_stat s
                             WHERE (p_buckets IS NULL OR s.bucket = ANY (p_buckets)) AND s.job_id = k.job_id LIMIT 1) s
         -- OFFSET 0: evaluated once per fire (pulled up, the inlined test and its two probes were
         -- copied into every expression that reads folded)
@@ -79,7 +79,8 @@ BEGIN
            array_agg(ROW(x.future_id, x.job_id, x.name, x.queue, x.fire_at, x.due_at, x.priority, x.attempt,
                          x.origin, x.retry_of, x.message_payload, x.timeout, x.overlap, x.active_runs, NULL,
                          NULL, NULL, NULL, NULL, NULL, NULL, x.bucket, NULL, NULL, NULL, x.folded,
-                         CASE WHEN x.overlap = 'allow' OR x.active_runs = 0 THEN 'run' ELSE 'skip' END
+                         CASE WHEN x.overlap = 'allow' OR x.active_runs = 0 THEN 'run' ELSE 'skip' END,
+                         x.stats_from_runs
                         )::cronbox.dispatch_fire ORDER BY x.fire_at, x.future_id)
       INTO v_plain, v_fires
     FROM fire x;

@@ -56,7 +56,7 @@ BEGIN
         SELECT CASE WHEN v_index IS NULL THEN cronbox.new_run_id() ELSE cronbox.new_bucket_run_id(v_index) END AS run_id,
                f.future_id, f.job_id, f.name, f.queue, f.fire_at, f.due_at,
                f.priority, f.attempt, f.origin, f.retry_of, f.message_payload, f.timeout, f.bucket, f.wish,
-               f.folded AND NOT f.name = ANY (v_after) AS folded
+               f.folded AND NOT f.name = ANY (v_after) AS folded, coalesce(f.derived, false) AS derived
         FROM unnest(v_fires) f
     ),
     -- a skipped fire is history at once, final (docs/architecture.md, "One row in flight")
@@ -89,7 +89,8 @@ BEGIN
     ),
     -- per job, its runs of this call (a skipped fire changes no statistic)
     per_job AS MATERIALIZED (
-        SELECT fire.job_id, min(fire.bucket) AS bucket, bool_and(fire.folded) AS folded, count(*)::integer AS n_run,
+        SELECT fire.job_id, min(fire.bucket) AS bucket, bool_and(fire.folded) AS folded,
+               bool_and(fire.derived) AS derived, count(*)::integer AS n_run,
                max(fire.fire_at) AS last_fire, max(fire.run_id) AS last_run,
                max(fire.due_at) FILTER (WHERE fire.job_id = ANY (p_claim_at_due)) AS early_due
         FROM fire WHERE fire.wish = 'run' GROUP BY fire.job_id
@@ -102,7 +103,7 @@ BEGIN
                array_agg('dispatched'::text), array_agg(0), array_agg(0), array_agg(0), array_agg(0::bigint), p_now,
                c.bucket
         FROM per_job c
-        WHERE c.folded
+        WHERE c.folded AND NOT c.derived  -- a derived job's: read from its runs, written nowhere
         GROUP BY c.bucket  -- a row per bucket of the jobs (one on plain PostgreSQL)
         RETURNING 1  -- not a COPY on Citus (refused under row security): docs/citus.md
     ),

@@ -32,6 +32,8 @@ SET enable_seqscan = off  -- a plan kept from an empty table: docs/architecture.
 AS $$
 DECLARE
     v_job bigint;             -- the one run's job (step 0)
+    v_derived boolean;        -- its statistics derived from its runs (job_stat.stats_from_runs): no change row
+    v_derived_jobs bigint[];  -- step 0b: those of its jobs (sorted; NULL: none)
     v_jobs bigint[];
     v_fin_jobs bigint[];
     v_fixed_delay bigint[];
@@ -117,7 +119,7 @@ BEGIN
     --    to steps 1-8, which start again from the outbox row (the job's lock, if taken here, is
     --    simply held already).
     IF cardinality(p_run_ids) = 1 AND p_outcome IN ('succeeded', 'failed') THEN
-        SELECT s.job_id INTO v_job
+        SELECT s.job_id, s.stats_from_runs INTO v_job, v_derived
         FROM cronbox.job_stat s
         WHERE (p_bucket IS NULL OR s.bucket = p_bucket)
           AND s.job_id = (SELECT o.job_id FROM cronbox.outbox o
@@ -171,6 +173,7 @@ BEGIN
                        CASE WHEN g.state = 'succeeded' THEN '{1}'::integer[] ELSE '{0}' END,
                        '{0}', '{0}', '{0}', p_now, g.bucket
                 FROM gone g
+                WHERE NOT v_derived  -- a one-off's statistics are read from its runs: nothing to write
                 RETURNING 1  -- not a COPY on Citus (refused under row security): docs/citus.md
             )
             SELECT g.state INTO state FROM gone g;
@@ -229,7 +232,7 @@ BEGIN
             FROM runs r
         ),
         locked AS MATERIALIZED (
-            SELECT s.job_id FROM cronbox.job_stat s
+            SELECT s.job_id, s.stats_from_runs FROM cronbox.job_stat s
             WHERE (p_bucket IS NULL OR s.bucket = p_bucket)
               AND s.job_id = ANY (ARRAY(SELECT u.id FROM fit f CROSS JOIN LATERAL unnest(f.jobs) AS u(id)))
               -- no after-job names these jobs (none at all: one probe; else a probe of the
@@ -241,8 +244,10 @@ BEGIN
             FOR NO KEY UPDATE OF s
         )
         SELECT ARRAY(SELECT l.job_id FROM locked l ORDER BY l.job_id), f.queues,
-               cardinality(f.jobs) = (SELECT count(*) FROM locked)
-          INTO v_jobs, v_queues, v_locked_all
+               cardinality(f.jobs) = (SELECT count(*) FROM locked),
+               -- the derived ones, sorted (NULL: none, as width_bucket wants no empty array)
+               (SELECT array_agg(l.job_id ORDER BY l.job_id) FROM locked l WHERE l.stats_from_runs)
+          INTO v_jobs, v_queues, v_locked_all, v_derived_jobs
         FROM fit f;
         IF cardinality(v_jobs) > 0 THEN
             WITH fits AS MATERIALIZED (
@@ -293,7 +298,10 @@ BEGIN
                        array_agg('succeeded'::text), array_agg(c.n::integer ORDER BY c.job_id),
                        array_agg(0), array_agg(0), array_agg(0::bigint), p_now, c.bucket
                 FROM (SELECT g.job_id, g.bucket, count(*) AS n, max(g.outbox_id) AS last_run
-                      FROM gone g GROUP BY g.job_id, g.bucket) c
+                      FROM gone g
+                      -- not the derived jobs' (a binary search of v_derived_jobs): read from their runs
+                      WHERE v_derived_jobs IS NULL OR v_derived_jobs[width_bucket(g.job_id, v_derived_jobs)] IS DISTINCT FROM g.job_id
+                      GROUP BY g.job_id, g.bucket) c
                 GROUP BY c.bucket  -- a row per bucket of the jobs (one on plain PostgreSQL)
                 RETURNING 1  -- not a COPY on Citus (refused under row security): docs/citus.md
             )

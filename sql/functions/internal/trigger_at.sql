@@ -54,6 +54,12 @@ BEGIN
     -- A queue with owner grants takes manual fires of its grantees only (42501), and an owner's
     -- max_fires_per_second spaces its manual fires (they wait in job_future for their time).
     PERFORM cronbox.assert_queue_owner(v_job.queue);
+    -- A one-off whose statistics are derived from its runs gets another run: they are written
+    -- into its row first, and folded from then on (a one-off triggered without end would make
+    -- every read of them a read of every run).
+    IF (SELECT s.stats_from_runs FROM cronbox.job_stat s WHERE s.bucket = v_bucket AND s.job_id = v_job.job_id) THEN
+        PERFORM cronbox.fold_job_stats_of(ARRAY[v_job.job_id], v_bucket);
+    END IF;
     v_due := cronbox.manual_fire_due(v_job.owner, p_now);
     -- (job, fire_at, attempt, origin) is unique among futures: two triggers at the same instant
     -- while the first is still a future (held) get fire times one microsecond apart.
