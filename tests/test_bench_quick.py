@@ -227,8 +227,13 @@ def test_sqlcost_quick_reports_each_stages_time_wal_rows_and_index_entries(bench
         assert rep["succeeded"] == r["n"] == 2000 and rep["left_in_queue"] == 0
         for stage, s in rep["stages"].items():
             assert s["runs"] == 2000, (flow, stage)
-            assert s["us_per_run"] > 0 and s["wal_bytes_per_run"] > 0 and s["wal_records_per_run"] > 0
             assert s["cpu_us_per_run"] >= 0  # the backend's CPU (10 ms ticks: a quick stage may show none)
+            if stage == "fold":
+                # the bench's jobs are one-offs: their statistics are derived from their runs,
+                # dispatch and the ack write no change row, and the fold has nothing to write
+                assert not s["row_writes_per_run"] and s["wal_records_per_run"] < 0.01, (flow, s)
+                continue
+            assert s["us_per_run"] > 0 and s["wal_bytes_per_run"] > 0 and s["wal_records_per_run"] > 0
             assert s["row_writes_per_run"], (flow, stage)
         if flow == "raw_one_row":
             continue

@@ -53,37 +53,35 @@ LEFT JOIN LATERAL (
     SELECT min(fu.fire_at) AS next_fire, count(*) AS pending
     FROM cronbox.job_future fu WHERE fu.bucket = j.bucket AND fu.job_id = j.job_id
 ) f ON true
--- A one-off whose statistics are derived from its runs (job_stat.stats_from_runs; the same read as
--- cronbox.job_stat_derived, written out: tables in a view are read with the view's rights): its
--- runs in flight and in history by bucket and job, only for such a job (a one-time filter).
+-- A one-off whose statistics are derived from its runs (job_stat.stats_from_runs; the same values
+-- as cronbox.job_stat_derived, written out: tables in a view are read with the view's rights, and
+-- Citus pushes down no CTE here): its runs in flight and in history and its waiting retries, by
+-- bucket and job, only for such a job (each arm filtered on the flag). The windows give every row
+-- the job's last success and the runs its attempts retried (retry_of); partitioned by the bucket,
+-- the distribution column, so that Citus pushes them down with the rest.
 LEFT JOIN LATERAL (
-    WITH r AS MATERIALIZED (
-        SELECT o.outbox_id AS run_id, o.fire_at, o.state, NULL::timestamptz AS finished_at, o.retry_of,
-               true AS in_flight
-        FROM cronbox.outbox o
-        WHERE s.stats_from_runs AND o.bucket = j.bucket AND o.job_id = j.job_id AND o.kind = 'run'
-        UNION ALL
-        SELECT h.run_id, h.fire_at, h.state, h.finished_at, h.retry_of, false
-        FROM cronbox.run h
-        WHERE s.stats_from_runs AND h.bucket = j.bucket AND h.job_id = j.job_id AND h.dispatched_at IS NOT NULL
-    ),
-    retried AS MATERIALIZED (
-        SELECT r.retry_of AS run_id FROM r WHERE r.retry_of IS NOT NULL
-        UNION
-        SELECT fr.retry_of FROM cronbox.job_future fr
-        WHERE s.stats_from_runs AND fr.bucket = j.bucket AND fr.job_id = j.job_id AND fr.retry_of IS NOT NULL
-    ),
-    ok AS (SELECT max(r.finished_at) FILTER (WHERE r.state = 'succeeded') AS at FROM r)
-    SELECT (count(*) FILTER (WHERE r.in_flight))::integer AS active_runs,
-           max(r.fire_at) AS last_fire_at,
-           (array_agg(r.state ORDER BY r.run_id DESC))[1] AS last_run_state,
-           ok.at AS last_success_at,
-           (count(*) FILTER (WHERE r.state IN ('failed', 'lost') AND r.finished_at > coalesce(ok.at, '-infinity')
-                             AND NOT EXISTS (SELECT 1 FROM retried x WHERE x.run_id = r.run_id)))::integer
-               AS consecutive_failures,
-           (count(*) FILTER (WHERE r.state = 'lost' AND r.finished_at > coalesce(ok.at, '-infinity')))::integer
+    SELECT (count(*) FILTER (WHERE w.src = 'flight'))::integer AS active_runs,
+           max(w.fire_at) AS last_fire_at,
+           (array_agg(w.state ORDER BY w.run_id DESC) FILTER (WHERE w.src <> 'future'))[1] AS last_run_state,
+           max(w.ok_at) AS last_success_at,
+           (count(*) FILTER (WHERE w.state IN ('failed', 'lost') AND w.finished_at > coalesce(w.ok_at, '-infinity')
+                             AND NOT w.run_id = ANY (coalesce(w.retried, '{}'))))::integer AS consecutive_failures,
+           (count(*) FILTER (WHERE w.state = 'lost' AND w.finished_at > coalesce(w.ok_at, '-infinity')))::integer
                AS consecutive_crashes
-    FROM ok LEFT JOIN r ON true
-    GROUP BY ok.at
+    FROM (SELECT u.*,
+                 max(u.finished_at) FILTER (WHERE u.state = 'succeeded') OVER (PARTITION BY u.bucket) AS ok_at,
+                 array_agg(u.retry_of) FILTER (WHERE u.retry_of IS NOT NULL) OVER (PARTITION BY u.bucket) AS retried
+          FROM (SELECT o.bucket, o.outbox_id AS run_id, o.fire_at, o.state, NULL::timestamptz AS finished_at,
+                       o.retry_of, 'flight'::text AS src
+                FROM cronbox.outbox o
+                WHERE s.stats_from_runs AND o.bucket = j.bucket AND o.job_id = j.job_id AND o.kind = 'run'
+                UNION ALL
+                SELECT h.bucket, h.run_id, h.fire_at, h.state, h.finished_at, h.retry_of, 'history'
+                FROM cronbox.run h
+                WHERE s.stats_from_runs AND h.bucket = j.bucket AND h.job_id = j.job_id AND h.dispatched_at IS NOT NULL
+                UNION ALL
+                SELECT fr.bucket, NULL, NULL, NULL, NULL, fr.retry_of, 'future'
+                FROM cronbox.job_future fr
+                WHERE s.stats_from_runs AND fr.bucket = j.bucket AND fr.job_id = j.job_id AND fr.retry_of IS NOT NULL) u) w
 ) d ON true;
 COMMENT ON VIEW cronbox.schedules IS 'Schedules: expression, time zone, status (active, paused, quarantined, finished, waiting), paused_until (a pause that ends by itself), next fire, pending futures, last run state and success, failure and crash streaks, active runs, missed fires.';
