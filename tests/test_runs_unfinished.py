@@ -162,12 +162,15 @@ def test_the_job_stat_columns_every_run_rewrites_are_last(conn):
     only by the job's bucket (migration 0390), which no update changes (in the shared suffix:
     bench.sqlcost, 2 bytes more per fold), and by the early 'skip' run's marker (migration 0464),
     which only early dispatch of a 'skip' fire and its withdrawal change (NULL otherwise: no
-    bytes; set, in the shared suffix of every other update)."""
+    bytes; set, in the shared suffix of every other update), and by the flag of a one-off whose
+    statistics are derived from its runs (migration 0480), which only the write of its statistics
+    into the row clears (in the shared suffix of every other update)."""
     columns = [r[0] for r in conn.execute(
         "SELECT attname FROM pg_attribute WHERE attrelid = 'cronbox.job_stat'::regclass "
         "AND attnum > 0 AND NOT attisdropped ORDER BY attnum")]
-    assert columns[-10:] == ["last_fire_at", "last_run_id", "last_success_at", "active_runs", "last_run_state",
-                             "bucket", "early_due_at", "early_prev_fire_at", "early_prev_run_id", "early_prev_state"]
+    assert columns[-11:] == ["last_fire_at", "last_run_id", "last_success_at", "active_runs", "last_run_state",
+                             "bucket", "early_due_at", "early_prev_fire_at", "early_prev_run_id", "early_prev_state",
+                             "stats_from_runs"]
 
 
 def test_the_write_rereads_futures_and_leaves_alone_one_gone_or_held(conn):

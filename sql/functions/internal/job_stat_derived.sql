@@ -5,12 +5,14 @@
 -- Citus, the shards of its bucket). One row. A failure counts once its attempts are exhausted
 -- (no run or waiting future retries it: retry_of), as the finishing calls count runs, not
 -- attempts; a lost run counts as a crash either way; a success resets both streaks.
--- LANGUAGE sql, STABLE, no SET clause: inlined where it is called in FROM (LATERAL).
+-- Called by cronbox.fold_job_stats_of (not inlined: its search_path pinned). cronbox.schedules
+-- writes the same read out (a view's tables are read with its rights; Citus pushes no CTE down).
 CREATE OR REPLACE FUNCTION cronbox.job_stat_derived(p_bucket integer, p_job_id bigint)
 RETURNS TABLE (active_runs integer, last_fire_at timestamptz, last_run_id bigint, last_run_state text,
                last_success_at timestamptz, consecutive_failures integer, consecutive_crashes integer)
 LANGUAGE sql STABLE
 SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
 AS $$
     WITH r AS MATERIALIZED (
         SELECT o.outbox_id AS run_id, o.fire_at, o.state, NULL::timestamptz AS finished_at, o.retry_of,
