@@ -1,5 +1,6 @@
 """A one-off job's statistics as cronbox.schedules shows them: success, a failure, retried
-attempts, a trigger() and a re-schedule() of a one-off. The expected values are what the folded
+attempts, a trigger() and a re-schedule() of a one-off, a lost run (against a twin one-off whose
+statistics are written). The expected values are what the folded
 path shows after the poller's fold (captured on the code that folds every job); a one-off whose
 statistics are derived from its runs shows them at once, before any fold, and the same after.
 """
@@ -123,3 +124,40 @@ def test_a_one_off_rescheduled_to_a_new_time_keeps_its_first_run(conn):
     assert not derived(conn, "once")
     complete(conn, active(conn, "once")[0], 105)
     check(conn, "once", ("active", at(100), "succeeded", at(105), 0, 0, 0, 0), at_once=False)
+
+
+def test_a_one_off_whose_lease_runs_out_shows_what_a_written_one_shows(conn):
+    """A lost run (the lease runs out, the reaper retries it), the lost attempt's late report
+    (recorded, never clobbering the retry), the retry lost too with no attempt left: at each step
+    the derived one-off shows at once what the same one-off whose statistics are written (overlap
+    'skip': a policy reads them) shows after a fold."""
+    names = ("derived", "written")
+    for name, overlap in zip(names, ("allow", "skip")):
+        one_off(conn, name, 0, overlap=overlap, max_attempts=2, timeout=timedelta(seconds=30),
+                retry_delay=timedelta(seconds=10), retry_max_delay=timedelta(seconds=10))
+    assert derived(conn, "derived") and not derived(conn, "written")
+
+    def lose(now: float) -> dict[str, int]:
+        rids = {n: active(conn, n)[0] for n in names}
+        for rid in rids.values():
+            conn.execute("SELECT cronbox.start_run_at(%s, 'w', %s)", (rid, at(now)))
+        assert conn.execute("SELECT cronbox.reap_lost_at(10, p_now => %s)", (at(now + 100),)).fetchone()[0] == 2
+        return rids
+
+    def same(state: str, crashes: int) -> None:
+        at_once = shown(conn, "derived")
+        fold(conn)
+        assert shown(conn, "derived") == shown(conn, "written") == at_once
+        assert (at_once[COLS.index("last_run_state")], at_once[COLS.index("consecutive_crashes")]) == (state, crashes)
+
+    dispatch(conn, 0)
+    first = lose(1)
+    same("lost", 1)  # a lost attempt is a crash at once, retried or not (as for any job)
+    dispatch(conn, 200)
+    same("dispatched", 1)
+    for rid in first.values():  # the lost attempt reports late: its retry is untouched
+        complete(conn, rid, 201)
+    same("dispatched", 1)
+    lose(202)
+    same("lost", 2)
+    assert derived(conn, "derived")  # still derived: nothing here materializes it
