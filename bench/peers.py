@@ -160,7 +160,8 @@ def main(argv: list[str] | None = None) -> int:
                 elif system == "cronbox_push":
                     res = run_cronbox(database, args, n, "respond", logdir)
                     rep[system] = {"runs_per_s": res["runs_per_s"], "complete": res["complete_and_unique"],
-                                   "span_s": res["span_s"], "cpu_us_per_job": cpu_per_job(res.get("cpu_s"), n)}
+                                   "span_s": res["span_s"], "cpu_us_per_job": cpu_per_job(res.get("cpu_s"), n),
+                                   "dispatched_before_due": res.get("dispatched_before_due")}
                 elif system == "raw_sql":
                     res = run_raw(database, args, n)
                     rep[system] = {"runs_per_s": res.get("runs_per_s"), "complete": res.get("complete_and_unique"),
@@ -170,7 +171,8 @@ def main(argv: list[str] | None = None) -> int:
                     res = run_pull(database, args, n, logdir)
                     rep[system] = {"runs_per_s": res.get("runs_per_s"), "complete": res.get("complete_and_unique"),
                                    "span_s": res.get("span_s"), "error": res.get("error"),
-                                   "cpu_us_per_job": cpu_per_job(res.get("cpu_s"), n)}
+                                   "cpu_us_per_job": cpu_per_job(res.get("cpu_s"), n),
+                                   "dispatched_before_due": res.get("dispatched_before_due")}
                     reset(database)
                 log(f"  {rep[system].get('runs_per_s')} per s ({time.monotonic() - t0:.0f} s)")
             base = rep["pgqueuer_b100"].get("runs_per_s")
@@ -216,6 +218,9 @@ def main(argv: list[str] | None = None) -> int:
                f"  CPU per job, PgQueuer b100 / cronbox (the rate ratio on saturated cores): "
                f"push {report['cpu_ratio_pgq_b100_to_push']['median']} {report['cpu_ratio_pgq_b100_to_push']['all']}, "
                f"pull {report['cpu_ratio_pgq_b100_to_pull']['median']} {report['cpu_ratio_pgq_b100_to_pull']['all']}",
+               "  cronbox runs dispatched before their due time (outside the span, inside the CPU): push "
+               f"{[x['cronbox_push'].get('dispatched_before_due') for x in reps_]}, "
+               f"pull {[x['cronbox_pull'].get('dispatched_before_due') for x in reps_]}",
                f"  every job and run done once, nothing left: {report['complete']}"]
     emit(args, report, summary)
     return 0 if report["complete"] else 1

@@ -38,6 +38,17 @@ def load(database: Database, n: int, margin: float | None) -> float:
     return float(due)
 
 
+def until_due(database: Database, fleet: Fleet, due: float) -> int:
+    """Wait until 0.3 s before the due time; returns the runs already dispatched then (the poller
+    dispatches a burst's runs ahead of their time, its lead grown for it: poller/lead.py), which
+    the span, from the first run's dispatch time (the due time), leaves out."""
+    while time.time() < due - 0.3:
+        fleet.check_alive()
+        time.sleep(0.05)
+    with database.connect() as conn:
+        return conn.execute("SELECT count(*) FROM cronbox.outbox").fetchone()[0]
+
+
 def progress(database: Database) -> tuple[int, int, int]:
     """(futures left, outbox rows, unfinished runs)."""
     with database.connect() as conn:
