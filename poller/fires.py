@@ -22,6 +22,7 @@ from typing import Any
 
 
 from poller.cron import CronSchedule, schedule_for
+from poller.store import Job
 
 _TINY = timedelta(microseconds=1)
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)  # the year field's first year
@@ -192,14 +193,14 @@ def _instant(wall: datetime, zone: Any) -> datetime:
     return wall.replace(tzinfo=zone, fold=0).astimezone(timezone.utc)
 
 
-def source(job: dict[str, Any]) -> AtFires | EveryFires | CronFires:
-    kind = job["kind"]
+def source(job: Job) -> AtFires | EveryFires | CronFires:
+    kind = job.kind
     if kind == "at":
-        return AtFires(job["at"])
+        return AtFires(job.at)
     if kind == "every":
-        return EveryFires(job["anchor"], job["every"])
+        return EveryFires(job.anchor, job.every)
     if kind == "cron":
-        if not job["cron_normalized"] or not job["timezone"]:
+        if not job.cron_normalized or not job.timezone:
             raise ValueError("cron job has no expression or no time zone")
-        return CronFires(job["cron_normalized"], job["timezone"])
+        return CronFires(job.cron_normalized, job.timezone)
     raise ValueError(f"kind {kind!r} has no schedule to materialise")

@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 
 from poller.fires import CronFires, source
 from poller.quarantine import describe
+from poller.store import Job
 
 MAX_FIRES_PER_JOB = 1000  # futures per job per pass (times the pass's scale, at least
                           # MIN_FIRES_PER_JOB); a longer run continues in the next pass
@@ -110,18 +111,18 @@ class Plan:
         return out
 
 
-def outcome(job: dict[str, Any], now: datetime, horizon: timedelta, grace: timedelta,
+def outcome(job: Job, now: datetime, horizon: timedelta, grace: timedelta,
             max_fires: int = MAX_FIRES_PER_JOB) -> Outcome:
     """One job's fires, missed gap and new frontier. Raises on anything it cannot compute."""
     until = now + horizon
     late_before = now - grace
-    kind = job["kind"]
-    starts_at: datetime | None = job["starts_at"]
-    ends_at: datetime | None = job["ends_at"]
-    frontier: datetime | None = job["frontier"]
-    if kind == "every" and job["every_mode"] == "fixed_delay":
+    kind = job.kind
+    starts_at: datetime | None = job.starts_at
+    ends_at: datetime | None = job.ends_at
+    frontier: datetime | None = job.frontier
+    if kind == "every" and job.every_mode == "fixed_delay":
         # One fire at a time: the next comes from cronbox.schedule_next_fixed_delay.
-        anchor = job["anchor"]
+        anchor = job.anchor
         if anchor is not None and (frontier is None or anchor > frontier):
             if anchor > until:
                 return Outcome((), None, frontier, anchor, False)
@@ -136,13 +137,13 @@ def outcome(job: dict[str, Any], now: datetime, horizon: timedelta, grace: timed
         after = starts_at - _TINY  # never a fire before the start
     stop = late_before if ends_at is None else min(late_before, ends_at + _TINY)
     # 1. The late fires the policy drops become one gap row; nothing before `replay_from` runs.
-    policy = job["catchup"]
+    policy = job.catchup
     replay_from: datetime | None = None
     # (a walk back never goes below the frontier, nor for 'all' below the window's start)
     if policy == "latest":
         replay_from = src.prev(stop, 1, after)
     elif policy == "all":
-        window_start = job["catchup_from"]  # now - catchup_window, computed by the database
+        window_start = job.catchup_from  # now - catchup_window, computed by the database
         nth = src.prev(stop, CATCHUP_MAX, window_start if after is None else max(window_start, after))
         replay_from = max(window_start, nth) if nth is not None else window_start
     if replay_from is None or replay_from > stop:
@@ -179,13 +180,13 @@ def _catch_up(fires: tuple[datetime, ...], late_before: datetime) -> int:
     return max(0, bisect_left(fires, late_before) - 1)
 
 
-def _key(job: dict[str, Any]) -> tuple[Any, ...] | None:
+def _key(job: Job) -> tuple[Any, ...] | None:
     """Everything outcome() reads from a job, or None for a job not worth memoising (an
     interval or a one-off: its anchor is its own)."""
-    if job["kind"] != "cron":
+    if job.kind != "cron":
         return None
-    return (job["cron_normalized"], job["timezone"], job["frontier"], job["starts_at"], job["ends_at"],
-            job["catchup"], job["catchup_from"] if job["catchup"] == "all" else None)
+    return (job.cron_normalized, job.timezone, job.frontier, job.starts_at, job.ends_at,
+            job.catchup, job.catchup_from if job.catchup == "all" else None)
 
 
 @dataclasses.dataclass
@@ -197,7 +198,7 @@ class Planned:
     computed: int                # distinct computations (the others were shared)
 
 
-def plan_jobs(jobs: Sequence[dict[str, Any]], now: datetime, horizon: timedelta, grace: timedelta,
+def plan_jobs(jobs: Sequence[Job], now: datetime, horizon: timedelta, grace: timedelta,
               budget: float | None, catch_up: bool = True, scale: float = 1.0,
               late_scale: float | None = None) -> Planned:
     """The jobs in order until `budget` seconds, FIRES_PER_PASS fires times `scale` (a pass
@@ -222,8 +223,8 @@ def plan_jobs(jobs: Sequence[dict[str, Any]], now: datetime, horizon: timedelta,
         if handled + deferred and (fires >= max_fires or late >= max_late
                                    or (deadline is not None and time.monotonic() > deadline)):
             break
-        since = job["frontier"] or job["starts_at"]
-        if (not catch_up and job["catchup"] == "all" and since is not None
+        since = job.frontier or job.starts_at
+        if (not catch_up and job.catchup == "all" and since is not None
                 and since < now - horizon):  # replaying a long catch-up: not computed
             deferred += 1
             continue
@@ -240,14 +241,14 @@ def plan_jobs(jobs: Sequence[dict[str, Any]], now: datetime, horizon: timedelta,
                 memo[key] = hit
         if isinstance(hit, BaseException):
             handled += 1
-            bad.append((job["job_id"], f"cannot compute fires: {describe(hit)}"))
+            bad.append((job.job_id, f"cannot compute fires: {describe(hit)}"))
             continue
         o, n_late = hit
         if n_late and budget is not None and not catch_up:
             deferred += 1
             continue
         handled += 1
-        plan.add(job["job_id"], o)
+        plan.add(job.job_id, o)
         fires += len(o.fires)
         if budget is not None:
             late += n_late

@@ -30,19 +30,18 @@ import logging
 import time
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any
 
 import psycopg
-from psycopg.rows import dict_row
 
 from poller import store
 from poller.plan import Plan, Planned, plan_jobs
 from poller.quarantine import CONNECTION_ERRORS, describe, isolate, quarantine
+from poller.store import Job, job_row
 
 log = logging.getLogger("cronbox.poller")
 
 
-async def _fetch_jobs(cur: psycopg.AsyncCursor[Any]) -> tuple[list[dict[str, Any]], list[tuple[int, str]]]:
+async def _fetch_jobs(cur: psycopg.AsyncCursor[Job]) -> tuple[list[Job], list[tuple[int, str]]]:
     """The claimed rows; a row psycopg cannot load (a BC date, a value out of Python's range)
     is reported by job id (read raw from the result) instead of failing the pass."""
     try:  # all at once; row by row only when a row cannot be loaded
@@ -51,7 +50,7 @@ async def _fetch_jobs(cur: psycopg.AsyncCursor[Any]) -> tuple[list[dict[str, Any
         raise
     except Exception:
         await cur.scroll(0, mode="absolute")
-    jobs: list[dict[str, Any]] = []
+    jobs: list[Job] = []
     bad: list[tuple[int, str]] = []
     for pos in range(cur.rowcount):
         try:
@@ -124,14 +123,14 @@ async def _pass(conn: psycopg.AsyncConnection, batch: int, horizon: timedelta, g
                 late_scale: float | None, t0: float, hold: float | None, bucket: int | None) -> Pass:
     computing: asyncio.Future[Planned] | None = None
     async with conn.transaction():
-        cur = conn.cursor(row_factory=dict_row)
+        cur = conn.cursor(row_factory=job_row)
         await store.claim_saturation(cur, batch, horizon, now, bucket)
         claimed = cur.rowcount
         jobs, bad = await _fetch_jobs(cur)
         if not jobs and not bad:
             return Pass()
         if jobs:
-            db_now = jobs[0]["now"]
+            db_now = jobs[0].now
         else:
             db_now = await store.database_now(conn, now)
         if budget is None:
@@ -154,27 +153,28 @@ async def _pass(conn: psycopg.AsyncConnection, batch: int, horizon: timedelta, g
     return await _relocked(conn, computing, jobs, bad, claimed, db_now, now)
 
 
-def _by_bucket(ids: Sequence[int], jobs: dict[int, dict[str, Any]]) -> dict[int, list[int]]:
+def _by_bucket(ids: Sequence[int], jobs: dict[int, Job]) -> dict[int, list[int]]:
     """The job ids grouped by their job's bucket (as the claim returned it), in order."""
     out: dict[int, list[int]] = {}
     for job_id in ids:
-        out.setdefault(jobs[job_id]["bucket"], []).append(job_id)
+        out.setdefault(jobs[job_id].bucket, []).append(job_id)
     return out
 
 
-async def _relocked(conn: psycopg.AsyncConnection, computing: asyncio.Future[Planned], jobs: list[dict[str, Any]],
+async def _relocked(conn: psycopg.AsyncConnection, computing: asyncio.Future[Planned], jobs: list[Job],
                     bad: list[tuple[int, str]], claimed: int, db_now: datetime, now: datetime | None) -> Pass:
     """The end of a pass whose computation outlasted its hold (the claim's transaction has
     ended, having written nothing): the computed jobs are locked again and stored where their
     row is as it was computed from."""
     planned = await computing
     async with conn.transaction():
-        was = {job["job_id"]: job for job in jobs}
+        was = {job.job_id: job for job in jobs}
         ids = [*planned.plan.job, *(job_id for job_id, _ in planned.bad)]
         unchanged: set[int] = set()
         for bucket, of_bucket in _by_bucket(ids, was).items():  # one relock per bucket (docs/citus.md)
             unchanged |= {row["job_id"] for row in await store.relock_saturation(conn, of_bucket, bucket)
-                          if all(row[k] == v for k, v in was[row["job_id"]].items() if k not in _CLOCK_COLUMNS)}
+                          if all(row[k] == v for k, v in was[row["job_id"]]._asdict().items()
+                                 if k not in _CLOCK_COLUMNS)}
         kept = [part for part in planned.plan.split() if part.job[0] in unchanged]
         planned = dataclasses.replace(
             planned, plan=Plan.merge(kept), bad=[b for b in planned.bad if b[0] in unchanged],
@@ -182,9 +182,9 @@ async def _relocked(conn: psycopg.AsyncConnection, computing: asyncio.Future[Pla
         return await _store(conn, planned, bad, claimed, len(jobs), db_now, now, _buckets(jobs))
 
 
-def _buckets(jobs: list[dict[str, Any]]) -> dict[int, int]:
+def _buckets(jobs: list[Job]) -> dict[int, int]:
     """Each claimed job's bucket."""
-    return {job["job_id"]: job["bucket"] for job in jobs}
+    return {job.job_id: job.bucket for job in jobs}
 
 
 async def _store(conn: psycopg.AsyncConnection, planned: Planned, bad: list[tuple[int, str]], claimed: int,

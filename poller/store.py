@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, NamedTuple
 
 import psycopg
-from psycopg.rows import dict_row
+from psycopg.rows import RowMaker, dict_row, no_result
 
 # The sleep until the next due time, computed where the timestamps are and clamped to a day:
 # a future due at 'infinity' (written before inputs were bounded) must not break the tick.
@@ -69,10 +69,42 @@ async def due_jobs(conn: psycopg.AsyncConnection, limit: int, bucket: int | None
     return [r[0] for r in await cur.fetchall()]
 
 
+class Job(NamedTuple):
+    """A row of cronbox.claim_saturation: a job to saturate, as poller/plan.py reads it."""
+    job_id: int
+    kind: str
+    cron_normalized: str | None
+    every: timedelta | None
+    every_mode: str | None
+    anchor: datetime | None
+    at: datetime | None
+    timezone: str | None
+    frontier: datetime | None
+    catchup: str
+    catchup_window: timedelta | None
+    starts_at: datetime | None
+    ends_at: datetime | None
+    now: datetime            # the database's clock (claim_saturation's, not the poller's)
+    catchup_from: datetime | None  # now - catchup_window, computed by the database
+    bucket: int
+
+
+def job_row(cursor: psycopg.AsyncCursor[Any]) -> RowMaker[Job]:
+    """The claimed rows as Jobs (tuples: a dict per row cost the poller ~2 us of its ~13 us a
+    job at 200,000 schedules); the columns are checked once per result, not per row."""
+    if cursor.description is None:  # psycopg asks before there is a result too
+        return no_result
+    names = tuple(c.name for c in cursor.description)
+    if names != Job._fields:
+        raise RuntimeError(f"cronbox.claim_saturation returned columns {names}, the poller reads {Job._fields}")
+    return Job._make
+
+
 async def claim_saturation(cur: psycopg.AsyncCursor[Any], limit: int, horizon: timedelta,
                            now: datetime | None = None, bucket: int | None = None) -> None:
     """Lock a batch of jobs to saturate, of `bucket` only when given (None: every bucket); the
-    rows stay on `cur` (read one by one: a row psycopg cannot load is reported by job id).
+    rows stay on `cur` (a cursor with row_factory=job_row; read one by one where a row psycopg
+    cannot load is reported by job id).
     `now` (tests only) calls the internal _at function, which only the owner or a superuser
     may execute."""
     if now is None:

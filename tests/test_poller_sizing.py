@@ -10,6 +10,7 @@ from datetime import datetime, timedelta, timezone
 from poller.sizing import PassSizer
 from poller.plan import FIRES_PER_PASS, plan_jobs
 from poller.saturate import Pass
+from poller.store import Job
 
 NOW = datetime(2026, 11, 27, 12, tzinfo=timezone.utc)
 
@@ -56,10 +57,10 @@ def test_after_a_quiet_spell_a_burst_starts_with_small_passes():
     assert sizer.jobs() == 250  # the next burst (a thousand catch-ups) starts from a quarter
 
 
-def every_second(job_id: int) -> dict:
-    return {"job_id": job_id, "kind": "every", "every_mode": "fixed_rate", "every": timedelta(seconds=1),
-            "anchor": NOW, "frontier": NOW, "starts_at": None, "ends_at": None, "catchup": "latest",
-            "catchup_from": None, "at": None, "cron_normalized": None, "timezone": "UTC"}
+def every_second(job_id: int) -> Job:
+    return Job(job_id=job_id, kind="every", every_mode="fixed_rate", every=timedelta(seconds=1), anchor=NOW,
+               frontier=NOW, starts_at=None, ends_at=None, catchup="latest", catchup_window=None,
+               catchup_from=None, at=None, cron_normalized=None, timezone="UTC", now=NOW, bucket=0)
 
 
 def test_a_pass_sized_down_takes_fewer_fires():
@@ -90,10 +91,10 @@ def test_while_dispatch_is_behind_a_job_reached_late_is_saturated_and_a_long_cat
     backlog (deferring it only turned its fires into missed ones). A catchup => 'all' job with
     minutes of fires to replay waits for the backlog to clear."""
     created = NOW - timedelta(minutes=5)
-    late = {**every_second(1), "anchor": created, "frontier": created}
-    replay = {**every_second(2), "anchor": created, "frontier": created, "catchup": "all",
-              "catchup_from": NOW - timedelta(days=1)}
-    on_time = {**every_second(3)}
+    late = every_second(1)._replace(anchor=created, frontier=created)
+    replay = every_second(2)._replace(anchor=created, frontier=created, catchup="all",
+                                      catchup_from=NOW - timedelta(days=1))
+    on_time = every_second(3)
     args = (NOW, timedelta(minutes=2), timedelta(seconds=30), 1.0)
     behind = plan_jobs([late, replay, on_time], *args, catch_up=False)
     assert behind.plan.job == [1, 3] and behind.deferred == 1
