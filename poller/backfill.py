@@ -25,7 +25,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import psycopg
-from psycopg.rows import dict_row
+from psycopg.rows import namedtuple_row
 
 from poller import store
 from poller.fires import source
@@ -46,28 +46,28 @@ class Step:
     note: str | None = None
 
 
-def plan_request(req: dict[str, Any]) -> Step:
+def plan_request(req: Any) -> Step:
     """The fires of one request this pass may make, oldest first."""
-    after = req["done_through"] or req["from_at"] - _TINY
-    if req["starts_at"] is not None and after < req["starts_at"] - _TINY:
-        after = req["starts_at"] - _TINY
-    to, ends_at, frontier = req["to_at"], req["ends_at"], req["frontier"]
+    after = req.done_through or req.from_at - _TINY
+    if req.starts_at is not None and after < req.starts_at - _TINY:
+        after = req.starts_at - _TINY
+    to, ends_at, frontier = req.to_at, req.ends_at, req.frontier
     last = to if ends_at is None else min(to, ends_at)
     fires: list[datetime] = []
     if frontier is None:  # the poller has not saturated this job yet
-        return Step(fires, req["done_through"], False)
+        return Step(fires, req.done_through, False)
     for fire in source(req).iterate(after):
         if fire > last:
             break
         if fire > frontier:  # not handled by saturation yet: a later pass
-            return Step(fires, fires[-1] if fires else req["done_through"], False)
-        if len(fires) >= req["fires_left"]:
-            return Step(fires, fires[-1] if fires else req["done_through"], True,
+            return Step(fires, fires[-1] if fires else req.done_through, False)
+        if len(fires) >= req.fires_left:
+            return Step(fires, fires[-1] if fires else req.done_through, True,
                         f"stopped at the cap of 1000 fires: fires from {fire.isoformat()} on were not backfilled")
         if len(fires) >= PASS_FIRES:  # the rest in the next pass, from the last fire made
             return Step(fires, fires[-1], False)
         fires.append(fire)
-    return Step(fires, fires[-1] if fires else req["done_through"], True)
+    return Step(fires, fires[-1] if fires else req.done_through, True)
 
 
 async def backfill_once(conn: psycopg.AsyncConnection, batch: int = BATCH,
@@ -80,7 +80,7 @@ async def backfill_once(conn: psycopg.AsyncConnection, batch: int = BATCH,
     fails in SQL, each request is stored alone (a savepoint each) and only the one that fails
     ends, with the error as its outcome, so one bad request never stops the others."""
     async with conn.transaction():
-        cur = conn.cursor(row_factory=dict_row)
+        cur = conn.cursor(row_factory=namedtuple_row)
         await store.claim_backfills(cur, batch, now, bucket)
         reqs = await cur.fetchall()
         if not reqs:
@@ -101,37 +101,37 @@ async def backfill_once(conn: psycopg.AsyncConnection, batch: int = BATCH,
                 except CONNECTION_ERRORS:
                     raise
                 except psycopg.Error as exc:  # this request's fires cannot be stored: it ends
-                    m, d = await _store(conn, [(req, Step([], req["done_through"], True,
+                    m, d = await _store(conn, [(req, Step([], req.done_through, True,
                                                           f"cannot store fires: {describe(exc)}"))], now)
                 made, dups = made + m, dups + d
         return len(reqs), made, dups
 
 
-def _plan_all(reqs: list[dict[str, Any]]) -> list[tuple[dict[str, Any], Step]]:
+def _plan_all(reqs: list[Any]) -> list[tuple[Any, Step]]:
     steps = []
     for req in reqs:
         try:
             step = plan_request(req)
         except Exception as exc:  # the job's fires cannot be computed: the request ends here
-            step = Step([], req["done_through"], True, f"cannot compute fires: {describe(exc)}")
+            step = Step([], req.done_through, True, f"cannot compute fires: {describe(exc)}")
         steps.append((req, step))
     return steps
 
 
-async def _store(conn: psycopg.AsyncConnection, steps: list[tuple[dict[str, Any], Step]],
+async def _store(conn: psycopg.AsyncConnection, steps: list[tuple[Any, Step]],
                  now: datetime | None) -> tuple[int, int]:
     """cronbox.store_backfill for these requests' steps, as its parallel arrays, one call per
     bucket of the requests (plain PostgreSQL: one)."""
-    by_bucket: dict[int, list[tuple[dict[str, Any], Step]]] = {}
+    by_bucket: dict[int, list[tuple[Any, Step]]] = {}
     for req, step in steps:
-        by_bucket.setdefault(req["bucket"], []).append((req, step))
+        by_bucket.setdefault(req.bucket, []).append((req, step))
     made = dups = 0
     for bucket, of_bucket in by_bucket.items():
         ids, through, done, notes, fire_req, fire_at = [], [], [], [], [], []
         for req, step in of_bucket:
-            ids.append(req["backfill_id"]), through.append(step.done_through)
+            ids.append(req.backfill_id), through.append(step.done_through)
             done.append(step.done), notes.append(step.note)
-            fire_req += [req["backfill_id"]] * len(step.fires)
+            fire_req += [req.backfill_id] * len(step.fires)
             fire_at += step.fires
         m, d = await store.store_backfill(conn, [ids, through, done, notes, fire_req, fire_at], now, bucket)
         made, dups = made + m, dups + d

@@ -22,7 +22,6 @@ from typing import Any
 
 
 from poller.cron import CronSchedule, schedule_for
-from poller.store import Job
 
 _TINY = timedelta(microseconds=1)
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)  # the year field's first year
@@ -193,7 +192,9 @@ def _instant(wall: datetime, zone: Any) -> datetime:
     return wall.replace(tzinfo=zone, fold=0).astimezone(timezone.utc)
 
 
-def source(job: Job) -> AtFires | EveryFires | CronFires:
+def source(job: Any) -> AtFires | EveryFires | CronFires:
+    """The fires of a claimed row read by attribute (kind, at, anchor, every, cron_normalized,
+    timezone): a saturation pass's store.Job or a backfill request."""
     kind = job.kind
     if kind == "at":
         return AtFires(job.at)
