@@ -24,6 +24,7 @@ from bisect import bisect_left
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from itertools import repeat
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 from poller.fires import CronFires, source
@@ -53,7 +54,8 @@ class Outcome(NamedTuple):
 
 @dataclasses.dataclass
 class Plan:
-    """One pass (or one job's part of it), as the parallel arrays cronbox.store_fires takes.
+    """One pass (or one job's part of it), as the parallel arrays cronbox.store_fires takes, its
+    jobs in ascending id order (plan_jobs; split and merge keep the order).
     Per fire: job, fire_at, missed; a missed entry is a gap: fire_at is its first fire,
     gap_last its last and gap_count how many (a lower bound when gap_exact is False).
     `entries[k]`: how many fire entries job[k] has (they are contiguous, in job order)."""
@@ -209,7 +211,7 @@ def plan_jobs(jobs: Sequence[Job], now: datetime, horizon: timedelta, grace: tim
     pass takes it again. A job the poller reaches late (a million new schedules saturating
     from empty) replays at most its latest fire and is never deferred: deferring it would only
     turn its fires into missed ones."""
-    plan = Plan()
+    done: list[tuple[int, Outcome]] = []
     bad: list[tuple[int, str]] = []
     memo: dict[tuple[Any, ...], tuple[Outcome, int] | BaseException] = {}
     deadline = None if budget is None else time.monotonic() + budget
@@ -248,8 +250,11 @@ def plan_jobs(jobs: Sequence[Job], now: datetime, horizon: timedelta, grace: tim
             deferred += 1
             continue
         handled += 1
-        plan.add(job.job_id, o)
+        done.append((job.job_id, o))
         fires += len(o.fires)
         if budget is not None:
             late += n_late
+    plan = Plan()
+    for job_id, o in sorted(done, key=itemgetter(0)):  # in job order: cronbox.store_fires checks it
+        plan.add(job_id, o)
     return Planned(plan, bad, handled, deferred, computed)

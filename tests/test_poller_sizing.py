@@ -104,3 +104,12 @@ def test_while_dispatch_is_behind_a_job_reached_late_is_saturated_and_a_long_cat
     # dispatch keeping up: the catch-up is written too (its late fires counted against the pass)
     free = plan_jobs([late, replay, on_time], *args, catch_up=True)
     assert free.plan.job == [1, 2, 3] and free.deferred == 0
+
+
+def test_a_pass_plans_its_jobs_in_id_order_whatever_order_they_were_claimed_in():
+    """cronbox.store_fires takes the pass's jobs in ascending id order (it finds each job's values
+    by binary search, without sorting them again): the plan lists them so, each job's fires with it."""
+    claimed = [every_second(k) for k in (3, 1, 2)]  # the claim's order: most urgent first
+    planned = plan_jobs(claimed, NOW, timedelta(seconds=5), timedelta(seconds=30), None)
+    assert planned.plan.job == [1, 2, 3]
+    assert planned.plan.fire_job == sorted(planned.plan.fire_job) and set(planned.plan.fire_job) == {1, 2, 3}

@@ -155,6 +155,27 @@ def test_futures_written_by_the_api_and_the_poller_carry_their_jobs_queue(conn):
     assert {f["queue"] for f in stored} == {"etl"}
 
 
+def test_a_saturation_pass_whose_jobs_are_not_in_id_order_is_refused_with_nothing_written(conn):
+    """cronbox.store_fires writes each job's state at its place in p_job found by binary search:
+    the poller sends its jobs in ascending id order and a pass that is not (or lists a job twice)
+    is refused with 22023 naming p_job, before anything is written."""
+    ids = [job(conn, name) for name in ("first", "second")]
+    before = conn.execute("SELECT job_id, frontier, next_fire FROM cronbox.job_fire ORDER BY job_id").fetchall()
+    call = "SELECT cronbox.store_fires_at(%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, p_now => %s)"
+    for order in (ids[::-1], [ids[0], ids[0]]):
+        with pytest.raises(psycopg.errors.InvalidParameterValue, match="^p_job must list each job once, in ascending order"):
+            with conn.transaction():
+                conn.execute(call, (order, [at(3600)] * 2, [False] * 2, order, [at(3600)] * 2, [at(7200)] * 2,
+                                    [False] * 2, None, None, None, None, at(2)))
+    assert conn.execute("SELECT count(*) FROM cronbox.job_future WHERE origin = 'schedule' AND fire_at = %s",
+                        (at(3600),)).fetchone()[0] == 0
+    assert conn.execute("SELECT job_id, frontier, next_fire FROM cronbox.job_fire ORDER BY job_id").fetchall() == before
+    conn.execute(call, (ids, [at(3600)] * 2, [False] * 2, ids, [at(3600)] * 2, [at(7200)] * 2,
+                        [False] * 2, None, None, None, None, at(2)))  # in order: stored
+    assert conn.execute("SELECT array_agg(job_id ORDER BY job_id) FROM cronbox.job_fire WHERE next_fire = %s",
+                        (at(7200),)).fetchone()[0] == ids
+
+
 def test_paused_job_fire_is_held_and_goes_once_released(conn):
     jid = job(conn, "p")
     conn.execute("UPDATE cronbox.job SET paused = true WHERE name = 'p'")

@@ -64,6 +64,11 @@ DECLARE
     v_log_action text[];
     v_log_reason text[];
 BEGIN
+    -- The saturation state is written at width_bucket's place in p_job (a binary search): the
+    -- poller sends its jobs in ascending id order, checked here rather than sorted again.
+    IF EXISTS (SELECT 1 FROM generate_series(1, cardinality(p_job) - 1) AS k(i) WHERE p_job[k.i + 1] <= p_job[k.i]) THEN
+        RAISE EXCEPTION 'p_job must list each job once, in ascending order' USING ERRCODE = '22023';
+    END IF;
     v_set := ARRAY(SELECT unnest(cronbox.bucket_walks('cronbox.job_fire', p_bucket)));
     -- Exclusion calendars: THE predicate (cronbox.excluded_by, also behind preview and
     -- next_fires), asked only when a job of this pass uses a calendar.
@@ -247,12 +252,13 @@ BEGIN
     END IF;
     -- The saturation state by key, in one statement with the pass computed from the arrays:
     -- each job's values at width_bucket's place in arrays in key order (a binary search; never a
-    -- subscript as the whole of a SET expression, which crashed Citus: docs/citus.md).
+    -- subscript as the whole of a SET expression, which crashed Citus: docs/citus.md). p_job is
+    -- in key order (checked above): the poller's arrays are used as they came, and only the
+    -- futures stored per job (and, with max_runs, whether it finished) are aggregated, in p_job's order.
     WITH pass AS (
-        SELECT a.job_id, a.frontier, a.next_fire, a.error, coalesce(w.n, 0) AS n_stored,
+        SELECT a.i, coalesce(w.n, 0) AS n_stored,
                a.finished OR coalesce(j.fires_made + coalesce(w.n, 0) >= j.max_runs, false) AS finished
-        FROM unnest(p_job, p_frontier, p_next_fire, p_finished, p_error)
-             AS a(job_id, frontier, next_fire, finished, error)
+        FROM unnest(p_job, p_finished) WITH ORDINALITY AS a(job_id, finished, i)
         LEFT JOIN LATERAL (SELECT jf.fires_made, j.max_runs FROM cronbox.job j
                            JOIN cronbox.job_fire jf ON jf.bucket = ANY (v_set) AND jf.job_id = j.job_id
                            WHERE v_max_runs AND j.bucket = ANY (v_set) AND j.job_id = a.job_id LIMIT 1) j ON true
@@ -261,13 +267,11 @@ BEGIN
         ) w ON w.job_id = a.job_id
     ),
     per_job AS MATERIALIZED (
-        SELECT array_agg(p.job_id ORDER BY p.job_id) AS ids,
-               array_agg(p.frontier ORDER BY p.job_id) AS frontier,
-               array_agg(p.next_fire ORDER BY p.job_id) AS next_fire,
-               array_agg(p.finished ORDER BY p.job_id) AS finished,
-               array_agg(p.n_stored ORDER BY p.job_id) AS n_stored,
-               coalesce(array_agg(p.job_id) FILTER (WHERE p.error IS NOT NULL), '{}') AS broken
-        FROM pass p
+        SELECT p_job AS ids, p_frontier AS frontier, p_next_fire AS next_fire,
+               CASE WHEN v_max_runs THEN (SELECT array_agg(p.finished ORDER BY p.i) FROM pass p)
+                    ELSE p_finished END AS finished,
+               (SELECT array_agg(p.n_stored ORDER BY p.i) FROM pass p) AS n_stored,
+               ARRAY(SELECT e.job_id FROM unnest(p_job, p_error) AS e(job_id, error) WHERE e.error IS NOT NULL) AS broken
     )
     UPDATE cronbox.job_fire f SET
         frontier = coalesce(p.frontier[width_bucket(f.job_id, p.ids)], f.frontier),
