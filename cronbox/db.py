@@ -155,6 +155,9 @@ def explain(exc: BaseException, dsn: str | None = None) -> str:
     if isinstance(exc, ServerReadOnly) or (isinstance(exc, psycopg.OperationalError) and (
             "session is read-only" in str(exc) or (isinstance(exc, PoolTimeout) and _read_only_since is not None))):
         return f"{READ_ONLY} (tried {targets(dsn or _last_dsn)})"
+    if node_unreachable(exc):  # the statement's error, the process's own connection fine
+        assert isinstance(exc, psycopg.Error)
+        return f"a Citus worker node is unreachable: {(exc.diag.message_primary or str(exc)).strip()}"
     if isinstance(exc, psycopg.OperationalError):
         text = str(exc).strip().splitlines()
         msg = text[-1] if text else exc.__class__.__name__

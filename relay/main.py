@@ -282,9 +282,11 @@ async def run(cfg: Config, waker: Waker, settings: RelaySettings | None = None) 
     pool = await db.open_pool(cfg.dsn, min_size=1, max_size=s.inflight + 3, name="relay",
                               trust_for=db.RECENTLY_GOOD)
     try:
-        await check_routes(pool, routes)
-        max_result = await db.retrying(lambda: store.max_result_bytes(pool), budget=60, what="max_result_bytes")
         leased = await db.retrying(lambda: leases_buckets(pool), budget=60, what="bucket leases")
+        # on Citus the queues are read bucket by bucket: a worker node down holds back only its own
+        buckets = await db.retrying(lambda: store.every_bucket(pool), budget=60, what="buckets") if leased else [None]
+        unchecked = await check_routes(pool, routes, buckets)
+        max_result = await db.retrying(lambda: store.max_result_bytes(pool), budget=60, what="max_result_bytes")
         leases = BucketLeases("relay", owner, s.bucket_lease) if leased else None
         async with Supervisor(waker, owner) as tasks:
             relay = Relay(cfg, s, routes, pool, owner, waker, tasks, leases)
@@ -300,7 +302,7 @@ async def run(cfg: Config, waker: Waker, settings: RelaySettings | None = None) 
                                         info=lambda: {"sinks": routes.describe(), "routes": sorted(routes.by_queue),
                                                       "breakers": relay.breakers()}),
                         name="registry")
-            tasks.spawn(watch_unrouted(pool, routes, waker, s.check_every), name="unrouted")
+            tasks.spawn(watch_unrouted(pool, routes, waker, s.check_every, buckets, unchecked), name="unrouted")
             tasks.spawn(watch_named(relay, NAMED_EVERY), name="named")
             tasks.spawn(metrics.serve(cfg, pool, "relay", waker.stop), name="metrics")
             try:

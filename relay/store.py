@@ -169,19 +169,28 @@ async def named_by_other_relays(pool, owner: str, queues: list[str]) -> set[str]
         return {r[0] for r in await cur.fetchall()}
 
 
-async def known_queues(pool) -> list[str]:
-    """Queues in use: those of the jobs and of the messages waiting in the outbox."""
+async def known_queues(pool, bucket: int | None = None) -> list[str]:
+    """Queues in use: those of the jobs and of the messages waiting in the outbox (of `bucket`
+    only when given; None: every bucket in one call)."""
     async with pool.connection() as conn:
-        cur = await conn.execute("SELECT queue FROM cronbox.list_queues()")
+        cur = await conn.execute("SELECT queue FROM cronbox.list_queues(%s)", (bucket,))
         return [r[0] for r in await cur.fetchall()]
 
 
-async def unrouted_in_outbox(pool, routes: Routes) -> list[tuple[str, int]]:
-    """(queue, messages) waiting in the outbox for a queue with no route at all."""
+async def unrouted_in_outbox(pool, routes: Routes, bucket: int | None = None) -> list[tuple[str, int]]:
+    """(queue, messages) waiting in the outbox for a queue with no route at all (of `bucket`
+    only when given; None: every bucket in one call)."""
     if routes.default is not None:
         return []
     async with pool.connection() as conn:
         cur = await conn.execute(
-            "SELECT queue, waiting FROM cronbox.list_queues() WHERE waiting > 0 AND queue <> ALL (%s)",
-            ([*routes.by_queue, *OWN_ROUTE_QUEUES],))
+            "SELECT queue, waiting FROM cronbox.list_queues(%s) WHERE waiting > 0 AND queue <> ALL (%s)",
+            (bucket, [*routes.by_queue, *OWN_ROUTE_QUEUES]))
         return [(r[0], int(r[1])) for r in await cur.fetchall()]
+
+
+async def every_bucket(pool) -> list[int]:
+    """The buckets of the job (a database with the Citus layer: cronbox.buckets), in order."""
+    async with pool.connection() as conn:
+        cur = await conn.execute("SELECT bucket FROM cronbox.buckets ORDER BY bucket_index")
+        return [r[0] for r in await cur.fetchall()]

@@ -204,3 +204,5 @@ DROP FUNCTION IF EXISTS cronbox.finished_reason(integer, bigint, text, timestamp
 -- a finish is read from the job's state (cronbox.job_finishes): record_finished logs it, with the
 -- time the view shows, only before schedule() reopens or unschedule() deletes the job.
 DROP FUNCTION IF EXISTS cronbox.record_finished(bigint[], timestamp with time zone, integer[]);
+-- list_queues gained p_bucket (a relay on Citus reads the queues bucket by bucket).
+DROP FUNCTION IF EXISTS cronbox.list_queues();

@@ -8,6 +8,7 @@ session's Citus cluster."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -17,7 +18,9 @@ from cronbox.citus import migrate_citus
 from cronbox.migrate import migrate
 
 from .conftest import CitusServer, Server, cli_migrate
+from .procs import Proc, wait_until
 from .roles import logins  # noqa: F401  (fixture)
+from .test_citus import distributed_dsn, jobs_by_node, outbox_states  # noqa: F401  (a fixture among them)
 
 pytestmark = pytest.mark.citus
 
@@ -445,3 +448,53 @@ def test_citus_redrive_puts_dead_runs_and_notifications_of_buckets_on_both_nodes
         assert [b for k, b in back if k == "run"] == [b for (b,) in buckets]
         # each notification back in its job's bucket
         assert [b for k, b in back if k == "notification"] == [b for (b,) in buckets]
+
+
+def test_citus_a_relay_and_a_poller_start_with_a_worker_node_down_and_take_its_buckets_when_it_returns(
+        pg: Server, distributed_dsn: str, tmp_path: Path):
+    """On the distributed tables, with one worker node stopped before they start: a relay whose
+    routes name each queue (no default route: its start-up check reads every queue, bucket by
+    bucket) starts, delivers the live node's waiting runs and, once the node is back, the stopped
+    node's, none lost, no dead letter; a poller starts and saturates the live node's new job, and
+    the stopped node's once it is back. Before, the relay refused to start (its check read every
+    bucket in one statement: 08006)."""
+    from .relay_support import ThreadedWorker, enqueue
+
+    ports = [node.port for node in pg.citus.workers]
+    with db.connect(dsn := distributed_dsn) as conn:
+        names = jobs_by_node(conn, ports, 2)
+        (up, up_new), (down, down_new) = names[ports[0]], names[ports[1]]
+        runs = {name: enqueue(conn, 5, queue="q", job=name) for name in (up, down)}
+        for name in (up_new, down_new):  # not saturated yet: no poller has run
+            conn.execute("SELECT cronbox.schedule(%s, every => interval '1 minute', queue => 'q')", (name,))
+        bucket = {n: conn.execute("SELECT cronbox.bucket_of(%s)", (n,)).fetchone()[0] for n in (up, down, up_new, down_new)}
+
+    def futures(name: str) -> int:  # read on the job's shard alone
+        with db.connect(dsn) as conn:
+            return conn.execute("SELECT count(*) FROM cronbox.job_future f JOIN cronbox.job j ON j.bucket = f.bucket"
+                                " AND j.job_id = f.job_id WHERE j.bucket = %s AND j.name = %s",
+                                (bucket[name], name)).fetchone()[0]
+
+    with ThreadedWorker() as worker:
+        pg.citus.stop_worker(1)
+        try:
+            with Proc("relay", dsn, tmp_path, CRONBOX_SINKS=f"q={worker.url}") as relay, \
+                    Proc("poller", dsn, tmp_path) as poller:
+                wait_until(lambda: outbox_states(dsn, bucket[up]) == {"delivered": 5}, timeout=60,
+                           what=f"the live node's runs delivered with the other node down:\n{relay.output[-2000:]}")
+                assert relay.popen.poll() is None
+                assert "not checked yet" in relay.output
+                wait_until(lambda: futures(up_new) > 0, timeout=60,
+                           what=f"the live node's new job saturated:\n{poller.output[-2000:]}")
+                pg.citus.start_worker(1)
+                wait_until(lambda: outbox_states(dsn, bucket[down]) == {"delivered": 5}, timeout=60,
+                           what="the stopped node's runs delivered once it is back")
+                wait_until(lambda: futures(down_new) > 0, timeout=60, what="the stopped node's new job saturated")
+                assert relay.terminate() == 0, relay.output
+                assert poller.terminate() == 0, poller.output
+        finally:
+            pg.citus.start_worker(1)
+    delivered = {m["run_id"] for r in worker.received for m in r.messages}
+    assert delivered == set(runs[up]) | set(runs[down])
+    with db.connect(dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM cronbox.dead_letters").fetchone() == (0,)

@@ -5,7 +5,9 @@
 -- (CRONBOX_DISPATCH_LEAD_MAX: a burst of fires on one minute boundary is dispatched ahead early
 -- enough to be written by its time). No locks, no writes: an index-only walk of job_future_lane_idx, queue and priority by queue and priority
 -- (the pairs from cronbox.ready_lanes). p_bucket: that bucket's futures only (a poller leasing
--- buckets sizes its lead from those it holds, one call each); NULL: every bucket. PL/pgSQL,
+-- buckets sizes its lead from those it holds, one call each); NULL: every bucket (where the
+-- futures are distributed by bucket, one call per bucket, the counts added up to p_limit in
+-- all). PL/pgSQL,
 -- planned with the bucket bound (Citus plans no parameterized SQL function over a distributed
 -- table).
 CREATE OR REPLACE FUNCTION cronbox.due_ahead(p_within interval, p_limit integer, p_bucket integer DEFAULT NULL)
@@ -22,9 +24,28 @@ DECLARE
     v_set integer[];
     v_queue text[];    -- the queues and priorities with ready futures (of the bucket), read first:
     v_prio integer[];  -- on Citus a statement may not call a function that reads a distributed table
+    v_walks integer[] := cronbox.bucket_walks('cronbox.job_future', p_bucket);
+    v_now timestamptz := now();  -- the coordinator's: a statement run on a worker node would read its own
 BEGIN
+    IF p_bucket IS NULL AND array_length(v_walks, 1) > 1 THEN
+        -- futures distributed by bucket (Citus): the lanes' recursive walk must stay in one
+        -- bucket, so bucket by bucket, the counts added up to p_limit in all (bucket by bucket,
+        -- soonest first in each: which fires are left uncounted matters no more than above)
+        RETURN QUERY
+        WITH per AS (
+            SELECT d.second, d.fires, sum(d.fires) OVER (ORDER BY b.ord, d.second) - d.fires AS before
+            FROM unnest(v_walks) WITH ORDINALITY AS b(bucket, ord)
+            CROSS JOIN LATERAL cronbox.due_ahead(v_within, v_lim, b.bucket) d
+        )
+        SELECT per.second, sum(least(per.fires, v_lim - per.before))::integer
+        FROM per
+        WHERE per.before < v_lim
+        GROUP BY 1
+        ORDER BY 1;
+        RETURN;
+    END IF;
     IF p_bucket IS NOT NULL THEN
-        v_set := ARRAY(SELECT unnest(cronbox.bucket_walks('cronbox.job_future', p_bucket)));
+        v_set := ARRAY[p_bucket];
     END IF;
     SELECT array_agg(l.queue ORDER BY l.queue, l.priority), array_agg(l.priority ORDER BY l.queue, l.priority)
       INTO v_queue, v_prio
@@ -40,7 +61,7 @@ BEGIN
             FROM cronbox.job_future f
             WHERE f.hold IS NULL AND (v_set IS NULL OR f.bucket = ANY (v_set))
               AND f.queue = lane.q AND f.priority = lane.p
-              AND f.due_at > now() AND f.due_at <= now() + v_within
+              AND f.due_at > v_now AND f.due_at <= v_now + v_within
             ORDER BY f.due_at
             LIMIT v_lim
         ) x
@@ -49,7 +70,7 @@ BEGIN
     -- the second from now in float8 (date_part): extract() computes a numeric per future, most
     -- of the walk's cost at a burst of 200,000; the same whole second (a count of microseconds
     -- within an hour over 10^6 never rounds across one)
-    SELECT floor(date_part('epoch', due.due_at - now()))::integer, count(*)::integer
+    SELECT floor(date_part('epoch', due.due_at - v_now))::integer, count(*)::integer
     FROM due
     GROUP BY 1
     ORDER BY 1;
@@ -57,7 +78,7 @@ END
 $$;
 
 COMMENT ON FUNCTION cronbox.due_ahead(interval, integer, integer) IS
-'Poller: per second from now, how many ready futures fall due within p_within (0 .. 1 hour), counting at most p_limit (1 .. 10,000,000) of them, soonest first in each queue and priority, of p_bucket only when given (NULL: every bucket). No locks. Sizes the early-dispatch lead for bursts (CRONBOX_DISPATCH_LEAD_MAX).';
+'Poller: per second from now, how many ready futures fall due within p_within (0 .. 1 hour), counting at most p_limit (1 .. 10,000,000) of them, soonest first in each queue and priority, of p_bucket only when given (NULL: every bucket; where the futures are distributed by bucket, bucket by bucket, the counts added up to p_limit in all). No locks. Sizes the early-dispatch lead for bursts (CRONBOX_DISPATCH_LEAD_MAX).';
 
 ALTER FUNCTION cronbox.due_ahead(interval, integer, integer) OWNER TO cronbox_owner;
 REVOKE ALL ON FUNCTION cronbox.due_ahead(interval, integer, integer) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
