@@ -317,7 +317,7 @@ def test_citus_with_a_worker_node_stopped_the_relay_delivers_the_other_node_s_ru
     node stopped and the worker accepting, the relay delivers and acks the other node's runs
     (its claims and acks of the stopped node's buckets fail and are passed over, never retried
     in place); when the node is back it delivers the stopped node's runs, none lost. (A relay
-    does not start while a node is down: its start-up check reads every bucket's queues.)"""
+    started while a node is down: tests/test_citus_distribute.py.)"""
     from aiohttp import web
 
     from .relay_support import ThreadedWorker, enqueue
