@@ -134,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--batch", type=int, default=1000, help="cronbox dispatch, relay and pull batch size")
     p.add_argument("--http-batch", type=int, default=100, help="cronbox messages per HTTP request (default 100)")
     p.add_argument("--pull-workers", type=int, default=2)
+    p.add_argument("--pollers", type=int, default=1, help="cronbox poller processes (dispatch streams)")
     args = parse_args(p, argv)
     args.report_tx = "batch"
     n = args.runs or (2000 if args.quick else 200_000)
@@ -147,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
         asyncio.run(_pgq_call(database.dsn, "install"))
         install_raw(database)
         report = base_report("peers", args, database, argv)
-        report.update({"n": n, "reps": reps, "pgq_workers": args.pgq_workers, "batch": args.batch,
+        report.update({"n": n, "reps": reps, "pgq_workers": args.pgq_workers, "batch": args.batch, "pollers": args.pollers,
                        "http_batch": args.http_batch, "repetitions": []})
         for r in range(reps):
             rep: dict[str, Any] = {}

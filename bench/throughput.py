@@ -42,6 +42,12 @@ HOT = ["cronbox.job", "cronbox.job_future", "cronbox.outbox", "cronbox.run"]
 
 # --------------------------------------------------------------------------- cronbox pipeline
 
+def start_pollers(fleet: Fleet, database: Database, args: argparse.Namespace, env: dict[str, str]) -> None:
+    """`--pollers` (1) poller processes: each its own dispatch loop, one serial stream of ticks."""
+    for i in range(getattr(args, "pollers", 1)):
+        fleet.cronbox("poller", database.dsn, env, name="poller" if i == 0 else f"poller{i}")
+
+
 def run_cronbox(database: Database, args: argparse.Namespace, n: int, mode: str, logdir: Path,
                 profile: bool = False) -> dict[str, Any]:
     port = free_port()
@@ -52,7 +58,7 @@ def run_cronbox(database: Database, args: argparse.Namespace, n: int, mode: str,
         fleet.worker(database.dsn, port, mode, "--report-tx", args.report_tx, "--report-batch",
                      str(args.batch if args.report_tx == "batch" else 50))
         wait_worker(port, fleet)
-        fleet.cronbox("poller", database.dsn, env)
+        start_pollers(fleet, database, args, env)
         fleet.cronbox("relay", database.dsn, env)
         if profile:
             # From before the jobs exist: their fires are one-off `allow` jobs, which the poller
@@ -127,7 +133,7 @@ def run_pull(database: Database, args: argparse.Namespace, n: int, logdir: Path)
     env = {"CRONBOX_DISPATCH_BATCH": str(args.batch), "CRONBOX_SINKS": "*=postgres", **extra_env(args)}
     margin = 2.0 + n / 40000
     with Fleet(logdir) as fleet:
-        fleet.cronbox("poller", database.dsn, env)
+        start_pollers(fleet, database, args, env)
         for i in range(args.pull_workers):
             fleet.python(f"pull{i}", "bench.pull_worker", database.dsn, "--batch", str(args.batch))
         due = load(database, n, margin)
@@ -160,6 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--report-tx", choices=("per-run", "batch"), default="per-run",
                    help="report-sql worker: a transaction per run (default) or per batch (see bench/worker.py)")
     p.add_argument("--pull-workers", type=int, default=2)
+    p.add_argument("--pollers", type=int, default=1, help="poller processes (dispatch streams), push and pull")
     p.add_argument("--no-pull", action="store_true")
     p.add_argument("--no-stages", action="store_true", help="skip the pgbench stage breakdown")
     p.add_argument("--profile", action="store_true",
