@@ -358,9 +358,9 @@ def worker_messages(worker) -> list[dict]:
 
 
 @on_citus
-@pytest.mark.xfail(strict=True, reason="not met: dispatch, saturation's history and the finishing calls insert "
-                   "from a CTE, which Citus sends to every worker node: with one node stopped they fail in every "
-                   "bucket (docs/citus.md, \"A worker node stopped\")")
+@pytest.mark.xfail(strict=True, reason="not met: dispatch and the finishing calls insert what another step of their "
+                   "statement returned (a CTE, a delete's RETURNING), which Citus sends to every worker node: with "
+                   "one node stopped they fail in every bucket (docs/citus.md, \"A worker node stopped\")")
 def test_citus_a_stopped_worker_node_stops_only_its_buckets_and_its_fires_resume_none_lost(
         pg: Server, distributed_dsn: str, tmp_path: Path):
     """On the distributed tables, jobs firing every second in buckets on both worker nodes,
@@ -428,9 +428,12 @@ def test_citus_a_stopped_worker_node_stops_only_its_buckets_and_its_fires_resume
             back = conn.execute("SELECT now()").fetchone()[0]
 
         def caught_up() -> bool:
+            # a run the stopped node's relay claim held when the node went (its hand-back failed
+            # with the node) goes out again once its lease (CRONBOX_RELAY_LEASE, 30 s) runs out
             with db.connect(dsn) as conn:
-                got = fires(conn, down, start)
-            return all(sum(1 for r in rows if r[0] >= back and r[2] == "succeeded") >= 3 for rows in got.values())
+                got = fires(conn, up + down, start)
+            return all(all(r[2] == "succeeded" for r in rows if r[0] <= back)
+                       and sum(1 for r in rows if r[0] >= back and r[2] == "succeeded") >= 3 for rows in got.values())
 
         wait_until(caught_up, timeout=120, what="the stopped node's jobs to catch up")
         with db.connect(dsn) as conn:
@@ -446,12 +449,18 @@ def test_citus_a_stopped_worker_node_stops_only_its_buckets_and_its_fires_resume
         last = times[-1]
         assert all((b - a).total_seconds() == 1 for a, b in zip(times, times[1:])), (name, rows)  # none lost
         assert last >= back, (name, rows)
-        assert all(r[2] == "succeeded" for r in rows if r[0] <= back), (name, rows)
+        assert all(r[2] == "succeeded" for r in rows if r[0] <= back), \
+            (name, back, [r for r in rows if r[0] <= back and r[2] != "succeeded"])
     # while the node was down: the live node's jobs each second, dispatched within 2 s of the fire
-    window = [r for n in up for r in got[n] if stopped < r[0] <= back_from]
+    # (the fires whose 2 s ran out before the node's return: one due in the last 2 s is dispatched
+    # beside the returning node's catch-up)
+    down_until = back_from - timedelta(seconds=2)
+    window = [r for n in up for r in got[n] if stopped < r[0] <= down_until]
     assert len(window) >= 2 * len(up), window
     lags = sorted((r[1] - r[0]).total_seconds() for r in window)
-    assert lags[-1] <= 2.0, lags
+    late = [(n, r[0].time().isoformat(), (r[1] - r[0]).total_seconds()) for n in up for r in got[n]
+            if stopped < r[0] <= down_until and (r[1] - r[0]).total_seconds() > 2.0]
+    assert lags[-1] <= 2.0, (lags, late, stopped.time().isoformat(), poller.output[-4000:])
 
 
 @on_citus
