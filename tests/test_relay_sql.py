@@ -549,3 +549,16 @@ def test_claim_outbox_refuses_a_negative_bucket_and_a_bucket_without_rows_claims
     other = 7 if bucket != 7 else 8
     assert conn.execute("SELECT count(*) FROM cronbox.claim_outbox('r', 10, p_bucket => %s)", (other,)).fetchone()[0] == 0
     assert conn.execute("SELECT count(*) FROM cronbox.claim_outbox('r', 10, p_bucket => %s)", (bucket,)).fetchone()[0] == 1
+
+
+def test_list_queues_of_one_bucket_names_that_buckets_queues_and_refuses_a_negative_bucket(conn):
+    (run,) = enqueue(conn, 1)
+    queue, bucket = conn.execute("SELECT queue, bucket FROM cronbox.outbox WHERE run_id = %s", (run,)).fetchone()
+    with pytest.raises(psycopg.errors.InvalidParameterValue, match="^p_bucket: must be NULL or a bucket"):
+        with conn.transaction():
+            conn.execute("SELECT * FROM cronbox.list_queues(-1)")
+    every = dict(conn.execute("SELECT queue, waiting FROM cronbox.list_queues()").fetchall())
+    assert every[queue] == 1
+    assert dict(conn.execute("SELECT queue, waiting FROM cronbox.list_queues(%s)", (bucket,)).fetchall())[queue] == 1
+    other = 7 if bucket != 7 else 8
+    assert queue not in dict(conn.execute("SELECT queue, waiting FROM cronbox.list_queues(%s)", (other,)).fetchall())

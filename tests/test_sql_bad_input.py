@@ -91,6 +91,7 @@ FUNCTIONS = [
                         ("p_walked_to", "timestamptz"), ("p_walked_id", "bigint")], PROCESS),
     ("relock_saturation", [("p_job", "bigint[]"), ("p_bucket", "integer")], PROCESS),
     ("due_ahead", [("p_within", "interval"), ("p_limit", "integer"), ("p_bucket", "integer")], PROCESS),
+    ("list_queues", [("p_bucket", "integer")], PROCESS),
     ("claim_saturation", [("p_limit", "integer"), ("p_horizon", "interval"), ("p_bucket", "integer")], PROCESS),
     ("claim_outbox", [("p_owner", "text"), ("p_limit", "integer"), ("p_lease", "interval"),
                       ("p_queues", "text[]"), ("p_exclude", "text[]"), ("p_ahead", "interval"),
