@@ -59,7 +59,8 @@ def test_no_security_definer_function_lacks_a_pinned_search_path(conn):
     # ... and none runs as a role that row-level security would not hold for; the report
     # functions run as cronbox_runner, which its own policy lets through (they apply the owner
     # rule themselves: tests/test_runs_owner_rule.py), and so do the batch paths only all-seeing
-    # callers may call (dispatch, the relay's claim and ack, the pull claim, the fold), which
+    # callers may call (dispatch, the count of fires ahead, the relay's claim and ack, the pull
+    # claim, the fold), which
     # refuse any other caller; no other function does
     owners = conn.execute("""
         SELECT DISTINCT r.rolname, r.rolsuper OR r.rolbypassrls
@@ -71,7 +72,7 @@ def test_no_security_definer_function_lacks_a_pinned_search_path(conn):
         WHERE pronamespace = 'cronbox'::regnamespace AND proowner = 'cronbox_runner'::regrole""")}
     assert runner == {"complete_run", "complete_runs", "fail_run", "fail_runs", "start_run", "start_runs", "heartbeat",
                       "complete_run_at", "complete_runs_at", "fail_run_at", "fail_runs_at", "start_run_at",
-                      "heartbeat_at", "dispatch", "dispatch_at", "claim_outbox", "claim_outbox_at",
+                      "heartbeat_at", "dispatch", "dispatch_at", "due_ahead", "claim_outbox", "claim_outbox_at",
                       "ack_outbox", "ack_outbox_at", "claim_runs", "claim_runs_at", "fold_job_stats"}
 
 

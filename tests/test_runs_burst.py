@@ -102,6 +102,71 @@ def test_due_ahead_counts_ready_fires_per_second_from_now(fresh_dsn):
             c.execute("SELECT * FROM cronbox.due_ahead('2 hours', 10)")
 
 
+def _lane_futures(conn, n_jobs: int = 4) -> None:
+    """Ready futures in four lanes (two queues, two priorities) over a minute and a half, many on
+    a few seconds and one or two on others (microseconds apart), beside held, past and far ones."""
+    for i in range(n_jobs):
+        job(conn, f"lane{i}", overlap="allow", queue="qa" if i % 2 else "qb", priority=i // 2)
+    conn.execute("""
+        INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at, queue, priority, hold, held_since)
+        SELECT j.job_id, j.bucket, t, t, j.queue, j.priority, CASE WHEN g % 97 = 0 THEN 'paused' END,
+               CASE WHEN g % 97 = 0 THEN now() END
+        FROM cronbox.job j CROSS JOIN generate_series(1, 3000) g
+        CROSS JOIN LATERAL (VALUES (now() + CASE WHEN g % 3 = 0 THEN interval '20 seconds'
+                                                 WHEN g % 3 = 1 THEN (g % 90) * interval '1 second'
+                                                 ELSE interval '1 minute' END
+                                    + (g * 7 + j.job_id) * interval '1 microsecond'
+                                    - CASE WHEN g % 50 = 0 THEN interval '30 seconds' ELSE interval '0' END)) v(t)
+        WHERE j.name LIKE 'lane%'""")
+
+
+def _counted(conn, within: str, limit: int) -> list[tuple[int, int]]:
+    """What due_ahead must answer: each ready future within the window, lane by lane (queue,
+    priority) soonest first in each, the first `limit` of them, counted by whole second from now."""
+    return conn.execute("""
+        SELECT s, count(*)::integer FROM (
+            SELECT floor(date_part('epoch', f.due_at - now()))::integer AS s,
+                   row_number() OVER (ORDER BY f.queue, f.priority, f.due_at) AS n
+            FROM cronbox.job_future f
+            WHERE f.hold IS NULL AND f.due_at > now() AND f.due_at <= now() + %s::interval) x
+        WHERE n <= %s GROUP BY 1 ORDER BY 1""", (within, limit)).fetchall()
+
+
+def test_due_ahead_counts_each_second_of_every_lane_as_a_plain_count_would_up_to_its_limit(conn):
+    """The loose walk by second (one probe per second with fires, then that second's entries
+    counted) answers what counting every future would: every lane, held, past and far futures
+    left out, a limit reached in the middle of a second of a lane after the first."""
+    _lane_futures(conn)
+    total = sum(n for _, n in _counted(conn, "1 hour", 10_000_000))
+    assert total > 9000
+    for within, limit in (("1 hour", 10_000_000), ("1 minute", 10_000_000), ("30 seconds", 10_000_000),
+                          ("1 hour", total - 1), ("1 hour", 4321), ("1 minute", 1), ("1 second", 100)):
+        got = conn.execute("SELECT second, fires FROM cronbox.due_ahead(%s, %s)", (within, limit)).fetchall()
+        assert got == _counted(conn, within, limit), (within, limit)
+
+
+def test_due_ahead_reads_index_entries_only_not_each_future_s_row(fresh_dsn):
+    """The count of fires ahead reads the lane index alone (runs as cronbox_runner: no row
+    security check wanting each future's job from the heap): 20,000 futures on one second, not
+    written in due order, cost the index's pages, not a heap page each."""
+    with db.connect(fresh_dsn) as c:
+        # a commit flushed at once: VACUUM marks a page all-visible only once its rows' commit is
+        # on disk (the test cluster commits asynchronously)
+        c.execute("SET synchronous_commit = on")
+        c.execute("SELECT cronbox.schedule('burst', cron => '0 0 1 1 *', overlap => 'allow')")
+        c.execute("INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at) "
+                  "SELECT j.job_id, j.bucket, t, t FROM cronbox.job j, generate_series(1, 20000) g, "
+                  "LATERAL (VALUES (date_trunc('second', now()) + interval '30 seconds' "
+                  "+ (g * 7919 % 20000) * interval '1 microsecond')) v(t)")  # not in the order written
+        c.commit()
+        c.autocommit = True
+        c.execute("VACUUM (ANALYZE) cronbox.job_future")  # all-visible, as autovacuum leaves a steady table
+        plan = c.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) SELECT * FROM cronbox.due_ahead('1 minute', 100000)"
+                         ).fetchone()[0][0]["Plan"]
+        assert plan["Actual Rows"] == 1
+        assert plan["Shared Hit Blocks"] + plan["Shared Read Blocks"] < 2000, plan
+
+
 def test_a_fire_dispatched_long_ahead_is_not_claimed_by_a_relay_until_its_own_lead(conn):
     job(conn, "far", overlap="allow")
     future(conn, "far", 60)

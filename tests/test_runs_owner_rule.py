@@ -36,6 +36,7 @@ WRAPPERS = {
 # refuse a caller that may not act on every schedule.
 PROCESS_WRAPPERS = {
     "dispatch_some": "SELECT dispatched FROM cronbox.dispatch(10)",
+    "ahead_some": "SELECT count(*)::integer FROM cronbox.due_ahead('1 minute', 10)",
     "claim_some": "SELECT count(*)::integer FROM cronbox.claim_outbox('alice-relay', 10)",
     "ack_none": "SELECT cronbox.ack_outbox('alice-relay', '{}'::bigint[], NULL)::integer",
     "fold_some": "SELECT cronbox.fold_job_stats(10)",
@@ -137,7 +138,7 @@ def test_a_limited_caller_pulls_only_its_own_runs(fresh_dsn, logins, lent):  # n
 
 
 def test_a_limited_caller_cannot_run_the_process_functions_through_a_lent_wrapper(fresh_dsn, logins, lent):  # noqa: F811
-    """Dispatch, the relay's claim and ack and the fold run as cronbox_runner for the processes
+    """Dispatch, the count of fires ahead, the relay's claim and ack and the fold run as cronbox_runner for the processes
     (all-seeing); a caller limited to its own schedules is refused, nothing written."""
     with db.connect(fresh_dsn) as su:
         su.execute("INSERT INTO cronbox.job_future (job_id, bucket, fire_at, due_at) "

@@ -3,13 +3,15 @@
 -- first in each: a count that reaches the limit makes the lead the cap, whichever fires it left
 -- uncounted, poller/lead.py): the poller sizes its early-dispatch lead from it
 -- (CRONBOX_DISPATCH_LEAD_MAX: a burst of fires on one minute boundary is dispatched ahead early
--- enough to be written by its time). No locks, no writes: an index-only walk of job_future_lane_idx, queue and priority by queue and priority
--- (the pairs from cronbox.ready_lanes). p_bucket: that bucket's futures only (a poller leasing
--- buckets sizes its lead from those it holds, one call each); NULL: every bucket (where the
--- futures are distributed by bucket, one call per bucket, the counts added up to p_limit in
--- all). PL/pgSQL,
--- planned with the bucket bound (Citus plans no parameterized SQL function over a distributed
--- table).
+-- enough to be written by its time). No locks, no writes: a loose walk of job_future_lane_idx,
+-- index-only (queue and priority from cronbox.ready_lanes, one probe per second with fires, then
+-- that second's entries counted). Runs as cronbox_runner, whom row security lets through (a
+-- policy's check needs each future's job, read from the heap: most of the walk's cost), so only a
+-- caller that may act on every schedule may call it, as dispatch. p_bucket: that bucket's
+-- futures only (a poller leasing buckets sizes its lead from those it holds, one call each);
+-- NULL: every bucket (where the futures are distributed by bucket, one call per bucket, the
+-- counts added up to p_limit in all). PL/pgSQL, planned with the bucket bound (Citus plans no
+-- parameterized SQL function over a distributed table).
 CREATE OR REPLACE FUNCTION cronbox.due_ahead(p_within interval, p_limit integer, p_bucket integer DEFAULT NULL)
 RETURNS TABLE (second integer, fires integer)
 LANGUAGE plpgsql STABLE
@@ -27,6 +29,12 @@ DECLARE
     v_walks integer[] := cronbox.bucket_walks('cronbox.job_future', p_bucket);
     v_now timestamptz := now();  -- the coordinator's: a statement run on a worker node would read its own
 BEGIN
+    -- Runs as cronbox_runner (docs/architecture.md, "Row security on the batch paths"): only an
+    -- all-seeing caller may, as only such roles may call it.
+    IF NOT cronbox.caller_writes_all() THEN
+        RAISE EXCEPTION 'due_ahead: only a caller that may act on every schedule may call it'
+            USING ERRCODE = 'insufficient_privilege';
+    END IF;
     IF p_bucket IS NULL AND array_length(v_walks, 1) > 1 THEN
         -- futures distributed by bucket (Citus): the lanes' recursive walk must stay in one
         -- bucket, so bucket by bucket, the counts added up to p_limit in all (bucket by bucket,
@@ -50,36 +58,57 @@ BEGIN
     SELECT array_agg(l.queue ORDER BY l.queue, l.priority), array_agg(l.priority ORDER BY l.queue, l.priority)
       INTO v_queue, v_prio
     FROM cronbox.ready_lanes(v_set) l;
-    -- lane by lane, each walk in due order up to the limit (v_set NULL: every bucket)
+    -- lane by lane, soonest first in each, up to the limit (v_set NULL: every bucket): a loose
+    -- walk by second. Each step finds the lane's next future after the seconds counted (one probe
+    -- of job_future_lane_idx), then counts that whole second's futures by a range of the index
+    -- (count(*), up to what the limit leaves); a lane with none left hands over to the next.
+    -- Per future only the index entry is read: a walk that took every future up the tree and
+    -- computed its second cost ~4x more at a burst of 200,000 (docs/architecture.md, "The lead").
+    -- The second from now in float8 (date_part), exact within an hour (a count of microseconds
+    -- over 10^6 never rounds across one); each step moves past the future it found, whatever.
     RETURN QUERY
-    WITH
-    lane(q, p) AS (SELECT u.q, u.p FROM unnest(v_queue, v_prio) AS u(q, p)),
-    due AS (
-        SELECT x.due_at
-        FROM lane CROSS JOIN LATERAL (
-            SELECT f.due_at
-            FROM cronbox.job_future f
-            WHERE f.hold IS NULL AND (v_set IS NULL OR f.bucket = ANY (v_set))
-              AND f.queue = lane.q AND f.priority = lane.p
-              AND f.due_at > v_now AND f.due_at <= v_now + v_within
-            ORDER BY f.due_at
-            LIMIT v_lim
-        ) x
-        LIMIT v_lim
+    WITH RECURSIVE walk(i, after, second, fires, total) AS (
+        SELECT 1, v_now, NULL::integer, 0::bigint, 0::bigint
+        UNION ALL
+        SELECT CASE WHEN nx.due IS NULL THEN w.i + 1 ELSE w.i END,
+               CASE WHEN nx.due IS NULL THEN v_now ELSE greatest(nx.due, nx.upto - interval '1 microsecond') END,
+               nx.second, coalesce(c.fires, 0), w.total + coalesce(c.fires, 0)
+        FROM walk w
+        -- the lane's next future after the seconds counted, and the end of its second
+        LEFT JOIN LATERAL (
+            SELECT f.due_at AS due, x.second, v_now + (x.second + 1) * interval '1 second' AS upto
+            FROM (SELECT f.due_at
+                  FROM cronbox.job_future f
+                  WHERE f.hold IS NULL AND (v_set IS NULL OR f.bucket = ANY (v_set))
+                    AND f.queue = v_queue[w.i] AND f.priority = v_prio[w.i]
+                    AND f.due_at > w.after AND f.due_at <= v_now + v_within
+                  ORDER BY f.due_at
+                  LIMIT 1) f
+            CROSS JOIN LATERAL (SELECT floor(date_part('epoch', f.due_at - v_now))::integer AS second) x
+            OFFSET 0
+        ) nx ON true
+        -- that second's futures in the lane, up to what the limit leaves
+        LEFT JOIN LATERAL (
+            SELECT count(*) AS fires
+            FROM (SELECT 1 FROM cronbox.job_future f
+                  WHERE f.hold IS NULL AND (v_set IS NULL OR f.bucket = ANY (v_set))
+                    AND f.queue = v_queue[w.i] AND f.priority = v_prio[w.i]
+                    AND f.due_at >= nx.due AND f.due_at < nx.upto AND f.due_at <= v_now + v_within
+                  LIMIT v_lim - w.total) z
+        ) c ON nx.due IS NOT NULL
+        WHERE w.i <= coalesce(cardinality(v_queue), 0) AND w.total < v_lim
     )
-    -- the second from now in float8 (date_part): extract() computes a numeric per future, most
-    -- of the walk's cost at a burst of 200,000; the same whole second (a count of microseconds
-    -- within an hour over 10^6 never rounds across one)
-    SELECT floor(date_part('epoch', due.due_at - v_now))::integer, count(*)::integer
-    FROM due
+    SELECT walk.second, sum(walk.fires)::integer
+    FROM walk
+    WHERE walk.fires > 0
     GROUP BY 1
     ORDER BY 1;
 END
 $$;
 
 COMMENT ON FUNCTION cronbox.due_ahead(interval, integer, integer) IS
-'Poller: per second from now, how many ready futures fall due within p_within (0 .. 1 hour), counting at most p_limit (1 .. 10,000,000) of them, soonest first in each queue and priority, of p_bucket only when given (NULL: every bucket; where the futures are distributed by bucket, bucket by bucket, the counts added up to p_limit in all). No locks. Sizes the early-dispatch lead for bursts (CRONBOX_DISPATCH_LEAD_MAX).';
+'Poller: per second from now, how many ready futures fall due within p_within (0 .. 1 hour), counting at most p_limit (1 .. 10,000,000) of them, soonest first in each queue and priority, of p_bucket only when given (NULL: every bucket; where the futures are distributed by bucket, bucket by bucket, the counts added up to p_limit in all). No locks; an index-only walk by second with fires. Runs as cronbox_runner: only a caller that may act on every schedule may call it. Sizes the early-dispatch lead for bursts (CRONBOX_DISPATCH_LEAD_MAX).';
 
-ALTER FUNCTION cronbox.due_ahead(interval, integer, integer) OWNER TO cronbox_owner;
+ALTER FUNCTION cronbox.due_ahead(interval, integer, integer) OWNER TO cronbox_runner;
 REVOKE ALL ON FUNCTION cronbox.due_ahead(interval, integer, integer) FROM PUBLIC, cronbox_admin, cronbox_user, cronbox_worker, cronbox_reader, cronbox_process;
 GRANT EXECUTE ON FUNCTION cronbox.due_ahead(interval, integer, integer) TO cronbox_process;
