@@ -187,6 +187,22 @@ def test_a_nack_while_the_outbox_looks_empty_reads_only_the_rows_it_names(conn):
     assert conn.execute("SELECT count(*) FROM cronbox.dead_letter").fetchone()[0] == 50
 
 
+def test_an_ack_planned_while_the_outbox_was_empty_reads_only_the_rows_it_names(conn):
+    # The ack keeps one plan per session (a generic plan, forced), made at its first call: a
+    # relay's first ack may meet an empty outbox (an ack of nothing, or a drain just ended).
+    # When the next burst fills it, the ack must still find its rows by key, not walk the
+    # whole outbox with the batch's ids as a filter (each leased row compared with every id).
+    conn.execute("DELETE FROM cronbox.outbox")
+    assert conn.execute("SELECT cronbox.ack_outbox_at('r1', '{}', p_now => now())").fetchone()[0] == 0
+    conn.execute(
+        "INSERT INTO cronbox.outbox (queue, message, available_at, lease_owner, lease_until, attempts) "
+        "SELECT 'q', '{}', now(), 'r1', now() + interval '1 minute', 1 FROM generate_series(1, 20000)")
+    ids = [r[0] for r in conn.execute("SELECT outbox_id FROM cronbox.outbox ORDER BY outbox_id LIMIT 100")]
+    sql = "SELECT cronbox.ack_outbox_at('r1', %s, p_now => now())"
+    assert outbox_rows_read(conn, sql, (ids,)) < 500
+    assert conn.execute("SELECT count(*) FROM cronbox.outbox WHERE lease_owner = 'r1'").fetchone()[0] == 19900
+
+
 def test_a_claim_takes_the_queue_with_the_oldest_waiting_row_first(conn):
     t = now_of(conn)
     for queue, ages in (("b", (30, 20)), ("a", (10, 5)), ("c", (40, 1))):

@@ -39,6 +39,11 @@ SET jit = off  -- short OLTP statements: compiling costs more than running
 -- batch's bounds), so re-planning each call for plan-time pruning only costs (a custom plan
 -- per statement made a one-run complete_run ~3 ms; generic: ~0.8 ms, batches no slower).
 SET plan_cache_mode = force_generic_plan
+-- ... so a plan made while the outbox was empty (a relay's first ack, just after a drain) is
+-- kept for the session: without this it is a sequential scan of the whole outbox with
+-- `outbox_id = ANY (p_ids)` as a filter, the array walked for every leased row (docs/architecture.md,
+-- "SQL conventions" (3)); the rows are found by key instead.
+SET enable_seqscan = off
 AS $$
 DECLARE
     v_walks integer[];
