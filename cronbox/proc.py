@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import logging
 import os
 import random
@@ -165,8 +166,25 @@ async def listen(dsn: str, channels: Iterable[str], waker: Waker, on_connect: Ca
             delay = min(delay * 2, 1.0)  # back within ~1 s of the server: the reconnect also wakes the loop
 
 
+# The cyclic garbage collector of a long-running process that handles a batch of rows at a time:
+# the youngest generation collected every 50,000 allocations instead of 700. A relay's claim of
+# 1,000 rows allocates tens of thousands of objects, nearly all freed by reference counting, and
+# with the default a fifth of the relay's busy time went to collections that found nothing
+# (py-spy, a push drain); the rows of a claim built ~1.0 µs a row faster (2.5 -> 1.5, timed alone).
+GC_THRESHOLD = (50_000, 10, 10)
+
+
+def steady_gc() -> None:
+    """Freeze what start-up made (modules, classes, settings: never garbage, and no longer walked
+    by a full collection) and collect the youngest generation every GC_THRESHOLD[0] allocations."""
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLD)
+
+
 async def run_until_stopped(name: str, body: Callable[[Waker], Awaitable[None]]) -> int:
-    """Run a process body with signal handling; returns the exit code."""
+    """Run a process body with signal handling and the collector of a long-running process
+    (steady_gc); returns the exit code."""
+    steady_gc()
     waker = Waker()
     task = asyncio.current_task()
     assert task is not None

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import subprocess
+import sys
 import time
 
 import pytest
 
-from cronbox.proc import Supervisor, Waker, pause, ticks
+from cronbox.proc import GC_THRESHOLD, Supervisor, Waker, pause, ticks
 
 
 async def test_pause_returns_at_once_when_stopped_and_false_when_time_ran_out():
@@ -70,3 +72,14 @@ async def test_child_tasks_are_tracked_until_done():
         gate.set()
         await task
         assert tasks.children == set()
+
+
+def test_a_process_runs_with_its_start_up_objects_frozen_and_young_collections_spaced():
+    # in a process of its own: the collector's settings are the interpreter's, not this test's
+    script = ("import asyncio, gc\n"
+              "from cronbox.proc import run_until_stopped\n"
+              "async def body(waker):\n"
+              "    print(gc.get_threshold()[0], gc.get_freeze_count() > 0)\n"
+              "asyncio.run(run_until_stopped('test', body))\n")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True, timeout=60).stdout
+    assert out.split() == [str(GC_THRESHOLD[0]), "True"]
