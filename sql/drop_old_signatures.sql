@@ -206,3 +206,5 @@ DROP FUNCTION IF EXISTS cronbox.finished_reason(integer, bigint, text, timestamp
 DROP FUNCTION IF EXISTS cronbox.record_finished(bigint[], timestamp with time zone, integer[]);
 -- list_queues gained p_bucket (a relay on Citus reads the queues bucket by bucket).
 DROP FUNCTION IF EXISTS cronbox.list_queues();
+DROP FUNCTION IF EXISTS cronbox.lock_matching_jobs(text,text,text,boolean);
+DROP FUNCTION IF EXISTS cronbox.withdraw_early_runs_of(bigint[],text,timestamp with time zone);

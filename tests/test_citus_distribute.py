@@ -355,17 +355,6 @@ def test_citus_the_views_of_calendars_dependencies_definitions_fires_changes_and
                 assert changed == set(every), (who, changed)
 
 
-def _one_job_per_node(conn: psycopg.Connection) -> dict[int, str]:
-    """A job name whose bucket is on each worker node: port -> name."""
-    node_of = {b: int(n.rsplit(":", 1)[1]) for b, n in conn.execute("SELECT bucket, node FROM cronbox.bucket_placement()")}
-    names: dict[int, str] = {}
-    for i in range(200):
-        name = f"g{i}/job"
-        names.setdefault(node_of[conn.execute("SELECT cronbox.bucket_of(%s)", (name,)).fetchone()[0]], name)
-    assert len(names) == 2, names
-    return names
-
-
 def test_citus_with_a_worker_node_down_an_owner_still_pauses_resumes_and_reschedules_its_jobs_on_the_other_node(
         citus_bare, pg, logins):  # noqa: F811
     """The caller carried to the worker nodes involves only the nodes a call reaches
@@ -376,7 +365,7 @@ def test_citus_with_a_worker_node_down_an_owner_still_pauses_resumes_and_resched
     itself; everything answers again once the node is back."""
     migrate_citus(citus_bare, 4, distribute=True)
     with db.connect(citus_bare) as conn:
-        on_node = _one_job_per_node(conn)
+        on_node = {port: names[0] for port, names in jobs_by_node(conn, [n.port for n in pg.citus.workers], 1).items()}
     with logins.connect(citus_bare, "alice") as conn:
         for name in on_node.values():
             conn.execute("SELECT cronbox.schedule(%s, cron => '0 0 1 1 *')", (name,))
@@ -406,6 +395,74 @@ def test_citus_with_a_worker_node_down_an_owner_still_pauses_resumes_and_resched
         assert sorted(conn.execute("SELECT cron FROM cronbox.job").fetchall()) == [("0 0 2 1 *",), ("0 0 3 1 *",)]
 
 
+def test_citus_with_a_worker_node_down_an_administrator_pauses_resumes_and_unschedules_the_other_node_s_jobs(
+        citus_bare, pg, logins):  # noqa: F811
+    """Bulk pause and resume and unschedule on the distributed jobs: with every node up,
+    pause_schedules and resume_schedules change the matching jobs of both nodes (refused before:
+    their locks over several shards, 0A000). With a worker node stopped, they change the live
+    node's matching jobs and a WARNING names the buckets of the stopped node, left as they are
+    (before, 08006 and nothing done); unschedule removes a live node's job (before, its delete of
+    the after-job edges, a reference table, reached the stopped node: 08006); once the node is
+    back, the same pause reaches the rest."""
+    migrate_citus(citus_bare, 4, distribute=True)
+    ports = [n.port for n in pg.citus.workers]
+    with db.connect(citus_bare) as conn:
+        names = jobs_by_node(conn, ports, 3)
+    up, down = names[ports[0]], names[ports[1]]
+    every = sorted(up + down)
+    warnings: list[str] = []
+    with logins.connect(citus_bare, "admin") as conn:
+        conn.autocommit = True
+        conn.add_notice_handler(  # (Citus's own warnings about the node's connections left out)
+            lambda d: warnings.append(f"{d.severity}: {d.message_primary}") if "_schedules: " in d.message_primary else None)
+        for name in every:
+            conn.execute("SELECT cronbox.schedule(%s, cron => '0 0 1 1 *', queue => 'q')", (name,))
+        paused = lambda: sorted(r[0] for r in conn.execute("SELECT name FROM cronbox.schedules WHERE paused"))  # noqa: E731
+        assert conn.execute("SELECT cronbox.pause_schedules(queue => 'q')").fetchone() == (6,)
+        assert paused() == every
+        assert conn.execute("SELECT cronbox.resume_schedules(name_like => 'node-%%')").fetchone() == (6,)
+        assert paused() == [] and warnings == []
+        pg.citus.stop_worker(1)
+        try:
+            assert conn.execute("SELECT cronbox.pause_schedules(queue => 'q')").fetchone() == (3,)
+            assert len(warnings) == 1 and warnings[0].startswith("WARNING: pause_schedules: the schedules of buckets {"), warnings
+            assert f":{ports[1]})" in warnings[0], warnings
+            assert conn.execute("SELECT cronbox.resume_schedules(queue => 'q')").fetchone() == (3,)
+            assert "resume_schedules: the schedules of buckets" in warnings[1], warnings
+            assert conn.execute("SELECT cronbox.pause_schedules(queue => 'q')").fetchone() == (3,)
+            assert conn.execute("SELECT cronbox.unschedule(%s)", (up[0],)).fetchone() == (True,)
+            with pytest.raises(psycopg.OperationalError) as refused:
+                conn.execute("SELECT cronbox.unschedule(%s)", (down[0],))
+            assert refused.value.sqlstate == "08006", refused.value
+        finally:
+            pg.citus.start_worker(1)
+        warnings.clear()
+        assert conn.execute("SELECT cronbox.pause_schedules(queue => 'q')").fetchone() == (3,)  # the stopped node's
+        assert warnings == []
+        assert paused() == sorted(up[1:] + down)
+    with db.connect(citus_bare) as conn:
+        assert sorted(r[0] for r in conn.execute("SELECT name FROM cronbox.job")) == sorted(up[1:] + down)
+
+
+def test_citus_an_admin_call_pushed_down_to_a_worker_node_with_a_query_over_the_jobs_is_refused_clearly(
+        citus_bare):
+    """`SELECT cronbox.pause(name) FROM cronbox.job` on the distributed jobs: Citus sends the call
+    with the query to the worker nodes, where it failed with a missing function; it is refused
+    there with 0A000 saying where cronbox's functions run and the way round, which works: the
+    names read from a view on the coordinator."""
+    migrate_citus(citus_bare, 4, distribute=True)
+    with db.connect(citus_bare) as conn:
+        conn.autocommit = True
+        for name in ("a/job", "b/job"):
+            conn.execute("SELECT cronbox.schedule(%s, cron => '0 0 1 1 *')", (name,))
+        with pytest.raises(psycopg.errors.FeatureNotSupported) as refused:
+            conn.execute("SELECT cronbox.pause(name) FROM cronbox.job")
+        assert "run on the Citus coordinator, not on a worker node" in str(refused.value), refused.value
+        assert "FROM cronbox.schedules" in refused.value.diag.message_hint, refused.value.diag.message_hint
+        assert conn.execute("SELECT count(*) FROM cronbox.job WHERE paused").fetchone() == (0,)
+        assert conn.execute("SELECT cronbox.pause(name) FROM cronbox.schedules").fetchall() == [(True,), (True,)]
+
+
 def _dead_letter_everything(conn: psycopg.Connection, kind: str) -> int:
     """Claims every outbox row of `kind` (relay 'r1') and fails it for good: dead letters."""
     ids = [r[0] for r in conn.execute(
@@ -416,14 +473,14 @@ def _dead_letter_everything(conn: psycopg.Connection, kind: str) -> int:
     return len(ids)
 
 
-def test_citus_redrive_puts_dead_runs_and_notifications_of_buckets_on_both_nodes_back(citus_bare, logins):  # noqa: F811
+def test_citus_redrive_puts_dead_runs_and_notifications_of_buckets_on_both_nodes_back(citus_bare, pg, logins):  # noqa: F811
     """cronbox.redrive on the distributed tables (refused there: a correlated subquery beside its
     CTEs, and its runs' jobs locked over several shards): the dead letters of runs of jobs in
     buckets on both worker nodes, and of their failure notifications, go back into the outbox,
     by id and then every one, the runs dispatched again, bucket by bucket."""
     migrate_citus(citus_bare, 4, distribute=True)
     with db.connect(citus_bare) as conn:
-        names = sorted(_one_job_per_node(conn).values())
+        names = sorted(n[0] for n in jobs_by_node(conn, [n.port for n in pg.citus.workers], 1).values())
         for name in names:
             conn.execute("SELECT cronbox.schedule(%s, cron => '0 0 1 1 *')", (name,))
             conn.execute("SELECT cronbox.trigger(%s)", (name,))

@@ -17,11 +17,11 @@ BEGIN
                    'backfill_at', 'claim_backfills_at', 'claim_outbox_at', 'claim_runs_at',
                    'claim_saturation_at', 'dispatch_ahead_at', 'dispatch_at', 'dispatch_locked',
                    'dispatch_plain', 'dispatch_plain_fires', 'due_ahead', 'find_dependency_cycle', 'find_jobs_named', 'finish_runs', 'fold_job_stats',
-                   'fold_job_stats_of', 'heartbeat_at', 'list_queues', 'lock_job', 'lock_job_id', 'lock_job_named', 'pause_at', 'ready_lanes', 'record_excluded',
+                   'fold_job_stats_of', 'heartbeat_at', 'list_queues', 'lock_job', 'lock_matching_jobs', 'lock_job_id', 'lock_job_named', 'pause_at', 'pause_schedules', 'ready_lanes', 'record_excluded',
                    'record_finished', 'release_futures', 'relock_saturation', 'remove_dependency_at',
-                   'rerun_at', 'resume_at', 'resume_paused_at', 'schedule_at', 'schedule_next_fixed_delay',
+                   'rerun_at', 'resume_at', 'resume_schedules', 'resume_paused_at', 'schedule_at', 'schedule_next_fixed_delay',
                    'start_run_at', 'start_runs', 'store_backfill_at', 'store_fires_at', 'tally_runs_at', 'trigger_at', 'unschedule_at',
-                   'withdraw_early_runs'
+                   'withdraw_early_runs', 'withdraw_early_runs_of'
                ]) LOOP
         EXECUTE format('ALTER FUNCTION %s SET plan_cache_mode = force_custom_plan', f);
     END LOOP;

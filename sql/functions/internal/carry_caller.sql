@@ -6,7 +6,8 @@
 -- by Citus (citus.propagate_set_commands = 'local': a SET LOCAL, in a function or a transaction
 -- block, is sent to the transaction's worker connections and to those it opens later), read by
 -- cronbox.caller() only in the sessions of cronbox's owner roles (docs/citus.md, "Distributing
--- the hot tables"). Without Citus loaded it returns at once. With the hot tables distributed it
+-- the hot tables"). Without Citus loaded it returns at once. On a worker node (a call pushed down
+-- with a query over a distributed table) it refuses the call (0A000). With the hot tables distributed it
 -- also makes the transaction a coordinated one, without contacting any node: no lock, no write
 -- but an empty intermediate result file on the coordinator, removed when the transaction ends.
 CREATE OR REPLACE FUNCTION cronbox.carry_caller() RETURNS void
@@ -18,6 +19,15 @@ BEGIN
     IF pg_catalog.current_setting('citus.propagate_set_commands', true) IS NULL
        OR pg_catalog.to_regclass('pg_catalog.pg_dist_partition') IS NULL THEN
         RETURN;  -- plain PostgreSQL (or no Citus here): the policies run here, where cronbox.caller() reads the session
+    END IF;
+    -- A call sent to a worker node inside a query over a distributed table (SELECT cronbox.pause(name)
+    -- FROM cronbox.job: Citus pushes the call down beside the shards) would run there without the
+    -- coordinator's tables; refused with the way round.
+    IF NOT pg_catalog.citus_is_coordinator() THEN
+        RAISE EXCEPTION 'cronbox''s functions run on the Citus coordinator, not on a worker node'
+            USING ERRCODE = 'feature_not_supported',
+                  DETAIL = 'A call inside a query over cronbox''s distributed tables (such as SELECT cronbox.pause(name) FROM cronbox.job) is sent to the worker nodes with the query.',
+                  HINT = 'Take the names from a view, which the coordinator reads (SELECT cronbox.pause(name) FROM cronbox.schedules WHERE ...), or use the bulk calls (cronbox.pause_schedules(name_like => ...)).';
     END IF;
     -- both until the transaction (or the savepoint it runs in) ends, here and on the worker
     -- connections (cronbox.caller() ignores the setting here: the session is not an owner role's)

@@ -46,7 +46,11 @@ BEGIN
                                      fire_rate = greatest(q.fire_rate - coalesce(v_rate, 0), 0)
     WHERE q.owner = v_owner;
     DELETE FROM cronbox.job_name_search s WHERE s.job_id = v_job_id;
-    DELETE FROM cronbox.job_after_edge e WHERE e.job_id = v_job_id;  -- the after-job edges it had
+    -- the after-job edges it had: on Citus a reference table, whose write reaches every node, so
+    -- only when it has some (a job without them is unscheduled with a worker node down)
+    IF EXISTS (SELECT 1 FROM cronbox.job_after_edge e WHERE e.job_id = v_job_id) THEN
+        DELETE FROM cronbox.job_after_edge e WHERE e.job_id = v_job_id;
+    END IF;
     PERFORM cronbox.record_change(v_job_id, unschedule_at.name, 'unscheduled',
                                   coalesce(unschedule_at.reason, 'unscheduled by operator'), p_now);
     PERFORM pg_notify('cronbox_schedule', v_job_id::text);
