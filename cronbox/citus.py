@@ -59,7 +59,7 @@ DEFAULT_BUCKETS = 32
 MAX_BUCKETS = 1024
 # The layer's migrations applied only when asked for (`--distribute`), kept by every migrate once
 # applied: the hot tables distributed by bucket.
-DISTRIBUTE_VERSIONS = frozenset({356, 357})
+DISTRIBUTE_VERSIONS = frozenset({356, 357, 364})
 # The process kinds that lease buckets, each kind its own set of leases.
 LEASE_KINDS = ("poller", "relay")
 

@@ -312,13 +312,19 @@ def test_citus_the_views_of_calendars_dependencies_definitions_fires_changes_and
     joined with the distributed jobs, jobs joined on job_id alone, a job and its upstream in two
     buckets, a recursive CTE over every bucket), read through cronbox.read_view: an administrator
     and a reader see every owner's rows, a role limited to its own schedules its own, and not the
-    dependencies nor the queues (not granted to it, as on one primary)."""
+    dependencies nor the queues (not granted to it, as on one primary). Such a role excludes its own
+    calendar's dates from its job (its link's policy let only administrators through before:
+    Citus layer migration 0364)."""
     migrate_citus(citus_bare, 4, distribute=True)
     with logins.connect(citus_bare, "admin") as conn:
         conn.execute("SELECT cronbox.set_queue_limit('held', 1)")
     with logins.connect(citus_bare, "alice") as conn:
         conn.execute("SELECT cronbox.create_calendar('alice-days', dates => ARRAY['2030-12-25'::date])")
         conn.execute("SELECT cronbox.schedule('alice/job', cron => '0 0 1 1 *')")
+        # her calendar on her job (refused on Citus before: the link's policy let only administrators through)
+        conn.execute("SELECT cronbox.schedule('alice/days', cron => '0 0 * * *', starts_at => '2030-12-24', exclude => 'alice-days')")
+        assert [r[0].date().isoformat() for r in conn.execute("SELECT * FROM cronbox.next_fires('alice/days', 2)")] == [
+            "2030-12-24", "2030-12-26"]
         conn.execute("SELECT cronbox.schedule('alice/held', cron => '0 0 1 1 *', queue => 'held', overlap => 'allow')")
         for _ in range(2):  # the second waits for the queue's one slot
             conn.execute("SELECT cronbox.trigger('alice/held')")
@@ -329,20 +335,21 @@ def test_citus_the_views_of_calendars_dependencies_definitions_fires_changes_and
         conn.execute("SELECT cronbox.create_calendar('ops-days', dates => ARRAY['2030-12-25'::date])")
         conn.execute("SELECT cronbox.schedule('ops/job', cron => '0 0 1 1 *', exclude => 'ops-days')")
         conn.execute("SELECT cronbox.schedule('carol/after', after => ARRAY['alice/job', 'bob/job'])")
-    every = ["alice/held", "alice/job", "bob/job", "carol/after", "ops/job"]
-    for who, jobs in (("admin", every), ("reader", every), ("alice", ["alice/held", "alice/job"]), ("bob", ["bob/job"])):
+    every = ["alice/days", "alice/held", "alice/job", "bob/job", "carol/after", "ops/job"]
+    for who, jobs in (("admin", every), ("reader", every), ("alice", ["alice/days", "alice/held", "alice/job"]),
+                      ("bob", ["bob/job"])):
         with logins.connect(citus_bare, who) as conn:
             conn.autocommit = True
             calendars = conn.execute("SELECT name, used_by FROM cronbox.calendars ORDER BY name").fetchall()
             if who in ("admin", "reader"):
-                assert calendars == [("alice-days", []), ("ops-days", ["ops/job"])], (who, calendars)
+                assert calendars == [("alice-days", ["alice/days"]), ("ops-days", ["ops/job"])], (who, calendars)
                 assert conn.execute("SELECT job, upstream, kind FROM cronbox.dependencies ORDER BY 1, 2").fetchall() == [
                     ("bob/job", "alice/job", "gate"), ("carol/after", "alice/job", "after"),
                     ("carol/after", "bob/job", "after")], who
                 assert conn.execute("SELECT queue, due, blocked, running, max_running FROM cronbox.queues"
                                     " WHERE queue = 'held'").fetchall() == [("held", 0, 1, 1, 1)], who
-            else:  # its own calendars (a role limited to its own schedules cannot use one yet: docs/citus.md)
-                assert [c[0] for c in calendars] == (["alice-days"] if who == "alice" else []), (who, calendars)
+            else:  # its own calendars, and its own jobs among their users
+                assert calendars == ([("alice-days", ["alice/days"])] if who == "alice" else []), (who, calendars)
                 for view in ("dependencies", "queues"):
                     with pytest.raises(psycopg.errors.InsufficientPrivilege):
                         conn.execute(f"SELECT * FROM cronbox.{view}")

@@ -288,8 +288,8 @@ BEGIN
             USING ERRCODE = 'no_data_found';
     END IF;
     DELETE FROM cronbox.job_calendar jc WHERE jc.job_id = v_job_id AND NOT jc.calendar_id = ANY (v_calendars);
-    INSERT INTO cronbox.job_calendar (job_id, calendar_id)
-    SELECT v_job_id, c FROM unnest(v_calendars) AS c
+    INSERT INTO cronbox.job_calendar (job_id, calendar_id, bucket)
+    SELECT v_job_id, c, v_bucket FROM unnest(v_calendars) AS c
     ON CONFLICT ON CONSTRAINT job_calendar_pkey DO NOTHING;
     IF v_kind = 'after' THEN
         -- A cycle can only close through existing jobs; the error aborts the whole statement.
