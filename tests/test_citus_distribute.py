@@ -470,6 +470,32 @@ def test_citus_an_admin_call_pushed_down_to_a_worker_node_with_a_query_over_the_
         assert conn.execute("SELECT cronbox.pause(name) FROM cronbox.schedules").fetchall() == [(True,), (True,)]
 
 
+def test_citus_two_roles_in_one_transaction_are_refused_with_a_hint_naming_the_cause_and_the_way_out(citus_bare):
+    """On the distributed tables a report call (cronbox_runner) then an administration call or a
+    view (cronbox_owner) on the same rows in one transaction is refused by Citus (25001, placements
+    modified by a different user); the error now carries a hint naming the two kinds of call and
+    the way out, and each call in its own transaction works."""
+    migrate_citus(citus_bare, 4, distribute=True)
+    with db.connect(citus_bare) as conn:
+        conn.autocommit = True
+        conn.execute("SELECT cronbox.schedule('a/job', cron => '0 0 1 1 *', overlap => 'allow')")
+        bucket = conn.execute("SELECT cronbox.bucket_of('a/job')").fetchone()[0]
+        for _ in range(2):
+            conn.execute("SELECT cronbox.trigger('a/job')")
+        conn.execute("SELECT cronbox.dispatch(100, p_bucket => %s)", (bucket,))
+        runs = [r[0] for r in conn.execute("SELECT run_id FROM cronbox.outbox WHERE bucket = %s ORDER BY run_id", (bucket,))]
+        assert len(runs) == 2, runs
+        for run_id, second in zip(runs, ("SELECT cronbox.pause('a/job')", "SELECT count(*) FROM cronbox.runs")):
+            with pytest.raises(psycopg.errors.ActiveSqlTransaction) as refused:
+                with conn.transaction():
+                    conn.execute("SELECT cronbox.complete_run(%s)", (run_id,))
+                    conn.execute(second)
+            hint = refused.value.diag.message_hint or ""
+            assert "run each in its own transaction" in hint and "cronbox_runner" in hint, (second, refused.value, hint)
+            conn.execute("SELECT cronbox.complete_run(%s)", (run_id,))
+            conn.execute(second)
+
+
 def _dead_letter_everything(conn: psycopg.Connection, kind: str) -> int:
     """Claims every outbox row of `kind` (relay 'r1') and fails it for good: dead letters."""
     ids = [r[0] for r in conn.execute(

@@ -32,6 +32,7 @@ EXCEPTION WHEN OTHERS THEN
     -- SQLSTATE, message, detail and hint.
     GET STACKED DIAGNOSTICS v_state = RETURNED_SQLSTATE, v_message = MESSAGE_TEXT,
                             v_detail = PG_EXCEPTION_DETAIL, v_hint = PG_EXCEPTION_HINT;
+    v_hint := cronbox.error_hint(v_state, v_message, v_hint);  -- a known cause's way out, if it has none
     IF v_detail <> '' AND v_hint <> '' THEN
         RAISE EXCEPTION USING ERRCODE = v_state, MESSAGE = v_message, DETAIL = v_detail, HINT = v_hint;
     ELSIF v_detail <> '' THEN

@@ -35,6 +35,8 @@ BEGIN
         RAISE EXCEPTION '% reads every bucket, and a worker node holding some of them is unreachable: %', v_view, SQLERRM
             USING ERRCODE = SQLSTATE,
                   HINT = 'The calls on one job (pause, resume, schedule) still work for the jobs whose bucket is on a node that is up; an administrator or a reader sees which node holds which bucket in cronbox.buckets.';
+    WHEN active_sql_transaction THEN  -- another role's writes earlier in the transaction (25001)
+        RAISE EXCEPTION '%', SQLERRM USING ERRCODE = SQLSTATE, HINT = cronbox.error_hint(SQLSTATE, SQLERRM, NULL);
     END;
 END
 $$;
