@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import orjson
 import psycopg
 import pytest
 
@@ -588,3 +589,30 @@ def test_citus_a_relay_and_a_poller_start_with_a_worker_node_down_and_take_its_b
     assert delivered == set(runs[up]) | set(runs[down])
     with db.connect(dsn) as conn:
         assert conn.execute("SELECT count(*) FROM cronbox.dead_letters").fetchone() == (0,)
+
+
+def test_citus_status_reads_every_section_on_the_distributed_tables(pg: Server, distributed_dsn: str, logins):  # noqa: F811
+    """`cronbox status` (as a reader) on the distributed tables: schedules of buckets on both
+    worker nodes, one paused, a pool with a fire waiting for it, every section answered (it exited
+    with an error before: the pools view's lateral join from the pools, a reference table, into
+    the distributed futures, refused by Citus)."""
+    from .test_ops_status import _status
+
+    ports = [node.port for node in pg.citus.workers]
+    with db.connect(distributed_dsn) as conn:
+        conn.autocommit = True
+        names = sorted(n[0] for n in jobs_by_node(conn, ports, 1).values())
+        for name in names:
+            conn.execute("SELECT cronbox.schedule(%s, every => '1 hour')", (name,))
+        conn.execute("SELECT cronbox.pause(%s, 'deploy')", (names[0],))
+        conn.execute("SELECT cronbox.set_pool('gpu', 0)")
+        conn.execute("SELECT cronbox.schedule('pooled/job', cron => '0 0 1 1 *', needs => '{\"gpu\": 1}')")
+        conn.execute("SELECT cronbox.trigger('pooled/job')")
+        bucket = conn.execute("SELECT cronbox.bucket_of('pooled/job')").fetchone()[0]
+        conn.execute("SELECT cronbox.dispatch(100, p_bucket => %s)", (bucket,))
+    doc = orjson.loads(_status(logins.dsn(distributed_dsn, "reader"), "--json"))
+    assert [(p["name"], p["waiting"]) for p in doc["pools"]] == [("gpu", 1)], doc["pools"]
+    names = sorted([*names, "pooled/job"])
+    assert sorted(s["name"] for s in doc["schedules"]) == names
+    assert [p["paused_reason"] for p in doc["paused"]] == ["deploy"]
+    assert doc.get("unavailable", []) in ([], {}), doc.get("unavailable")
