@@ -357,15 +357,36 @@ def worker_messages(worker) -> list[dict]:
     return [m for r in worker.received for m in r.messages]
 
 
+# The live node's fire -> dispatch bound while the other node is stopped: within 2 s at load ~7
+# (2026-11-30), up to 2.8 s at load 17-24 on this 2-core machine shared by four suites (the
+# poller starved, and each loop trying the stopped node's buckets again each second): 5 s, the
+# figures measured recorded in docs/citus.md ("A worker node stopped, on the distributed tables").
+LIVE_LAG = 5.0
+
+
 @on_citus
-@pytest.mark.xfail(strict=True, reason="not met: dispatch and the finishing calls insert what another step of their "
-                   "statement returned (a CTE, a delete's RETURNING), which Citus sends to every worker node: with "
-                   "one node stopped they fail in every bucket (docs/citus.md, \"A worker node stopped\")")
+def test_citus_the_hot_functions_take_their_broadcast_free_forms_on_every_node_of_a_distributed_database(
+        pg: Server, distributed_dsn: str):
+    """`cronbox migrate --citus --distribute` sets cronbox.distributed = on on the functions
+    whose inserts would otherwise read another step's result (sql/citus/distributed_plans.sql),
+    on the coordinator and on each worker node, where delegated calls run them."""
+    wanted = ["dispatch_plain_fires", "finish_runs"]
+    for port in [None, *(node.port for node in pg.citus.workers)]:
+        dsn = distributed_dsn if port is None else psycopg.conninfo.make_conninfo(distributed_dsn, port=port)
+        with db.connect(dsn) as conn:
+            got = [r[0] for r in conn.execute(
+                "SELECT p.proname FROM pg_catalog.pg_proc p WHERE p.pronamespace = 'cronbox'::regnamespace"
+                " AND p.proname = ANY (%s) AND 'cronbox.distributed=on' = ANY (p.proconfig) ORDER BY 1",
+                (wanted,))]
+        assert got == wanted, (port, got)
+
+
+@on_citus
 def test_citus_a_stopped_worker_node_stops_only_its_buckets_and_its_fires_resume_none_lost(
         pg: Server, distributed_dsn: str, tmp_path: Path):
     """On the distributed tables, jobs firing every second in buckets on both worker nodes,
     through the real poller, relay and HTTP worker: while one worker node is stopped the other
-    node's jobs keep firing on time (every second, each dispatched within 2 s of its fire);
+    node's jobs keep firing on time (every second, each dispatched within LIVE_LAG of its fire);
     when it is back the stopped node's jobs catch up (catchup 'all'): every fire from the first
     to the last has its run, none doubled, every one succeeded."""
     dsn = distributed_dsn
@@ -451,16 +472,21 @@ def test_citus_a_stopped_worker_node_stops_only_its_buckets_and_its_fires_resume
         assert last >= back, (name, rows)
         assert all(r[2] == "succeeded" for r in rows if r[0] <= back), \
             (name, back, [r for r in rows if r[0] <= back and r[2] != "succeeded"])
-    # while the node was down: the live node's jobs each second, dispatched within 2 s of the fire
-    # (the fires whose 2 s ran out before the node's return: one due in the last 2 s is dispatched
-    # beside the returning node's catch-up)
+    # while the node was down: the live node's jobs each second, each dispatched within LIVE_LAG
+    # of its fire (those due up to 2 s before the node's return: one due in the last 2 s is
+    # dispatched beside the returning node's catch-up)
     down_until = back_from - timedelta(seconds=2)
     window = [r for n in up for r in got[n] if stopped < r[0] <= down_until]
     assert len(window) >= 2 * len(up), window
     lags = sorted((r[1] - r[0]).total_seconds() for r in window)
     late = [(n, r[0].time().isoformat(), (r[1] - r[0]).total_seconds()) for n in up for r in got[n]
-            if stopped < r[0] <= down_until and (r[1] - r[0]).total_seconds() > 2.0]
-    assert lags[-1] <= 2.0, (lags, late, stopped.time().isoformat(), poller.output[-4000:])
+            if stopped < r[0] <= down_until and (r[1] - r[0]).total_seconds() > LIVE_LAG]
+    assert lags[-1] <= LIVE_LAG, (lags, late, stopped.time().isoformat(), poller.output[-4000:])
+    # the figures docs/citus.md records (pytest -rP shows them)
+    held = [(r[1] - back).total_seconds() for n in down for r in got[n] if stopped < r[0] <= back]
+    print(f"node stop: live node {len(window)} fires, fire -> dispatch median {lags[len(lags) // 2]:.3f} s,"
+          f" max {lags[-1]:.3f} s; stopped node {len(held)} fires while down, all succeeded, dispatched"
+          f" {max(held):.1f} s at most after its return")
 
 
 @on_citus

@@ -77,6 +77,32 @@ def node_port(conn: psycopg.Connection, table: str, bucket: int) -> int:
                         (table, table, bucket)).fetchone()[0]
 
 
+# The finishing calls' and dispatch's inserts in their two forms: as written for one primary
+# (an insert reads another step's result, a CTE or a delete's RETURNING) and broadcast-free
+# (cronbox.distributed = on, as sql/citus/distributed_plans.sql sets it where the hot tables are
+# distributed: Citus sends such a result to every worker node; docs/citus.md, "A worker node
+# stopped"). Each is one task per statement.
+BROADCAST_FREE = """
+DO $$
+DECLARE
+    f regprocedure;
+BEGIN
+    FOR f IN SELECT p.oid::regprocedure FROM pg_catalog.pg_proc p
+             WHERE p.pronamespace = 'cronbox'::regnamespace
+               AND p.proname IN ('finish_runs', 'dispatch_plain_fires') LOOP
+        EXECUTE format('ALTER FUNCTION %s SET cronbox.distributed = on', f);
+    END LOOP;
+END
+$$;
+"""
+both_forms = pytest.mark.parametrize("form", ["one_statement", "broadcast_free"])
+
+
+def use_form(conn: psycopg.Connection, form: str) -> None:
+    if form == "broadcast_free":
+        conn.execute(BROADCAST_FREE)
+
+
 def test_citus_the_relay_s_claim_is_one_task_per_bucket_and_runs_on_the_bucket_s_node(citus_clone):
     """cronbox.claim_outbox on an outbox distributed by bucket: with a bucket, every statement it
     runs is one task on that bucket's shard and takes only that bucket's rows; without one, it
@@ -361,7 +387,8 @@ def test_citus_dispatch_and_early_dispatch_walk_due_futures_bucket_by_bucket_one
         other.execute("ROLLBACK")
 
 
-def test_citus_dispatch_decides_and_writes_a_bucket_s_fires_one_task_per_statement(citus_clone):
+@both_forms
+def test_citus_dispatch_decides_and_writes_a_bucket_s_fires_one_task_per_statement(citus_clone, form):
     """cronbox.dispatch's write (cronbox.dispatch_locked) on jobs, job futures, statistics and
     saturation state distributed by bucket, with the dependencies and queue limits as reference
     tables and runs, outbox and the statistics to fold the coordinator's own: every statement
@@ -413,6 +440,7 @@ def test_citus_dispatch_decides_and_writes_a_bucket_s_fires_one_task_per_stateme
         # the change log's read policy without its subquery on jobs (as the layer will replace it)
         conn.execute("DROP POLICY job_change_read ON cronbox.job_change")
         conn.execute("CREATE POLICY job_change_read ON cronbox.job_change FOR SELECT USING (cronbox.caller_reads_all())")
+        use_form(conn, form)
         conn.execute("SET citus.multi_task_query_log_level = error")  # a statement over several shards fails
 
         dispatch = "SELECT dispatched, skipped, failed, held FROM cronbox.dispatch(100, p_bucket => %s)"
@@ -1037,7 +1065,8 @@ def distribute_for_finishing(conn: psycopg.Connection, *, history_policy: bool =
         conn.execute("CREATE POLICY run_read ON cronbox.run FOR SELECT USING (cronbox.caller_reads_all())")
 
 
-def test_citus_the_finishing_calls_read_and_write_the_bucket_their_run_ids_carry_one_task_per_statement(citus_clone):
+@both_forms
+def test_citus_the_finishing_calls_read_and_write_the_bucket_their_run_ids_carry_one_task_per_statement(citus_clone, form):
     """complete_run, complete_runs, fail_run and fail_runs on jobs, statistics, saturation state,
     futures and the outbox distributed by bucket, with the after-job edges a reference table and
     Citus refusing any statement of more than one task: each run is finished in the bucket its
@@ -1076,6 +1105,7 @@ def test_citus_the_finishing_calls_read_and_write_the_bucket_their_run_ids_carry
         assert carried == 5, carried
         distribute_for_finishing(conn, history_policy=True)
 
+        use_form(conn, form)
         conn.execute("SET citus.multi_task_query_log_level = error")  # a statement over several shards fails
         assert conn.execute("SELECT cronbox.complete_run(%s, '{\"ok\": 1}')", (runs[plain_a],)).fetchone()[0] == "succeeded"
         assert conn.execute("SELECT cronbox.fail_run(%s, 'boom')", (runs[retried],)).fetchone()[0] == "failed"
@@ -1108,7 +1138,8 @@ def test_citus_the_finishing_calls_read_and_write_the_bucket_their_run_ids_carry
         assert changes and all(c == j for c, j in changes), changes
 
 
-def test_citus_cancel_and_the_reaper_end_runs_in_their_bucket_one_task_per_statement(citus_clone):
+@both_forms
+def test_citus_cancel_and_the_reaper_end_runs_in_their_bucket_one_task_per_statement(citus_clone, form):
     """cronbox.cancel (by run id) and cronbox.reap_lost (per bucket) on jobs, statistics,
     saturation state, futures and the outbox distributed by bucket, with Citus refusing any
     statement of more than one task: a dispatched run cancelled at once in the bucket its id
@@ -1139,6 +1170,7 @@ def test_citus_cancel_and_the_reaper_end_runs_in_their_bucket_one_task_per_state
         conn.execute("CREATE POLICY run_read ON cronbox.run FOR SELECT USING (cronbox.caller_reads_all())")
         later = conn.execute("SELECT now() + interval '1 day'").fetchone()[0]
 
+        use_form(conn, form)
         conn.execute("SET citus.multi_task_query_log_level = error")  # a statement over several shards fails
         assert conn.execute("SELECT cronbox.cancel(%s)", (runs[pending],)).fetchone()[0] == "cancelled"
         assert conn.execute("SELECT cronbox.cancel(%s)", (runs[running],)).fetchone()[0] == "cancel_requested"
@@ -1294,7 +1326,8 @@ def test_citus_the_fold_of_job_statistics_goes_bucket_by_bucket_one_task_per_sta
                             (names_b[0],)).fetchone()[0] == 3
 
 
-def test_citus_a_finish_frees_queue_slots_and_pool_units_and_notifies_a_failed_job_s_recipients_one_task_per_statement(citus_clone):
+@both_forms
+def test_citus_a_finish_frees_queue_slots_and_pool_units_and_notifies_a_failed_job_s_recipients_one_task_per_statement(citus_clone, form):
     """complete_run and fail_run on jobs, futures and the outbox distributed by bucket, the queue
     limits and pools reference tables, with Citus refusing any statement of more than one task:
     a run of a limited queue needing a pool's unit ends, and the fire of another bucket waiting
@@ -1329,6 +1362,7 @@ def test_citus_a_finish_frees_queue_slots_and_pool_units_and_notifies_a_failed_j
         distribute_for_finishing(conn, history_policy=True)
         conn.execute("SELECT pg_catalog.create_reference_table('cronbox.pool')")
 
+        use_form(conn, form)
         conn.execute("SET citus.multi_task_query_log_level = error")  # a statement over several shards fails
         assert conn.execute("SELECT cronbox.complete_run(%s)", (runs[first],)).fetchone()[0] == "succeeded"
         assert conn.execute("SELECT cronbox.fail_run(%s, 'boom')", (runs[failing],)).fetchone()[0] == "failed"

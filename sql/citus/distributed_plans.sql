@@ -6,6 +6,11 @@
 -- (CREATE OR REPLACE with its own SET list) drops the setting; every overload of each name.
 -- On plain PostgreSQL, and on Citus before the hot tables are distributed, the functions keep
 -- their own setting (one plan per session).
+-- cronbox.distributed = on, with it: the functions whose inserts would read another step's
+-- result (Citus sends such a result to every worker node: one node stopped would stop every
+-- bucket) take their broadcast-free forms, read once per call with
+-- current_setting('cronbox.distributed', true) (docs/citus.md, "A worker node stopped"). Unset
+-- anywhere else: plain PostgreSQL keeps its one-statement forms at no cost.
 DO $$
 DECLARE
     f regprocedure;
@@ -23,7 +28,7 @@ BEGIN
                    'start_run_at', 'start_runs', 'store_backfill_at', 'store_fires_at', 'tally_runs_at', 'trigger_at', 'unschedule_at',
                    'withdraw_early_runs', 'withdraw_early_runs_of'
                ]) LOOP
-        EXECUTE format('ALTER FUNCTION %s SET plan_cache_mode = force_custom_plan', f);
+        EXECUTE format('ALTER FUNCTION %s SET plan_cache_mode = force_custom_plan SET cronbox.distributed = on', f);
     END LOOP;
 END
 $$;

@@ -53,6 +53,8 @@ DECLARE
     v_paused_ids bigint[];
     v_paused_names text[];
     v_paused_reasons text[];
+    v_paused_buckets integer[];
+    v_notifies boolean;       -- step 3b: some of the failed runs' jobs have recipients of their own
     v_notes bigint[];          -- the notifications written (step 3b)
     v_needs jsonb[];          -- the pool units the runs that ended here took at dispatch
     v_release bigint[];       -- held futures that may go now
@@ -63,6 +65,7 @@ DECLARE
     v_queues text[];          -- step 0b: the queues of the runs in flight
     v_locked_all boolean;     -- step 0b found every id in flight and locked all their jobs: no step 1
     v_fast bigint[];          -- step 0b: the runs it ended
+    v_rows cronbox.outbox[];  -- step 2b, on distributed tables: the outbox rows deleted
     v_after_buckets integer[];  -- the buckets of the after-jobs (v_after), parallel to it
     v_up_all text[];          -- step 8: the upstreams the after-jobs list
     v_up_in text[];           -- those of one bucket
@@ -70,6 +73,14 @@ DECLARE
     v_up_success timestamptz[];  -- and their last successes, parallel
     v_b integer;
     v_decided jsonb;          -- step 3: the failures' decisions, for step 3b
+    v_folded_counts jsonb;    -- step 3: the per-job counts of the jobs whose statistics are folded
+    -- Where the hot tables are distributed (Citus layer: sql/citus/distributed_plans.sql sets it
+    -- on this function), no insert reads another step's result: Citus sends such a result to
+    -- every worker node, so one node stopped would stop every bucket's reports (docs/citus.md,
+    -- "A worker node stopped"). There steps 0 and 0b (a delete and the inserts that read it, in
+    -- one statement) are not taken and step 2b inserts from the rows it deleted, gathered into
+    -- v_rows; plain PostgreSQL keeps its one-statement forms.
+    v_distributed boolean := current_setting('cronbox.distributed', true) IS NOT DISTINCT FROM 'on';
     v_gated integer[];        -- step 7: the buckets of the jobs gated on these
     v_gated_unknown boolean;  -- and whether a dependency does not say its bucket
 BEGIN
@@ -118,7 +129,7 @@ BEGIN
     --    that never ran, an unknown id; a retry, on_error, a notification, a release) is left
     --    to steps 1-8, which start again from the outbox row (the job's lock, if taken here, is
     --    simply held already).
-    IF cardinality(p_run_ids) = 1 AND p_outcome IN ('succeeded', 'failed') THEN
+    IF cardinality(p_run_ids) = 1 AND p_outcome IN ('succeeded', 'failed') AND NOT v_distributed THEN
         SELECT s.job_id, s.stats_from_runs INTO v_job, v_derived
         FROM cronbox.job_stat s
         WHERE (p_bucket IS NULL OR s.bucket = p_bucket)
@@ -220,7 +231,7 @@ BEGIN
     --    (every run in flight, every job locked, no after-job naming them): step 1 is skipped,
     --    and the job rows are read once, by step 3 (the job check below stops at the first job
     --    a policy reads).
-    IF p_outcome = 'succeeded' AND cardinality(p_run_ids) > 1 THEN
+    IF p_outcome = 'succeeded' AND cardinality(p_run_ids) > 1 AND NOT v_distributed THEN
         WITH runs AS MATERIALIZED (
             SELECT o.job_id, o.job_name, o.queue FROM cronbox.outbox o
             WHERE (p_bucket IS NULL OR o.bucket = p_bucket)
@@ -389,8 +400,65 @@ BEGIN
     -- have renewed it since the reaper looked) and its history row inserted final, so a crash
     -- leaves the run either in flight or finished, never neither nor both. Rows by key; the
     -- INSERT routes each row to its partition (the day of its run id) without naming the others
-    -- in its plan. What the steps below need is read from the deleted rows themselves.
-    IF v_jobs IS NOT NULL THEN
+    -- in its plan. What the steps below need is read from the deleted rows themselves. On
+    -- distributed tables (v_distributed) two statements in one transaction: the delete, then
+    -- the inserts from the rows it deleted.
+    IF v_jobs IS NOT NULL AND v_distributed THEN
+        WITH gone AS (
+            DELETE FROM cronbox.outbox o
+            WHERE (p_bucket IS NULL OR o.bucket = p_bucket) AND o.outbox_id = ANY (p_run_ids) AND o.kind = 'run'
+              AND (p_outcome <> 'lost' OR (o.state IN ('delivered', 'running') AND o.run_lease_until < p_now))
+            RETURNING o.*
+        )
+        -- needs: given back below exactly once, by the transition that ended the run
+        SELECT array_agg(ROW(g.outbox_id, g.job_id, g.job_name, g.queue, n.new_state, g.attempt,
+                             g.fire_at, g.payload, v_error_of ->> g.outbox_id::text,
+                             p_outcome IN ('failed', 'lost') AND NOT g.cancel_requested
+                                 AND (p_outcome = 'lost' OR p_retryable))::cronbox.finished_run
+                         ORDER BY g.outbox_id),
+               array_agg(g.outbox_id ORDER BY g.outbox_id), array_agg(ROW(g.*)::cronbox.outbox ORDER BY g.outbox_id),
+               array_agg(n.new_state ORDER BY g.outbox_id),
+               array_agg('finished'::text),
+               array_agg(g.needs) FILTER (WHERE g.needs IS NOT NULL),
+               -- whether step 5 has slots to free (its locks are taken there, in their order)
+               (SELECT EXISTS (SELECT 1 FROM cronbox.queue_limit q
+                               WHERE q.queue = ANY (ARRAY(SELECT DISTINCT x.queue FROM gone x))))
+          INTO v_fin, v_ids, v_rows, v_states, v_verdicts, v_needs, v_limited
+        FROM gone g
+        CROSS JOIN LATERAL (SELECT CASE WHEN p_outcome = 'succeeded' THEN 'succeeded'
+                                        WHEN g.cancel_requested THEN 'cancelled'
+                                        ELSE p_outcome END AS new_state) n;
+        -- the history rows, from the rows deleted (v_rows), never from the delete's result (Citus
+        -- would send that to every worker node: docs/citus.md, "A worker node stopped")
+        IF v_rows IS NOT NULL THEN
+            WITH finished AS (
+                INSERT INTO cronbox.run AS h (run_id, job_id, job_name, queue, fire_at, due_at, state, attempt,
+                                         origin, retry_of, payload, priority, dispatched_at, delivered_at,
+                                         started_at, finished_at, lease_until, worker, cancel_requested,
+                                         result, error, needs, bucket, trouble)
+                SELECT g.outbox_id, g.job_id, g.job_name, g.queue, g.fire_at, g.due_at, n.new_state,
+                       g.attempt, g.origin, g.retry_of, g.payload, g.priority, g.dispatched_at,
+                       -- a report straight from dispatched (the relay's ack with the worker's answer,
+                       -- or a worker faster than the ack) was delivered by then; a run started
+                       -- before any ack, when it started
+                       coalesce(g.delivered_at, g.started_at,
+                                CASE WHEN p_outcome IN ('succeeded', 'failed') THEN p_now END),
+                       g.started_at, p_now, NULL, g.worker, g.cancel_requested,
+                       v_result_of -> g.outbox_id::text,
+                       coalesce(v_error_of ->> g.outbox_id::text,
+                                CASE WHEN p_outcome = 'cancelled'
+                                          OR (p_outcome <> 'succeeded' AND g.cancel_requested)
+                                     THEN 'cancelled' END),
+                       g.needs, g.bucket, cronbox.run_trouble(n.new_state)
+                FROM unnest(v_rows) g
+                CROSS JOIN LATERAL (SELECT CASE WHEN p_outcome = 'succeeded' THEN 'succeeded'
+                                                WHEN g.cancel_requested THEN 'cancelled'
+                                                ELSE p_outcome END AS new_state) n
+                RETURNING 1  -- not a COPY on Citus (refused under row security): docs/citus.md
+            )
+            SELECT count(*) INTO v_n FROM finished;
+        END IF;
+    ELSIF v_jobs IS NOT NULL THEN
         WITH gone AS (
             DELETE FROM cronbox.outbox o
             WHERE (p_bucket IS NULL OR o.bucket = p_bucket) AND o.outbox_id = ANY (p_run_ids) AND o.kind = 'run'
@@ -551,19 +619,6 @@ BEGIN
             FROM per_job c
             WHERE NOT c.folded
         ),
-        -- The jobs no policy reads while deciding: one row for all of them per bucket, folded into
-        -- job_stat by the poller within a second (cronbox.fold_job_stats).
-        change AS (
-            INSERT INTO cronbox.job_stat_change (job_ids, active, last_fire, last_run, last_state,
-                                                 ok, failures, crashes, missed, success_at, bucket)
-            SELECT array_agg(c.job_id), array_agg((-c.n)::integer), array_agg(NULL::timestamptz),
-                   array_agg(c.last_run), array_agg(c.last_state), array_agg(c.n_ok::integer),
-                   array_agg(c.n_runs_failed::integer), array_agg(c.n_lost::integer), array_agg(0::bigint), p_now, c.bucket
-            FROM per_job c
-            WHERE c.folded
-            GROUP BY c.bucket  -- a row per bucket of the jobs (one on plain PostgreSQL)
-            RETURNING 1  -- not a COPY on Citus (refused under row security): docs/citus.md
-        ),
         -- The statistics row (narrow, HOT: cronbox.job_stat), by key (= ANY), never by a join.
         stat AS (
             UPDATE cronbox.job_stat s SET
@@ -596,17 +651,39 @@ BEGIN
                      FROM cronbox.job_future h
                      WHERE (p_bucket IS NULL OR h.bucket = p_bucket) AND h.job_id = ANY (v_fin_jobs) AND h.hold = 'overlap'
                      ORDER BY h.job_id, h.fire_at),
-               jsonb_agg(to_jsonb(d) - 'folded') FILTER (WHERE d.state IN ('failed', 'lost'))
-          INTO v_failures, v_fixed_delay, v_all_folded, v_release, v_decided
+               jsonb_agg(to_jsonb(d) - 'folded') FILTER (WHERE d.state IN ('failed', 'lost')),
+               -- the jobs no policy reads while deciding: their counts, for their change rows
+               (SELECT jsonb_agg(to_jsonb(c)) FROM per_job c WHERE c.folded)
+          INTO v_failures, v_fixed_delay, v_all_folded, v_release, v_decided, v_folded_counts
         FROM decide d;
+        -- One change row for all of them per bucket, folded into job_stat by the poller within a
+        -- second (cronbox.fold_job_stats); from the counts read above, never from a result of the
+        -- statement that read them (Citus would send that to every worker node: docs/citus.md,
+        -- "A worker node stopped").
+        IF v_folded_counts IS NOT NULL THEN
+            WITH change AS (
+                INSERT INTO cronbox.job_stat_change (job_ids, active, last_fire, last_run, last_state,
+                                                     ok, failures, crashes, missed, success_at, bucket)
+                SELECT array_agg(c.job_id), array_agg((-c.n)::integer), array_agg(NULL::timestamptz),
+                       array_agg(c.last_run), array_agg(c.last_state), array_agg(c.n_ok::integer),
+                       array_agg(c.n_runs_failed::integer), array_agg(c.n_lost::integer), array_agg(0::bigint), p_now, c.bucket
+                FROM jsonb_to_recordset(v_folded_counts) AS c(job_id bigint, bucket integer, n bigint, last_run bigint,
+                                                              last_state text, n_ok bigint, n_lost bigint, n_runs_failed bigint)
+                GROUP BY c.bucket  -- a row per bucket of the jobs (one on plain PostgreSQL)
+                RETURNING 1  -- not a COPY on Citus (refused under row security): docs/citus.md
+            )
+            SELECT count(*) INTO v_n FROM change;
+        END IF;
 
         -- 3b. Failed or lost runs (a success or a cancel never gets here: a report's usual
         --     call starts none of these writes): retries (a retry is a new future), on_error,
         --     notifications. One statement.
         IF v_failures THEN
             WITH
-            -- the failures' decisions, as step 3 read them
-            decide AS MATERIALIZED (
+            -- the failures' decisions, as step 3 read them; NOT MATERIALIZED: read from v_decided
+            -- where each insert reads it, never as a result of this statement (Citus would send that
+            -- to every worker node: docs/citus.md, "A worker node stopped")
+            decide AS NOT MATERIALIZED (
                 SELECT d.* FROM jsonb_to_recordset(v_decided) AS d(
                     run_id bigint, job_id bigint, job_name text, queue text, state text, attempt integer,
                     fire_at timestamptz, payload jsonb, error text, retryable boolean, max_attempts integer,
@@ -659,25 +736,36 @@ BEGIN
                        p_now, p_now, d.bucket
                 FROM decide d
                 WHERE d.exhausted AND d.attempt <= d.max_attempts
-                UNION ALL
-                SELECT NULL, 'cronbox.notifications', 'notification',
-                       jsonb_build_object('event', 'schedule_paused', 'job', b.name,
-                                          'reason', b.pause_reason, 'at', p_now,
-                                          'idempotency_key', 'schedule_paused:' || b.job_id || ':'
-                                                             || extract(epoch FROM p_now)::text),
-                       p_now, p_now, b.bucket
-                FROM book b
-                WHERE b.paused_now
                 RETURNING outbox_id
             )
             SELECT (SELECT count(*) FROM retry),
-                   array_agg(b.job_id), array_agg(b.name), array_agg(b.pause_reason),
+                   array_agg(b.job_id), array_agg(b.name), array_agg(b.pause_reason), array_agg(b.bucket),
                    -- only when a job has recipients of its own (job.notify)
+                   (SELECT bool_or(d.notifies) FROM decide d),
                    (SELECT array_agg(n.outbox_id) FROM notes n WHERE (SELECT bool_or(d.notifies) FROM decide d))
-              INTO v_n, v_paused_ids, v_paused_names, v_paused_reasons, v_notes
+              INTO v_n, v_paused_ids, v_paused_names, v_paused_reasons, v_paused_buckets, v_notifies, v_notes
             FROM book b
             WHERE b.paused_now;
             v_woken := v_woken + v_n;
+            -- the schedules paused now: their notifications, from what the statement above
+            -- returned, in a statement of their own (as the inserts above: no result read)
+            IF v_paused_ids IS NOT NULL THEN
+                WITH paused_notes AS (
+                    INSERT INTO cronbox.outbox (run_id, queue, kind, message, created_at, available_at, bucket)
+                    SELECT NULL, 'cronbox.notifications', 'notification',
+                           jsonb_build_object('event', 'schedule_paused', 'job', b.name,
+                                              'reason', b.pause_reason, 'at', p_now,
+                                              'idempotency_key', 'schedule_paused:' || b.job_id || ':'
+                                                                 || extract(epoch FROM p_now)::text),
+                           p_now, p_now, b.bucket
+                    FROM unnest(v_paused_ids, v_paused_names, v_paused_reasons, v_paused_buckets)
+                         AS b(job_id, name, pause_reason, bucket)
+                    RETURNING outbox_id
+                )
+                SELECT CASE WHEN v_notifies THEN coalesce(v_notes, '{}') || array_agg(n.outbox_id) ELSE v_notes END
+                  INTO v_notes
+                FROM paused_notes n;
+            END IF;
             -- the jobs' own recipients of these notifications (job.notify)
             IF v_notes IS NOT NULL THEN
                 PERFORM cronbox.notify_stakeholders(v_notes, p_bucket);
